@@ -1,0 +1,48 @@
+# Portcullis — developer entry points. `make help` lists the targets.
+#
+# `make test` is the one command a newcomer runs: it installs the Node test
+# tools it needs (Node 22, the MCP conformance suite, the MCP Inspector) into
+# .cache/node-tools, then runs every Go test, end-to-end tests included.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO       ?= go
+BIN      ?= bin/portcullis
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
+# The node tools' folder; the e2e tests read the same variable.
+PORTCULLIS_NODE_TOOLS ?= $(CURDIR)/.cache/node-tools
+export PORTCULLIS_NODE_TOOLS
+
+# GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
+GOTESTFLAGS ?=
+
+.PHONY: help build run test e2e tools vet clean
+
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build bin/portcullis, stamped with the git version and revision.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/server
+
+run: ## Run the server in dev mode (go run ./cmd/server serve --dev).
+	$(GO) run ./cmd/server serve --dev
+
+tools: ## Install Node 22, the MCP conformance suite and the MCP Inspector into .cache/node-tools.
+	bash scripts/install-node-tools.sh
+
+test: tools ## Install the test tools, then run every test with the race detector.
+	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+
+e2e: tools ## Run only the end-to-end tests (./e2e/...).
+	$(GO) test -race -count=1 $(GOTESTFLAGS) ./e2e/...
+
+vet: ## Run go vet on every package.
+	$(GO) vet ./...
+
+clean: ## Remove build output, test results and the node tools cache.
+	rm -rf bin results .cache

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// envPrefix starts every environment variable that sets a config key.
+const envPrefix = "PORTCULLIS_"
+
+// Config is the whole configuration file. Each package owns its section.
+type Config struct {
+	Server ServerOptions `yaml:"server"`
+	MCP    mcp.Options   `yaml:"mcp"`
+	Tools  tools.Options `yaml:"tools"`
+	Log    LogOptions    `yaml:"log"`
+}
+
+// ServerOptions configures the HTTP listener and its lifecycle.
+type ServerOptions struct {
+	// Listen is the address of the MCP listener. Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// MetricsListen is the address of the separate /metrics listener
+	// (reserved: served once telemetry lands). Default 127.0.0.1:9090.
+	MetricsListen string `yaml:"metrics_listen"`
+	// ReadHeaderTimeout bounds reading request headers. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes idle keep-alive connections. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds request headers. Default 64 KiB.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// DrainDelay is how long readiness fails before the listener closes on
+	// SIGTERM, so load balancers stop routing first. Default 0.
+	DrainDelay time.Duration `yaml:"drain_delay"`
+	// ShutdownGrace bounds how long calls in flight may take to finish after
+	// SIGTERM. Default 25s (under Kubernetes' default 30s grace period).
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+}
+
+// LogOptions configures the structured log on stderr.
+type LogOptions struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+}
+
+func (c *Config) defaults() {
+	s := &c.Server
+	if s.Listen == "" {
+		s.Listen = "127.0.0.1:8080"
+	}
+	if s.MetricsListen == "" {
+		s.MetricsListen = "127.0.0.1:9090"
+	}
+	if s.ReadHeaderTimeout == 0 {
+		s.ReadHeaderTimeout = 10 * time.Second
+	}
+	if s.IdleTimeout == 0 {
+		s.IdleTimeout = 120 * time.Second
+	}
+	if s.MaxHeaderBytes == 0 {
+		s.MaxHeaderBytes = 64 << 10
+	}
+	if s.ShutdownGrace == 0 {
+		s.ShutdownGrace = 25 * time.Second
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	c.MCP.Defaults()
+	c.Tools.Defaults()
+}
+
+// Validate reports every problem at once, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(prefix string, err error) {
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("%s%w", prefix, e))
+		}
+	}
+	s := c.Server
+	if err := checkAddr(s.Listen); err != nil {
+		add("server.listen: ", err)
+	} else if !isLoopback(s.Listen) {
+		add("server.listen: ", fmt.Errorf("%q is not a loopback address; until bearer-token auth is configured Portcullis serves only on loopback (127.0.0.1, [::1], localhost)", s.Listen))
+	}
+	if err := checkAddr(s.MetricsListen); err != nil {
+		add("server.metrics_listen: ", err)
+	}
+	for key, d := range map[string]time.Duration{
+		"server.read_header_timeout": s.ReadHeaderTimeout,
+		"server.idle_timeout":        s.IdleTimeout,
+		"server.shutdown_grace":      s.ShutdownGrace,
+	} {
+		if d <= 0 {
+			add(key+": ", errors.New("must be positive"))
+		}
+	}
+	if s.DrainDelay < 0 {
+		add("server.drain_delay: ", errors.New("must not be negative"))
+	}
+	if s.MaxHeaderBytes < 0 {
+		add("server.max_header_bytes: ", errors.New("must not be negative"))
+	}
+	if !observability.ValidLogLevel(c.Log.Level) {
+		add("log.level: ", fmt.Errorf("%q: want debug, info, warn or error", c.Log.Level))
+	}
+	add("mcp.", c.MCP.Validate())
+	add("tools.", c.Tools.Validate())
+	return errors.Join(errs...)
+}
+
+// loadConfig reads the file at path (none if empty), overlays PORTCULLIS_*
+// variables from environ, applies defaults and validates. Every problem is
+// returned at once.
+func loadConfig(path string, environ []string, flags func(*Config)) (*Config, error) {
+	var c Config
+	if err := config.LoadFile(&c, path, environ, envPrefix); err != nil {
+		return nil, err
+	}
+	if flags != nil {
+		flags(&c)
+	}
+	c.defaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// unjoin flattens an errors.Join tree into its leaves.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func checkAddr(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	return nil
+}
+
+// isLoopback reports whether addr's host is a loopback IP or "localhost".
+// An empty host means every interface, which is not loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// Set by the linker: -ldflags "-X main.version=… -X main.revision=…".
+var (
+	version  = "dev"
+	revision = ""
+)
+
+const usage = `Usage: portcullis [command] [flags]
+
+Commands:
+  serve          serve MCP over Streamable HTTP on /mcp (the default)
+  stdio          serve MCP over stdin/stdout (logs go to stderr)
+  check-config   validate the configuration, report every problem, and exit
+  version        print the version and exit
+  help           print this help
+
+Run "portcullis COMMAND -h" for a command's flags. Every configuration key
+can also be set by an environment variable: PORTCULLIS_ followed by the key
+path in upper case with dots as underscores (server.listen is
+PORTCULLIS_SERVER_LISTEN).
+`
+
+// run is the whole program; main only wires it to the process. It returns
+// the exit code: 0 on success, 1 on failure, 2 on a usage error.
+func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = runServe(ctx, args, environ, stdout, stderr)
+	case "stdio":
+		err = runStdio(ctx, args, environ, stdin, stdout, stderr)
+	case "check-config":
+		err = runCheckConfig(args, environ, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, versionString())
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "portcullis: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "portcullis %s: %v\n", cmd, ue.err)
+		return 2
+	default:
+		reportError(stderr, cmd, err)
+		return 1
+	}
+}
+
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+
+// reportError prints err, one line per problem, so a bad configuration is
+// fixed in one pass.
+func reportError(w io.Writer, cmd string, err error) {
+	problems := unjoin(err)
+	if len(problems) == 1 {
+		fmt.Fprintf(w, "portcullis %s: %v\n", cmd, problems[0])
+		return
+	}
+	fmt.Fprintf(w, "portcullis %s: %d problems:\n", cmd, len(problems))
+	for _, p := range problems {
+		fmt.Fprintf(w, "  - %v\n", p)
+	}
+}
+
+func versionString() string {
+	rev := revision
+	if rev == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					rev = s.Value
+				}
+			}
+		}
+	}
+	if rev == "" {
+		rev = "unknown"
+	}
+	return fmt.Sprintf("portcullis %s (revision %s, %s)", version, rev, runtime.Version())
+}
+
+// commonFlags are the flags every command that loads configuration takes.
+type commonFlags struct {
+	fs         *flag.FlagSet
+	configPath string
+	listen     string
+	metrics    string
+	dev        bool
+}
+
+func newFlags(name string, stderr io.Writer, serving bool) *commonFlags {
+	f := &commonFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.fs.StringVar(&f.configPath, "config", "", "configuration `file` (YAML)")
+	if serving {
+		f.fs.StringVar(&f.listen, "listen", "", "MCP listen `address` (overrides server.listen)")
+		f.fs.StringVar(&f.metrics, "metrics-listen", "", "metrics listen `address` (overrides server.metrics_listen)")
+		f.fs.BoolVar(&f.dev, "dev", false, "development mode: loopback only, a per-process request-state key")
+	}
+	return f
+}
+
+func (f *commonFlags) parse(args []string) error {
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if f.fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments: %v", f.fs.Args())}
+	}
+	return nil
+}
+
+func (f *commonFlags) apply(c *Config) {
+	if f.listen != "" {
+		c.Server.Listen = f.listen
+	}
+	if f.metrics != "" {
+		c.Server.MetricsListen = f.metrics
+	}
+}
+
+func runCheckConfig(args, environ []string, stdout, stderr io.Writer) error {
+	f := newFlags("check-config", stderr, true)
+	keys := f.fs.Bool("keys", false, "list every configuration key and its environment variable, and exit")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if *keys {
+		for _, k := range config.Keys(&Config{}, envPrefix) {
+			fmt.Fprintf(stdout, "%-45s %s\n", k.Path, k.Env)
+		}
+		return nil
+	}
+	if _, err := loadConfig(f.configPath, environ, f.apply); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "configuration OK")
+	return nil
+}
+
+// app is what both transports serve: the SDK server and its catalog.
+type app struct {
+	cfg     *Config
+	logger  *slog.Logger
+	catalog *tools.Catalog
+	server  *sdk.Server
+}
+
+func newApp(cfg *Config, stderr io.Writer) (*app, error) {
+	logger, err := observability.NewLogger(stderr, cfg.Log.Level)
+	if err != nil {
+		return nil, err
+	}
+	keys := [][]byte{mcp.NewRandomKey()}
+	if cfg.MCP.RequestState.KeysFile != "" {
+		if keys, err = mcp.LoadKeys(cfg.MCP.RequestState.KeysFile); err != nil {
+			return nil, err
+		}
+	} else {
+		logger.Info("request-state key generated for this process; set mcp.request_state.keys_file to share one key across replicas")
+	}
+	sealer, err := mcp.NewSealer(keys, cfg.MCP.RequestState.TTL, nil)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := tools.New(cfg.Tools, tools.Deps{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	server := mcp.NewServer(cat, mcp.ServerConfig{
+		Version: version,
+		Sealer:  sealer,
+		Logger:  logger,
+	})
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server}, nil
+}
+
+func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	f := newFlags("stdio", stderr, false)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(f.configPath, environ, nil)
+	if err != nil {
+		return err
+	}
+	a, err := newApp(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go a.catalog.Run(ctx, a.server)
+	a.logger.Info("serving MCP on stdio", "version", version)
+	return mcp.ServeStdio(ctx, a.server, stdin, stdout, 0)
+}
+
+func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	f := newFlags("serve", stderr, true)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(f.configPath, environ, f.apply)
+	if err != nil {
+		return err
+	}
+	a, err := newApp(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	return a.serve(ctx, f.dev, stdout)
+}
+
+// serve listens, serves until ctx ends, then drains: readiness fails, the
+// listener closes after DrainDelay, GET streams end, and calls in flight get
+// ShutdownGrace to finish.
+func (a *app) serve(ctx context.Context, dev bool, stdout io.Writer) error {
+	s := a.cfg.Server
+	ln, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.Listen, err)
+	}
+	health := &observability.Health{}
+	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, a.logger)
+	srv := &http.Server{
+		Handler:           a.routes(health, mcpHandler),
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+		// No WriteTimeout: SSE responses and long tool calls stay open.
+	}
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	go a.catalog.Run(bg, a.server)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	a.logger.Info("listening", "addr", ln.Addr().String(), "url", url, "version", version)
+	if dev {
+		fmt.Fprintf(stdout, "Portcullis %s is serving MCP at %s\nTry it: npx @modelcontextprotocol/inspector --cli %s --transport http --method tools/list\n", version, url, url)
+	}
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	a.logger.Info("draining", "drain_delay", s.DrainDelay, "shutdown_grace", s.ShutdownGrace)
+	health.SetDraining()
+	if s.DrainDelay > 0 {
+		t := time.NewTimer(s.DrainDelay)
+		<-t.C
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
+	defer cancel()
+	mcpHandler.Drain()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("calls still in flight after shutdown_grace %s were cut off: %w", s.ShutdownGrace, err)
+	}
+	a.logger.Info("stopped")
+	return nil
+}
+
+// routes builds the HTTP handler. The chain, outermost first: recover from
+// panics, then the access log (which skips probes), then the mux.
+func (a *app) routes(health *observability.Health, mcpHandler http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", observability.AccessLog(a.logger, mcpHandler))
+	mux.HandleFunc("GET /healthz", health.ServeLive)
+	mux.HandleFunc("GET /readyz", health.ServeReady)
+	return observability.Recover(a.logger, mux)
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "portcullis.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckConfig(t *testing.T) {
+	tests := []struct {
+		name     string
+		config   string
+		env      []string
+		args     []string
+		wantCode int
+		want     []string // each must appear in the output
+	}{
+		{name: "defaults are valid", wantCode: 0, want: []string{"configuration OK"}},
+		{
+			name:     "valid file",
+			config:   "server:\n  listen: 127.0.0.1:9999\ntools:\n  toolsets: [core, workshop]\n",
+			wantCode: 0, want: []string{"configuration OK"},
+		},
+		{
+			name: "every problem at once with its key",
+			config: "server:\n  listen: 0.0.0.0:8080\n  lisen: x\n  read_header_timeout: ten\n" +
+				"tools:\n  toolsets: [core, nope]\nlog:\n  level: loud\n",
+			wantCode: 1,
+			want: []string{
+				"server.lisen", "server.read_header_timeout", `"0.0.0.0:8080" is not a loopback address`,
+			},
+		},
+		{
+			name:     "validation problems listed together",
+			config:   "server:\n  listen: 0.0.0.0:8080\n  shutdown_grace: -1s\ntools:\n  toolsets: [core, nope]\nlog:\n  level: loud\n",
+			wantCode: 1,
+			want:     []string{"4 problems", "server.listen", "server.shutdown_grace", "tools.toolsets[1]", "log.level"},
+		},
+		{
+			name:     "env overrides the file",
+			config:   "server:\n  listen: 0.0.0.0:8080\n",
+			env:      []string{"PORTCULLIS_SERVER_LISTEN=127.0.0.1:8081"},
+			wantCode: 0, want: []string{"configuration OK"},
+		},
+		{
+			name:     "unknown env variable",
+			env:      []string{"PORTCULLIS_SERVER_LISTN=127.0.0.1:1"},
+			wantCode: 1, want: []string{"PORTCULLIS_SERVER_LISTN", "PORTCULLIS_SERVER_LISTEN"},
+		},
+		{
+			name:     "flag overrides env",
+			env:      []string{"PORTCULLIS_SERVER_LISTEN=0.0.0.0:8080"},
+			args:     []string{"--listen", "127.0.0.1:8082"},
+			wantCode: 0, want: []string{"configuration OK"},
+		},
+		{name: "missing file", args: []string{"--config", "/nonexistent/portcullis.yaml"}, wantCode: 1, want: []string{"/nonexistent/portcullis.yaml"}},
+		{name: "stray argument", args: []string{"extra"}, wantCode: 2, want: []string{"unexpected arguments"}},
+		{name: "keys", args: []string{"--keys"}, wantCode: 0, want: []string{"server.read_header_timeout", "PORTCULLIS_SERVER_READ_HEADER_TIMEOUT", "PORTCULLIS_TOOLS_WEATHER_BASE_URL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"check-config"}
+			if tt.config != "" {
+				args = append(args, "--config", writeConfig(t, tt.config))
+			}
+			args = append(args, tt.args...)
+			var out bytes.Buffer
+			code := run(t.Context(), args, tt.env, strings.NewReader(""), &out, &out)
+			if code != tt.wantCode {
+				t.Fatalf("exit code %d, want %d\n%s", code, tt.wantCode, out.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{name: "version", args: []string{"version"}, want: "portcullis dev"},
+		{name: "help", args: []string{"help"}, want: "check-config"},
+		{name: "unknown command", args: []string{"serf"}, wantCode: 2, want: `unknown command "serf"`},
+		{name: "unknown flag", args: []string{"serve", "--nope"}, wantCode: 2, want: "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := run(t.Context(), tt.args, nil, strings.NewReader(""), &out, &out); code != tt.wantCode {
+				t.Fatalf("exit code %d, want %d\n%s", code, tt.wantCode, out.String())
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("output lacks %q:\n%s", tt.want, out.String())
+			}
+		})
+	}
+}
+
+// syncBuffer is an io.Writer safe for the server's goroutines and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// listenAddr waits for the "listening" log line and returns its address.
+func listenAddr(t *testing.T, stderr *syncBuffer, exited <-chan int) string {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		sc := bufio.NewScanner(strings.NewReader(stderr.String()))
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				return line.Addr
+			}
+		}
+		select {
+		case code := <-exited:
+			t.Fatalf("server exited with %d before listening:\n%s", code, stderr.String())
+		case <-deadline:
+			t.Fatalf("server did not log a listening line:\n%s", stderr.String())
+		case <-tick.C:
+		}
+	}
+}
+
+func TestServeLifecycle(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+	}()
+	base := "http://" + listenAddr(t, &stderr, exited)
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d, want 200", path, resp.StatusCode)
+		}
+	}
+	if !strings.Contains(stdout.String(), base+"/mcp") {
+		t.Errorf("dev mode does not print the MCP URL:\n%s", stdout.String())
+	}
+
+	cancel()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("exit code %d after shutdown:\n%s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not stop")
+	}
+	if !strings.Contains(stderr.String(), `"msg":"draining"`) {
+		t.Errorf("no draining log line:\n%s", stderr.String())
+	}
+}
+
+func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
+	var out bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--listen", "0.0.0.0:0"}, nil, strings.NewReader(""), &out, &out)
+	if code != 1 || !strings.Contains(out.String(), "not a loopback address") {
+		t.Fatalf("exit code %d, output:\n%s", code, out.String())
+	}
+}
+
+func TestStdioCarriesOnlyFrames(t *testing.T) {
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{}}}`,
+	}, "\n") + "\n"
+	var stdout, stderr syncBuffer
+	if code := run(t.Context(), []string{"stdio"}, nil, strings.NewReader(in), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("got %d stdout lines, want 3 responses:\n%s", len(lines), stdout.String())
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["jsonrpc"] != "2.0" {
+			t.Fatalf("stdout line is not a JSON-RPC frame: %q", l)
+		}
+	}
+	if !strings.Contains(lines[1], "BISMILLAH") || !strings.Contains(lines[2], "Unknown tool") {
+		t.Errorf("unexpected responses:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "serving MCP on stdio") {
+		t.Errorf("logs did not go to stderr:\n%s", stderr.String())
+	}
+}

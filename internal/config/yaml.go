@@ -1,0 +1,199 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxVisits bounds the nodes one document may expand to through aliases.
+const maxVisits = 100_000
+
+// decoder walks a YAML node tree against a struct type, recording a Problem
+// for each thing that does not fit and decoding everything else.
+type decoder struct {
+	name     string // file name for Problem.Source
+	schema   *schema
+	problems []*Problem
+	visits   int
+}
+
+func (d *decoder) problem(path string, line int, err error) {
+	d.problems = append(d.problems, &Problem{Key: path, Source: d.name + ":" + strconv.Itoa(line), Err: err})
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// document decodes the single YAML document in data into the struct v.
+func (d *decoder) document(data []byte, v reflect.Value) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err != io.EOF {
+			d.syntaxError(err)
+		}
+		return
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		d.problem("", next.Line, errors.New("the file holds more than one YAML document"))
+		return
+	case err != io.EOF:
+		d.syntaxError(err)
+		return
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return
+	}
+	root := doc.Content[0]
+	if resolve(root).Kind != yaml.MappingNode && !isNull(resolve(root)) {
+		d.problem("", root.Line, fmt.Errorf("the file must hold a mapping of keys, not %s", nodeDesc(resolve(root))))
+		return
+	}
+	d.decode(root, v, "")
+}
+
+func (d *decoder) syntaxError(err error) {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		d.problem("", line, errors.New("invalid YAML: "+m[2]))
+		return
+	}
+	d.problems = append(d.problems, &Problem{Source: d.name, Err: fmt.Errorf("invalid YAML: %w", err)})
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func nodeDesc(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "an empty document"
+}
+
+// decode stores node n into v, whose key path is path.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if d.visits++; d.visits > maxVisits {
+		if d.visits == maxVisits+1 {
+			d.problem(path, n.Line, errors.New("the document expands to too many values through aliases"))
+		}
+		return
+	}
+	line := n.Line
+	n = resolve(n)
+	if isNull(n) {
+		// An empty value keeps the default, except that it clears a pointer.
+		if v.Kind() == reflect.Pointer {
+			v.SetZero()
+		}
+		return
+	}
+	t := v.Type()
+	switch {
+	case t.Kind() == reflect.Pointer:
+		// Decode into a copy so that a default shared with other structs
+		// is never changed.
+		p := reflect.New(t.Elem())
+		if !v.IsNil() {
+			p.Elem().Set(v.Elem())
+		}
+		d.decode(n, p.Elem(), path)
+		v.Set(p)
+	case isScalar(t):
+		if n.Kind != yaml.ScalarNode {
+			d.problem(path, line, fmt.Errorf("expected %s, got %s", describe(t), nodeDesc(n)))
+			return
+		}
+		if err := setText(v, n.Value); err != nil {
+			d.problem(path, line, err)
+		}
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.problem(path, line, fmt.Errorf("expected a list of %s, got %s", plural(t.Elem()), nodeDesc(n)))
+			return
+		}
+		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			d.decode(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case t.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			d.problem(path, line, fmt.Errorf("expected a mapping, got %s", nodeDesc(n)))
+			return
+		}
+		d.mapping(n, v, path)
+	}
+}
+
+// mapping decodes the mapping node n into the struct v.
+func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
+	fields := d.schema.structFields(v.Type(), path)
+	byName := make(map[string]field, len(fields))
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		byName[f.name] = f
+		names[i] = f.name
+	}
+	seen := map[string]int{} // key → line
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := resolve(n.Content[i]), n.Content[i+1]
+		if kn.Kind != yaml.ScalarNode {
+			d.problem(path, n.Content[i].Line, fmt.Errorf("a key must be a string, not %s", nodeDesc(kn)))
+			continue
+		}
+		key := kn.Value
+		kpath := joinPath(path, key)
+		if kn.ShortTag() == "!!merge" {
+			d.problem(path, n.Content[i].Line, errors.New("merge keys (<<) are not supported; write the keys out"))
+			continue
+		}
+		if first, ok := seen[key]; ok {
+			d.problem(kpath, n.Content[i].Line, fmt.Errorf("duplicate key; first set on line %d", first))
+			continue
+		}
+		seen[key] = n.Content[i].Line
+		f, ok := byName[key]
+		if !ok {
+			msg := "unknown key"
+			if s := suggest(key, names); s != "" {
+				msg += fmt.Sprintf("; did you mean %s?", joinPath(path, s))
+			}
+			d.problem(kpath, n.Content[i].Line, errors.New(msg))
+			continue
+		}
+		d.decode(vn, v.FieldByIndex(f.index), kpath)
+	}
+}
+
+func plural(t reflect.Type) string {
+	t = deref(t)
+	switch {
+	case t.Kind() == reflect.Struct && !isScalar(t):
+		return "mappings"
+	case t.Kind() == reflect.String:
+		return "strings"
+	}
+	return "values"
+}

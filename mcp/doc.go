@@ -1,0 +1,18 @@
+// Package mcp turns a [tools.Catalog] into an MCP server and serves it.
+//
+// [NewServer] builds the official SDK's server from the catalog and adds the
+// receiving middleware every Portcullis server has: panics become error
+// results, an unknown tool name gets a "did you mean" hint, and MRTR
+// requestState is sealed with a [Sealer] so that clients cannot forge it.
+//
+// [NewHandler] serves that server on one HTTP endpoint for every protocol
+// era: 2026-07-28 and later statelessly, 2024-11-05 … 2025-11-25 with the
+// initialize handshake and optional sessions. [ServeStdio] serves it over
+// stdin and stdout for local use.
+//
+//	cat, _ := tools.New(tools.Options{}, tools.Deps{})
+//	server := mcp.NewServer(cat, mcp.ServerConfig{Version: "dev", Sealer: sealer})
+//	opts := mcp.Options{}
+//	opts.Defaults()
+//	http.Handle("/mcp", mcp.NewHandler(server, opts, logger))
+package mcp

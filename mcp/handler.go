@@ -1,0 +1,313 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configures the /mcp endpoint. It is the `mcp:` section of the
+// configuration file; the zero value of each field is documented.
+type Options struct {
+	// Sessions enables legacy (2024-11-05 … 2025-11-25) sessions: an
+	// initialize request gets an Mcp-Session-Id, and requests carrying it
+	// reach that session, which allows the GET stream, server→client
+	// requests and stream resumption. Sessions live in one replica's memory:
+	// with several replicas, use session affinity on Mcp-Session-Id or a
+	// client that re-initializes on 404. Requests without a session id are
+	// always served statelessly. Nil means true.
+	Sessions *bool `yaml:"sessions"`
+	// SessionIdleTimeout closes a legacy session that has seen no request
+	// for this long. Zero means 10 minutes.
+	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"`
+	// MaxBodyBytes bounds a request body; larger bodies get 413.
+	// Zero means 4 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
+	// call /mcp. A request with an Origin header that is not listed gets 403.
+	// Requests without an Origin header (non-browser clients) are unaffected.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// RequestState configures sealing of MRTR requestState.
+	RequestState RequestStateOptions `yaml:"request_state"`
+}
+
+// RequestStateOptions configures how MRTR requestState is sealed.
+type RequestStateOptions struct {
+	// KeysFile holds one base64-encoded 32-byte key per line, newest first.
+	// Every replica must read the same keys (mount one Secret). Empty means
+	// a random key made at start, which only one process can open: fine for
+	// development and a single replica, wrong for several.
+	KeysFile string `yaml:"keys_file"`
+	// TTL is how long a sealed state stays valid. Zero means 10 minutes.
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// Defaults fills in zero values.
+func (o *Options) Defaults() {
+	if o.Sessions == nil {
+		t := true
+		o.Sessions = &t
+	}
+	if o.SessionIdleTimeout == 0 {
+		o.SessionIdleTimeout = 10 * time.Minute
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = sdk.DefaultMaxRequestBodyBytes
+	}
+	if o.RequestState.TTL == 0 {
+		o.RequestState.TTL = 10 * time.Minute
+	}
+}
+
+// Validate reports every problem with o, each prefixed with its key relative
+// to the mcp section.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SessionIdleTimeout < 0 {
+		errs = append(errs, errors.New("session_idle_timeout: must not be negative"))
+	}
+	if o.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("max_body_bytes: must not be negative"))
+	}
+	if o.RequestState.TTL < 0 {
+		errs = append(errs, errors.New("request_state.ttl: must not be negative"))
+	}
+	for i, origin := range o.AllowedOrigins {
+		if err := checkOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("allowed_origins[%d]: %w", i, err))
+		}
+	}
+	if o.RequestState.KeysFile != "" {
+		if _, err := LoadKeys(o.RequestState.KeysFile); err != nil {
+			errs = append(errs, fmt.Errorf("request_state.keys_file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkOrigin(origin string) error {
+	scheme, rest, ok := strings.Cut(origin, "://")
+	if !ok || (scheme != "http" && scheme != "https") || rest == "" || strings.ContainsAny(rest, "/?#") {
+		return fmt.Errorf("%q is not an origin (want scheme://host[:port], no path)", origin)
+	}
+	return nil
+}
+
+const (
+	protocolVersionHeader = "Mcp-Protocol-Version"
+	sessionIDHeader       = "Mcp-Session-Id"
+	// statelessEra is the first protocol revision without an initialize
+	// handshake; the SDK serves it only from a stateless handler.
+	statelessEra = "2026-07-28"
+)
+
+// Handler serves /mcp for every protocol era on one endpoint.
+//
+// Requests of revision 2026-07-28 and later, and legacy requests that carry
+// no session, go to a stateless SDK handler, so any replica can answer them.
+// A legacy initialize, and every request that names a session, goes to a
+// session-keeping SDK handler. Handler also enforces the Origin allow-list
+// and the body limit, and ends long-lived GET streams when draining.
+type Handler struct {
+	stateless *sdk.StreamableHTTPHandler
+	stateful  *sdk.StreamableHTTPHandler // nil when sessions are off
+	origins   []string
+	maxBody   int64
+	logger    *slog.Logger
+
+	mu       sync.Mutex
+	draining bool
+	streams  map[*context.CancelFunc]struct{}
+}
+
+// NewHandler returns the /mcp handler for server. opts must have had
+// Defaults applied.
+func NewHandler(server *sdk.Server, opts Options, logger *slog.Logger) *Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	get := func(*http.Request) *sdk.Server { return server }
+	h := &Handler{
+		origins: opts.AllowedOrigins,
+		maxBody: opts.MaxBodyBytes,
+		logger:  logger,
+		streams: make(map[*context.CancelFunc]struct{}),
+		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
+			Stateless:                    true,
+			Logger:                       logger,
+			MaxRequestBodyBytes:          opts.MaxBodyBytes,
+			PropagateRequestCancellation: true,
+		}),
+	}
+	if opts.Sessions == nil || *opts.Sessions {
+		h.stateful = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
+			Logger:              logger,
+			MaxRequestBodyBytes: opts.MaxBodyBytes,
+			SessionTimeout:      opts.SessionIdleTimeout,
+			EventStore:          sdk.NewMemoryEventStore(nil),
+		})
+	}
+	return h
+}
+
+// ServeHTTP implements [http.Handler].
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(h.origins, origin) {
+		h.logger.WarnContext(r.Context(), "origin not allowed", "origin", origin)
+		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.servePOST(w, r)
+	case http.MethodGet, http.MethodDelete:
+		if h.stateful == nil || r.Header.Get(protocolVersionHeader) >= statelessEra {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "Method Not Allowed: this endpoint keeps no sessions for this protocol version", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Method == http.MethodGet {
+			h.serveStream(w, r)
+			return
+		}
+		h.stateful.ServeHTTP(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, -32600,
+				fmt.Sprintf("Request body exceeds %d bytes.", mbe.Limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, -32700, "Could not read the request body.")
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+
+	switch {
+	case h.stateful == nil:
+		h.stateless.ServeHTTP(w, r)
+	case r.Header.Get(sessionIDHeader) != "":
+		h.stateful.ServeHTTP(w, r)
+	case isStatelessEra(r.Header, body):
+		h.stateless.ServeHTTP(w, r)
+	case isInitialize(body):
+		h.stateful.ServeHTTP(w, r)
+	default:
+		h.stateless.ServeHTTP(w, r)
+	}
+}
+
+// serveStream serves a standalone GET stream, which Drain can end.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	h.mu.Lock()
+	if h.draining {
+		h.mu.Unlock()
+		http.Error(w, "Service Unavailable: draining", http.StatusServiceUnavailable)
+		return
+	}
+	h.streams[&cancel] = struct{}{}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.streams, &cancel)
+		h.mu.Unlock()
+	}()
+	h.stateful.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// Drain ends every open GET stream and refuses new ones, so that an
+// [http.Server.Shutdown] waits only for calls in flight. Clients reconnect to
+// another replica.
+func (h *Handler) Drain() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.draining = true
+	for c := range h.streams {
+		(*c)()
+	}
+}
+
+// isStatelessEra reports whether a request uses protocol 2026-07-28 or later,
+// by its header or, when a client sends none, by the per-request _meta.
+func isStatelessEra(header http.Header, body []byte) bool {
+	if v := header.Get(protocolVersionHeader); v != "" {
+		return v >= statelessEra
+	}
+	if !bytes.Contains(body, []byte(sdk.MetaKeyProtocolVersion)) {
+		return false
+	}
+	for _, m := range peek(body) {
+		var v string
+		if json.Unmarshal(m.Params.Meta[sdk.MetaKeyProtocolVersion], &v) == nil && v >= statelessEra {
+			return true
+		}
+	}
+	return false
+}
+
+func isInitialize(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"initialize"`)) {
+		return false
+	}
+	for _, m := range peek(body) {
+		if m.Method == "initialize" {
+			return true
+		}
+	}
+	return false
+}
+
+type peeked struct {
+	Method string `json:"method"`
+	Params struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	} `json:"params"`
+}
+
+// peek decodes just enough of a message or batch to route it. It is called
+// only when a cheap byte search says the answer may be yes.
+func peek(body []byte) []peeked {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var ms []peeked
+		json.Unmarshal(body, &ms)
+		return ms
+	}
+	var m peeked
+	json.Unmarshal(body, &m)
+	return []peeked{m}
+}
+
+// writeError writes a JSON-RPC error response with no id, for failures that
+// happen before the message is parsed.
+func writeError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      nil,
+		"error":   map[string]any{"code": code, "message": msg},
+	})
+}

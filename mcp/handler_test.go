@@ -1,0 +1,357 @@
+package mcp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// newTestEndpoint serves the core toolset through NewServer and NewHandler.
+func newTestEndpoint(t *testing.T, edit func(*Options)) (*httptest.Server, *Handler) {
+	t.Helper()
+	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := NewSealer([][]byte{NewRandomKey()}, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer})
+	var opts Options
+	if edit != nil {
+		edit(&opts)
+	}
+	opts.Defaults()
+	h := NewHandler(server, opts, nil)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts, h
+}
+
+type response struct {
+	status  int
+	header  http.Header
+	body    string
+	message map[string]any // the last JSON-RPC message in the body, if any
+}
+
+// post sends body to /mcp the way a Streamable HTTP client does and decodes
+// the JSON-RPC response whether it comes as JSON or as SSE.
+func post(t *testing.T, url, body string, header map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{status: resp.StatusCode, header: resp.Header, body: string(raw)}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(strings.NewReader(r.body))
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				if json.Unmarshal([]byte(data), &m) == nil {
+					r.message = m
+				}
+			}
+		}
+	} else {
+		json.Unmarshal(raw, &r.message)
+	}
+	return r
+}
+
+func errorCode(m map[string]any) int {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return int(c)
+}
+
+func errorMessage(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	s, _ := e["message"].(string)
+	return s
+}
+
+const (
+	legacyInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	modernHdr  = "2026-07-28"
+)
+
+func modernCall(name, args string) string {
+	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args +
+		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+}
+
+func TestHandlerRoutesByEra(t *testing.T) {
+	ts, _ := newTestEndpoint(t, nil)
+	url := ts.URL
+
+	init := post(t, url, legacyInit, nil)
+	if init.status != http.StatusOK || init.header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("legacy initialize: status %d, session %q; want 200 with a session id\n%s", init.status, init.header.Get("Mcp-Session-Id"), init.body)
+	}
+	sid := init.header.Get("Mcp-Session-Id")
+
+	tests := []struct {
+		name        string
+		body        string
+		header      map[string]string
+		wantStatus  int
+		wantSession bool   // response carries Mcp-Session-Id
+		wantText    string // in the body
+	}{
+		{
+			name:       "legacy without session is served statelessly",
+			body:       `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
+			wantStatus: http.StatusOK, wantText: "BISMILLAH",
+		},
+		{
+			name:   "legacy with its session",
+			body:   `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			header: map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}, wantStatus: http.StatusAccepted,
+		},
+		{
+			name:   "legacy call in its session",
+			body:   `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
+			header: map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}, wantStatus: http.StatusOK,
+			wantSession: true, wantText: "BISMILLAH",
+		},
+		{
+			name:   "unknown session is 404 so the client re-initializes",
+			body:   `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`,
+			header: map[string]string{"Mcp-Session-Id": "no-such-session", "Mcp-Protocol-Version": "2025-06-18"}, wantStatus: http.StatusNotFound,
+		},
+		{
+			name:   "2026-07-28 by header",
+			body:   modernCall("PingME", "{}"),
+			header: map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "PingME"}, wantStatus: http.StatusOK,
+			wantText: "BISMILLAH",
+		},
+		{
+			name:   "2026-07-28 Mcp-Name that does not match the body",
+			body:   modernCall("PingME", "{}"),
+			header: map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}, wantStatus: http.StatusBadRequest,
+		},
+		{
+			name:   "2026-07-28 discover",
+			body:   `{"jsonrpc":"2.0","id":8,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header: map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "server/discover"}, wantStatus: http.StatusOK,
+			wantText: "supportedVersions",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, url, tt.body, tt.header)
+			if r.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d\n%s", r.status, tt.wantStatus, r.body)
+			}
+			if got := r.header.Get("Mcp-Session-Id") != ""; got != tt.wantSession {
+				t.Errorf("session header present = %v, want %v", got, tt.wantSession)
+			}
+			if !strings.Contains(r.body, tt.wantText) {
+				t.Errorf("body does not contain %q:\n%s", tt.wantText, r.body)
+			}
+		})
+	}
+}
+
+func TestHandlerBadInput(t *testing.T) {
+	ts, _ := newTestEndpoint(t, func(o *Options) {
+		o.MaxBodyBytes = 1024
+		o.AllowedOrigins = []string{"https://app.example.com"}
+	})
+	legacy := map[string]string{"Mcp-Protocol-Version": "2025-06-18"}
+	tests := []struct {
+		name       string
+		body       string
+		header     map[string]string
+		wantStatus int
+		wantCode   int    // JSON-RPC error code, 0 for none
+		wantMsg    string // in the error message
+	}{
+		{name: "malformed JSON", body: `{"jsonrpc":"2.0","id":1,"method":`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32700},
+		{name: "not a request", body: `{"jsonrpc":"2.0","id":1}`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
+		{name: "unknown method", body: `{"jsonrpc":"2.0","id":1,"method":"tools/destroy"}`, header: legacy, wantStatus: http.StatusOK, wantCode: -32601},
+		{
+			name: "unknown tool names the closest", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ech","arguments":{}}}`,
+			header: legacy, wantStatus: http.StatusOK, wantCode: -32602, wantMsg: `Did you mean "echo"?`,
+		},
+		{
+			name: "invalid arguments", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"calculator","arguments":{"operation":"pow","a":1,"b":2}}}`,
+			header: legacy, wantStatus: http.StatusOK, wantCode: -32602,
+		},
+		{
+			name: "oversized body", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 2000) + `"}}}`,
+			header: legacy, wantStatus: http.StatusRequestEntityTooLarge, wantCode: -32600, wantMsg: "exceeds 1024 bytes",
+		},
+		{
+			name: "unlisted origin", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			header: map[string]string{"Origin": "https://evil.example.com"}, wantStatus: http.StatusForbidden,
+		},
+		{
+			name: "listed origin", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			header: map[string]string{"Origin": "https://app.example.com"}, wantStatus: http.StatusOK,
+		},
+		{
+			name:       "forged requestState",
+			body:       `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"requestState":"v1.AAAA","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header:     map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+			wantStatus: http.StatusOK, wantCode: -32602, wantMsg: "Invalid requestState",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, ts.URL, tt.body, tt.header)
+			if r.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d\n%s", r.status, tt.wantStatus, r.body)
+			}
+			if got := errorCode(r.message); got != tt.wantCode {
+				t.Fatalf("error code %d, want %d\n%s", got, tt.wantCode, r.body)
+			}
+			if !strings.Contains(errorMessage(r.message), tt.wantMsg) {
+				t.Errorf("error message %q does not contain %q", errorMessage(r.message), tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestHandlerMethods(t *testing.T) {
+	ts, _ := newTestEndpoint(t, nil)
+	tests := []struct {
+		name       string
+		method     string
+		header     map[string]string
+		wantStatus int
+	}{
+		{name: "PUT", method: http.MethodPut, wantStatus: http.StatusMethodNotAllowed},
+		{name: "GET for 2026-07-28 has no stream", method: http.MethodGet, header: map[string]string{"Mcp-Protocol-Version": modernHdr, "Accept": "text/event-stream"}, wantStatus: http.StatusMethodNotAllowed},
+		{name: "GET without session", method: http.MethodGet, header: map[string]string{"Accept": "text/event-stream"}, wantStatus: http.StatusBadRequest},
+		{name: "GET unknown session", method: http.MethodGet, header: map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": "nope"}, wantStatus: http.StatusNotFound},
+		{name: "DELETE unknown session", method: http.MethodDelete, header: map[string]string{"Mcp-Session-Id": "nope"}, wantStatus: http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(t.Context(), tt.method, ts.URL, nil)
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			if r := do(t, req); r.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d\n%s", r.status, tt.wantStatus, r.body)
+			}
+		})
+	}
+}
+
+func TestDrainEndsStreams(t *testing.T) {
+	ts, h := newTestEndpoint(t, nil)
+	init := post(t, ts.URL, legacyInit, nil)
+	sid := init.header.Get("Mcp-Session-Id")
+	post(t, ts.URL, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, map[string]string{"Mcp-Session-Id": sid})
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream status %d", resp.StatusCode)
+	}
+	h.Drain()
+	// The stream must end: ReadAll returns once the server closes it.
+	if _, err := io.ReadAll(resp.Body); err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		t.Logf("stream ended with %v", err)
+	}
+	r := do(t, req.Clone(context.Background()))
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("GET while draining: status %d, want 503", r.status)
+	}
+}
+
+// A tool's plain requestState leaves sealed and comes back opened, bound to
+// the request that produced it.
+func TestSealStateMiddleware(t *testing.T) {
+	sealer, _ := NewSealer([][]byte{NewRandomKey()}, time.Minute, nil)
+	server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	var seen []string
+	type in struct {
+		N int `json:"n"`
+	}
+	sdk.AddTool(server, &sdk.Tool{Name: "ask"}, func(ctx context.Context, req *sdk.CallToolRequest, _ in) (*sdk.CallToolResult, any, error) {
+		seen = append(seen, req.Params.RequestState)
+		if req.Params.RequestState == "step1" {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
+		}
+		return &sdk.CallToolResult{
+			InputRequests: sdk.InputRequestMap{"q": &sdk.ElicitParams{Message: "ok?", RequestedSchema: &jsonschema.Schema{Type: "object"}}},
+			RequestState:  "step1",
+		}, nil, nil
+	})
+	server.AddReceivingMiddleware(sealStateMiddleware(sealer, nil, slog.New(slog.DiscardHandler)))
+	opts := Options{}
+	opts.Defaults()
+	ts := httptest.NewServer(NewHandler(server, opts, nil))
+	defer ts.Close()
+	hdr := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "ask"}
+	call := func(args, state string) response {
+		extra := ""
+		if state != "" {
+			extra = `,"requestState":` + strconv.Quote(state) + `,"inputResponses":{"q":{"action":"accept","content":{}}}`
+		}
+		return post(t, ts.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":`+args+extra+
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`, hdr)
+	}
+
+	first := call(`{"n":1}`, "")
+	result, _ := first.message["result"].(map[string]any)
+	state, _ := result["requestState"].(string)
+	if !strings.HasPrefix(state, "v1.") || strings.Contains(state, "step1") {
+		t.Fatalf("requestState is not sealed: %q\n%s", state, first.body)
+	}
+	if r := call(`{"n":2}`, state); errorCode(r.message) != -32602 {
+		t.Fatalf("state replayed on another request: %s", r.body)
+	}
+	if r := call(`{"n":1}`, state+"x"); errorCode(r.message) != -32602 {
+		t.Fatalf("tampered state accepted: %s", r.body)
+	}
+	if r := call(`{"n":1}`, state); !strings.Contains(r.body, "done") {
+		t.Fatalf("retry with sealed state failed: %s", r.body)
+	}
+	if want := []string{"", "step1"}; !slices.Equal(seen, want) {
+		t.Fatalf("handler saw states %q, want %q (rejected states must not reach it)", seen, want)
+	}
+}

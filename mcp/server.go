@@ -1,0 +1,267 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// ServerConfig is what [NewServer] needs besides the tool catalog.
+type ServerConfig struct {
+	// Version is the server version reported to clients.
+	Version string
+	// Instructions are sent to clients in the initialize result.
+	Instructions string
+	// Sealer seals MRTR requestState. Nil disables multi-round-trip state:
+	// a handler that returns requestState then fails the call, and any
+	// requestState a client sends is rejected.
+	Sealer *Sealer
+	// Subject returns the identity of the caller that MRTR state is bound to.
+	// Nil means every caller is the same (no auth).
+	Subject func(context.Context) string
+	// Logger receives server-side errors (panics, sealing failures).
+	// Nil means discard.
+	Logger *slog.Logger
+	// Middleware is added to the server's receiving middleware, outermost
+	// first, before Portcullis's own (so it sees what clients see).
+	Middleware []sdk.Middleware
+}
+
+// NewServer builds the SDK server that offers everything in cat.
+//
+// Besides the catalog's tools, resources and prompts, the server gets
+// receiving middleware that recovers panicking handlers into error results,
+// names the nearest tool when a client calls an unknown one, and seals and
+// opens MRTR requestState.
+func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	opts := &sdk.ServerOptions{
+		Instructions: cfg.Instructions,
+		Logger:       logger,
+	}
+	cat.Apply(opts)
+	s := sdk.NewServer(&sdk.Implementation{
+		Name:    "portcullis",
+		Title:   "Portcullis",
+		Version: cfg.Version,
+	}, opts)
+	cat.Register(s)
+
+	// Applied right to left: recover is innermost so that it turns a panic
+	// into a result the sealing and suggestion layers see like any other.
+	mws := append([]sdk.Middleware{}, cfg.Middleware...)
+	mws = append(mws,
+		suggestToolMiddleware(cat.ToolNames),
+		sealStateMiddleware(cfg.Sealer, cfg.Subject, logger),
+		recoverMiddleware(logger),
+	)
+	s.AddReceivingMiddleware(mws...)
+	return s
+}
+
+// recoverMiddleware turns a panic in a handler into an error: a tool result
+// with IsError for tools/call, an internal JSON-RPC error otherwise. The
+// process lives on.
+func recoverMiddleware(logger *slog.Logger) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+			defer func() {
+				p := recover()
+				if p == nil {
+					return
+				}
+				target := ""
+				if r, ok := req.(*sdk.CallToolRequest); ok && r.Params != nil {
+					target = r.Params.Name
+				}
+				logger.ErrorContext(ctx, "handler panicked",
+					"mcp.method.name", method, "target", target,
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if method == "tools/call" {
+					res = &sdk.CallToolResult{
+						IsError: true,
+						Content: []sdk.Content{&sdk.TextContent{
+							Text: fmt.Sprintf("The tool %q failed with an internal error. This is a bug in the server, not in your request; retrying will likely fail the same way.", target),
+						}},
+					}
+					err = nil
+					return
+				}
+				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}()
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// suggestToolMiddleware rewrites the SDK's unknown-tool error so that it
+// names the closest registered tool, which lets a model correct a typo.
+func suggestToolMiddleware(names func() []string) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			res, err := next(ctx, method, req)
+			var jerr *jsonrpc.Error
+			if method != "tools/call" || !errors.As(err, &jerr) || jerr.Code != jsonrpc.CodeInvalidParams ||
+				!strings.HasPrefix(jerr.Message, "unknown tool") {
+				return res, err
+			}
+			r, ok := req.(*sdk.CallToolRequest)
+			if !ok || r.Params == nil {
+				return res, err
+			}
+			return res, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(r.Params.Name, names())}
+		}
+	}
+}
+
+func unknownToolMessage(name string, known []string) string {
+	msg := fmt.Sprintf("Unknown tool: %q.", name)
+	if best := closest(name, known); best != "" {
+		return msg + fmt.Sprintf(" Did you mean %q?", best)
+	}
+	if len(known) > 0 && len(known) <= 20 {
+		return msg + " Available tools: " + strings.Join(known, ", ") + "."
+	}
+	return msg + " Call tools/list to see the available tools."
+}
+
+// closest returns the candidate nearest to s by edit distance (ignoring case),
+// or "" when none is close enough to be a plausible typo.
+func closest(s string, candidates []string) string {
+	best, bestD := "", -1
+	ls := strings.ToLower(s)
+	for _, c := range candidates {
+		d := levenshtein(ls, strings.ToLower(c))
+		if bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if bestD < 0 || bestD > max(2, len(s)/3) {
+		return ""
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+// sealStateMiddleware seals the requestState of outgoing MRTR results and
+// opens the requestState of incoming retries, so handlers only ever see the
+// plain state they produced. A state that does not open is rejected with
+// -32602 before the handler runs.
+func sealStateMiddleware(sealer *Sealer, subject func(context.Context) string, logger *slog.Logger) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			state, digest, ok := mrtrState(method, req)
+			if !ok {
+				return next(ctx, method, req)
+			}
+			sub := ""
+			if subject != nil {
+				sub = subject(ctx)
+			}
+			if *state != "" {
+				if sealer == nil {
+					return nil, invalidStateError()
+				}
+				plain, err := sealer.Open(*state, digest, sub)
+				if err != nil {
+					return nil, invalidStateError()
+				}
+				*state = plain
+			}
+			res, err := next(ctx, method, req)
+			if err != nil || res == nil {
+				return res, err
+			}
+			out := resultState(res)
+			if out == nil || *out == "" {
+				return res, err
+			}
+			if sealer == nil {
+				logger.ErrorContext(ctx, "handler returned requestState but no sealing key is configured", "mcp.method.name", method)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}
+			sealed, serr := sealer.Seal(*out, digest, sub)
+			if serr != nil {
+				logger.ErrorContext(ctx, "sealing requestState", "error", serr)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}
+			*out = sealed
+			return res, nil
+		}
+	}
+}
+
+func invalidStateError() error {
+	return &jsonrpc.Error{
+		Code:    jsonrpc.CodeInvalidParams,
+		Message: "Invalid requestState: it was altered, has expired, or belongs to another request. Retry the original request without requestState.",
+	}
+}
+
+// mrtrState returns a pointer to the requestState of a request that can take
+// part in a multi-round trip, and the digest that binds it.
+func mrtrState(method string, req sdk.Request) (state *string, digest []byte, ok bool) {
+	switch r := req.(type) {
+	case *sdk.CallToolRequest:
+		if r.Params == nil {
+			return nil, nil, false
+		}
+		return &r.Params.RequestState, requestDigest(method, r.Params.Name, r.Params.Arguments), true
+	case *sdk.GetPromptRequest:
+		if r.Params == nil {
+			return nil, nil, false
+		}
+		args, _ := json.Marshal(r.Params.Arguments)
+		return &r.Params.RequestState, requestDigest(method, r.Params.Name, args), true
+	case *sdk.ReadResourceRequest:
+		if r.Params == nil {
+			return nil, nil, false
+		}
+		return &r.Params.RequestState, requestDigest(method, r.Params.URI, nil), true
+	}
+	return nil, nil, false
+}
+
+func resultState(res sdk.Result) *string {
+	switch r := res.(type) {
+	case *sdk.CallToolResult:
+		return &r.RequestState
+	case *sdk.GetPromptResult:
+		return &r.RequestState
+	case *sdk.ReadResourceResult:
+		return &r.RequestState
+	}
+	return nil
+}

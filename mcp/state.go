@@ -1,0 +1,227 @@
+package mcp
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// KeySize is the length in bytes of a request-state key (AES-256).
+const KeySize = 32
+
+// ErrInvalidState is returned by [Sealer.Open] for any requestState that does
+// not open: tampered, truncated, sealed with an unknown key, expired, or bound
+// to another request or principal. Callers must not tell these apart to the
+// client.
+var ErrInvalidState = errors.New("mcp: invalid requestState")
+
+// sealVersion prefixes every sealed state so the format can change later.
+const sealVersion = "v1."
+
+// Sealer seals and opens the requestState of multi-round-trip (MRTR) results.
+//
+// requestState travels through the client, so it is attacker input. A Sealer
+// encrypts and authenticates it with AES-256-GCM, binding an expiry, a digest
+// of the request that produced it, and the caller's identity. The first key
+// seals; every key opens, so keys can be rotated by prepending a new key,
+// waiting one TTL, and dropping the old one. All replicas must share the keys.
+type Sealer struct {
+	aeads []keyedAEAD
+	ttl   time.Duration
+	now   func() time.Time
+}
+
+type keyedAEAD struct {
+	id   [4]byte
+	aead cipher.AEAD
+}
+
+// sealedState is the plaintext inside a sealed requestState.
+type sealedState struct {
+	Expires int64  `json:"e"`
+	Digest  []byte `json:"d"`
+	Subject string `json:"s,omitempty"`
+	State   string `json:"v"`
+}
+
+// NewSealer returns a Sealer that seals with keys[0] and opens with any key.
+// Each key must be [KeySize] bytes. ttl is how long a sealed state stays
+// valid; now is the clock (nil means time.Now).
+func NewSealer(keys [][]byte, ttl time.Duration, now func() time.Time) (*Sealer, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("mcp: request-state sealing needs at least one key")
+	}
+	if ttl <= 0 {
+		return nil, errors.New("mcp: request-state TTL must be positive")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	s := &Sealer{ttl: ttl, now: now}
+	for i, k := range keys {
+		if len(k) != KeySize {
+			return nil, fmt.Errorf("mcp: request-state key %d is %d bytes, want %d", i, len(k), KeySize)
+		}
+		block, err := aes.NewCipher(k)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: request-state key %d: %w", i, err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: request-state key %d: %w", i, err)
+		}
+		sum := sha256.Sum256(k)
+		var id [4]byte
+		copy(id[:], sum[:4])
+		s.aeads = append(s.aeads, keyedAEAD{id: id, aead: aead})
+	}
+	return s, nil
+}
+
+// NewRandomKey returns a fresh random key, for development use.
+func NewRandomKey() []byte {
+	k := make([]byte, KeySize)
+	rand.Read(k) // never returns an error (crypto/rand documents it)
+	return k
+}
+
+// LoadKeys reads keys from a file holding one base64 (standard or URL, padded
+// or not) key per line, newest first. Blank lines and lines starting with '#'
+// are ignored.
+func LoadKeys(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: reading request-state keys: %w", err)
+	}
+	var keys [][]byte
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := decodeKey(line)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: request-state keys %s line %d: %w", path, i+1, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("mcp: request-state keys %s holds no key", path)
+	}
+	return keys, nil
+}
+
+func decodeKey(s string) ([]byte, error) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if k, err := enc.DecodeString(s); err == nil {
+			if len(k) != KeySize {
+				return nil, fmt.Errorf("key is %d bytes, want %d", len(k), KeySize)
+			}
+			return k, nil
+		}
+	}
+	return nil, errors.New("key is not base64")
+}
+
+// Seal returns state sealed and bound to digest and subject.
+func (s *Sealer) Seal(state string, digest []byte, subject string) (string, error) {
+	pt, err := json.Marshal(sealedState{
+		Expires: s.now().Add(s.ttl).Unix(),
+		Digest:  digest,
+		Subject: subject,
+		State:   state,
+	})
+	if err != nil {
+		return "", fmt.Errorf("mcp: sealing requestState: %w", err)
+	}
+	k := s.aeads[0]
+	buf := make([]byte, 0, len(k.id)+k.aead.NonceSize()+len(pt)+k.aead.Overhead())
+	buf = append(buf, k.id[:]...)
+	nonce := make([]byte, k.aead.NonceSize())
+	rand.Read(nonce)
+	buf = append(buf, nonce...)
+	buf = k.aead.Seal(buf, nonce, pt, k.id[:])
+	return sealVersion + base64.RawURLEncoding.EncodeToString(buf), nil
+}
+
+// Open returns the state sealed in sealed, or [ErrInvalidState] if it does
+// not open, has expired, or is bound to another digest or subject.
+func (s *Sealer) Open(sealed string, digest []byte, subject string) (string, error) {
+	rest, ok := strings.CutPrefix(sealed, sealVersion)
+	if !ok {
+		return "", ErrInvalidState
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil || len(raw) < 4 {
+		return "", ErrInvalidState
+	}
+	for _, k := range s.aeads {
+		if !bytes.Equal(raw[:4], k.id[:]) {
+			continue
+		}
+		body := raw[4:]
+		if len(body) < k.aead.NonceSize() {
+			return "", ErrInvalidState
+		}
+		pt, err := k.aead.Open(nil, body[:k.aead.NonceSize()], body[k.aead.NonceSize():], k.id[:])
+		if err != nil {
+			return "", ErrInvalidState
+		}
+		var st sealedState
+		if err := json.Unmarshal(pt, &st); err != nil {
+			return "", ErrInvalidState
+		}
+		if s.now().Unix() > st.Expires || !bytes.Equal(st.Digest, digest) || st.Subject != subject {
+			return "", ErrInvalidState
+		}
+		return st.State, nil
+	}
+	return "", ErrInvalidState
+}
+
+// requestDigest returns a digest of what identifies a request across MRTR
+// rounds: its method and the parts of its params that the client echoes
+// unchanged (tool or prompt name and arguments, or resource URI). Arguments
+// are canonicalised so that key order does not matter.
+func requestDigest(method, name string, args json.RawMessage) []byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, part := range [][]byte{[]byte(method), []byte(name), canonicalJSON(args)} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum(nil)
+}
+
+// canonicalJSON re-encodes a JSON value with sorted object keys and no
+// insignificant space. Invalid or empty JSON is returned as is.
+func canonicalJSON(raw json.RawMessage) []byte {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return raw
+	}
+	if m, ok := v.(map[string]any); ok && len(m) == 0 {
+		return nil // {} and no arguments are the same request
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return out
+}

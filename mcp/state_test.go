@@ -1,0 +1,151 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fixedKey(b byte) []byte { return bytes.Repeat([]byte{b}, KeySize) }
+
+func TestSealerRoundTripAndRejections(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	old, _ := NewSealer([][]byte{fixedKey(1)}, time.Minute, clock)
+	rotated, _ := NewSealer([][]byte{fixedKey(2), fixedKey(1)}, time.Minute, clock)
+	other, _ := NewSealer([][]byte{fixedKey(3)}, time.Minute, clock)
+	digest := requestDigest("tools/call", "t", []byte(`{"a":1}`))
+
+	sealed, err := old.Seal("round=1", digest, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := []byte(sealed)
+	flipped[len(flipped)-3] ^= 1
+
+	tests := []struct {
+		name    string
+		sealer  *Sealer
+		state   string
+		digest  []byte
+		subject string
+		advance time.Duration
+		want    string // "" means ErrInvalidState
+	}{
+		{name: "same key", sealer: old, state: sealed, digest: digest, subject: "alice", want: "round=1"},
+		{name: "rotated keys open old state", sealer: rotated, state: sealed, digest: digest, subject: "alice", want: "round=1"},
+		{name: "unknown key", sealer: other, state: sealed, digest: digest, subject: "alice"},
+		{name: "tampered", sealer: old, state: string(flipped), digest: digest, subject: "alice"},
+		{name: "suffix appended", sealer: old, state: sealed + "-TAMPERED", digest: digest, subject: "alice"},
+		{name: "plain text", sealer: old, state: "round=1", digest: digest, subject: "alice"},
+		{name: "empty body", sealer: old, state: "v1.", digest: digest, subject: "alice"},
+		{name: "other request", sealer: old, state: sealed, digest: requestDigest("tools/call", "t", []byte(`{"a":2}`)), subject: "alice"},
+		{name: "other subject", sealer: old, state: sealed, digest: digest, subject: "mallory"},
+		{name: "expired", sealer: old, state: sealed, digest: digest, subject: "alice", advance: 2 * time.Minute},
+		{name: "not yet expired", sealer: old, state: sealed, digest: digest, subject: "alice", advance: 59 * time.Second, want: "round=1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).Add(tt.advance)
+			got, err := tt.sealer.Open(tt.state, tt.digest, tt.subject)
+			if tt.want == "" {
+				if !errors.Is(err, ErrInvalidState) {
+					t.Fatalf("Open = %q, %v; want ErrInvalidState", got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("Open = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSealHidesState(t *testing.T) {
+	s, _ := NewSealer([][]byte{fixedKey(1)}, time.Minute, nil)
+	sealed, _ := s.Seal("secret-round-state", nil, "")
+	if strings.Contains(sealed, "secret") {
+		t.Fatalf("sealed state leaks its plaintext: %s", sealed)
+	}
+	again, _ := s.Seal("secret-round-state", nil, "")
+	if sealed == again {
+		t.Fatal("two seals of the same state are equal; nonces are not random")
+	}
+}
+
+func TestRequestDigestCanonical(t *testing.T) {
+	a := requestDigest("tools/call", "t", []byte(`{"b": 2, "a": 1}`))
+	b := requestDigest("tools/call", "t", []byte(`{"a":1,"b":2}`))
+	if !bytes.Equal(a, b) {
+		t.Error("key order changes the digest")
+	}
+	if !bytes.Equal(requestDigest("tools/call", "t", []byte(`{}`)), requestDigest("tools/call", "t", nil)) {
+		t.Error("{} and no arguments digest differently")
+	}
+	if bytes.Equal(requestDigest("tools/call", "ab", nil), requestDigest("tools/call", "a", []byte(`"b"`))) {
+		t.Error("digest parts are not delimited")
+	}
+}
+
+func TestNewSealerErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		keys [][]byte
+		ttl  time.Duration
+	}{
+		{name: "no keys", ttl: time.Minute},
+		{name: "short key", keys: [][]byte{[]byte("short")}, ttl: time.Minute},
+		{name: "zero ttl", keys: [][]byte{fixedKey(1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewSealer(tt.keys, tt.ttl, nil); err == nil {
+				t.Fatal("NewSealer succeeded")
+			}
+		})
+	}
+}
+
+func TestLoadKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	k1 := base64.StdEncoding.EncodeToString(fixedKey(1))
+	k2 := base64.RawURLEncoding.EncodeToString(fixedKey(2))
+	tests := []struct {
+		name    string
+		path    string
+		want    int
+		wantErr string
+	}{
+		{name: "two keys with comments", path: write("ok", "# newest first\n"+k2+"\n\n"+k1+"\n"), want: 2},
+		{name: "empty", path: write("empty", "# nothing\n"), wantErr: "holds no key"},
+		{name: "not base64", path: write("bad", "!!!\n"), wantErr: "line 1: key is not base64"},
+		{name: "short", path: write("short", base64.StdEncoding.EncodeToString([]byte("x"))+"\n"), wantErr: "want 32"},
+		{name: "missing", path: filepath.Join(dir, "nope"), wantErr: "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			keys, err := LoadKeys(tt.path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LoadKeys error = %v, want containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || len(keys) != tt.want {
+				t.Fatalf("LoadKeys = %d keys, %v; want %d", len(keys), err, tt.want)
+			}
+		})
+	}
+}

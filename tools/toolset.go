@@ -1,0 +1,447 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Toolset names accepted in [Options.Toolsets].
+const (
+	ToolsetCore        = "core"
+	ToolsetConformance = "conformance"
+	ToolsetWorkshop    = "workshop"
+)
+
+// knownToolsets lists the toolsets in the order error messages name them.
+var knownToolsets = []string{ToolsetCore, ToolsetConformance, ToolsetWorkshop}
+
+// Default values that [Options.Defaults] fills in.
+const (
+	DefaultWeatherBaseURL      = "https://api.open-meteo.com"
+	DefaultWeatherGeocodingURL = "https://geocoding-api.open-meteo.com"
+	DefaultWeatherTimeout      = 10 * time.Second
+
+	// maxWeatherTimeout bounds WeatherOptions.Timeout: a tool call that waits
+	// longer than this for an upstream is worse than a quick "try again".
+	maxWeatherTimeout = time.Minute
+)
+
+// Options selects and configures the toolsets a server offers. It is the
+// `tools:` section of the YAML config. The zero value, after [Options.Defaults],
+// offers the core toolset and nothing else.
+type Options struct {
+	// Toolsets lists the enabled toolsets. Nil or empty means ["core"].
+	// Known: core, workshop, conformance. The conformance toolset exists for
+	// the official MCP conformance suite and is off unless listed.
+	Toolsets []string `yaml:"toolsets"`
+	// Weather configures the workshop toolset's weather tool.
+	Weather WeatherOptions `yaml:"weather"`
+	// Resources are resources declared in config, served whatever toolsets
+	// are enabled.
+	Resources []ResourceSpec `yaml:"resources"`
+	// Prompts are prompts declared in config, served whatever toolsets are
+	// enabled.
+	Prompts []PromptSpec `yaml:"prompts"`
+}
+
+// WeatherOptions configures the weather tool's upstream, an
+// Open-Meteo-compatible API. The tool sends no credentials upstream.
+type WeatherOptions struct {
+	// BaseURL is the forecast API root; the tool calls {BaseURL}/v1/forecast.
+	// Empty means [DefaultWeatherBaseURL].
+	BaseURL string `yaml:"base_url"`
+	// GeocodingURL is the geocoding API root; the tool calls
+	// {GeocodingURL}/v1/search. Empty means [DefaultWeatherGeocodingURL].
+	GeocodingURL string `yaml:"geocoding_url"`
+	// Timeout bounds each upstream call. Zero means [DefaultWeatherTimeout];
+	// at most one minute.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Defaults fills zero values with defaults. Call it before [Options.Validate].
+func (o *Options) Defaults() {
+	if len(o.Toolsets) == 0 {
+		o.Toolsets = []string{ToolsetCore}
+	}
+	if o.Weather.BaseURL == "" {
+		o.Weather.BaseURL = DefaultWeatherBaseURL
+	}
+	if o.Weather.GeocodingURL == "" {
+		o.Weather.GeocodingURL = DefaultWeatherGeocodingURL
+	}
+	if o.Weather.Timeout == 0 {
+		o.Weather.Timeout = DefaultWeatherTimeout
+	}
+}
+
+// Validate reports every problem at once, as an [errors.Join] of errors whose
+// text starts with the key path relative to Options, for example
+// `toolsets[2]: unknown toolset "foo" (known: core, conformance, workshop)`.
+// The caller prefixes the section name ("tools.").
+//
+// Validate reads the files that resources and prompts name, so that a
+// missing file is reported here rather than when a client asks for it.
+func (o *Options) Validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, name := range o.Toolsets {
+		switch {
+		case !slices.Contains(knownToolsets, name):
+			errs = append(errs, fmt.Errorf("toolsets[%d]: unknown toolset %q (known: %s)", i, name, strings.Join(knownToolsets, ", ")))
+		case seen[name]:
+			errs = append(errs, fmt.Errorf("toolsets[%d]: toolset %q is listed twice", i, name))
+		}
+		seen[name] = true
+	}
+	errs = append(errs, o.Weather.validate("weather")...)
+	errs = append(errs, validateResources(o.Resources)...)
+	errs = append(errs, validatePrompts(o.Prompts)...)
+	return errors.Join(errs...)
+}
+
+func (w *WeatherOptions) validate(path string) []error {
+	var errs []error
+	for key, raw := range map[string]string{"base_url": w.BaseURL, "geocoding_url": w.GeocodingURL} {
+		if err := checkHTTPURL(raw); err != nil {
+			errs = append(errs, fmt.Errorf("%s.%s: %w", path, key, err))
+		}
+	}
+	if w.Timeout <= 0 || w.Timeout > maxWeatherTimeout {
+		errs = append(errs, fmt.Errorf("%s.timeout: must be positive and at most %s (got %s)", path, maxWeatherTimeout, w.Timeout))
+	}
+	// Map iteration order is random; keep the report stable.
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
+}
+
+// checkHTTPURL reports whether raw is an absolute http or https URL without
+// credentials, query or fragment.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an absolute http or https URL")
+	}
+	if u.User != nil {
+		return errors.New("must not contain credentials")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("must not have a query or fragment")
+	}
+	return nil
+}
+
+// Deps are what toolsets need from the process. Every field may be nil.
+type Deps struct {
+	// HTTPClient makes upstream calls (weather). Nil means a client with
+	// dial, TLS and header timeouts. The tools never forward the caller's
+	// credentials, whatever the client.
+	HTTPClient *http.Client
+	// Now reads the clock. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives diagnostics, never tool argument values. Nil discards.
+	Logger *slog.Logger
+}
+
+func (d Deps) withDefaults() Deps {
+	if d.HTTPClient == nil {
+		d.HTTPClient = defaultHTTPClient()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return d
+}
+
+// defaultHTTPClient bounds every phase of a request but the body read, which
+// the per-call context deadline covers.
+func defaultHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: 10 * time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConnsPerHost:   8,
+			ForceAttemptHTTP2:     true,
+		},
+		Timeout: 30 * time.Second,
+	}
+}
+
+// Catalog is the set of tools, resources, resource templates and prompts
+// built from [Options]. Build it once with [New]; then, for every server,
+// call [Catalog.Apply] on the server options, [Catalog.Register] on the
+// server and, if the server lives long enough, [Catalog.Run].
+type Catalog struct {
+	tools     []tool
+	resources []resource
+	templates []resourceTemplate
+	prompts   []prompt
+
+	// completions maps a completion reference ("ref/prompt name" or
+	// "ref/resource uri-template") and an argument name to the values
+	// offered for it.
+	completions map[completionKey][]string
+	// subscriptions is whether clients may subscribe to resource updates.
+	subscriptions bool
+	// watchedURI, when set, is a resource Run reports as updated every
+	// watchInterval.
+	watchedURI    string
+	watchInterval time.Duration
+
+	logger *slog.Logger
+}
+
+// tool is one tool, ready to add to any server. add receives the server so
+// that tools which change the server's lists (conformance) can reach it.
+type tool struct {
+	name string
+	add  func(s *sdk.Server)
+}
+
+type resource struct {
+	r *sdk.Resource
+	h sdk.ResourceHandler
+}
+
+type resourceTemplate struct {
+	t *sdk.ResourceTemplate
+	h sdk.ResourceHandler
+}
+
+type prompt struct {
+	p *sdk.Prompt
+	h sdk.PromptHandler
+}
+
+type completionKey struct {
+	ref, arg string
+}
+
+// newTool pairs a tool with its typed handler. The SDK infers the schemas it
+// is not given from In and Out and validates input before h runs.
+func newTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) tool {
+	return tool{name: t.Name, add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }}
+}
+
+// New builds the catalog that opts describe. opts should have passed
+// [Options.Validate]; New repeats the checks it depends on.
+func New(opts Options, deps Deps) (*Catalog, error) {
+	opts.Defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	deps = deps.withDefaults()
+	c := &Catalog{
+		completions: map[completionKey][]string{},
+		logger:      deps.Logger,
+	}
+	byName := map[string]bool{}
+	addTools := func(ts ...tool) {
+		for _, t := range ts {
+			// A tool shared by two toolsets (calculator) is registered once.
+			if !byName[t.name] {
+				byName[t.name] = true
+				c.tools = append(c.tools, t)
+			}
+		}
+	}
+	for _, set := range opts.Toolsets {
+		switch set {
+		case ToolsetCore:
+			addTools(coreTools(deps)...)
+		case ToolsetWorkshop:
+			addTools(workshopTools(opts.Weather, deps)...)
+		case ToolsetConformance:
+			addTools(conformanceTools()...)
+			c.addConformanceContent()
+		}
+	}
+	if err := c.addDeclared(opts.Resources, opts.Prompts); err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	return c, nil
+}
+
+// Apply sets the handlers on so that the catalog needs: a CompletionHandler
+// when a prompt or resource template offers completions, and the
+// Subscribe/Unsubscribe handlers when a resource can be watched (the
+// conformance toolset). It leaves every other field untouched. A completion
+// handler already set keeps answering for references the catalog does not
+// know.
+func (c *Catalog) Apply(so *sdk.ServerOptions) {
+	if len(c.completions) > 0 {
+		next := so.CompletionHandler
+		so.CompletionHandler = func(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+			if res, ok := c.complete(req); ok || next == nil {
+				return res, nil
+			}
+			return next(ctx, req)
+		}
+	}
+	if c.subscriptions {
+		// The SDK tracks subscriptions itself; the handlers only accept them.
+		so.SubscribeHandler = func(context.Context, *sdk.SubscribeRequest) error { return nil }
+		so.UnsubscribeHandler = func(context.Context, *sdk.UnsubscribeRequest) error { return nil }
+	}
+}
+
+// Register adds every tool, resource, resource template and prompt to s.
+func (c *Catalog) Register(s *sdk.Server) {
+	for _, t := range c.tools {
+		t.add(s)
+	}
+	for _, r := range c.resources {
+		s.AddResource(r.r, r.h)
+	}
+	for _, t := range c.templates {
+		s.AddResourceTemplate(t.t, t.h)
+	}
+	for _, p := range c.prompts {
+		s.AddPrompt(p.p, p.h)
+	}
+}
+
+// ToolNames returns the names of the tools Register adds, sorted.
+func (c *Catalog) ToolNames() []string {
+	names := make([]string, 0, len(c.tools))
+	for _, t := range c.tools {
+		names = append(names, t.name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Run does the background work the catalog needs until ctx is done: with the
+// conformance toolset, it reports the watched resource as updated every few
+// seconds. Without it, Run returns at once.
+func (c *Catalog) Run(ctx context.Context, s *sdk.Server) {
+	if c.watchedURI == "" {
+		return
+	}
+	tick := time.NewTicker(c.watchInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := s.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: c.watchedURI}); err != nil && ctx.Err() == nil {
+				c.logger.Debug("tools: resource update notification failed", "uri", c.watchedURI, "err", err)
+			}
+		}
+	}
+}
+
+// complete answers a completion request from the catalog's completion
+// values: those starting with the typed value, case-insensitively, at most
+// 100 of them as the protocol allows. ok is false for an unknown reference.
+func (c *Catalog) complete(req *sdk.CompleteRequest) (res *sdk.CompleteResult, ok bool) {
+	res = &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{}}}
+	p := req.Params
+	if p == nil || p.Ref == nil {
+		return res, false
+	}
+	ref := p.Ref.Type + " " + p.Ref.Name
+	if p.Ref.Type == "ref/resource" {
+		ref = p.Ref.Type + " " + p.Ref.URI
+	}
+	values, ok := c.completions[completionKey{ref, p.Argument.Name}]
+	if !ok {
+		return res, c.knowsRef(ref)
+	}
+	prefix := strings.ToLower(p.Argument.Value)
+	var match []string
+	for _, v := range values {
+		if strings.HasPrefix(strings.ToLower(v), prefix) {
+			match = append(match, v)
+		}
+	}
+	const maxValues = 100
+	res.Completion.Total = len(match)
+	if len(match) > maxValues {
+		match, res.Completion.HasMore = match[:maxValues], true
+	}
+	res.Completion.Values = append(res.Completion.Values, match...)
+	return res, true
+}
+
+// knowsRef reports whether ref names a prompt or resource template of the
+// catalog, whose other arguments simply have no completions.
+func (c *Catalog) knowsRef(ref string) bool {
+	for _, p := range c.prompts {
+		if ref == "ref/prompt "+p.p.Name {
+			return true
+		}
+	}
+	for _, t := range c.templates {
+		if ref == "ref/resource "+t.t.URITemplate {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Catalog) addCompletions(refType, ref, arg string, values []string) {
+	if len(values) > 0 {
+		c.completions[completionKey{refType + " " + ref, arg}] = values
+	}
+}
+
+// Schema helpers.
+
+// schemaFor infers the JSON Schema of T, as the SDK would, so that a tool can
+// add what struct tags cannot say (enums, bounds). It panics if T has no
+// schema, which only a programming error causes and every test catches.
+func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tools: schema: %v", err))
+	}
+	if edit != nil {
+		edit(s.Properties)
+	}
+	return s
+}
+
+// emptyObject is the input schema of a tool that takes no arguments.
+func emptyObject() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Annotations shared by most tools.
+
+// readOnly describes a tool that only reads and has no side effects; open
+// says whether it reaches outside the server (an upstream API).
+func readOnly(title string, open bool) *sdk.ToolAnnotations {
+	return &sdk.ToolAnnotations{
+		Title:           title,
+		ReadOnlyHint:    true,
+		DestructiveHint: ptr(false),
+		IdempotentHint:  true,
+		OpenWorldHint:   ptr(open),
+	}
+}
+
+// textResult is a result holding one text block.
+func textResult(s string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
+}
