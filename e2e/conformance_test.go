@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,20 +97,11 @@ func parseConformance(out string) conformanceReport {
 	return r
 }
 
-func (r conformanceReport) isUnscored(name string) bool {
-	for _, u := range r.unscored {
-		if u == name {
-			return true
-		}
-	}
-	return false
-}
-
 // scoredFailing lists the failing scenarios that count for conformance.
 func (r conformanceReport) scoredFailing() []string {
 	var s []string
 	for _, f := range r.failing {
-		if !r.isUnscored(f) {
+		if !slices.Contains(r.unscored, f) {
 			s = append(s, f)
 		}
 	}
@@ -120,7 +112,7 @@ func (r conformanceReport) scoredFailing() []string {
 func (r conformanceReport) unscoredFailing() []string {
 	var s []string
 	for _, f := range r.failing {
-		if r.isUnscored(f) {
+		if slices.Contains(r.unscored, f) {
 			s = append(s, f)
 		}
 	}

@@ -96,6 +96,12 @@ func (s *server) MCPURL() string { return s.BaseURL + "/mcp" }
 // Stderr returns everything the process wrote to stderr so far.
 func (s *server) Stderr() string { return s.stderr.String() }
 
+// Tail returns the last n lines the process wrote to stderr.
+func (s *server) Tail(n int) string { return s.stderr.Tail(n) }
+
+// stderrTail is how many lines of a server's stderr a failed test shows.
+const stderrTail = 60
+
 // Done is closed when the process has exited; ExitErr tells how.
 func (s *server) Done() <-chan struct{} { return s.done }
 
@@ -150,7 +156,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Cleanup(func() {
 		s.stop(t)
 		if t.Failed() {
-			t.Logf("portcullis %s stderr:\n%s", strings.Join(argv, " "), s.Stderr())
+			t.Logf("portcullis %s stderr (last %d lines):\n%s", strings.Join(argv, " "), stderrTail, s.Tail(stderrTail))
 		}
 	})
 
@@ -161,9 +167,9 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		s.BaseURL = "http://" + addr
 		return s
 	case <-s.done:
-		t.Fatalf("portcullis exited before logging \"listening\" (%v); stderr:\n%s", s.err, s.Stderr())
+		t.Fatalf("portcullis exited before logging \"listening\": %v", s.err)
 	case <-timer.C:
-		t.Fatalf("portcullis did not log \"listening\" within 60s; stderr:\n%s", s.Stderr())
+		t.Fatal("portcullis did not log \"listening\" within 60s")
 	case <-t.Context().Done():
 		t.Fatal("test ended while waiting for \"listening\"")
 	}
@@ -214,6 +220,12 @@ func (b *lineBuffer) add(line string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lines = append(b.lines, line)
+}
+
+func (b *lineBuffer) Tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines[max(0, len(b.lines)-n):], "\n")
 }
 
 func (b *lineBuffer) String() string {
@@ -368,9 +380,19 @@ func postMCP(t *testing.T, client *http.Client, url, body string, header http.He
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	resp, b, err := doPost(ctx, client, url, body, header)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// doPost is postMCP for goroutines other than the test's: it returns the
+// error instead of failing the test.
+func doPost(ctx context.Context, client *http.Client, url, body string, header http.Header) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -381,14 +403,36 @@ func postMCP(t *testing.T, client *http.Client, url, body string, header http.He
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return nil, nil, fmt.Errorf("POST %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading body: %v", url, err)
+		return resp, b, fmt.Errorf("POST %s: reading body: %w", url, err)
 	}
-	return resp, b
+	return resp, b, nil
+}
+
+// initSession runs the 2025-11-25 initialize handshake on url and returns
+// the headers later requests of the session carry: MCP-Protocol-Version
+// and, if the server gave one, Mcp-Session-Id.
+func initSession(t *testing.T, client *http.Client, url string) http.Header {
+	t.Helper()
+	resp, body := postMCP(t, client, url, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"portcullis-e2e","version":"0.0.1"}}}`, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: status %d: %s", resp.StatusCode, body)
+	}
+	rpcResult(t, rpcMessages(t, resp.Header.Get("Content-Type"), body), "1")
+	h := http.Header{}
+	h.Set("MCP-Protocol-Version", "2025-11-25")
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		h.Set("Mcp-Session-Id", id)
+	}
+	resp, body = postMCP(t, client, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: status %d, want 202: %s", resp.StatusCode, body)
+	}
+	return h
 }
 
 // toolResult is the part of a tools/call result the tests look at.

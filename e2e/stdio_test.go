@@ -193,6 +193,18 @@ func TestStdioRawNDJSON(t *testing.T) {
 				if string(m.ID) == id && m.Method == "" {
 					return m
 				}
+			case <-readDone:
+				// Frames read before stdout closed are still in the channel.
+				for {
+					select {
+					case m := <-frames:
+						if string(m.ID) == id && m.Method == "" {
+							return m
+						}
+					default:
+						t.Fatalf("no response with id %s: stdout closed (the server exited)", id)
+					}
+				}
 			case <-ctx.Done():
 				t.Fatalf("no response with id %s: %v", id, ctx.Err())
 			}

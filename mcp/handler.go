@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -163,7 +166,7 @@ func NewHandler(server *sdk.Server, opts Options, logger *slog.Logger) *Handler 
 
 // ServeHTTP implements [http.Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(h.origins, origin) {
+	if origin := r.Header.Get("Origin"); origin != "" && !h.originAllowed(r, origin) {
 		h.logger.WarnContext(r.Context(), "origin not allowed", "origin", origin)
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
@@ -188,29 +191,71 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// originAllowed reports whether a browser origin may call the endpoint: it
+// is listed, or both it and the address the request arrived at are loopback
+// (a local page talking to a local server; a DNS-rebinding page has a
+// non-loopback origin).
+func (h *Handler) originAllowed(r *http.Request, origin string) bool {
+	if slices.Contains(h.origins, origin) {
+		return true
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || !isLoopbackHost(local.String()) {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && isLoopbackHost(u.Host)
+}
+
+// isLoopbackHost reports whether hostport names a loopback IP or localhost.
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, -32600,
+			writeError(w, http.StatusRequestEntityTooLarge, nil, -32600,
 				fmt.Sprintf("Request body exceeds %d bytes.", mbe.Limit))
 			return
 		}
-		writeError(w, http.StatusBadRequest, -32700, "Could not read the request body.")
+		writeError(w, http.StatusBadRequest, nil, -32700, "Could not read the request body.")
 		return
+	}
+	msgs, jerr := parseMessages(body)
+	if jerr != nil {
+		writeError(w, http.StatusBadRequest, jerr.id, jerr.code, jerr.msg)
+		return
+	}
+	modern := isStatelessEra(r.Header, msgs)
+	if !modern {
+		// The SDK answers an unknown legacy method with a plain-text 400;
+		// clients are owed a JSON-RPC error naming the method.
+		for _, m := range msgs {
+			if m.Method != "" && len(m.ID) > 0 && !knownMethods[m.Method] {
+				writeError(w, http.StatusBadRequest, m.ID, -32601, fmt.Sprintf("Method not found: %q.", m.Method))
+				return
+			}
+		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 
 	switch {
-	case h.stateful == nil:
+	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)
-	case r.Header.Get(sessionIDHeader) != "":
-		h.stateful.ServeHTTP(w, r)
-	case isStatelessEra(r.Header, body):
-		h.stateless.ServeHTTP(w, r)
-	case isInitialize(body):
+	case r.Header.Get(sessionIDHeader) != "" || isInitialize(msgs):
 		h.stateful.ServeHTTP(w, r)
 	default:
 		h.stateless.ServeHTTP(w, r)
@@ -249,29 +294,89 @@ func (h *Handler) Drain() {
 	}
 }
 
+// knownMethods are the request methods the SDK's server answers. Others
+// get -32601 before they reach it.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true,
+	"tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true,
+	"prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "logging/setLevel": true,
+}
+
+// envelope is the part of a JSON-RPC message the router reads.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+type parseError struct {
+	id   json.RawMessage
+	code int
+	msg  string
+}
+
+// parseMessages decodes a message or a batch far enough to route and check
+// it: -32700 for a body that is not JSON, -32600 for JSON that is not a
+// JSON-RPC 2.0 request, notification or response.
+func parseMessages(body []byte) ([]envelope, *parseError) {
+	if !json.Valid(body) {
+		return nil, &parseError{code: -32700, msg: "Parse error: the request body is not valid JSON."}
+	}
+	var msgs []envelope
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if err := json.Unmarshal(trimmed, &msgs); err != nil || len(msgs) == 0 {
+			return nil, &parseError{code: -32600, msg: "Invalid Request: a batch must be a non-empty array of JSON-RPC messages."}
+		}
+	} else {
+		var m envelope
+		if err := json.Unmarshal(trimmed, &m); err != nil {
+			return nil, &parseError{code: -32600, msg: "Invalid Request: the body must be a JSON-RPC 2.0 message object."}
+		}
+		msgs = []envelope{m}
+	}
+	for _, m := range msgs {
+		switch {
+		case m.JSONRPC != "2.0":
+			return nil, &parseError{id: m.ID, code: -32600, msg: `Invalid Request: "jsonrpc" must be "2.0".`}
+		case m.Method == "" && len(m.ID) > 0 && (len(m.Result) > 0 || len(m.Error) > 0):
+			// A response to a server→client request.
+		case m.Method == "":
+			return nil, &parseError{id: m.ID, code: -32600, msg: `Invalid Request: a request needs a "method".`}
+		}
+	}
+	return msgs, nil
+}
+
 // isStatelessEra reports whether a request uses protocol 2026-07-28 or later,
 // by its header or, when a client sends none, by the per-request _meta.
-func isStatelessEra(header http.Header, body []byte) bool {
+func isStatelessEra(header http.Header, msgs []envelope) bool {
 	if v := header.Get(protocolVersionHeader); v != "" {
 		return v >= statelessEra
 	}
-	if !bytes.Contains(body, []byte(sdk.MetaKeyProtocolVersion)) {
-		return false
-	}
-	for _, m := range peek(body) {
+	for _, m := range msgs {
+		if !bytes.Contains(m.Params, []byte(sdk.MetaKeyProtocolVersion)) {
+			continue
+		}
+		var p struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		}
 		var v string
-		if json.Unmarshal(m.Params.Meta[sdk.MetaKeyProtocolVersion], &v) == nil && v >= statelessEra {
+		if json.Unmarshal(m.Params, &p) == nil && json.Unmarshal(p.Meta[sdk.MetaKeyProtocolVersion], &v) == nil && v >= statelessEra {
 			return true
 		}
 	}
 	return false
 }
 
-func isInitialize(body []byte) bool {
-	if !bytes.Contains(body, []byte(`"initialize"`)) {
-		return false
-	}
-	for _, m := range peek(body) {
+func isInitialize(msgs []envelope) bool {
+	for _, m := range msgs {
 		if m.Method == "initialize" {
 			return true
 		}
@@ -279,35 +384,17 @@ func isInitialize(body []byte) bool {
 	return false
 }
 
-type peeked struct {
-	Method string `json:"method"`
-	Params struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	} `json:"params"`
-}
-
-// peek decodes just enough of a message or batch to route it. It is called
-// only when a cheap byte search says the answer may be yes.
-func peek(body []byte) []peeked {
-	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		var ms []peeked
-		json.Unmarshal(body, &ms)
-		return ms
+// writeError writes a JSON-RPC error response for a failure found before
+// the SDK sees the message. id is the request's id, or nil when unknown.
+func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
 	}
-	var m peeked
-	json.Unmarshal(body, &m)
-	return []peeked{m}
-}
-
-// writeError writes a JSON-RPC error response with no id, for failures that
-// happen before the message is parsed.
-func writeError(w http.ResponseWriter, status, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      nil,
-		"error":   map[string]any{"code": code, "message": msg},
-	})
+	json.NewEncoder(w).Encode(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   any             `json:"error"`
+	}{"2.0", id, map[string]any{"code": code, "message": msg}})
 }

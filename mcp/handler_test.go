@@ -62,6 +62,10 @@ func post(t *testing.T, url, body string, header map[string]string) response {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	return do(t, req)
@@ -146,7 +150,7 @@ func TestHandlerRoutesByEra(t *testing.T) {
 			name:   "legacy call in its session",
 			body:   `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
 			header: map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}, wantStatus: http.StatusOK,
-			wantSession: true, wantText: "BISMILLAH",
+			wantText: "BISMILLAH",
 		},
 		{
 			name:   "unknown session is 404 so the client re-initializes",
@@ -200,17 +204,28 @@ func TestHandlerBadInput(t *testing.T) {
 		wantStatus int
 		wantCode   int    // JSON-RPC error code, 0 for none
 		wantMsg    string // in the error message
+		wantTool   string // in the text of an isError tool result
 	}{
 		{name: "malformed JSON", body: `{"jsonrpc":"2.0","id":1,"method":`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32700},
+		{name: "not JSON at all", body: `hello`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32700},
 		{name: "not a request", body: `{"jsonrpc":"2.0","id":1}`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
-		{name: "unknown method", body: `{"jsonrpc":"2.0","id":1,"method":"tools/destroy"}`, header: legacy, wantStatus: http.StatusOK, wantCode: -32601},
+		{name: "not an object", body: `"tools/list"`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
+		{name: "empty batch", body: `[]`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
+		{name: "wrong jsonrpc version", body: `{"jsonrpc":"1.0","id":1,"method":"ping"}`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
+		{name: "unknown method", body: `{"jsonrpc":"2.0","id":1,"method":"tools/destroy"}`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32601, wantMsg: "tools/destroy"},
+		{
+			name: "unknown method 2026-07-28", body: `{"jsonrpc":"2.0","id":1,"method":"tools/destroy","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			header: map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/destroy"}, wantStatus: http.StatusNotFound, wantCode: -32601,
+		},
 		{
 			name: "unknown tool names the closest", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ech","arguments":{}}}`,
 			header: legacy, wantStatus: http.StatusOK, wantCode: -32602, wantMsg: `Did you mean "echo"?`,
 		},
 		{
 			name: "invalid arguments", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"calculator","arguments":{"operation":"pow","a":1,"b":2}}}`,
-			header: legacy, wantStatus: http.StatusOK, wantCode: -32602,
+			// Since 2025-11-25 invalid arguments are a tool error the model
+			// can correct, not a protocol error; the SDK validates them.
+			header: legacy, wantStatus: http.StatusOK, wantTool: "operation",
 		},
 		{
 			name: "oversized body", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 2000) + `"}}}`,
@@ -225,10 +240,18 @@ func TestHandlerBadInput(t *testing.T) {
 			header: map[string]string{"Origin": "https://app.example.com"}, wantStatus: http.StatusOK,
 		},
 		{
+			name: "loopback origin on a loopback listener", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			header: map[string]string{"Origin": "http://localhost:6274"}, wantStatus: http.StatusOK,
+		},
+		{
+			name: "rebinding host on a loopback listener", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			header: map[string]string{"Host": "evil.example.com"}, wantStatus: http.StatusForbidden,
+		},
+		{
 			name:       "forged requestState",
 			body:       `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"requestState":"v1.AAAA","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			header:     map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
-			wantStatus: http.StatusOK, wantCode: -32602, wantMsg: "Invalid requestState",
+			wantStatus: http.StatusBadRequest, wantCode: -32602, wantMsg: "Invalid requestState",
 		},
 	}
 	for _, tt := range tests {
@@ -242,6 +265,12 @@ func TestHandlerBadInput(t *testing.T) {
 			}
 			if !strings.Contains(errorMessage(r.message), tt.wantMsg) {
 				t.Errorf("error message %q does not contain %q", errorMessage(r.message), tt.wantMsg)
+			}
+			if tt.wantTool != "" {
+				result, _ := r.message["result"].(map[string]any)
+				if result["isError"] != true || !strings.Contains(r.body, tt.wantTool) {
+					t.Errorf("want an isError result mentioning %q:\n%s", tt.wantTool, r.body)
+				}
 			}
 		})
 	}

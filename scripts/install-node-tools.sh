@@ -36,6 +36,13 @@ want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG"
 
 die() { echo "install-node-tools: $*" >&2; exit 1; }
 
+# npm_install runs npm install into $dir, once more after a failure (a
+# registry hiccup should not fail a CI run).
+npm_install() {
+	"$npm_bin" install --prefix "$dir" --no-audit --no-fund --loglevel=error "$@" >&2 ||
+		{ echo "install-node-tools: npm install failed; retrying once" >&2; sleep 5; "$npm_bin" install --prefix "$dir" --no-audit --no-fund --loglevel=error "$@" >&2; }
+}
+
 installed() {
 	[[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]] &&
 		[[ -x "$node" && -e "$conformance" && -e "$inspector" ]]
@@ -49,14 +56,13 @@ if ! installed; then
 	[[ -f "$dir/package.json" ]] || echo '{"name":"portcullis-node-tools","private":true}' >"$dir/package.json"
 
 	echo "install-node-tools: installing $NODE_PKG into $dir" >&2
-	"$npm_bin" install --prefix "$dir" --no-audit --no-fund --loglevel=error "$NODE_PKG" >&2
+	npm_install "$NODE_PKG"
 	[[ -x "$node" ]] || die "$NODE_PKG did not provide $node"
 
 	# The tools themselves are installed with Node 22 first on PATH, so that
 	# any install script they run sees the Node they will run on.
 	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG" >&2
-	PATH="$node_bin_dir:$PATH" "$npm_bin" install --prefix "$dir" --no-audit --no-fund --loglevel=error \
-		"$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG" >&2
+	PATH="$node_bin_dir:$PATH" npm_install "$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG"
 	[[ -e "$conformance" ]] || die "$CONFORMANCE_PKG did not provide $conformance"
 	[[ -e "$inspector" ]] || die "$INSPECTOR_PKG did not provide $inspector"
 	echo "$want_stamp" >"$stamp"

@@ -33,7 +33,8 @@ const maxDeclaredFile = 1 << 20
 //	  - uri_template: greeting://{lang}/{name}
 //	    name: greeting
 //	    text: "Hello {{name}} ({{lang}})"
-//	    completions: {lang: [en, fr, de]}
+//	    completions:
+//	      - {variable: lang, values: [en, fr, de]}
 type ResourceSpec struct {
 	// URI is the resource's absolute URI. Exactly one of URI and URITemplate.
 	URI string `yaml:"uri"`
@@ -54,9 +55,18 @@ type ResourceSpec struct {
 	Text string `yaml:"text"`
 	// File is the path of a file holding the content, at most 1 MiB.
 	File string `yaml:"file"`
-	// Completions offers values for URI template variables, keyed by
-	// variable name, to clients that ask (completion/complete).
-	Completions map[string][]string `yaml:"completions"`
+	// Completions offers values for URI template variables to clients that
+	// ask (completion/complete).
+	Completions []CompletionSpec `yaml:"completions"`
+}
+
+// CompletionSpec lists the values offered for one URI template variable.
+type CompletionSpec struct {
+	// Variable is the name of a variable of the URI template.
+	Variable string `yaml:"variable"`
+	// Values are offered, in this order, when they start with what the user
+	// typed (ignoring case).
+	Values []string `yaml:"values"`
 }
 
 // PromptSpec declares a prompt in config: one message whose text may hold
@@ -214,13 +224,13 @@ func validateResources(specs []ResourceSpec) []error {
 				}
 			}
 		}
-		for name := range r.Completions {
+		for j, comp := range r.Completions {
 			if r.URITemplate == "" {
 				at(".completions", "only a uri_template resource has variables to complete")
 				break
 			}
-			if vars != nil && !slices.Contains(vars, name) {
-				at(".completions."+name, "not a variable of the uri_template (%v)", vars)
+			if vars != nil && !slices.Contains(vars, comp.Variable) {
+				at(fmt.Sprintf(".completions[%d].variable", j), "%q is not a variable of the uri_template (%v)", comp.Variable, vars)
 			}
 		}
 	}
@@ -310,8 +320,8 @@ func (c *Catalog) addDeclared(resources []ResourceSpec, prompts []PromptSpec) er
 			t: &sdk.ResourceTemplate{URITemplate: r.URITemplate, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: mimeType},
 			h: templatedResource(tmpl, mimeType, string(content)),
 		})
-		for name, values := range r.Completions {
-			c.addCompletions("ref/resource", r.URITemplate, name, values)
+		for _, comp := range r.Completions {
+			c.addCompletions("ref/resource", r.URITemplate, comp.Variable, comp.Values)
 		}
 	}
 	for _, p := range prompts {

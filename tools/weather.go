@@ -57,8 +57,11 @@ func weatherTool(wc *weatherClient) tool {
 		InputSchema: schemaFor[weatherInput](func(p map[string]*jsonschema.Schema) {
 			p["city"].MinLength, p["city"].MaxLength = ptr(1), ptr(100)
 			p["country_code"].Pattern = "^[A-Za-z]{2}$"
-			p["latitude"].Minimum, p["latitude"].Maximum = ptr(-90.0), ptr(90.0)
-			p["longitude"].Minimum, p["longitude"].Maximum = ptr(-180.0), ptr(180.0)
+			for name, bound := range map[string]float64{"latitude": 90, "longitude": 180} {
+				// A number, not the nullable number a pointer field infers.
+				p[name].Type, p[name].Types = "number", nil
+				p[name].Minimum, p[name].Maximum = ptr(-bound), ptr(bound)
+			}
 		}),
 		Annotations: readOnly("Current weather", true),
 	}, wc.handle)

@@ -123,14 +123,14 @@ func (c *Config) Validate() error {
 // returned at once.
 func loadConfig(path string, environ []string, flags func(*Config)) (*Config, error) {
 	var c Config
-	if err := config.LoadFile(&c, path, environ, envPrefix); err != nil {
-		return nil, err
-	}
+	// The loader sets every value it can parse even when others fail, so
+	// validation still runs and the report lists both kinds of problem.
+	loadErr := config.LoadFile(&c, path, environ, envPrefix)
 	if flags != nil {
 		flags(&c)
 	}
 	c.defaults()
-	if err := c.Validate(); err != nil {
+	if err := errors.Join(loadErr, c.Validate()); err != nil {
 		return nil, err
 	}
 	return &c, nil

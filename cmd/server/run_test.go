@@ -209,32 +209,3 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 		t.Fatalf("exit code %d, output:\n%s", code, out.String())
 	}
 }
-
-func TestStdioCarriesOnlyFrames(t *testing.T) {
-	in := strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{}}}`,
-	}, "\n") + "\n"
-	var stdout, stderr syncBuffer
-	if code := run(t.Context(), []string{"stdio"}, nil, strings.NewReader(in), &stdout, &stderr); code != 0 {
-		t.Fatalf("exit code %d:\n%s", code, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("got %d stdout lines, want 3 responses:\n%s", len(lines), stdout.String())
-	}
-	for _, l := range lines {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil || m["jsonrpc"] != "2.0" {
-			t.Fatalf("stdout line is not a JSON-RPC frame: %q", l)
-		}
-	}
-	if !strings.Contains(lines[1], "BISMILLAH") || !strings.Contains(lines[2], "Unknown tool") {
-		t.Errorf("unexpected responses:\n%s", stdout.String())
-	}
-	if !strings.Contains(stderr.String(), "serving MCP on stdio") {
-		t.Errorf("logs did not go to stderr:\n%s", stderr.String())
-	}
-}

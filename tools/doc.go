@@ -1,0 +1,77 @@
+// Package tools holds the toolsets Portcullis serves: typed MCP tools, plus
+// the resources and prompts declared in config.
+//
+// A server gets them in three calls. [New] builds a [Catalog] from
+// [Options] (the `tools:` section of the config) and [Deps] (an HTTP client,
+// a clock, a logger); [Catalog.Apply] sets the server option handlers the
+// catalog needs; [Catalog.Register] adds everything to an SDK server:
+//
+//	cat, err := tools.New(opts, tools.Deps{Logger: logger})
+//	if err != nil { … }
+//	so := &sdk.ServerOptions{}
+//	cat.Apply(so)
+//	s := sdk.NewServer(impl, so)
+//	cat.Register(s)
+//	go cat.Run(ctx, s) // background work, such as resource update notifications
+//
+// # Toolsets
+//
+//   - core (the default): PingME, echo, calculator, time.
+//   - workshop: weather (Open-Meteo), country_info, calculator.
+//   - conformance: what the official MCP conformance suite calls. Off by
+//     default; never enable it for real users.
+//
+// # Adding a tool
+//
+// A tool is an input struct, an output struct and a typed handler. Describe
+// every field with a `jsonschema` tag: the SDK turns the structs into the
+// input and output schemas and validates the arguments before the handler
+// runs, so the handler never sees malformed input.
+//
+//	type greetInput struct {
+//		Name string `json:"name" jsonschema:"Who to greet."`
+//	}
+//
+//	type greetOutput struct {
+//		Greeting string `json:"greeting" jsonschema:"The greeting."`
+//	}
+//
+//	func greetTool() tool {
+//		return newTool(&sdk.Tool{
+//			Name:  "greet",
+//			Title: "Greet someone",
+//			Description: "Returns a greeting for the given name. Call this when " +
+//				"the user asks to be greeted; not for other messages.",
+//			InputSchema: schemaFor[greetInput](func(p map[string]*jsonschema.Schema) {
+//				p["name"].MaxLength = ptr(100) // what tags cannot say: bounds, enums
+//			}),
+//			Annotations: readOnly("Greet someone", false),
+//		}, func(ctx context.Context, req *sdk.CallToolRequest, in greetInput) (*sdk.CallToolResult, greetOutput, error) {
+//			if in.Name == "" {
+//				return nil, greetOutput{}, errors.New("name is empty; ask the user who to greet")
+//			}
+//			return nil, greetOutput{Greeting: "Hello, " + in.Name}, nil
+//		})
+//	}
+//
+// Then list it in a toolset function (coreTools, workshopTools) and add a
+// case to its test table.
+//
+// Write the Description for the model: what the tool does, when to call it
+// and when not, and what it returns. Name tools in snake_case. Set the
+// annotations truthfully: ReadOnlyHint for tools without side effects,
+// OpenWorldHint for tools that reach an outside service.
+//
+// A handler that fails returns an error whose text the model reads (the SDK
+// turns it into a result with IsError set): say what went wrong and what to
+// do, "no place named \"Atlantis\" was found; check the spelling", never a
+// bare "error" and never internal detail. Returning a [jsonrpc.Error] makes
+// a protocol error instead; that is for the caller's protocol mistakes, not
+// for the tool's failures. Handlers must not panic.
+//
+// Tools reach upstream services only through [Deps.HTTPClient] and never
+// forward the caller's credentials. Observability (metrics, traces, audit
+// logs) is middleware around the server, not code in this package.
+//
+// [jsonrpc.Error]: https://pkg.go.dev/github.com/modelcontextprotocol/go-sdk/jsonrpc#Error
+package tools
