@@ -14,9 +14,11 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
-# The node tools' folder; the e2e tests read the same variable.
+# The node tools' folder; the e2e tests read the same variable. It is
+# exported only to the targets that use it: the server treats every
+# PORTCULLIS_* variable as a config key and rejects unknown ones.
 PORTCULLIS_NODE_TOOLS ?= $(CURDIR)/.cache/node-tools
-export PORTCULLIS_NODE_TOOLS
+tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 
 # GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
