@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/suggest"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -128,51 +129,13 @@ func suggestToolMiddleware(names func() []string) sdk.Middleware {
 
 func unknownToolMessage(name string, known []string) string {
 	msg := fmt.Sprintf("Unknown tool: %q.", name)
-	if best := closest(name, known); best != "" {
+	if best := suggest.Closest(name, known); best != "" {
 		return msg + fmt.Sprintf(" Did you mean %q?", best)
 	}
 	if len(known) > 0 && len(known) <= 20 {
 		return msg + " Available tools: " + strings.Join(known, ", ") + "."
 	}
 	return msg + " Call tools/list to see the available tools."
-}
-
-// closest returns the candidate nearest to s by edit distance (ignoring case),
-// or "" when none is close enough to be a plausible typo.
-func closest(s string, candidates []string) string {
-	best, bestD := "", -1
-	ls := strings.ToLower(s)
-	for _, c := range candidates {
-		d := levenshtein(ls, strings.ToLower(c))
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD < 0 || bestD > max(2, len(s)/3) {
-		return ""
-	}
-	return best
-}
-
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // sealStateMiddleware seals the requestState of outgoing MRTR results and

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/portcullis-mcp/portcullis/internal/suggest"
+
 	"github.com/biter777/countries"
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -124,7 +126,7 @@ func suggestCountries(q string, n int) []string {
 	for c := range countrySet {
 		name := c.String()
 		nn := foldName(name)
-		score := editDistance(nq, nn)
+		score := suggest.Distance(nq, nn)
 		if len(nq) >= 3 && strings.Contains(nn, nq) {
 			score = 0
 		}
@@ -154,26 +156,4 @@ func foldName(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

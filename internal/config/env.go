@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	suggestpkg "github.com/portcullis-mcp/portcullis/internal/suggest"
 )
 
 // applyEnv sets the keys named by the variables in environ that carry the
@@ -97,40 +99,8 @@ func setEnv(v reflect.Value, s string) error {
 	return nil
 }
 
-// suggest returns the candidate closest to name by edit distance, ignoring
-// case, or "" if none is close enough to be a likely typo.
+// suggest returns the candidate closest to name, or "" if none is close
+// enough to be a likely typo.
 func suggest(name string, candidates []string) string {
-	best, bestDist := "", -1
-	upper := strings.ToUpper(name)
-	for _, c := range candidates {
-		d := editDistance(upper, strings.ToUpper(c))
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	if bestDist < 0 || bestDist > max(2, len(name)/4) {
-		return ""
-	}
-	return best
-}
-
-// editDistance returns the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggestpkg.Closest(name, candidates)
 }

@@ -171,27 +171,3 @@ func TestSuggest(t *testing.T) {
 		})
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	tests := []struct {
-		name string
-		a, b string
-		want int
-	}{
-		{name: "equal", a: "abc", b: "abc", want: 0},
-		{name: "empty", a: "", b: "abc", want: 3},
-		{name: "substitution", a: "abc", b: "abd", want: 1},
-		{name: "insertion", a: "ac", b: "abc", want: 1},
-		{name: "kitten", a: "kitten", b: "sitting", want: 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := editDistance(tt.a, tt.b); got != tt.want {
-				t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-			}
-			if got := editDistance(tt.b, tt.a); got != tt.want {
-				t.Errorf("editDistance(%q, %q) = %d, want %d", tt.b, tt.a, got, tt.want)
-			}
-		})
-	}
-}
