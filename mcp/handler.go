@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -43,6 +44,16 @@ type Options struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// RequestState configures sealing of MRTR requestState.
 	RequestState RequestStateOptions `yaml:"request_state"`
+}
+
+// Access is how the endpoint enforces per-tool policy at the HTTP layer,
+// where a denial can be a 403 a client knows how to step up from.
+type Access struct {
+	// Policy decides per tool; nil allows everything.
+	Policy ToolPolicy
+	// Deny writes the response for a denied tools/call (for OAuth, a 403
+	// with WWW-Authenticate: Bearer error="insufficient_scope").
+	Deny func(w http.ResponseWriter, r *http.Request, tool string, needed []string)
 }
 
 // RequestStateOptions configures how MRTR requestState is sealed.
@@ -128,6 +139,7 @@ type Handler struct {
 	origins   []string
 	maxBody   int64
 	logger    *slog.Logger
+	access    Access
 
 	mu       sync.Mutex
 	draining bool
@@ -135,8 +147,8 @@ type Handler struct {
 }
 
 // NewHandler returns the /mcp handler for server. opts must have had
-// Defaults applied.
-func NewHandler(server *sdk.Server, opts Options, logger *slog.Logger) *Handler {
+// Defaults applied. access may be the zero value (no per-tool policy).
+func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -145,6 +157,7 @@ func NewHandler(server *sdk.Server, opts Options, logger *slog.Logger) *Handler 
 		origins: opts.AllowedOrigins,
 		maxBody: opts.MaxBodyBytes,
 		logger:  logger,
+		access:  access,
 		streams: make(map[*context.CancelFunc]struct{}),
 		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Stateless:                    true,
@@ -222,6 +235,13 @@ func isLoopbackHost(hostport string) bool {
 }
 
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
+	// A 2026-07-28 client names the tool in a header, so a denied call is
+	// refused before its body is read.
+	if r.Header.Get("Mcp-Method") == "tools/call" && r.Header.Get(protocolVersionHeader) >= statelessEra {
+		if name := r.Header.Get("Mcp-Name"); name != "" && !h.allowTool(w, r, name) {
+			return
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -249,6 +269,20 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	for _, m := range msgs {
+		if m.Method != "tools/call" || h.access.Policy == nil {
+			continue
+		}
+		var p struct {
+			Name string `json:"name"`
+		}
+		// A malformed params object is the SDK's to reject; an unknown
+		// tool is decided by the policy's default.
+		json.Unmarshal(m.Params, &p)
+		if !h.allowTool(w, r, p.Name) {
+			return
+		}
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 
@@ -260,6 +294,24 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.stateless.ServeHTTP(w, r)
 	}
+}
+
+// allowTool applies the per-tool policy to a tools/call, writing the denial
+// when it fails.
+func (h *Handler) allowTool(w http.ResponseWriter, r *http.Request, tool string) bool {
+	if h.access.Policy == nil {
+		return true
+	}
+	ok, needed := h.access.Policy(sdkauth.TokenInfoFromContext(r.Context()), tool)
+	if ok {
+		return true
+	}
+	if h.access.Deny != nil {
+		h.access.Deny(w, r, tool, needed)
+	} else {
+		http.Error(w, "Forbidden", http.StatusForbidden)
+	}
+	return false
 }
 
 // serveStream serves a standalone GET stream, which Drain can end.

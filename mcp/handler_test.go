@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,6 +24,10 @@ import (
 
 // newTestEndpoint serves the core toolset through NewServer and NewHandler.
 func newTestEndpoint(t *testing.T, edit func(*Options)) (*httptest.Server, *Handler) {
+	return newPolicyEndpoint(t, edit, Access{})
+}
+
+func newPolicyEndpoint(t *testing.T, edit func(*Options), access Access) (*httptest.Server, *Handler) {
 	t.Helper()
 	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
 	if err != nil {
@@ -32,13 +37,13 @@ func newTestEndpoint(t *testing.T, edit func(*Options)) (*httptest.Server, *Hand
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer})
+	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Policy: access.Policy})
 	var opts Options
 	if edit != nil {
 		edit(&opts)
 	}
 	opts.Defaults()
-	h := NewHandler(server, opts, nil)
+	h := NewHandler(server, opts, access, nil)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	return ts, h
@@ -350,10 +355,10 @@ func TestSealStateMiddleware(t *testing.T) {
 			RequestState:  "step1",
 		}, nil, nil
 	})
-	server.AddReceivingMiddleware(sealStateMiddleware(sealer, nil, slog.New(slog.DiscardHandler)))
+	server.AddReceivingMiddleware(sealStateMiddleware(sealer, slog.New(slog.DiscardHandler)))
 	opts := Options{}
 	opts.Defaults()
-	ts := httptest.NewServer(NewHandler(server, opts, nil))
+	ts := httptest.NewServer(NewHandler(server, opts, Access{}, nil))
 	defer ts.Close()
 	hdr := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "ask"}
 	call := func(args, state string) response {
@@ -382,5 +387,75 @@ func TestSealStateMiddleware(t *testing.T) {
 	}
 	if want := []string{"", "step1"}; !slices.Equal(seen, want) {
 		t.Fatalf("handler saw states %q, want %q (rejected states must not reach it)", seen, want)
+	}
+}
+
+func TestPerToolPolicy(t *testing.T) {
+	// echo needs a scope nobody here has; everything else is open.
+	policy := func(info *sdkauth.TokenInfo, tool string) (bool, []string) {
+		if tool == "echo" {
+			return false, []string{"echo:use"}
+		}
+		return true, nil
+	}
+	deny := func(w http.ResponseWriter, _ *http.Request, tool string, needed []string) {
+		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+strings.Join(needed, " ")+`"`)
+		http.Error(w, "denied "+tool, http.StatusForbidden)
+	}
+	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Access{Policy: policy, Deny: deny})
+	modern := func(method, name string) map[string]string {
+		h := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": method}
+		if name != "" {
+			h["Mcp-Name"] = name
+		}
+		return h
+	}
+	tests := []struct {
+		name       string
+		body       string
+		header     map[string]string
+		wantStatus int
+		want       string
+		dontWant   string
+	}{
+		{
+			name:       "list hides the tool and is private",
+			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header:     modern("tools/list", ""),
+			wantStatus: http.StatusOK, want: `"cacheScope":"private"`, dontWant: `"name":"echo"`,
+		},
+		{
+			name:       "legacy call is a 403 naming the scope",
+			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
+			header:     map[string]string{"Mcp-Protocol-Version": "2025-06-18"},
+			wantStatus: http.StatusForbidden, want: "denied echo",
+		},
+		{
+			// The body is over the limit: only a decision made from the
+			// headers, before reading it, gives 403 rather than 413.
+			name:       "2026-07-28 call is refused from its headers",
+			body:       modernCall("echo", `{"text":"`+strings.Repeat("x", 1024)+`"}`),
+			header:     modern("tools/call", "echo"),
+			wantStatus: http.StatusForbidden, want: "denied echo",
+		},
+		{
+			name:       "allowed tool",
+			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
+			wantStatus: http.StatusOK, want: "BISMILLAH",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, ts.URL, tt.body, tt.header)
+			if r.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d\n%s", r.status, tt.wantStatus, r.body)
+			}
+			if !strings.Contains(r.body, tt.want) || (tt.dontWant != "" && strings.Contains(r.body, tt.dontWant)) {
+				t.Fatalf("body want %q, not %q:\n%s", tt.want, tt.dontWant, r.body)
+			}
+			if r.status == http.StatusForbidden && !strings.Contains(r.header.Get("WWW-Authenticate"), `scope="echo:use"`) {
+				t.Errorf("WWW-Authenticate = %q", r.header.Get("WWW-Authenticate"))
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -26,9 +27,9 @@ type ServerConfig struct {
 	// a handler that returns requestState then fails the call, and any
 	// requestState a client sends is rejected.
 	Sealer *Sealer
-	// Subject returns the identity of the caller that MRTR state is bound to.
-	// Nil means every caller is the same (no auth).
-	Subject func(context.Context) string
+	// Policy decides which tools a caller may see and call. Nil allows
+	// every tool to everyone.
+	Policy ToolPolicy
 	// Logger receives server-side errors (panics, sealing failures).
 	// Nil means discard.
 	Logger *slog.Logger
@@ -65,7 +66,8 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 	mws := append([]sdk.Middleware{}, cfg.Middleware...)
 	mws = append(mws,
 		suggestToolMiddleware(cat.ToolNames),
-		sealStateMiddleware(cfg.Sealer, cfg.Subject, logger),
+		filterToolsMiddleware(cfg.Policy),
+		sealStateMiddleware(cfg.Sealer, logger),
 		recoverMiddleware(logger),
 	)
 	s.AddReceivingMiddleware(mws...)
@@ -142,7 +144,11 @@ func unknownToolMessage(name string, known []string) string {
 // opens the requestState of incoming retries, so handlers only ever see the
 // plain state they produced. A state that does not open is rejected with
 // -32602 before the handler runs.
-func sealStateMiddleware(sealer *Sealer, subject func(context.Context) string, logger *slog.Logger) sdk.Middleware {
+//
+// State is bound to the caller's identity (the UserID of the request's
+// token info, which also binds legacy sessions), so one caller cannot replay
+// another's state.
+func sealStateMiddleware(sealer *Sealer, logger *slog.Logger) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			state, digest, ok := mrtrState(method, req)
@@ -150,8 +156,8 @@ func sealStateMiddleware(sealer *Sealer, subject func(context.Context) string, l
 				return next(ctx, method, req)
 			}
 			sub := ""
-			if subject != nil {
-				sub = subject(ctx)
+			if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+				sub = extra.TokenInfo.UserID
 			}
 			if *state != "" {
 				if sealer == nil {
@@ -182,6 +188,42 @@ func sealStateMiddleware(sealer *Sealer, subject func(context.Context) string, l
 			}
 			*out = sealed
 			return res, nil
+		}
+	}
+}
+
+// ToolPolicy reports whether the caller with token info may call tool, and
+// if not, the scopes it would need. info is nil when auth is off.
+type ToolPolicy func(info *sdkauth.TokenInfo, tool string) (allowed bool, needed []string)
+
+// filterToolsMiddleware removes from tools/list the tools the caller may not
+// call, and marks such a list private so that no shared cache serves it to
+// another caller.
+func filterToolsMiddleware(policy ToolPolicy) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		if policy == nil {
+			return next
+		}
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			res, err := next(ctx, method, req)
+			list, ok := res.(*sdk.ListToolsResult)
+			if err != nil || !ok {
+				return res, err
+			}
+			var info *sdkauth.TokenInfo
+			if extra := req.GetExtra(); extra != nil {
+				info = extra.TokenInfo
+			}
+			visible := list.Tools[:0:0]
+			for _, t := range list.Tools {
+				if ok, _ := policy(info, t.Name); ok {
+					visible = append(visible, t)
+				}
+			}
+			filtered := *list
+			filtered.Tools = visible
+			filtered.CacheScope = "private"
+			return &filtered, nil
 		}
 	}
 }

@@ -260,7 +260,7 @@ func (a *app) serve(ctx context.Context, dev bool, stdout io.Writer) error {
 		return fmt.Errorf("listening on %s: %w", s.Listen, err)
 	}
 	health := &observability.Health{}
-	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, a.logger)
+	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, mcp.Access{}, a.logger)
 	srv := &http.Server{
 		Handler:           a.routes(health, mcpHandler),
 		ReadHeaderTimeout: s.ReadHeaderTimeout,
