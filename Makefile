@@ -34,7 +34,7 @@ build: ## Build bin/portcullis, stamped with the git version and revision.
 run: ## Run the server in dev mode (go run ./cmd/server serve --dev).
 	$(GO) run ./cmd/server serve --dev
 
-tools: ## Install Node 22, the MCP conformance suite and the MCP Inspector into .cache/node-tools.
+tools: ## Install Node 22, the MCP conformance suite, the MCP Inspector and the e2e OpenID provider into .cache/node-tools.
 	bash scripts/install-node-tools.sh
 
 test: tools ## Install the test tools, then run every test with the race detector.

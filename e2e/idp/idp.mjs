@@ -1,0 +1,311 @@
+// idp.mjs runs a real OpenID provider (oidc-provider, OpenID Certified) on
+// 127.0.0.1 for Portcullis's end-to-end tests. It is a test fixture, never a
+// production authorization server: dev interactions accept any user name,
+// dynamic client registration is open, and everything is plain http.
+//
+// Usage (Node >= 22; scripts/install-node-tools.sh installs the deps):
+//
+//   IDP_DEPS_DIR=.cache/node-tools/idp node e2e/idp/idp.mjs [--port N] [--keys FILE] [--check]
+//
+// Flags and environment (a flag wins over its variable):
+//   --port N / IDP_PORT          port on 127.0.0.1 (default 0: any free port)
+//   --keys FILE / IDP_KEYS_FILE  private JWKS file; made on first start and
+//                                reused after, so restarts keep the same kids
+//                                (default: fresh keys in memory)
+//   --check                      start, fetch the own discovery document and
+//                                exit 0 (the install script's smoke test)
+//   IDP_DEPS_DIR                 folder whose node_modules holds oidc-provider
+//                                (default: resolve it next to this file)
+//   IDP_ACCESS_TOKEN_TTL         JWT/opaque access token lifetime in seconds (default 3600)
+//   IDP_CLIENTS                  JSON array of extra client metadata; an entry
+//                                whose client_id matches a built-in client
+//                                replaces it
+//
+// When listening it prints one JSON line on stdout:
+//   {"issuer":"http://127.0.0.1:PORT"}
+// Everything else (oidc-provider's warnings and notices, request errors)
+// goes to stderr.
+//
+// Built-in clients (all confidential, client_secret_basic or _post):
+//   portcullis-e2e           secret portcullis-e2e-secret           client_credentials; scope mcp:tools mcp:admin weather:read
+//   portcullis-e2e-limited   secret portcullis-e2e-limited-secret   client_credentials; scope mcp:tools
+//   portcullis-e2e-es256     secret portcullis-e2e-es256-secret     client_credentials; all scopes; JWTs signed ES256
+//   portcullis-e2e-opaque    secret portcullis-e2e-opaque-secret    client_credentials; all scopes; opaque tokens (introspection)
+//   portcullis-introspector  secret portcullis-introspector-secret  no grants; calls introspection and revocation
+// Any confidential client may introspect any token (a public client only its
+// own); a token's own client and portcullis-introspector may revoke it.
+// Dynamic client registration (POST /reg) is open; PKCE (S256) is required
+// for every authorization code request.
+//
+// Tokens:
+//   - A request with resource=<any http(s) URL> (RFC 8707) gets an access
+//     token for that resource server: a JWT (header typ "at+jwt", RS256 by
+//     default) whose aud is the resource, or an opaque token for
+//     portcullis-e2e-opaque. Resource-server scopes are mcp:tools,
+//     mcp:admin and weather:read, limited to the client's registered scope.
+//   - A request without scope gets the client's default: every
+//     resource-server scope the client may have (client_credentials and the
+//     authorization endpoint).
+//   - A request without resource gets an opaque token (no audience).
+//   - Extra claims: a user's token (authorization code) has
+//     groups ["users"], plus "admins" when the login name starts with
+//     "admin"; a client_credentials token of portcullis-e2e has roles
+//     ["mcp-admin"].
+//
+// The JWKS publishes an RS256 and an ES256 key.
+
+import * as crypto from 'node:crypto';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as path from 'node:path';
+import { createRequire } from 'node:module';
+import { parseArgs } from 'node:util';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const HOST = '127.0.0.1';
+
+// oidc-provider prints notices with console.info; stdout is for the issuer
+// line only.
+console.info = (...a) => console.error(...a);
+const RS_SCOPES = ['mcp:tools', 'mcp:admin', 'weather:read'];
+const ALL = RS_SCOPES.join(' ');
+
+const { values: args } = parseArgs({
+  options: {
+    port: { type: 'string' },
+    keys: { type: 'string' },
+    check: { type: 'boolean', default: false },
+  },
+  strict: true,
+});
+
+function die(msg) {
+  process.stderr.write(`idp: ${msg}\n`);
+  process.exit(1);
+}
+
+// loadProvider imports oidc-provider from IDP_DEPS_DIR (the install
+// script's cache folder) or, without it, from next to this file.
+async function loadProvider() {
+  const depsDir = process.env.IDP_DEPS_DIR;
+  if (!depsDir) {
+    return import('oidc-provider');
+  }
+  let entry;
+  try {
+    entry = createRequire(path.join(path.resolve(depsDir), 'package.json')).resolve('oidc-provider');
+  } catch (err) {
+    die(`oidc-provider is not installed in ${depsDir} (${err.message}): run \`make tools\` (scripts/install-node-tools.sh)`);
+  }
+  return import(pathToFileURL(entry).href);
+}
+
+// thumbprint is the RFC 7638 JWK thumbprint, used as kid.
+function thumbprint(jwk) {
+  const members = jwk.kty === 'RSA' ? { e: jwk.e, kty: jwk.kty, n: jwk.n } : { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y };
+  return crypto.createHash('sha256').update(JSON.stringify(members)).digest('base64url');
+}
+
+function makeKeys() {
+  const rsa = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'jwk' });
+  const ec = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' });
+  // RS256 first: oidc-provider signs with the first key matching the alg.
+  return {
+    keys: [
+      { ...rsa, kid: thumbprint(rsa), use: 'sig', alg: 'RS256' },
+      { ...ec, kid: thumbprint(ec), use: 'sig', alg: 'ES256' },
+    ],
+  };
+}
+
+// loadKeys reads the private JWKS from file, making and saving it first
+// when the file does not exist yet.
+function loadKeys(file) {
+  if (!file) return makeKeys();
+  try {
+    const jwks = JSON.parse(fs.readFileSync(file, 'utf8'));
+    if (!Array.isArray(jwks.keys) || jwks.keys.length === 0) die(`${file}: no keys`);
+    return jwks;
+  } catch (err) {
+    if (err.code !== 'ENOENT') die(`${file}: ${err.message}`);
+  }
+  const jwks = makeKeys();
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(jwks, null, 2), { mode: 0o600 });
+  fs.renameSync(tmp, file);
+  return jwks;
+}
+
+function builtInClients() {
+  const cc = (client_id, scope, extra = {}) => ({
+    client_id,
+    client_secret: `${client_id}-secret`,
+    grant_types: ['client_credentials'],
+    response_types: [],
+    redirect_uris: [],
+    token_endpoint_auth_method: 'client_secret_basic',
+    scope,
+    ...extra,
+  });
+  return [
+    cc('portcullis-e2e', ALL),
+    cc('portcullis-e2e-limited', 'mcp:tools'),
+    cc('portcullis-e2e-es256', ALL),
+    cc('portcullis-e2e-opaque', ALL),
+    cc('portcullis-introspector', undefined, { grant_types: [] }),
+  ];
+}
+
+function clients() {
+  const byId = new Map(builtInClients().map((c) => [c.client_id, c]));
+  if (process.env.IDP_CLIENTS) {
+    let extra;
+    try {
+      extra = JSON.parse(process.env.IDP_CLIENTS);
+    } catch (err) {
+      die(`IDP_CLIENTS: ${err.message}`);
+    }
+    if (!Array.isArray(extra)) die('IDP_CLIENTS: want a JSON array of client metadata');
+    for (const c of extra) byId.set(c.client_id, c);
+  }
+  return [...byId.values()];
+}
+
+// clientScopes returns the resource-server scopes client may have.
+function clientScopes(client) {
+  if (!client?.scope) return RS_SCOPES;
+  const allowed = new Set(client.scope.split(' '));
+  return RS_SCOPES.filter((s) => allowed.has(s));
+}
+
+const accessTokenTTL = Number.parseInt(process.env.IDP_ACCESS_TOKEN_TTL || '3600', 10);
+if (!(accessTokenTTL > 0)) die(`IDP_ACCESS_TOKEN_TTL=${process.env.IDP_ACCESS_TOKEN_TTL}: want a positive number of seconds`);
+
+const port = Number.parseInt(args.port ?? process.env.IDP_PORT ?? '0', 10);
+if (!(port >= 0 && port < 65536)) die(`bad port ${args.port ?? process.env.IDP_PORT}`);
+
+const { default: Provider, errors } = await loadProvider();
+const jwks = loadKeys(args.keys ?? process.env.IDP_KEYS_FILE);
+
+// The issuer needs the port, so listen first and attach the provider after.
+const server = http.createServer();
+await new Promise((resolve, reject) => {
+  server.once('error', reject);
+  server.listen(port, HOST, resolve);
+});
+const issuer = `http://${HOST}:${server.address().port}`;
+
+const provider = new Provider(issuer, {
+  clients: clients(),
+  jwks,
+  // Listing the resource-server scopes here makes oidc-provider enforce each
+  // client's registered scope as an allow-list (invalid_scope otherwise).
+  scopes: ['openid', 'offline_access', ...RS_SCOPES],
+  claims: { openid: ['sub'], profile: ['name'], email: ['email'] },
+  cookies: { keys: ['portcullis-e2e-idp-cookie-key'] },
+  pkce: { required: () => true },
+  clientDefaults: { id_token_signed_response_alg: 'RS256' },
+  enabledJWA: {
+    idTokenSigningAlgValues: ['RS256', 'ES256'],
+    requestObjectSigningAlgValues: ['RS256', 'ES256'],
+  },
+  ttl: {
+    AccessToken: (ctx, token) => token.resourceServer?.accessTokenTTL ?? accessTokenTTL,
+    ClientCredentials: (ctx, token) => token.resourceServer?.accessTokenTTL ?? accessTokenTTL,
+  },
+  async findAccount(ctx, sub) {
+    return {
+      accountId: sub,
+      async claims() {
+        return { sub, name: sub, email: `${sub}@example.test` };
+      },
+    };
+  },
+  async extraTokenClaims(ctx, token) {
+    if (token.accountId) {
+      return { groups: token.accountId.startsWith('admin') ? ['users', 'admins'] : ['users'] };
+    }
+    if (token.clientId === 'portcullis-e2e') {
+      return { roles: ['mcp-admin'] };
+    }
+    return undefined;
+  },
+  features: {
+    devInteractions: { enabled: true },
+    clientCredentials: { enabled: true },
+    // Any confidential client may introspect any token; a public client
+    // only its own.
+    introspection: {
+      enabled: true,
+      async allowedPolicy(ctx, client, token) {
+        return client.clientAuthMethod !== 'none' || token.clientId === client.clientId;
+      },
+    },
+    // A token's own client and portcullis-introspector may revoke it.
+    revocation: {
+      enabled: true,
+      async allowedPolicy(ctx, client, token) {
+        return token.clientId === client.clientId || client.clientId === 'portcullis-introspector';
+      },
+    },
+    registration: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      // No resource parameter: no audience, so an opaque token.
+      async defaultResource() {
+        return undefined;
+      },
+      // Keep the resource the grant was made for when the token request
+      // names none (the connector flow always names it anyway).
+      async useGrantedResource() {
+        return true;
+      },
+      async getResourceServerInfo(ctx, resource, client) {
+        const url = URL.parse(resource);
+        if (!url || !['http:', 'https:'].includes(url.protocol)) {
+          throw new errors.InvalidTarget('resource must be an http(s) URL');
+        }
+        const scopes = clientScopes(client);
+        // A request without scope gets the client's default scope.
+        const { route, params } = ctx.oidc;
+        if (!params.scope && (route === 'authorization' || (route === 'token' && params.grant_type === 'client_credentials'))) {
+          params.scope = scopes.join(' ');
+        }
+        const info = {
+          scope: scopes.join(' '),
+          audience: resource,
+          accessTokenTTL,
+          accessTokenFormat: client?.clientId === 'portcullis-e2e-opaque' ? 'opaque' : 'jwt',
+        };
+        if (info.accessTokenFormat === 'jwt') {
+          info.jwt = { sign: { alg: client?.clientId === 'portcullis-e2e-es256' ? 'ES256' : 'RS256' } };
+        }
+        return info;
+      },
+    },
+  },
+});
+provider.proxy = false;
+
+// Log server-side errors: a failing test shows them with the IdP's stderr.
+provider.on('server_error', (ctx, err) => process.stderr.write(`idp: server_error ${ctx.method} ${ctx.path}: ${err.stack}\n`));
+for (const ev of ['grant.error', 'introspection.error', 'registration_create.error', 'revocation.error', 'authorization.error']) {
+  provider.on(ev, (ctx, err) => process.stderr.write(`idp: ${ev} ${ctx.method} ${ctx.path}: ${err.message}${err.error_description ? ` (${err.error_description})` : ''}\n`));
+}
+
+server.on('request', provider.callback());
+
+process.stdout.write(`${JSON.stringify({ issuer })}\n`);
+
+const shutdown = () => server.close(() => process.exit(0));
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);
+
+if (args.check) {
+  const res = await fetch(`${issuer}/.well-known/openid-configuration`);
+  const meta = await res.json();
+  if (res.status !== 200 || meta.issuer !== issuer) die(`discovery: status ${res.status}, issuer ${meta.issuer}`);
+  process.stderr.write(`idp: ok: ${issuer} (oidc-provider, node ${process.version}, ${fileURLToPath(import.meta.url)})\n`);
+  process.exit(0);
+}
