@@ -38,7 +38,9 @@ tools: ## Install Node 22, the MCP conformance suite, the MCP Inspector and the 
 	bash scripts/install-node-tools.sh
 
 test: tools ## Install the test tools, then run every test with the race detector.
+	rm -f results/conformance.txt
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./e2e/...

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +16,9 @@ import (
 // seconds, and each scenario has its own 30s timeout inside it.
 const conformanceTimeout = 5 * time.Minute
 
+// conformanceSummaryFile is where TestConformance writes its counts.
+const conformanceSummaryFile = "../results/conformance.txt"
+
 // TestConformance runs the official MCP conformance suite against one
 // `portcullis serve` with the conformance toolset: both revisions'
 // requirement sets must pass with no scored failure; the whole suite is run
@@ -20,6 +26,21 @@ const conformanceTimeout = 5 * time.Minute
 // is not implemented).
 func TestConformance(t *testing.T) {
 	srv := startServer(t, []string{"PORTCULLIS_TOOLS_TOOLSETS=conformance"})
+	// The counts also go to results/conformance.txt, which `make test`
+	// prints, since go test shows a passing test's log only with -v.
+	if err := os.MkdirAll(filepath.Dir(conformanceSummaryFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	summary, err := os.Create(conformanceSummaryFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer summary.Close()
+	report := func(format string, args ...any) {
+		t.Helper()
+		t.Logf(format, args...)
+		fmt.Fprintf(summary, format+"\n", args...)
+	}
 
 	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run("requirements "+rev, func(t *testing.T) {
@@ -27,7 +48,7 @@ func TestConformance(t *testing.T) {
 			run := runTool(t, conformanceTimeout, out, "conformance",
 				"server", "--url", srv.MCPURL(), "--requirements", rev, "--output-dir", out)
 			rep := parseConformance(run.Stdout + "\n" + run.Stderr)
-			t.Logf("conformance --requirements %s: %d passed, %d failed (%d failing scenario(s) not scored: %s)",
+			report("conformance --requirements %s: %d passed, %d failed (%d failing scenario(s) not scored: %s)",
 				rev, rep.passed, rep.failed, len(rep.unscoredFailing()), strings.Join(rep.unscoredFailing(), ", "))
 			scored := rep.scoredFailing()
 			if run.ExitCode != 0 || len(scored) > 0 || !rep.found {
@@ -45,7 +66,7 @@ func TestConformance(t *testing.T) {
 		if !rep.found {
 			t.Fatalf("conformance --suite all (exit %d) printed no \"Total:\" line\n%s", run.ExitCode, rep.summary(run))
 		}
-		t.Logf("conformance --suite all: %d passed, %d failed (exit %d); failing scenarios: %s",
+		report("conformance --suite all: %d passed, %d failed (exit %d); failing scenarios: %s",
 			rep.passed, rep.failed, run.ExitCode, strings.Join(rep.failing, ", "))
 		t.Logf("failed checks:\n%s", failedChecks(out))
 	})

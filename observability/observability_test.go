@@ -1,0 +1,88 @@
+package observability
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestHealth(t *testing.T) {
+	keysLoaded := errors.New("no signing keys yet")
+	tests := []struct {
+		name      string
+		check     error
+		draining  bool
+		wantReady int
+		wantBody  string
+	}{
+		{name: "ready", wantReady: http.StatusOK, wantBody: "ok"},
+		{name: "check failing", check: keysLoaded, wantReady: http.StatusServiceUnavailable, wantBody: "keys: no signing keys yet"},
+		{name: "draining", draining: true, wantReady: http.StatusServiceUnavailable, wantBody: "draining"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Health
+			h.AddCheck("keys", func(context.Context) error { return tt.check })
+			if tt.draining {
+				h.SetDraining()
+			}
+			live := httptest.NewRecorder()
+			h.ServeLive(live, httptest.NewRequest("GET", "/healthz", nil))
+			if live.Code != http.StatusOK {
+				t.Errorf("liveness = %d; it must not depend on checks or draining", live.Code)
+			}
+			ready := httptest.NewRecorder()
+			h.ServeReady(ready, httptest.NewRequest("GET", "/readyz", nil))
+			if ready.Code != tt.wantReady || !strings.Contains(ready.Body.String(), tt.wantBody) {
+				t.Errorf("readiness = %d %q, want %d containing %q", ready.Code, ready.Body.String(), tt.wantReady, tt.wantBody)
+			}
+		})
+	}
+}
+
+func TestRecoverAndAccessLog(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	h := Recover(logger, AccessLog(logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/boom" {
+			panic("kaboom")
+		}
+		w.WriteHeader(http.StatusTeapot)
+	})))
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/tea?access_token=secret-token", nil))
+	if rec.Code != http.StatusTeapot {
+		t.Fatalf("status %d", rec.Code)
+	}
+	if !strings.Contains(logs.String(), `"status":418`) || strings.Contains(logs.String(), "secret-token") {
+		t.Errorf("access log must carry the status and never the query string:\n%s", logs.String())
+	}
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/boom", nil))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(logs.String(), "kaboom") {
+		t.Fatalf("panic: status %d, logs:\n%s", rec.Code, logs.String())
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := NewLogger(&buf, "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("hidden")
+	l.Warn("shown")
+	if strings.Contains(buf.String(), "hidden") || !strings.Contains(buf.String(), `"msg":"shown"`) {
+		t.Errorf("level not applied or not JSON:\n%s", buf.String())
+	}
+	if _, err := NewLogger(&buf, "loud"); err == nil {
+		t.Error("NewLogger accepted level \"loud\"")
+	}
+}
