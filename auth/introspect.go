@@ -1,0 +1,159 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// introspector verifies opaque tokens with RFC 7662.
+type introspector struct {
+	url       string
+	clientID  string
+	secret    string
+	tokens    oauth2.TokenSource // for AuthMethodBearer
+	client    *http.Client
+	timeout   time.Duration
+	audiences []string
+	roles     []string
+	skew      time.Duration
+	now       func() time.Time
+}
+
+func newIntrospector(ctx context.Context, o Options, client *http.Client, now func() time.Time) (*introspector, error) {
+	in := o.Introspection
+	b, err := os.ReadFile(in.ClientSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("auth: introspection.client_secret_file: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return nil, fmt.Errorf("auth: introspection.client_secret_file %s is empty", in.ClientSecretFile)
+	}
+	auds := []string{o.Resource}
+	for _, is := range o.Issuers {
+		auds = append(auds, is.Audiences...)
+	}
+	ix := &introspector{
+		url: in.URL, clientID: in.ClientID, secret: secret, client: client,
+		timeout: in.Timeout, audiences: auds, roles: o.RolesClaims, skew: o.ClockSkew, now: now,
+	}
+	if in.AuthMethod == AuthMethodBearer {
+		cc := &clientcredentials.Config{ClientID: in.ClientID, ClientSecret: secret, TokenURL: in.TokenURL}
+		// The token source caches and renews the server's own token.
+		ix.tokens = cc.TokenSource(context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, client))
+	}
+	return ix, nil
+}
+
+func (ix *introspector) verify(ctx context.Context, token string) (*Principal, error) {
+	ctx, cancel := context.WithTimeout(ctx, ix.timeout)
+	defer cancel()
+	form := url.Values{"token": {token}, "token_type_hint": {"access_token"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ix.url, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, fail(ReasonIntrospectionFailed, "building request: %v", err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if ix.tokens != nil {
+		t, err := ix.tokens.Token()
+		if err != nil {
+			return nil, fail(ReasonIntrospectionFailed, "getting the server's own token: %v", err)
+		}
+		t.SetAuthHeader(req)
+	} else {
+		// RFC 6749 section 2.3.1: form-encode before basic auth.
+		req.SetBasicAuth(url.QueryEscape(ix.clientID), url.QueryEscape(ix.secret))
+	}
+	resp, err := ix.client.Do(req)
+	if err != nil {
+		return nil, fail(ReasonIntrospectionFailed, "calling %s: %v", ix.url, redactURLError(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fail(ReasonIntrospectionFailed, "reading response: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fail(ReasonIntrospectionFailed, "%s answered %s", ix.url, resp.Status)
+	}
+	var claims map[string]json.RawMessage
+	if err := json.Unmarshal(body, &claims); err != nil {
+		return nil, fail(ReasonIntrospectionFailed, "decoding response: %v", err)
+	}
+	var std struct {
+		Active bool         `json:"active"`
+		Sub    string       `json:"sub"`
+		Iss    string       `json:"iss"`
+		Aud    audience     `json:"aud"`
+		Exp    *numericDate `json:"exp"`
+		Nbf    *numericDate `json:"nbf"`
+	}
+	if err := json.Unmarshal(body, &std); err != nil {
+		return nil, fail(ReasonIntrospectionFailed, "decoding response: %v", err)
+	}
+	if !std.Active {
+		return nil, fail(ReasonInactive, "introspection: token is not active")
+	}
+	now := ix.now()
+	p := principalFromClaims(claims, ix.roles)
+	p.Subject, p.Issuer = std.Sub, std.Iss
+	if p.Issuer == "" {
+		p.Issuer = ix.url
+	}
+	if std.Exp != nil {
+		p.Expiry = time.Time(*std.Exp)
+		if !now.Before(p.Expiry.Add(ix.skew)) {
+			return nil, fail(ReasonExpired, "introspection: expired at %s", p.Expiry.UTC().Format(time.RFC3339))
+		}
+	}
+	if std.Nbf != nil && now.Add(ix.skew).Before(time.Time(*std.Nbf)) {
+		return nil, fail(ReasonNotYetValid, "introspection: nbf in the future")
+	}
+	// aud is optional in RFC 7662; when present it must name us.
+	if len(std.Aud) > 0 && !audienceOK(std.Aud, ix.audiences) {
+		return nil, fail(ReasonWrongAudience, "introspection: aud %q names none of the accepted audiences", []string(std.Aud))
+	}
+	return p, nil
+}
+
+// audience decodes "aud" as a string or an array of strings.
+type audience []string
+
+func (a *audience) UnmarshalJSON(b []byte) error {
+	*a = stringsClaimExact(b)
+	return nil
+}
+
+// stringsClaimExact decodes a string (kept whole) or an array of strings.
+func stringsClaimExact(raw json.RawMessage) []string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil
+		}
+		return []string{s}
+	}
+	var arr []string
+	_ = json.Unmarshal(raw, &arr)
+	return arr
+}
+
+// redactURLError drops the URL error wrapper text (which could carry a
+// query string) and keeps the cause.
+func redactURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

@@ -1,0 +1,244 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+// Event is what [Middleware] reports for every request it guards.
+type Event struct {
+	// Outcome is "allowed" or "denied".
+	Outcome string
+	// Reason is empty when allowed.
+	Reason Reason
+	// Issuer and ClientID are known once a token verified.
+	Issuer, ClientID string
+}
+
+// Outcomes of an [Event].
+const (
+	OutcomeAllowed = "allowed"
+	OutcomeDenied  = "denied"
+)
+
+// Hook receives auth events (the observability package implements it; auth
+// imports no telemetry). It must be fast and must not block.
+type Hook func(context.Context, Event)
+
+// Middleware guards next (the /mcp handler) with bearer tokens:
+//
+//   - the token comes only from the Authorization header; a token in the
+//     query string (access_token) is refused with 400 invalid_request, and so
+//     are two Authorization headers, "Bearer" with no or a syntactically
+//     invalid token, and a token longer than [MaxTokenSize];
+//   - no Authorization header, or one with another scheme ("Basic …"): 401
+//     with WWW-Authenticate: Bearer resource_metadata="…", scope="…";
+//   - a token that fails verification: 401 with error="invalid_token" and an
+//     error_description naming the reason (never the token);
+//   - introspection endpoint down: 503 (fail closed);
+//   - a valid token without o.RequiredScopes: 403 error="insufficient_scope".
+//
+// On success the [Principal] is in the request context ([PrincipalFrom]),
+// and so is the SDK's [sdkauth.TokenInfo] with UserID issuer+"|"+subject,
+// which the SDK uses to bind sessions to the user. hook and logger may be
+// nil. Denials are logged at Info with the reason, never the token.
+func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *slog.Logger) func(http.Handler) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if hook == nil {
+		hook = func(context.Context, Event) {}
+	}
+	required := append([]string(nil), o.RequiredScopes...)
+	return func(next http.Handler) http.Handler {
+		// The SDK keeps its TokenInfo context key private; the exported way
+		// to set it is its own middleware, given the principal we verified.
+		withTokenInfo := sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+			p, _ := PrincipalFrom(ctx)
+			return &sdkauth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expiry, UserID: p.UserID(),
+				Extra: map[string]any{tokenInfoPrincipalKey: p}}, nil
+		}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: o.ClockSkew})(next)
+
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := r.Context()
+			deny := func(reason Reason, p *Principal, detail error) {
+				ev := Event{Outcome: OutcomeDenied, Reason: reason}
+				if p != nil {
+					ev.Issuer, ev.ClientID = p.Issuer, p.ClientID
+				}
+				hook(ctx, ev)
+				attrs := []slog.Attr{slog.String("reason", string(reason)), slog.String("method", r.Method), slog.String("path", r.URL.Path)}
+				if p != nil {
+					attrs = append(attrs, slog.String("issuer", p.Issuer), slog.String("client_id", p.ClientID), slog.String("subject", p.Subject))
+				}
+				if detail != nil {
+					attrs = append(attrs, slog.String("detail", detailText(detail)))
+				}
+				logger.LogAttrs(ctx, slog.LevelInfo, "auth: request denied", attrs...)
+			}
+
+			token, reason := bearerToken(r)
+			switch reason {
+			case "":
+			case ReasonMissing:
+				writeChallenge(w, http.StatusUnauthorized, metadataURL, required, "", "")
+				deny(reason, nil, nil)
+				return
+			default:
+				writeChallenge(w, http.StatusBadRequest, metadataURL, required, "invalid_request", "malformed request: send the token only in one Authorization: Bearer header")
+				deny(reason, nil, nil)
+				return
+			}
+			p, err := v.Verify(ctx, token)
+			if err == nil && p == nil {
+				err = fail(ReasonInvalid, "verifier returned no principal")
+			}
+			if err != nil {
+				reason := ReasonOf(err)
+				switch reason {
+				case ReasonIntrospectionFailed:
+					w.Header().Set("Retry-After", "5")
+					http.Error(w, "authorization server unavailable", http.StatusServiceUnavailable)
+				case ReasonInsufficientScope:
+					WriteInsufficientScope(w, metadataURL, required)
+				default:
+					writeChallenge(w, http.StatusUnauthorized, metadataURL, required, "invalid_token", "token "+describe(reason))
+				}
+				deny(reason, nil, err)
+				return
+			}
+			if !p.HasScopes(required...) {
+				WriteInsufficientScope(w, metadataURL, required)
+				deny(ReasonInsufficientScope, p, nil)
+				return
+			}
+			hook(ctx, Event{Outcome: OutcomeAllowed, Issuer: p.Issuer, ClientID: p.ClientID})
+			r = r.WithContext(WithPrincipal(ctx, p))
+			withTokenInfo.ServeHTTP(w, r)
+		})
+	}
+}
+
+// bearerToken extracts the token, or says why it cannot.
+func bearerToken(r *http.Request) (string, Reason) {
+	if r.URL.Query().Has("access_token") {
+		return "", ReasonMalformed
+	}
+	vals := r.Header.Values("Authorization")
+	switch len(vals) {
+	case 0:
+		return "", ReasonMissing
+	case 1:
+	default:
+		return "", ReasonMalformed
+	}
+	scheme, rest, _ := strings.Cut(strings.TrimSpace(vals[0]), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		// Another scheme carries no bearer credentials: answer with our challenge.
+		return "", ReasonMissing
+	}
+	token := strings.TrimSpace(rest)
+	if token == "" || len(token) > MaxTokenSize || !isB64Token(token) {
+		return "", ReasonMalformed
+	}
+	return token, ""
+}
+
+// isB64Token checks RFC 6750 b64token syntax.
+func isB64Token(s string) bool {
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/') {
+			break
+		}
+	}
+	if i == 0 {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] != '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// describe is the client-facing text for a reason.
+func describe(r Reason) string {
+	switch r {
+	case ReasonExpired:
+		return "expired"
+	case ReasonNotYetValid:
+		return "not yet valid"
+	case ReasonBadSignature:
+		return "signature invalid or algorithm not allowed"
+	case ReasonWrongAudience:
+		return "audience does not include this resource"
+	case ReasonWrongIssuer:
+		return "issuer not trusted"
+	case ReasonUnknownKey:
+		return "signed with an unknown key"
+	case ReasonInactive:
+		return "not active"
+	case ReasonMalformed:
+		return "malformed"
+	default:
+		return "invalid"
+	}
+}
+
+// detailText is the log text of a verification error, bounded in length.
+func detailText(err error) string {
+	s := err.Error()
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// WriteInsufficientScope writes a 403 with error="insufficient_scope"
+// naming scopes, so the client can ask for them (step-up). mcp/ uses it for
+// per-tool denials.
+func WriteInsufficientScope(w http.ResponseWriter, metadataURL string, scopes []string) {
+	writeChallenge(w, http.StatusForbidden, metadataURL, scopes, "insufficient_scope", "the token lacks the scopes needed")
+}
+
+// writeChallenge writes status with a Bearer challenge.
+func writeChallenge(w http.ResponseWriter, status int, metadataURL string, scopes []string, code, desc string) {
+	var b strings.Builder
+	b.WriteString("Bearer")
+	sep := " "
+	param := func(k, v string) {
+		b.WriteString(sep)
+		b.WriteString(k)
+		b.WriteString("=")
+		b.WriteString(strconv.Quote(v))
+		sep = ", "
+	}
+	if metadataURL != "" {
+		param("resource_metadata", metadataURL)
+	}
+	if len(scopes) > 0 {
+		param("scope", strings.Join(scopes, " "))
+	}
+	if code != "" {
+		param("error", code)
+	}
+	if desc != "" {
+		param("error_description", desc)
+	}
+	w.Header().Set("WWW-Authenticate", b.String())
+	w.Header().Set("Cache-Control", "no-store")
+	body := http.StatusText(status)
+	if code != "" {
+		body = code
+	}
+	http.Error(w, body, status)
+}

@@ -1,0 +1,353 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+)
+
+// Options is the `auth:` section of the configuration. The zero value means
+// "auth off"; call [Options.Defaults] then [Options.Validate] before use.
+type Options struct {
+	// Resource is the public URL of the MCP endpoint, e.g.
+	// https://mcp.example.com/mcp. It is the "resource" of the Protected
+	// Resource Metadata and always an accepted token audience. Required when
+	// auth is on.
+	Resource string `yaml:"resource"`
+	// ResourceName is the human-readable name in the metadata. Default "Portcullis".
+	ResourceName string `yaml:"resource_name"`
+	// Issuers are the trusted token issuers (JWT access tokens).
+	Issuers []IssuerOptions `yaml:"issuers"`
+	// Introspection, when its URL is set, verifies opaque (non-JWT) tokens
+	// with RFC 7662.
+	Introspection IntrospectionOptions `yaml:"introspection"`
+	// ScopesSupported is advertised in the metadata.
+	ScopesSupported []string `yaml:"scopes_supported"`
+	// RequiredScopes are needed for any call to the endpoint.
+	RequiredScopes []string `yaml:"required_scopes"`
+	// RolesClaims name the claims holding roles or groups. Default ["roles", "groups"].
+	RolesClaims []string `yaml:"roles_claims"`
+	// ClockSkew is the tolerance on exp, nbf and iat. Default 30s, at most 5m.
+	ClockSkew time.Duration `yaml:"clock_skew"`
+	// CacheSize bounds the verified-token cache. Default 10000.
+	CacheSize int `yaml:"cache_size"`
+	// CacheTTL is the longest a verification is reused (never beyond the
+	// token's exp). Default 5m.
+	CacheTTL time.Duration `yaml:"cache_ttl"`
+	// JWKSRefreshInterval is the least time between two key-set fetches
+	// caused by unknown key ids, so made-up kids cannot hammer the IdP.
+	// Default 10s.
+	JWKSRefreshInterval time.Duration `yaml:"jwks_refresh_interval"`
+	// Policy lists per-tool requirements; see [Policy].
+	Policy []ToolPolicy `yaml:"policy"`
+	// InsecureAllowUnauthenticated serves the endpoint with no auth on a
+	// non-loopback address. The server logs a warning at start when it is on.
+	InsecureAllowUnauthenticated bool `yaml:"insecure_allow_unauthenticated"`
+}
+
+// IssuerOptions describes one trusted issuer.
+type IssuerOptions struct {
+	// Issuer is the exact "iss" value. It must be https unless AllowHTTP is
+	// set or its host is loopback.
+	Issuer string `yaml:"issuer"`
+	// JWKSURL is the key set; when empty it is found by OpenID Connect
+	// discovery, then RFC 8414 authorization server metadata.
+	JWKSURL string `yaml:"jwks_url"`
+	// Audiences are accepted "aud" values besides Options.Resource (for
+	// example the application id Entra ID puts in v1 tokens).
+	Audiences []string `yaml:"audiences"`
+	// Algorithms is the signing-algorithm allow-list. Default RS256, ES256,
+	// PS256. "none" and HMAC (HS*) are refused.
+	Algorithms []string `yaml:"algorithms"`
+	// RequiredClaims must be present in every token of this issuer.
+	RequiredClaims []string `yaml:"required_claims"`
+	// AllowHTTP permits an http:// issuer (and JWKS URL) on a non-loopback
+	// host: for tests and labs only; the server warns when it is on.
+	AllowHTTP bool `yaml:"allow_http"`
+
+	// KeySet, when set, is used instead of fetching the JWKS (the dev
+	// issuer's in-process keys, tests). Not configurable from YAML.
+	KeySet oidc.KeySet `yaml:"-"`
+}
+
+// IntrospectionOptions configures RFC 7662 token introspection.
+type IntrospectionOptions struct {
+	// URL is the introspection endpoint; empty means opaque tokens are refused.
+	URL string `yaml:"url"`
+	// ClientID is this server's own client at the authorization server.
+	ClientID string `yaml:"client_id"`
+	// ClientSecretFile holds the client secret (secrets never live in the
+	// config file itself).
+	ClientSecretFile string `yaml:"client_secret_file"`
+	// AuthMethod is "client_secret_basic" (default) or "bearer": a token got
+	// with client_credentials from TokenURL.
+	AuthMethod string `yaml:"auth_method"`
+	// TokenURL is the token endpoint for AuthMethod "bearer".
+	TokenURL string `yaml:"token_url"`
+	// Timeout bounds one introspection call. Default 5s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// ToolPolicy is what one tool needs. When Scopes and Roles are both listed,
+// either grants access: all the Scopes, or any one of the Roles. A tool
+// with neither is open to every authenticated caller.
+type ToolPolicy struct {
+	Tool   string   `yaml:"tool"`
+	Scopes []string `yaml:"scopes"`
+	Roles  []string `yaml:"roles"`
+}
+
+// Authentication methods for the introspection endpoint.
+const (
+	AuthMethodClientSecretBasic = "client_secret_basic"
+	AuthMethodBearer            = "bearer"
+)
+
+// Defaults and limits.
+const (
+	DefaultResourceName        = "Portcullis"
+	DefaultClockSkew           = 30 * time.Second
+	MaxClockSkew               = 5 * time.Minute
+	DefaultCacheSize           = 10000
+	DefaultCacheTTL            = 5 * time.Minute
+	DefaultJWKSRefreshInterval = 10 * time.Second
+	DefaultIntrospectTimeout   = 5 * time.Second
+	// MaxTokenSize is the largest bearer token accepted (bytes).
+	MaxTokenSize = 8 << 10
+)
+
+// DefaultAlgorithms is the signing-algorithm allow-list when an issuer lists none.
+var DefaultAlgorithms = []string{"RS256", "ES256", "PS256"}
+
+var asymmetricAlgs = []string{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "EdDSA"}
+
+// Defaults fills every unset field with its documented default.
+func (o *Options) Defaults() {
+	if o.ResourceName == "" {
+		o.ResourceName = DefaultResourceName
+	}
+	if len(o.RolesClaims) == 0 {
+		o.RolesClaims = []string{"roles", "groups"}
+	}
+	if o.ClockSkew == 0 {
+		o.ClockSkew = DefaultClockSkew
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.CacheTTL == 0 {
+		o.CacheTTL = DefaultCacheTTL
+	}
+	if o.JWKSRefreshInterval == 0 {
+		o.JWKSRefreshInterval = DefaultJWKSRefreshInterval
+	}
+	for i := range o.Issuers {
+		if len(o.Issuers[i].Algorithms) == 0 {
+			o.Issuers[i].Algorithms = slices.Clone(DefaultAlgorithms)
+		}
+	}
+	if o.Introspection.URL != "" {
+		if o.Introspection.AuthMethod == "" {
+			o.Introspection.AuthMethod = AuthMethodClientSecretBasic
+		}
+		if o.Introspection.Timeout == 0 {
+			o.Introspection.Timeout = DefaultIntrospectTimeout
+		}
+	}
+}
+
+// Enabled reports whether any issuer or introspection is configured.
+func (o *Options) Enabled() bool {
+	return len(o.Issuers) > 0 || o.Introspection.URL != ""
+}
+
+// Validate reports every problem at once, joined, each as "key.path: problem"
+// relative to the auth section.
+func (o *Options) Validate() error {
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	if o.Enabled() {
+		if o.Resource == "" {
+			add("resource", "required when auth is on (the public URL of the MCP endpoint, e.g. https://mcp.example.com/mcp)")
+		} else if err := checkURL(o.Resource, true); err != nil {
+			add("resource", "%v", err)
+		}
+	} else if o.Resource != "" {
+		if err := checkURL(o.Resource, true); err != nil {
+			add("resource", "%v", err)
+		}
+	}
+	if len(o.RequiredScopes) > 0 && !o.Enabled() {
+		add("required_scopes", "set but no issuers or introspection are configured")
+	}
+	seen := map[string]bool{}
+	for i, is := range o.Issuers {
+		k := fmt.Sprintf("issuers[%d]", i)
+		switch {
+		case is.Issuer == "":
+			add(k+".issuer", "required")
+		default:
+			if err := checkURL(is.Issuer, is.AllowHTTP); err != nil {
+				add(k+".issuer", "%v", err)
+			}
+			if seen[is.Issuer] {
+				add(k+".issuer", "duplicate issuer %q", is.Issuer)
+			}
+			seen[is.Issuer] = true
+		}
+		if is.JWKSURL != "" {
+			if err := checkURL(is.JWKSURL, is.AllowHTTP); err != nil {
+				add(k+".jwks_url", "%v", err)
+			}
+		}
+		for j, a := range is.Audiences {
+			if strings.TrimSpace(a) == "" {
+				add(fmt.Sprintf("%s.audiences[%d]", k, j), "empty audience")
+			}
+		}
+		for j, a := range is.Algorithms {
+			kk := fmt.Sprintf("%s.algorithms[%d]", k, j)
+			switch {
+			case strings.EqualFold(a, "none"):
+				add(kk, `"none" is never allowed`)
+			case strings.HasPrefix(strings.ToUpper(a), "HS"):
+				add(kk, "%q is an HMAC algorithm: refused (a resource server must not share a secret with the issuer, and HMAC with a public key is a known forgery)", a)
+			case !slices.Contains(asymmetricAlgs, a):
+				add(kk, "unknown algorithm %q (want one of %s)", a, strings.Join(asymmetricAlgs, ", "))
+			}
+		}
+		for j, c := range is.RequiredClaims {
+			if strings.TrimSpace(c) == "" {
+				add(fmt.Sprintf("%s.required_claims[%d]", k, j), "empty claim name")
+			}
+		}
+	}
+	in := o.Introspection
+	if in.URL != "" {
+		if err := checkURL(in.URL, false); err != nil {
+			add("introspection.url", "%v", err)
+		}
+		if in.ClientID == "" {
+			add("introspection.client_id", "required with introspection.url")
+		}
+		if in.ClientSecretFile == "" {
+			add("introspection.client_secret_file", "required with introspection.url")
+		}
+		switch in.AuthMethod {
+		case "", AuthMethodClientSecretBasic:
+		case AuthMethodBearer:
+			if in.TokenURL == "" {
+				add("introspection.token_url", "required with auth_method bearer")
+			} else if err := checkURL(in.TokenURL, false); err != nil {
+				add("introspection.token_url", "%v", err)
+			}
+		default:
+			add("introspection.auth_method", "must be %q or %q, got %q", AuthMethodClientSecretBasic, AuthMethodBearer, in.AuthMethod)
+		}
+		if in.Timeout < 0 || in.Timeout > time.Minute {
+			add("introspection.timeout", "must be between 0 and 1m, got %v", in.Timeout)
+		}
+	} else if in.ClientID != "" || in.ClientSecretFile != "" || in.TokenURL != "" {
+		add("introspection.url", "required when other introspection settings are set")
+	}
+	if o.ClockSkew < 0 || o.ClockSkew > MaxClockSkew {
+		add("clock_skew", "must be between 0 and %v, got %v", MaxClockSkew, o.ClockSkew)
+	}
+	if o.CacheSize < 0 {
+		add("cache_size", "must not be negative")
+	}
+	if o.CacheTTL < 0 || o.CacheTTL > time.Hour {
+		add("cache_ttl", "must be between 0 and 1h, got %v", o.CacheTTL)
+	}
+	if o.JWKSRefreshInterval < 0 {
+		add("jwks_refresh_interval", "must not be negative")
+	}
+	for i, c := range o.RolesClaims {
+		if strings.TrimSpace(c) == "" {
+			add(fmt.Sprintf("roles_claims[%d]", i), "empty claim name")
+		}
+	}
+	for i, s := range o.RequiredScopes {
+		if !validScope(s) {
+			add(fmt.Sprintf("required_scopes[%d]", i), "invalid scope %q", s)
+		}
+	}
+	for i, s := range o.ScopesSupported {
+		if !validScope(s) {
+			add(fmt.Sprintf("scopes_supported[%d]", i), "invalid scope %q", s)
+		}
+	}
+	tools := map[string]bool{}
+	for i, p := range o.Policy {
+		k := fmt.Sprintf("policy[%d]", i)
+		if p.Tool == "" {
+			add(k+".tool", "required")
+		} else if tools[p.Tool] {
+			add(k+".tool", "duplicate tool %q", p.Tool)
+		}
+		tools[p.Tool] = true
+		for j, s := range p.Scopes {
+			if !validScope(s) {
+				add(fmt.Sprintf("%s.scopes[%d]", k, j), "invalid scope %q", s)
+			}
+		}
+		for j, r := range p.Roles {
+			if strings.TrimSpace(r) == "" {
+				add(fmt.Sprintf("%s.roles[%d]", k, j), "empty role")
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validScope reports whether s is an RFC 6749 scope-token (no spaces, quotes
+// or backslashes), so it can be placed in a WWW-Authenticate header.
+func validScope(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// checkURL checks an absolute https URL (http only on loopback hosts, or
+// anywhere when allowHTTP), with no fragment.
+func checkURL(raw string, allowHTTP bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %v", err)
+	}
+	if u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("must be an absolute https URL, got %q", raw)
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("must not have a fragment")
+	}
+	if u.Scheme == "http" && !allowHTTP && !IsLoopbackHost(u.Hostname()) {
+		return fmt.Errorf("must be https (http is allowed only on a loopback host, or with allow_http for tests and labs), got %q", raw)
+	}
+	return nil
+}
+
+// IsLoopbackHost reports whether host (a name or IP, without port) is
+// "localhost" or a loopback address.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
