@@ -4,14 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
+
+// mcpPath is where the MCP endpoint is served.
+const mcpPath = "/mcp"
 
 // envPrefix starts every environment variable that sets a config key.
 const envPrefix = "PORTCULLIS_"
@@ -21,6 +26,7 @@ type Config struct {
 	Server ServerOptions `yaml:"server"`
 	MCP    mcp.Options   `yaml:"mcp"`
 	Tools  tools.Options `yaml:"tools"`
+	Auth   auth.Options  `yaml:"auth"`
 	Log    LogOptions    `yaml:"log"`
 }
 
@@ -76,6 +82,7 @@ func (c *Config) defaults() {
 	}
 	c.MCP.Defaults()
 	c.Tools.Defaults()
+	c.Auth.Defaults()
 }
 
 // Validate reports every problem at once, each naming its key.
@@ -89,8 +96,13 @@ func (c *Config) Validate() error {
 	s := c.Server
 	if err := checkAddr(s.Listen); err != nil {
 		add("server.listen: ", err)
-	} else if !isLoopback(s.Listen) {
-		add("server.listen: ", fmt.Errorf("%q is not a loopback address; until bearer-token auth is configured Portcullis serves only on loopback (127.0.0.1, [::1], localhost)", s.Listen))
+	} else if !isLoopback(s.Listen) && !c.Auth.Enabled() && !c.Auth.InsecureAllowUnauthenticated {
+		add("server.listen: ", fmt.Errorf("%q is not a loopback address: configure auth.issuers or auth.introspection, or set auth.insecure_allow_unauthenticated (never in production); without auth Portcullis serves only on loopback (127.0.0.1, [::1], localhost)", s.Listen))
+	}
+	if c.Auth.Enabled() && c.Auth.Resource != "" {
+		if u, err := url.Parse(c.Auth.Resource); err == nil && u.Path != mcpPath {
+			add("auth.resource: ", fmt.Errorf("%q must name the served MCP endpoint, whose path is %s", c.Auth.Resource, mcpPath))
+		}
 	}
 	if err := checkAddr(s.MetricsListen); err != nil {
 		add("server.metrics_listen: ", err)
@@ -115,6 +127,7 @@ func (c *Config) Validate() error {
 	}
 	add("mcp.", c.MCP.Validate())
 	add("tools.", c.Tools.Validate())
+	add("auth.", c.Auth.Validate())
 	return errors.Join(errs...)
 }
 

@@ -11,10 +11,12 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
@@ -210,6 +212,9 @@ func newApp(cfg *Config, stderr io.Writer) (*app, error) {
 		Version: version,
 		Sealer:  sealer,
 		Logger:  logger,
+		// Tools that the policy guards stay hidden from callers without a
+		// token (stdio, or auth off on loopback): fail closed.
+		Policy: auth.NewPolicy(cfg.Auth).Decide,
 	})
 	return &app{cfg: cfg, logger: logger, catalog: cat, server: server}, nil
 }
@@ -243,26 +248,73 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	if f.dev && !isLoopback(cfg.Server.Listen) {
+		return fmt.Errorf("--dev serves only on a loopback address, not %q: its embedded issuer mints tokens for anyone who asks", cfg.Server.Listen)
+	}
+	// Listen first: the address (port 0 in tests) decides dev mode's URLs.
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Server.Listen, err)
+	}
+	defer ln.Close()
+	var dev *auth.DevIssuer
+	if f.dev {
+		if dev, err = setupDev(cfg, ln.Addr().String()); err != nil {
+			return err
+		}
+	}
 	a, err := newApp(cfg, stderr)
 	if err != nil {
 		return err
 	}
-	return a.serve(ctx, f.dev, stdout)
+	return a.serve(ctx, ln, dev, stdout)
 }
 
-// serve listens, serves until ctx ends, then drains: readiness fails, the
+// devIssuerPath is where --dev mounts its embedded issuer.
+const devIssuerPath = "/dev-issuer"
+
+// setupDev turns on auth with an embedded issuer at addr, so the first run
+// needs no identity provider but still exercises the real auth path.
+func setupDev(cfg *Config, addr string) (*auth.DevIssuer, error) {
+	dev, err := auth.NewDevIssuer("http://"+addr+devIssuerPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Auth.Resource == "" {
+		cfg.Auth.Resource = "http://" + addr + mcpPath
+	}
+	dev.DefaultAudience = cfg.Auth.Resource
+	cfg.Auth.Issuers = append(cfg.Auth.Issuers, dev.IssuerOptions())
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return dev, nil
+}
+
+// devScopes are the scopes the printed dev token carries: every scope the
+// configuration names, so the token can call every tool.
+func devScopes(o auth.Options) []string {
+	scopes := append(slices.Clone(o.ScopesSupported), o.RequiredScopes...)
+	for _, p := range o.Policy {
+		scopes = append(scopes, p.Scopes...)
+	}
+	slices.Sort(scopes)
+	return slices.Compact(scopes)
+}
+
+// serve serves on ln until ctx ends, then drains: readiness fails, the
 // listener closes after DrainDelay, GET streams end, and calls in flight get
 // ShutdownGrace to finish.
-func (a *app) serve(ctx context.Context, dev bool, stdout io.Writer) error {
+func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, stdout io.Writer) error {
 	s := a.cfg.Server
-	ln, err := net.Listen("tcp", s.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", s.Listen, err)
-	}
 	health := &observability.Health{}
-	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, mcp.Access{}, a.logger)
+	guard, access, err := a.authGuard(ctx, health)
+	if err != nil {
+		return err
+	}
+	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, access, a.logger)
 	srv := &http.Server{
-		Handler:           a.routes(health, mcpHandler),
+		Handler:           a.routes(health, guard(mcpHandler), dev),
 		ReadHeaderTimeout: s.ReadHeaderTimeout,
 		IdleTimeout:       s.IdleTimeout,
 		MaxHeaderBytes:    s.MaxHeaderBytes,
@@ -276,10 +328,12 @@ func (a *app) serve(ctx context.Context, dev bool, stdout io.Writer) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	url := "http://" + ln.Addr().String() + "/mcp"
-	a.logger.Info("listening", "addr", ln.Addr().String(), "url", url, "version", version)
-	if dev {
-		fmt.Fprintf(stdout, "Portcullis %s is serving MCP at %s\nTry it: npx @modelcontextprotocol/inspector --cli %s --transport http --method tools/list\n", version, url, url)
+	url := "http://" + ln.Addr().String() + mcpPath
+	a.logger.Info("listening", "addr", ln.Addr().String(), "url", url, "version", version, "auth", a.cfg.Auth.Enabled())
+	if dev != nil {
+		if err := printDevBanner(stdout, dev, a.cfg.Auth, url); err != nil {
+			return err
+		}
 	}
 
 	select {
@@ -304,12 +358,81 @@ func (a *app) serve(ctx context.Context, dev bool, stdout io.Writer) error {
 	return nil
 }
 
+// authGuard returns the middleware that guards /mcp and the per-tool access
+// rules. With auth off (loopback only, or the loud opt-out) /mcp is open and
+// tools that the policy guards are hidden.
+func (a *app) authGuard(ctx context.Context, health *observability.Health) (func(http.Handler) http.Handler, mcp.Access, error) {
+	o := a.cfg.Auth
+	policy := auth.NewPolicy(o)
+	if !o.Enabled() {
+		if o.InsecureAllowUnauthenticated {
+			a.logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
+		}
+		return func(h http.Handler) http.Handler { return h }, mcp.Access{Policy: policy.Decide}, nil
+	}
+	for i, iss := range o.Issuers {
+		if iss.AllowHTTP {
+			a.logger.Warn("an issuer is allowed over plain http; tokens and keys can be tampered with in transit", "key", fmt.Sprintf("auth.issuers[%d].allow_http", i), "issuer", iss.Issuer)
+		}
+	}
+	v, err := auth.NewVerifier(ctx, o, nil, nil)
+	if err != nil {
+		return nil, mcp.Access{}, err
+	}
+	if r, ok := v.(auth.Readier); ok {
+		health.AddCheck("auth", r.Ready)
+	}
+	metadataURL := auth.MetadataURL(o.Resource)
+	access := mcp.Access{
+		Policy: policy.Decide,
+		Deny: func(w http.ResponseWriter, r *http.Request, tool string, needed []string) {
+			a.logger.InfoContext(r.Context(), "tool call denied by policy", "tool", tool, "needed_scopes", needed)
+			auth.WriteInsufficientScope(w, metadataURL, needed)
+		},
+	}
+	return auth.Middleware(v, o, metadataURL, nil, a.logger), access, nil
+}
+
+func printDevBanner(w io.Writer, dev *auth.DevIssuer, o auth.Options, url string) error {
+	const ttl = 8 * time.Hour
+	token, err := dev.Mint("dev-user", o.Resource, devScopes(o), ttl)
+	if err != nil {
+		return fmt.Errorf("minting the dev token: %w", err)
+	}
+	fmt.Fprintf(w, `Portcullis %s is serving MCP at %s (dev mode: embedded issuer %s)
+
+A token for subject dev-user, valid %s:
+
+  export MCP_TOKEN=%s
+
+Try it with the MCP Inspector (Node 22):
+
+  npx @modelcontextprotocol/inspector@2.12.0 --cli %s --transport http \
+    --header "Authorization: Bearer $MCP_TOKEN" --method tools/list
+
+More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resource=%s %s/token
+`, version, url, dev.Issuer(), ttl, token, url, o.Resource, dev.Issuer())
+	return nil
+}
+
 // routes builds the HTTP handler. The chain, outermost first: recover from
 // panics, then the access log (which skips probes), then the mux.
-func (a *app) routes(health *observability.Health, mcpHandler http.Handler) http.Handler {
+func (a *app) routes(health *observability.Health, mcpHandler http.Handler, dev *auth.DevIssuer) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", observability.AccessLog(a.logger, mcpHandler))
+	mux.Handle(mcpPath, observability.AccessLog(a.logger, mcpHandler))
 	mux.HandleFunc("GET /healthz", health.ServeLive)
 	mux.HandleFunc("GET /readyz", health.ServeReady)
+	if a.cfg.Auth.Enabled() {
+		// RFC 9728: the bare well-known path and the one suffixed with the
+		// resource's path; both public.
+		meta := auth.MetadataHandler(a.cfg.Auth)
+		mux.Handle("GET "+auth.MetadataWellKnown, meta)
+		if p := auth.MetadataPath(a.cfg.Auth.Resource); p != auth.MetadataWellKnown {
+			mux.Handle("GET "+p, meta)
+		}
+	}
+	if dev != nil {
+		mux.Handle(devIssuerPath+"/", dev.Handler())
+	}
 	return observability.Recover(a.logger, mux)
 }

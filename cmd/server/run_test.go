@@ -187,6 +187,34 @@ func TestServeLifecycle(t *testing.T) {
 	if !strings.Contains(stdout.String(), base+"/mcp") {
 		t.Errorf("dev mode does not print the MCP URL:\n%s", stdout.String())
 	}
+	// The printed token works; without it /mcp asks for one.
+	_, token, _ := strings.Cut(stdout.String(), "MCP_TOKEN=")
+	token, _, _ = strings.Cut(token, "\n")
+	for _, tt := range []struct {
+		name, auth string
+		want       int
+	}{
+		{name: "no token", want: http.StatusUnauthorized},
+		{name: "printed token", auth: "Bearer " + token, want: http.StatusOK},
+		{name: "altered token", auth: "Bearer " + token[:len(token)-2] + "xx", want: http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want || (tt.want == http.StatusOK && !strings.Contains(string(body), "BISMILLAH")) {
+			t.Errorf("%s: status %d, want %d\n%s", tt.name, resp.StatusCode, tt.want, body)
+		}
+	}
 
 	cancel()
 	select {
@@ -207,5 +235,11 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 	code := run(t.Context(), []string{"serve", "--listen", "0.0.0.0:0"}, nil, strings.NewReader(""), &out, &out)
 	if code != 1 || !strings.Contains(out.String(), "not a loopback address") {
 		t.Fatalf("exit code %d, output:\n%s", code, out.String())
+	}
+	out.Reset()
+	code = run(t.Context(), []string{"serve", "--dev", "--listen", "0.0.0.0:0"},
+		[]string{"PORTCULLIS_AUTH_INSECURE_ALLOW_UNAUTHENTICATED=true"}, strings.NewReader(""), &out, &out)
+	if code != 1 || !strings.Contains(out.String(), "--dev serves only on a loopback address") {
+		t.Fatalf("--dev on 0.0.0.0: exit code %d, output:\n%s", code, out.String())
 	}
 }
