@@ -19,9 +19,10 @@ const magicWord = "BISMILLAH"
 // maxEchoLen bounds the echo tool's text, in characters.
 const maxEchoLen = 4096
 
-// coreTools is the default toolset: PingME, echo, calculator and time.
+// coreTools is the default toolset: PingME, echo, calculator, time and
+// whoami.
 func coreTools(deps Deps) []tool {
-	return []tool{pingTool(), echoTool(), calculatorTool(), timeTool(deps.Now)}
+	return []tool{pingTool(), echoTool(), calculatorTool(), timeTool(deps.Now), whoamiTool()}
 }
 
 // pingTool is the seed guide's PingME: no arguments, one text block.

@@ -148,3 +148,14 @@ func TestTime(t *testing.T) {
 		})
 	}
 }
+
+func TestWhoamiWithoutIdentity(t *testing.T) {
+	cs, _ := connect(t, newCatalog(t, Options{}, Deps{}), nil)
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "whoami"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, "no verified identity") {
+		t.Fatalf("whoami without auth = %+v; want a readable tool error", res)
+	}
+}

@@ -45,6 +45,6 @@ func Example() {
 	fmt.Println(catalog.ToolNames())
 	fmt.Println(res.Content[0].(*sdk.TextContent).Text, res.IsError)
 	// Output:
-	// [PingME calculator echo time]
+	// [PingME calculator echo time whoami]
 	// BISMILLAH false
 }

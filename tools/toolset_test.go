@@ -214,9 +214,9 @@ func TestToolNames(t *testing.T) {
 		toolsets []string
 		want     []string
 	}{
-		{name: "default", want: []string{"PingME", "calculator", "echo", "time"}},
+		{name: "default", want: []string{"PingME", "calculator", "echo", "time", "whoami"}},
 		{name: "workshop", toolsets: []string{"workshop"}, want: []string{"calculator", "country_info", "weather"}},
-		{name: "calculator once", toolsets: []string{"core", "workshop"}, want: []string{"PingME", "calculator", "country_info", "echo", "time", "weather"}},
+		{name: "calculator once", toolsets: []string{"core", "workshop"}, want: []string{"PingME", "calculator", "country_info", "echo", "time", "weather", "whoami"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,7 +257,7 @@ func TestToolMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	structuredTools := map[string]bool{"calculator": true, "time": true, "weather": true, "country_info": true}
+	structuredTools := map[string]bool{"calculator": true, "time": true, "weather": true, "country_info": true, "whoami": true}
 	openWorld := map[string]bool{"weather": true}
 	for _, tl := range res.Tools {
 		t.Run(tl.Name, func(t *testing.T) {
