@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,5 +242,80 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 		[]string{"PORTCULLIS_AUTH_INSECURE_ALLOW_UNAUTHENTICATED=true"}, strings.NewReader(""), &out, &out)
 	if code != 1 || !strings.Contains(out.String(), "--dev serves only on a loopback address") {
 		t.Fatalf("--dev on 0.0.0.0: exit code %d, output:\n%s", code, out.String())
+	}
+}
+
+// startDev runs serve --dev on a free port and returns its base URL and the
+// URL of its embedded issuer.
+func startDev(t *testing.T) (base, issuer string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+	}()
+	t.Cleanup(func() { cancel(); <-exited })
+	base = "http://" + listenAddr(t, &stderr, exited)
+	return base, base + devIssuerPath
+}
+
+// devToken asks the dev issuer's token endpoint for a token for clientID.
+func devToken(t *testing.T, issuer, clientID, resource string) string {
+	t.Helper()
+	resp, err := http.PostForm(issuer+"/token", url.Values{
+		"grant_type": {"client_credentials"}, "client_id": {clientID}, "resource": {resource},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || tok.AccessToken == "" {
+		t.Fatalf("token endpoint: status %d, %v", resp.StatusCode, err)
+	}
+	return tok.AccessToken
+}
+
+func mcpPost(t *testing.T, url, token, sessionID, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", sessionID)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// A legacy session belongs to the caller that created it.
+func TestSessionBoundToCaller(t *testing.T) {
+	base, issuer := startDev(t)
+	alice := devToken(t, issuer, "alice", base+"/mcp")
+	mallory := devToken(t, issuer, "mallory", base+"/mcp")
+
+	init := mcpPost(t, base+"/mcp", alice, "",
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := init.Header.Get("Mcp-Session-Id")
+	if init.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: status %d, session %q", init.StatusCode, sid)
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`
+	if r := mcpPost(t, base+"/mcp", mallory, sid, call); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("another caller's token on alice's session: status %d, want 403", r.StatusCode)
+	}
+	r := mcpPost(t, base+"/mcp", alice, sid, call)
+	body, _ := io.ReadAll(r.Body)
+	if r.StatusCode != http.StatusOK || !strings.Contains(string(body), `\"subject\":\"alice\"`) {
+		t.Fatalf("alice on her session: status %d\n%s", r.StatusCode, body)
 	}
 }
