@@ -177,19 +177,23 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 }
 
 // stop sends SIGTERM and waits up to 20s, then kills the process.
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t *testing.T) { terminate(t, "portcullis", s.cmd, s.done, 20*time.Second) }
+
+// terminate sends cmd SIGTERM unless it has exited (done is closed), waits
+// up to wait for it, and kills it, failing the test, if it does not exit.
+func terminate(t *testing.T, name string, cmd *exec.Cmd, done <-chan struct{}, wait time.Duration) {
 	select {
-	case <-s.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		t.Errorf("portcullis did not exit within 20s of SIGTERM; killing it")
-		_ = s.cmd.Process.Kill()
-		<-s.done
+	case <-done:
+	case <-time.After(wait):
+		t.Errorf("%s did not exit within %v of SIGTERM; killing it", name, wait)
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
 

@@ -33,7 +33,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -218,21 +217,7 @@ func startIdP(t *testing.T, env ...string) *IdP {
 }
 
 // stop sends SIGTERM and waits up to 10s, then kills the process.
-func (p *IdP) stop(t *testing.T) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("IdP did not exit within 10s of SIGTERM; killing it")
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *IdP) stop(t *testing.T) { terminate(t, "IdP", p.cmd, p.done, 10*time.Second) }
 
 // tokenResponse is a token endpoint's answer, success or error.
 type tokenResponse struct {
