@@ -74,6 +74,12 @@ func startBearerProxy(t *testing.T, target, token string) *bearerProxy {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: rp}
+	// One connection per request from the conformance client: with
+	// keep-alive, about one run in eight lost a streamed response midway
+	// ("ReverseProxy read error during body copy: use of closed network
+	// connection") and the SDK closed the half-delivered session. The same
+	// suite straight against the server never did.
+	srv.SetKeepAlivesEnabled(false)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
@@ -120,28 +126,10 @@ func TestAuthConformance(t *testing.T) {
 	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run("requirements "+rev, func(t *testing.T) {
 			before := proxy.Requests.Load()
-			// Known flake (about one run in eight here): the proxy sometimes
-			// loses a streamed response ("ReverseProxy read error during body
-			// copy") and a scenario fails; the same suite against the server
-			// directly (TestConformance) does not. Until the proxy path is
-			// understood, a run with scored failures is retried once and
-			// both must fail for the test to fail.
-			var run toolRun
-			var rep conformanceReport
-			var out string
-			for attempt := 1; attempt <= 2; attempt++ {
-				out = t.TempDir()
-				run = runTool(t, conformanceTimeout, out, "conformance",
-					"server", "--url", proxy.URL+"/mcp", "--requirements", rev, "--output-dir", out)
-				rep = parseConformance(run.Stdout + "\n" + run.Stderr)
-				if run.ExitCode == 0 && len(rep.scoredFailing()) == 0 && rep.found {
-					break
-				}
-				if attempt == 1 {
-					t.Logf("attempt 1 failed (retrying once): exit %d, scored failing %v\nfailed checks:\n%s\nproxy log:\n%s",
-						run.ExitCode, rep.scoredFailing(), failedChecks(out), proxy.log.String())
-				}
-			}
+			out := t.TempDir()
+			run := runTool(t, conformanceTimeout, out, "conformance",
+				"server", "--url", proxy.URL+"/mcp", "--requirements", rev, "--output-dir", out)
+			rep := parseConformance(run.Stdout + "\n" + run.Stderr)
 			t.Logf("conformance (auth on, via bearer proxy) --requirements %s: %d passed, %d failed (%d failing scenario(s) not scored: %s); %d requests proxied",
 				rev, rep.passed, rep.failed, len(rep.unscoredFailing()), strings.Join(rep.unscoredFailing(), ", "), proxy.Requests.Load()-before)
 			scored := rep.scoredFailing()
