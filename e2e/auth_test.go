@@ -7,13 +7,11 @@ package e2e
 // Inspector command.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -583,86 +581,31 @@ type devServer struct {
 	Banner string // everything printed to stdout up to the Inspector command
 }
 
-// startDevServer runs `portcullis serve --dev --listen 127.0.0.1:0` (the
-// README's `make run`, on a free port) and waits for its banner on stdout,
-// which ends with the Inspector command. startServer discards stdout, so
-// this starts the process itself; it stops it like startServer does.
+// startDevServer runs `portcullis serve --dev` (the README's `make run`, on
+// a free port) and waits for its banner on stdout, up to the line of the
+// Inspector command.
 func startDevServer(t *testing.T) *devServer {
 	t.Helper()
-	argv := []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
-	cmd := exec.Command(binary, argv...)
-	cmd.Env = serverEnv()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, stderr: &lineBuffer{}, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", binary, err)
-	}
-	addrs := make(chan string, 1)
-	banners := make(chan string, 1)
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		sent := false
-		for sc.Scan() {
-			s.stderr.add(sc.Text())
-			if addr, ok := listeningAddr(sc.Text()); ok && !sent {
-				addrs <- addr
-				sent = true
+	s := startServer(t, nil, "--dev")
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		out := s.Stdout()
+		if i := strings.Index(out, "--method"); i >= 0 {
+			if end := strings.IndexByte(out[i:], '\n'); end >= 0 {
+				return &devServer{server: s, Banner: out[:i+end+1]}
 			}
 		}
-	}()
-	go func() {
-		var banner strings.Builder
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		sent := false
-		for sc.Scan() {
-			banner.WriteString(sc.Text() + "\n")
-			if !sent && strings.Contains(sc.Text(), "--method") {
-				banners <- banner.String()
-				sent = true
-			}
-		}
-		if !sent {
-			banners <- banner.String()
-		}
-		<-stderrDone
-		s.err = cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.stop(t)
-		if t.Failed() {
-			t.Logf("portcullis %s stderr (last %d lines):\n%s", strings.Join(argv, " "), stderrTail, s.Tail(stderrTail))
-		}
-	})
-	timer := time.NewTimer(60 * time.Second)
-	defer timer.Stop()
-	d := &devServer{server: s}
-	for d.BaseURL == "" || d.Banner == "" {
 		select {
-		case addr := <-addrs:
-			d.BaseURL = "http://" + addr
-		case d.Banner = <-banners:
-			if d.Banner == "" {
-				t.Fatalf("portcullis --dev printed nothing on stdout before its stdout closed")
-			}
-		case <-s.done:
-			t.Fatalf("portcullis --dev exited early: %v", s.err)
-		case <-timer.C:
-			t.Fatalf("portcullis --dev did not log \"listening\" and print its banner within 60s (banner so far: %q)", d.Banner)
+		case <-tick.C:
+		case <-s.Done():
+			t.Fatalf("portcullis --dev exited before printing its banner: %v\nstdout: %q", s.ExitErr(), out)
+		case <-deadline.C:
+			t.Fatalf("portcullis --dev did not print its banner within 60s (stdout so far: %q)", out)
 		}
 	}
-	return d
 }
 
 // shellWords splits a line of sh words: blanks separate words, double

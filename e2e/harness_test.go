@@ -85,6 +85,7 @@ type server struct {
 	BaseURL string
 
 	cmd    *exec.Cmd
+	stdout *outputBuffer
 	stderr *lineBuffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // cmd.Wait's result, set before done is closed
@@ -95,6 +96,9 @@ func (s *server) MCPURL() string { return s.BaseURL + "/mcp" }
 
 // Stderr returns everything the process wrote to stderr so far.
 func (s *server) Stderr() string { return s.stderr.String() }
+
+// Stdout returns everything the process wrote to stdout so far.
+func (s *server) Stdout() string { return s.stdout.String() }
 
 // Tail returns the last n lines the process wrote to stderr.
 func (s *server) Tail(n int) string { return s.stderr.Tail(n) }
@@ -128,12 +132,12 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 	// cleanup below wants to stop the process gracefully.
 	cmd := exec.Command(binary, argv...)
 	cmd.Env = serverEnv(env...)
-	cmd.Stdout = io.Discard
+	s := &server{cmd: cmd, stdout: &outputBuffer{}, stderr: &lineBuffer{}, done: make(chan struct{})}
+	cmd.Stdout = s.stdout
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, stderr: &lineBuffer{}, done: make(chan struct{})}
 	addrs := make(chan string, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", binary, err)
@@ -215,6 +219,24 @@ func listeningAddr(line string) (string, bool) {
 }
 
 // lineBuffer collects lines written by one goroutine and read by others.
+// outputBuffer collects a process's output for reading while it runs.
+type outputBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *outputBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *outputBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 type lineBuffer struct {
 	mu    sync.Mutex
 	lines []string

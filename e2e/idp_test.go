@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"slices"
@@ -13,8 +12,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // These tests show that the test OpenID provider (e2e/idp) works on its
@@ -281,78 +278,6 @@ func TestIdPKeysPersist(t *testing.T) {
 	defer cancel()
 	if _, err := oidc.NewRemoteKeySet(ctx, second.JWKSURL()).VerifySignature(ctx, token); err != nil {
 		t.Errorf("token of the first IdP does not verify with the restarted one's keys: %v", err)
-	}
-}
-
-// TestIdPGoSDKConnectorFlow runs the Go SDK's OAuth client (the connector
-// flow: 401 → Protected Resource Metadata → authorization server metadata
-// → dynamic client registration → authorization code + PKCE with resource
-// → token) against the IdP, with a stub resource server standing in for
-// Portcullis and IdP.CodeFetcher standing in for the browser. It shows the
-// IdP and the harness fit the SDK's client before Portcullis is involved.
-func TestIdPGoSDKConnectorFlow(t *testing.T) {
-	p := startIdP(t)
-	rs := httptest.NewUnstartedServer(nil) // 127.0.0.1, a free port
-	rs.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/.well-known/oauth-protected-resource/mcp":
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{
-				"resource":                 rs.URL + "/mcp",
-				"authorization_servers":    []string{p.Issuer()},
-				"scopes_supported":         idpScopes,
-				"bearer_methods_supported": []string{"header"},
-			})
-		case "/mcp":
-			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+rs.URL+`/.well-known/oauth-protected-resource/mcp", scope="mcp:tools weather:read"`)
-			w.WriteHeader(http.StatusUnauthorized)
-		default:
-			http.NotFound(w, r)
-		}
-	})
-	rs.Start()
-	t.Cleanup(rs.Close)
-	resource := rs.URL + "/mcp"
-
-	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
-			Metadata: &oauthex.ClientRegistrationMetadata{
-				ClientName:   "portcullis-e2e-sdk",
-				RedirectURIs: []string{"http://" + freeLoopbackAddr(t) + "/callback"},
-			},
-		},
-		AuthorizationCodeFetcher: p.CodeFetcher("carol"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resource, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("stub resource server: status %d, want 401", resp.StatusCode)
-	}
-	if err := h.Authorize(ctx, req, resp); err != nil {
-		t.Fatalf("SDK connector flow: %v", err)
-	}
-	ts, err := h.TokenSource(ctx)
-	if err != nil || ts == nil {
-		t.Fatalf("TokenSource: %v, %v", ts, err)
-	}
-	tok, err := ts.Token()
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims := verifyIdPToken(t, p, tok.AccessToken, resource)
-	if claims["sub"] != "carol" || !slices.Equal(tokenScopes(claims), []string{"mcp:tools", "weather:read"}) {
-		t.Errorf("claims %v: want sub carol, scope mcp:tools weather:read (the challenge's)", claims)
 	}
 }
 

@@ -29,7 +29,7 @@ func TestStdioSDKClient(t *testing.T) {
 		"PORTCULLIS_TOOLS_WEATHER_BASE_URL="+up.URL,
 		"PORTCULLIS_TOOLS_WEATHER_GEOCODING_URL="+up.URL,
 	)
-	stderr := &lockedBuffer{}
+	stderr := &outputBuffer{}
 	cmd.Stderr = stderr
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -137,7 +137,7 @@ func TestStdioRawNDJSON(t *testing.T) {
 	cmd := exec.CommandContext(ctx, binary, "stdio")
 	cmd.Env = serverEnv("PORTCULLIS_TOOLS_TOOLSETS=core")
 	cmd.WaitDelay = 5 * time.Second
-	stderr := &lockedBuffer{}
+	stderr := &outputBuffer{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -365,22 +365,4 @@ func (s inputSchema) stringArg(t *testing.T, preferred ...string) string {
 
 func keys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and other readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -214,7 +214,7 @@ func newApp(cfg *Config, stderr io.Writer) (*app, error) {
 		Logger:  logger,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy: auth.NewPolicy(cfg.Auth).Decide,
+		Policy: toolPolicy(cfg.Auth),
 	})
 	return &app{cfg: cfg, logger: logger, catalog: cat, server: server}, nil
 }
@@ -363,12 +363,12 @@ func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, s
 // tools that the policy guards are hidden.
 func (a *app) authGuard(ctx context.Context, health *observability.Health) (func(http.Handler) http.Handler, mcp.Access, error) {
 	o := a.cfg.Auth
-	policy := auth.NewPolicy(o)
+	policy := toolPolicy(o)
 	if !o.Enabled() {
 		if o.InsecureAllowUnauthenticated {
 			a.logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
 		}
-		return func(h http.Handler) http.Handler { return h }, mcp.Access{Policy: policy.Decide}, nil
+		return func(h http.Handler) http.Handler { return h }, mcp.Access{Policy: policy}, nil
 	}
 	for i, iss := range o.Issuers {
 		if iss.AllowHTTP {
@@ -384,13 +384,24 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 	}
 	metadataURL := auth.MetadataURL(o.Resource)
 	access := mcp.Access{
-		Policy: policy.Decide,
+		Policy: policy,
 		Deny: func(w http.ResponseWriter, r *http.Request, tool string, needed []string) {
 			a.logger.InfoContext(r.Context(), "tool call denied by policy", "tool", tool, "needed_scopes", needed)
 			auth.WriteInsufficientScope(w, metadataURL, needed)
 		},
 	}
 	return auth.Middleware(v, o, metadataURL, nil, a.logger), access, nil
+}
+
+// toolPolicy returns the per-tool policy, or nil when auth.policy is empty:
+// then every tool is open to whoever the middleware let in (which already
+// checked auth.required_scopes), and the MCP layer skips the per-call and
+// per-list checks.
+func toolPolicy(o auth.Options) mcp.ToolPolicy {
+	if len(o.Policy) == 0 {
+		return nil
+	}
+	return auth.NewPolicy(o).Decide
 }
 
 func printDevBanner(w io.Writer, dev *auth.DevIssuer, o auth.Options, url string) error {
