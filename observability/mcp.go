@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -236,11 +237,16 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 		httpSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), propagation.HeaderCarrier(extra.Header)))
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.attrs...)}
+	// metaSC comes from _meta only: in a legacy session ctx carries the
+	// span of the request that created the session, not of this one.
 	parent := ctx
+	var metaSC trace.SpanContext
 	if carrier := metaCarrier(req); carrier != nil {
-		parent = t.prop.Extract(ctx, carrier)
+		metaSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), carrier))
+		if metaSC.IsValid() {
+			parent = t.prop.Extract(ctx, carrier)
+		}
 	}
-	metaSC := trace.SpanContextFromContext(parent)
 	switch {
 	case metaSC.IsValid() && httpSC.IsValid() && !metaSC.Equal(httpSC):
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: httpSC}))
@@ -254,7 +260,9 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 // the request has none.
 func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
 	p := req.GetParams()
-	if p == nil {
+	// A notification without params (notifications/initialized as curl
+	// sends it) holds a typed nil pointer, whose GetMeta panics.
+	if p == nil || reflect.ValueOf(p).IsNil() {
 		return nil
 	}
 	meta := p.GetMeta()
