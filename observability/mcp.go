@@ -256,16 +256,21 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 	return t.tracer.Start(parent, c.methodLabel, opts...)
 }
 
-// metaCarrier reads trace context from params._meta, or returns nil when
-// the request has none.
-func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
+// requestMeta returns the request's params._meta, or nil. A request sent
+// without params (tools/list or notifications/initialized as curl sends
+// them) holds a typed nil pointer, whose GetMeta panics.
+func requestMeta(req sdk.Request) map[string]any {
 	p := req.GetParams()
-	// A notification without params (notifications/initialized as curl
-	// sends it) holds a typed nil pointer, whose GetMeta panics.
 	if p == nil || reflect.ValueOf(p).IsNil() {
 		return nil
 	}
-	meta := p.GetMeta()
+	return p.GetMeta()
+}
+
+// metaCarrier reads trace context from params._meta, or returns nil when
+// the request has none.
+func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
+	meta := requestMeta(req)
 	tp, ok := meta["traceparent"].(string)
 	if !ok || tp == "" {
 		return nil
@@ -288,8 +293,8 @@ func protocolVersion(req sdk.Request) string {
 			return v
 		}
 	}
-	if p := req.GetParams(); p != nil {
-		if v, ok := p.GetMeta()[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
+	if meta := requestMeta(req); meta != nil {
+		if v, ok := meta[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
 			return v
 		}
 	}
