@@ -398,3 +398,18 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Logf("scrape:\n%s", body)
 	}
 }
+
+// Invalid OTEL_* settings stop the server at start-up, every one named.
+func TestServeRejectsBadTraceSettings(t *testing.T) {
+	var out bytes.Buffer
+	env := []string{"OTEL_TRACES_EXPORTER=zipkin", "OTEL_EXPORTER_OTLP_ENDPOINT=collector:4318"}
+	code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, env, strings.NewReader(""), &out, &out)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s", code, out.String())
+	}
+	for _, want := range []string{"2 problems", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
