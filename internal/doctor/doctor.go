@@ -102,6 +102,7 @@ const (
 	CheckMetadataPath = "resource metadata (path)"
 	CheckChallenge    = "challenge"
 	CheckAuthServer   = "authorization server"
+	CheckToken        = "token"
 	CheckOrigin       = "origin refused"
 	CheckMcpMethod    = "Mcp-Method checked"
 	CheckInitialize   = "initialize"
@@ -160,6 +161,7 @@ func Run(ctx context.Context, o Options) *Report {
 	d.metadata(ctx)
 	d.challenge()
 	d.authServers(ctx)
+	d.token(ctx)
 	d.origin(ctx)
 	d.mcpMethod(ctx)
 	d.initialize(ctx)
@@ -174,6 +176,7 @@ type doctor struct {
 
 	down     string    // why the server cannot be checked at all, or ""
 	notMCP   string    // why the endpoint is not MCP, or ""
+	badToken string    // why the given token is refused, or ""
 	authOn   bool      // an unauthenticated initialize got 401
 	initResp *response // the unauthenticated initialize
 	prm      *oauthex.ProtectedResourceMetadata
@@ -196,6 +199,8 @@ func (d *doctor) blocked(name string) bool {
 		d.skip(name, "%s", d.down)
 	case d.notMCP != "":
 		d.skip(name, "%s", d.notMCP)
+	case d.badToken != "":
+		d.skip(name, "%s", d.badToken)
 	default:
 		return false
 	}
@@ -429,6 +434,36 @@ func (d *doctor) authServer(ctx context.Context, issuer string) {
 		return
 	}
 	d.fail(CheckAuthServer, "%s: no metadata at any of %s", issuer, strings.Join(candidates, ", "))
+}
+
+// token checks that the given token is accepted, so that the checks after
+// it are about what they say and not about the token.
+func (d *doctor) token(ctx context.Context) {
+	switch {
+	case d.blocked(CheckToken):
+		return
+	case !d.authOn:
+		d.skip(CheckToken, "auth is off")
+		return
+	case d.opts.Token == "":
+		d.skip(CheckToken, "no --token given")
+		return
+	}
+	r, err := d.post(ctx, pingBody, true, nil)
+	switch {
+	case err != nil:
+		d.fail(CheckToken, "POST ping with the token: %v", err)
+		d.badToken = "the token check failed"
+	case r.status == http.StatusOK:
+		d.pass(CheckToken, "a ping with the token got 200")
+	default:
+		why := r.describe()
+		if cs, err := oauthex.ParseWWWAuthenticate(r.header.Values("WWW-Authenticate")); err == nil && len(cs) > 0 && cs[0].Params["error"] != "" {
+			why = fmt.Sprintf("%d %s: %s", r.status, cs[0].Params["error"], cs[0].Params["error_description"])
+		}
+		d.fail(CheckToken, "the token is refused: %s", why)
+		d.badToken = "the token is refused"
+	}
 }
 
 // origin checks that a browser request from an unlisted origin is refused.
