@@ -46,12 +46,15 @@ type keyedAEAD struct {
 	aead cipher.AEAD
 }
 
-// sealedState is the plaintext inside a sealed requestState.
+// sealedState is the plaintext inside a sealed requestState. Subject and
+// State are bytes, not strings, so that JSON carries them exactly: a JSON
+// string would replace bytes that are not UTF-8, altering a tool's binary
+// state and the subject it is bound to.
 type sealedState struct {
 	Expires int64  `json:"e"`
 	Digest  []byte `json:"d"`
-	Subject string `json:"s,omitempty"`
-	State   string `json:"v"`
+	Subject []byte `json:"s,omitempty"`
+	State   []byte `json:"v"`
 }
 
 // NewSealer returns a Sealer that seals with keys[0] and opens with any key.
@@ -138,8 +141,8 @@ func (s *Sealer) Seal(state string, digest []byte, subject string) (string, erro
 	pt, err := json.Marshal(sealedState{
 		Expires: s.now().Add(s.ttl).Unix(),
 		Digest:  digest,
-		Subject: subject,
-		State:   state,
+		Subject: []byte(subject),
+		State:   []byte(state),
 	})
 	if err != nil {
 		return "", fmt.Errorf("mcp: sealing requestState: %w", err)
@@ -161,7 +164,9 @@ func (s *Sealer) Open(sealed string, digest []byte, subject string) (string, err
 	if !ok {
 		return "", ErrInvalidState
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(rest)
+	// Strict: a state has one encoding; without it, changing the unused
+	// low bits of the last character would give another string that opens.
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest)
 	if err != nil || len(raw) < 4 {
 		return "", ErrInvalidState
 	}
@@ -181,10 +186,10 @@ func (s *Sealer) Open(sealed string, digest []byte, subject string) (string, err
 		if err := json.Unmarshal(pt, &st); err != nil {
 			return "", ErrInvalidState
 		}
-		if s.now().Unix() > st.Expires || !bytes.Equal(st.Digest, digest) || st.Subject != subject {
+		if s.now().Unix() > st.Expires || !bytes.Equal(st.Digest, digest) || string(st.Subject) != subject {
 			return "", ErrInvalidState
 		}
-		return st.State, nil
+		return string(st.State), nil
 	}
 	return "", ErrInvalidState
 }
