@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -98,13 +99,26 @@ func NewRandomKey() []byte {
 	return k
 }
 
+// maxKeysFile bounds a keys file: about a thousand keys, far more than
+// rotation needs, and a mistaken path (a device, a log) fails fast instead
+// of being read without end.
+const maxKeysFile = 64 << 10
+
 // LoadKeys reads keys from a file holding one base64 (standard or URL, padded
 // or not) key per line, newest first. Blank lines and lines starting with '#'
-// are ignored.
+// are ignored. A file larger than 64 KiB is refused.
 func LoadKeys(path string) ([][]byte, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: reading request-state keys: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("mcp: reading request-state keys: %w", err)
+	}
+	if len(data) > maxKeysFile {
+		return nil, fmt.Errorf("mcp: request-state keys %s is larger than %d bytes: not a keys file", path, maxKeysFile)
 	}
 	var keys [][]byte
 	for i, line := range strings.Split(string(data), "\n") {
