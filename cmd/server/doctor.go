@@ -57,7 +57,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if o.Token != "" {
 			return usageError{errors.New("--token and --token-file are exclusive")}
 		}
-		b, err := os.ReadFile(tokenFile)
+		b, err := readTokenFile(tokenFile)
 		if err != nil {
 			return fmt.Errorf("--token-file: %w", err)
 		}
@@ -74,4 +74,19 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errors.New("checks failed (see the report above)")
 	}
 	return nil
+}
+
+// readTokenFile reads a token file, refusing one larger than any token.
+func readTokenFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	const maxToken = 64 << 10
+	b, err := io.ReadAll(io.LimitReader(f, maxToken+1))
+	if err == nil && len(b) > maxToken {
+		err = fmt.Errorf("%s is larger than %d bytes: not a token", path, maxToken)
+	}
+	return b, err
 }

@@ -86,6 +86,7 @@ func TestDoctor(t *testing.T) {
 		{name: "no URL", args: nil, wantCode: 2, want: []string{"missing the MCP URL"}},
 		{name: "two URLs", args: []string{dev + "/mcp", dev + "/mcp"}, wantCode: 2, want: []string{"unexpected arguments"}},
 		{name: "both token flags", args: []string{dev + "/mcp", "--token", "x", "--token-file", tokenFile}, wantCode: 2, want: []string{"exclusive"}},
+		{name: "endless token file", args: []string{dev + "/mcp", "--token-file", "/dev/zero"}, wantCode: 1, want: []string{"not a token"}},
 		{name: "missing token file", args: []string{dev + "/mcp", "--token-file", "/nonexistent/token"}, wantCode: 1, want: []string{"--token-file", "/nonexistent/token"}},
 	}
 	for _, tt := range tests {
