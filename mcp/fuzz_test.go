@@ -49,7 +49,8 @@ func fuzzHandler(f *testing.F) *Handler {
 
 // FuzzHandler sends arbitrary bodies and MCP headers to /mcp in both
 // protocol eras. Invariants: no panic, no hang, no 5xx, JSON responses are
-// valid JSON, and every JSON-RPC error is well formed.
+// valid JSON, and every JSON-RPC error is well formed. (The handler's one
+// 5xx, 503 for a GET stream while draining, is not reachable by a POST.)
 func FuzzHandler(f *testing.F) {
 	h := fuzzHandler(f)
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"f","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
