@@ -18,10 +18,12 @@ func startServe(t *testing.T, args ...string) (base string, stdout *syncBuffer) 
 	stdout = &syncBuffer{}
 	var stderr syncBuffer
 	exited := make(chan int, 1)
+	done := make(chan struct{}) // closed on return, even when listenAddr took the code
 	go func() {
-		exited <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), nil, strings.NewReader(""), stdout, &stderr)
+		defer close(done)
+		exited <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...), nil, strings.NewReader(""), stdout, &stderr)
 	}()
-	t.Cleanup(func() { cancel(); <-exited })
+	t.Cleanup(func() { cancel(); <-done })
 	return "http://" + listenAddr(t, &stderr, exited), stdout
 }
 
