@@ -61,3 +61,17 @@ vet: ## Run go vet on every package.
 
 clean: ## Remove build output, test results and the node tools cache.
 	rm -rf bin results .cache
+
+# FUZZTIME bounds each fuzz target in `make fuzz`.
+FUZZTIME ?= 5s
+# FUZZ_TARGETS lists package:target pairs, run one at a time.
+FUZZ_TARGETS := ./mcp:FuzzHandler ./mcp:FuzzOpen ./mcp:FuzzSealRoundTrip \
+	./auth:FuzzVerify ./auth:FuzzMiddleware ./internal/config:FuzzLoad ./cmd/server:FuzzConfig
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 5s), one by one; crashers land in testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
