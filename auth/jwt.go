@@ -111,6 +111,11 @@ func (v *issuerVerifier) verify(ctx context.Context, raw string, header []byte) 
 	if !audienceOK(tok.Audience, v.audiences) {
 		return nil, fail(ReasonWrongAudience, "aud %q names none of the accepted audiences", tok.Audience)
 	}
+	// RFC 9068 requires sub: without it every such token of an issuer
+	// would share one identity, and with it sessions and MRTR state.
+	if tok.Subject == "" {
+		return nil, fail(ReasonInvalid, "token has no sub")
+	}
 	for _, c := range v.required {
 		if val, ok := claims[c]; !ok || string(val) == "null" {
 			return nil, fail(ReasonInvalid, "required claim %q missing", c)
