@@ -144,9 +144,9 @@ func checkMessages(t *testing.T, raw []byte) {
 	}
 	for _, m := range batch {
 		var msg struct {
-			JSONRPC string           `json:"jsonrpc"`
-			Method  string           `json:"method"`
-			Result  json.RawMessage  `json:"result"`
+			JSONRPC string          `json:"jsonrpc"`
+			Method  string          `json:"method"`
+			Result  json.RawMessage `json:"result"`
 			Error   *struct {
 				Code    *json.Number `json:"code"`
 				Message *string      `json:"message"`
