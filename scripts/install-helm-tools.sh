@@ -27,17 +27,32 @@ KUBERNETES_VERSION=v1.32.13
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 GATEWAY_API_VERSION=v1.3.0
 
-# installed BINARY MODULE VERSION succeeds when BINARY was built from MODULE
-# at VERSION (read from the build info Go stamps into every binary).
+# The link-time settings helm's own release build makes (its Makefile's
+# LDFLAGS): without them a `go install`ed helm reports version "v3.22" and
+# assumes Kubernetes 1.20 when no cluster is asked. 1.37 matches the k8s.io
+# modules v0.37 that helm v3.22.0 is built with, as in its release binaries.
+helm_ldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+chart_ldflags=""
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+	chart_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=37"
+done
+
+# installed BINARY MODULE VERSION [TEXT] succeeds when BINARY was built from
+# MODULE at VERSION (read from the build info Go stamps into every binary)
+# and that build info contains TEXT.
 installed() {
-	[[ -x "$bin/$1" ]] && go version -m "$bin/$1" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)"
+	local info
+	[[ -x "$bin/$1" ]] || return 1
+	info="$(go version -m "$bin/$1" 2>/dev/null)" || return 1
+	grep -qE "^[[:space:]]+(mod|dep)[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)" <<<"$info" &&
+		grep -qF -- "${4:-}" <<<"$info"
 }
 
-if installed helm helm.sh/helm/v3 "$HELM_VERSION"; then
+if installed helm helm.sh/helm/v3 "$HELM_VERSION" "k8sVersionMinor=37"; then
 	echo "helm $HELM_VERSION: installed"
 else
 	echo "helm $HELM_VERSION: building (2-3 minutes)"
-	GOBIN="$bin" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+	GOBIN="$bin" go install -ldflags "$helm_ldflags$chart_ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
 
 if installed kubeconform github.com/yannh/kubeconform "$KUBECONFORM_VERSION"; then
@@ -50,11 +65,11 @@ fi
 # helm-unittest's go.mod has replace lines, so it is built as a tool of a
 # wrapper module that copies them. Its build info names the wrapper as the
 # main module and helm-unittest as a dependency.
-if installed helm-unittest github.com/helm-unittest/helm-unittest "$HELM_UNITTEST_VERSION"; then
+if installed helm-unittest github.com/helm-unittest/helm-unittest "$HELM_UNITTEST_VERSION" "k8sVersionMinor=37"; then
 	echo "helm-unittest $HELM_UNITTEST_VERSION: installed"
 else
 	echo "helm-unittest $HELM_UNITTEST_VERSION: building (about a minute)"
-	(cd "$root/scripts/helm-unittest" && GOBIN="$bin" go install tool)
+	(cd "$root/scripts/helm-unittest" && GOBIN="$bin" go install -ldflags "$chart_ldflags" tool)
 fi
 "$bin/helm-unittest" --help >/dev/null
 
