@@ -23,7 +23,7 @@ tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 # GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
 
-.PHONY: help build run test e2e tools vet clean
+.PHONY: help build run test e2e tools vet clean obs-tools obs-check
 
 # Kubernetes packaging: the Helm chart, the manifests generated from it and
 # the image. Tools (helm, helm-unittest, kubeconform, schemas) live in .cache.
@@ -52,6 +52,17 @@ test: tools ## Install the test tools, then run every test with the race detecto
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./e2e/...
+
+obs-tools: ## Install Prometheus and promtool, build the OpenTelemetry Collector into .cache/bin, install @grafana/schema and TypeScript.
+	bash scripts/install-prometheus.sh
+	bash scripts/install-otelcol.sh
+	bash scripts/install-grafana-schema.sh
+
+obs-check: ## Check the alert rules (promtool check rules, promtool test rules) and type-check the Grafana dashboard.
+	@command -v promtool >/dev/null || { echo "promtool not found: run make obs-tools" >&2; exit 1; }
+	promtool check rules helm/portcullis/files/alerts.yaml
+	cd helm/portcullis/files && promtool test rules alerts_test.yaml
+	bash scripts/check-dashboard.sh
 
 vet: ## Run go vet on every package.
 	$(GO) vet ./...
