@@ -191,6 +191,15 @@ naming the values key to change.
 {{- if and .Values.autoscaling.enabled (not .Values.autoscaling.targetCPUUtilizationPercentage) (not .Values.autoscaling.targetMemoryUtilizationPercentage) }}
 {{- fail "autoscaling: set targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" }}
 {{- end }}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- if $pdb.enabled }}
+{{- $replicas := ternary .Values.autoscaling.minReplicas .Values.replicaCount .Values.autoscaling.enabled | int }}
+{{- if eq (toString $pdb.maxUnavailable) "0" }}
+{{- fail "podDisruptionBudget.maxUnavailable: 0 lets no pod be evicted, so node drains would hang" }}
+{{- else if and (eq (toString $pdb.maxUnavailable) "") (regexMatch "^[0-9]+$" (toString $pdb.minAvailable)) (ge (int $pdb.minAvailable) $replicas) }}
+{{- fail (printf "podDisruptionBudget.minAvailable: %d with %d replica(s) lets no pod be evicted, so node drains would hang: run more replicas (replicaCount or autoscaling.minReplicas) or lower it" (int $pdb.minAvailable) $replicas) }}
+{{- end }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas: must not exceed autoscaling.maxReplicas" }}
 {{- end }}
