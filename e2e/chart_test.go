@@ -212,6 +212,77 @@ func (m *mounts) rewritePaths(v any) any {
 	return v
 }
 
+// layOut writes the files that the pod's container number c mounts under
+// a temporary root, as the kubelet would: ConfigMaps and Secrets from the
+// rendered objects, or from secrets (name → key → content) for Secrets
+// the chart expects to exist. A ConfigMap the chart does not render (from
+// extraVolumes) becomes an empty folder.
+func layOut(t *testing.T, r rendered, pod podSpec, c int, secrets map[string]map[string]string) *mounts {
+	t.Helper()
+	m := &mounts{root: t.TempDir()}
+	container := pod.Containers[c]
+	for _, vm := range container.VolumeMounts {
+		m.paths = append(m.paths, vm.MountPath)
+	}
+	slices.SortFunc(m.paths, func(a, b string) int { return len(b) - len(a) })
+	for _, vm := range container.VolumeMounts {
+		local, _ := m.local(vm.MountPath)
+		i := slices.IndexFunc(pod.Volumes, func(v podVolume) bool { return v.Name == vm.Name })
+		if i < 0 {
+			t.Fatalf("volumeMount %q names no volume", vm.Name)
+		}
+		v := pod.Volumes[i]
+		var files map[string]string // key in the volume's source → content
+		var items []keyToPath
+		switch {
+		case v.ConfigMap != nil:
+			cm, ok := r["ConfigMap/"+v.ConfigMap.Name]
+			if !ok {
+				if err := os.MkdirAll(local, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			files = cm.Data
+		case v.Secret != nil:
+			items = v.Secret.Items
+			if data, ok := secrets[v.Secret.SecretName]; ok {
+				files = data
+				break
+			}
+			s := r.get(t, "Secret", v.Secret.SecretName)
+			files = map[string]string{}
+			for k, b64 := range s.Data {
+				b, err := base64.StdEncoding.DecodeString(b64)
+				if err != nil {
+					t.Fatalf("Secret %s key %s: %v", v.Secret.SecretName, k, err)
+				}
+				files[k] = string(b)
+			}
+		default:
+			t.Fatalf("volume %q: the test knows configMap and secret volumes only", v.Name)
+		}
+		if items == nil {
+			for k := range files {
+				items = append(items, keyToPath{Key: k, Path: k})
+			}
+		}
+		for _, it := range items {
+			content, ok := files[it.Key]
+			if !ok {
+				t.Fatalf("volume %q: no key %q", v.Name, it.Key)
+			}
+			switch vm.SubPath {
+			case "":
+				writeFile(t, filepath.Join(local, it.Path), []byte(content))
+			case it.Path:
+				writeFile(t, local, []byte(content))
+			}
+		}
+	}
+	return m
+}
+
 func writeFile(t *testing.T, path string, data []byte) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -274,82 +345,26 @@ func TestChartRunsTheBinary(t *testing.T) {
 		containerPorts[p.Name] = p.ContainerPort
 	}
 
-	// Lay the mounted files out under a temporary root.
-	m := &mounts{root: t.TempDir()}
-	for _, vm := range c.VolumeMounts {
-		m.paths = append(m.paths, vm.MountPath)
+	// Lay the mounted files out under a temporary root, and find the config
+	// file the args name.
+	m := layOut(t, r, pod, 0, existingSecrets)
+	i := slices.Index(c.Args, "--config")
+	if i < 0 || i+1 >= len(c.Args) {
+		t.Fatalf("the container's args %q name no --config file", c.Args)
 	}
-	slices.SortFunc(m.paths, func(a, b string) int { return len(b) - len(a) })
-	var configText string
-	configPath := ""
-	for _, vm := range c.VolumeMounts {
-		local, _ := m.local(vm.MountPath)
-		i := slices.IndexFunc(pod.Volumes, func(v podVolume) bool { return v.Name == vm.Name })
-		if i < 0 {
-			t.Fatalf("volumeMount %q names no volume", vm.Name)
-		}
-		v := pod.Volumes[i]
-		var files map[string]string // file name in the volume → content
-		var items []keyToPath
-		switch {
-		case v.ConfigMap != nil:
-			cm, ok := r["ConfigMap/"+v.ConfigMap.Name]
-			if !ok {
-				// A ConfigMap the chart does not make (extraVolumes): an empty folder.
-				if err := os.MkdirAll(local, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			files = cm.Data
-		case v.Secret != nil:
-			items = v.Secret.Items
-			if data, ok := existingSecrets[v.Secret.SecretName]; ok {
-				files = data
-			} else {
-				s := r.get(t, "Secret", v.Secret.SecretName)
-				files = map[string]string{}
-				for k, b64 := range s.Data {
-					b, err := base64.StdEncoding.DecodeString(b64)
-					if err != nil {
-						t.Fatalf("Secret %s key %s: %v", v.Secret.SecretName, k, err)
-					}
-					files[k] = string(b)
-				}
-			}
-		default:
-			t.Fatalf("volume %q: the test knows configMap and secret volumes only", v.Name)
-		}
-		if items == nil {
-			for k := range files {
-				items = append(items, keyToPath{Key: k, Path: k})
-			}
-		}
-		for _, it := range items {
-			content, ok := files[it.Key]
-			if !ok {
-				t.Fatalf("volume %q: no key %q", v.Name, it.Key)
-			}
-			switch {
-			case vm.SubPath == "":
-				writeFile(t, filepath.Join(local, it.Path), []byte(content))
-			case vm.SubPath == it.Path:
-				if v.ConfigMap != nil && v.ConfigMap.Name == "portcullis" {
-					configText, configPath = content, local
-					continue // written below, with the listen addresses rewritten
-				}
-				writeFile(t, local, []byte(content))
-			}
-		}
+	configPath, ok := m.local(c.Args[i+1])
+	if !ok {
+		t.Fatalf("--config %s is not in a mounted volume", c.Args[i+1])
 	}
-	if configPath == "" {
-		t.Fatal("the Deployment mounts no config file from the chart's ConfigMap")
+	configText, err := os.ReadFile(configPath)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// The config file, with only the listen addresses and mount paths
 	// rewritten. Its listen ports must be the container's named ports.
 	var cfg map[string]any
-	if err := yaml.Unmarshal([]byte(configText), &cfg); err != nil {
+	if err := yaml.Unmarshal(configText, &cfg); err != nil {
 		t.Fatalf("rendered config.yaml: %v\n%s", err, configText)
 	}
 	server, _ := cfg["server"].(map[string]any)
@@ -369,7 +384,9 @@ func TestChartRunsTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, configPath, data)
+	if err := os.WriteFile(configPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// Run the binary with exactly the rendered args and env.
 	args := slices.Clone(c.Args)
@@ -439,13 +456,13 @@ func TestChartRunsTheBinary(t *testing.T) {
 		t.Fatalf("ServiceMonitor has %d endpoints, want 1", len(sm.Endpoints))
 	}
 	ep := sm.Endpoints[0]
-	i := slices.IndexFunc(svc.Ports, func(p servicePort) bool { return p.Name == ep.Port })
-	if i < 0 {
+	sp := slices.IndexFunc(svc.Ports, func(p servicePort) bool { return p.Name == ep.Port })
+	if sp < 0 {
 		t.Fatalf("ServiceMonitor port %q is not a Service port", ep.Port)
 	}
-	cport, ok := containerPorts[svc.Ports[i].TargetPort]
+	cport, ok := containerPorts[svc.Ports[sp].TargetPort]
 	if !ok {
-		t.Fatalf("Service port %q targets %q, which is not a container port", ep.Port, svc.Ports[i].TargetPort)
+		t.Fatalf("Service port %q targets %q, which is not a container port", ep.Port, svc.Ports[sp].TargetPort)
 	}
 	status, body := get(t, "http://"+localAddr[cport]+ep.Path)
 	if status != http.StatusOK {
