@@ -170,8 +170,8 @@ naming the values key to change.
 {{- end }}
 {{- else if not $auth.resource }}
 {{- fail "config.auth.resource: required when auth is on: the public URL of the MCP endpoint, e.g. https://mcp.example.com/mcp" }}
-{{- else if not (hasSuffix "/mcp" $auth.resource) }}
-{{- fail (printf "config.auth.resource: %q must end in /mcp, the path Portcullis serves MCP on" $auth.resource) }}
+{{- else if ne (urlParse $auth.resource).path "/mcp" }}
+{{- fail (printf "config.auth.resource: %q must name the served MCP endpoint, whose path is /mcp" $auth.resource) }}
 {{- end }}
 {{- if and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.clientSecret) (not .Values.introspection.existingSecret) }}
 {{- fail "introspection: config.auth.introspection.url is set, so set introspection.existingSecret (or introspection.clientSecret) to the client secret Portcullis authenticates with" }}
