@@ -212,6 +212,114 @@ func (m *mounts) rewritePaths(v any) any {
 	return v
 }
 
+// TestChartScenariosCheckConfig runs `portcullis check-config` with the
+// rendered args, env and config file of every scenario the chart is linted
+// with and of deploy/k8s: the values schema must not let through a
+// configuration the binary refuses.
+func TestChartScenariosCheckConfig(t *testing.T) {
+	scenarios, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(scenarios) == 0 {
+		t.Fatalf("no scenarios in %s/ci: %v", chartDir, err)
+	}
+	scenarios = append(scenarios, filepath.Join("..", "deploy", "k8s", "values.yaml"))
+	// The Secrets the scenarios expect to exist.
+	secrets := map[string]map[string]string{
+		"portcullis-request-state": {"keys": base64.StdEncoding.EncodeToString(mcp.NewRandomKey())},
+		"portcullis-introspection": {"client-secret": "a client secret"},
+	}
+	for _, values := range scenarios {
+		t.Run(strings.TrimSuffix(filepath.Base(values), ".yaml"), func(t *testing.T) {
+			t.Parallel()
+			d := prepareDeployment(t, helmTemplate(t, values), secrets)
+			d.writeConfig(t)
+			if len(d.args) == 0 || d.args[0] != "serve" {
+				t.Fatalf("the container runs %q, want serve …", d.args)
+			}
+			cmd := exec.CommandContext(t.Context(), binary, append([]string{"check-config"}, d.args[1:]...)...)
+			cmd.Env = serverEnv(d.env...)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "configuration OK") {
+				t.Errorf("portcullis check-config %s: %v\n%s", strings.Join(d.args[1:], " "), err, out)
+			}
+		})
+	}
+}
+
+// deployment is the rendered Deployment's container, made runnable here:
+// its volumes laid out under a temporary root, its args and config file
+// pointing there.
+type deployment struct {
+	pod        podSpec
+	ports      map[string]int // container port name → number
+	mounts     *mounts
+	args       []string       // the container's args, mount paths made local
+	env        []string       // the container's env, KEY=value
+	configPath string         // the local copy of the --config file
+	config     map[string]any // its content, for the test to adjust
+}
+
+// prepareDeployment lays out the Deployment "portcullis" of r, with
+// secrets for the Secrets the chart expects to exist.
+func prepareDeployment(t *testing.T, r rendered, secrets map[string]map[string]string) *deployment {
+	t.Helper()
+	var dep struct {
+		Template struct {
+			Spec yaml.Node `yaml:"spec"`
+		} `yaml:"template"`
+	}
+	r.get(t, "Deployment", "portcullis").decodeSpec(t, &dep)
+	d := &deployment{ports: map[string]int{}}
+	if err := dep.Template.Spec.Decode(&d.pod); err != nil {
+		t.Fatalf("Deployment pod spec: %v", err)
+	}
+	if len(d.pod.Containers) != 1 {
+		t.Fatalf("the Deployment has %d containers, want 1", len(d.pod.Containers))
+	}
+	c := d.pod.Containers[0]
+	for _, p := range c.Ports {
+		d.ports[p.Name] = p.ContainerPort
+	}
+	d.mounts = layOut(t, r, d.pod, 0, secrets)
+	for _, a := range c.Args {
+		local, _ := d.mounts.local(a)
+		d.args = append(d.args, local)
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			t.Fatalf("env %s uses valueFrom, which the test cannot resolve", e.Name)
+		}
+		d.env = append(d.env, e.Name+"="+e.Value)
+	}
+	i := slices.Index(c.Args, "--config")
+	if i < 0 || i+1 >= len(c.Args) {
+		t.Fatalf("the container's args %q name no --config file", c.Args)
+	}
+	var ok bool
+	if d.configPath, ok = d.mounts.local(c.Args[i+1]); !ok {
+		t.Fatalf("--config %s is not in a mounted volume", c.Args[i+1])
+	}
+	text, err := os.ReadFile(d.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(text, &d.config); err != nil {
+		t.Fatalf("rendered config.yaml: %v\n%s", err, text)
+	}
+	return d
+}
+
+// writeConfig writes d.config back, its mount paths made local.
+func (d *deployment) writeConfig(t *testing.T) {
+	t.Helper()
+	data, err := yaml.Marshal(d.mounts.rewritePaths(d.config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.configPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // layOut writes the files that the pod's container number c mounts under
 // a temporary root, as the kubelet would: ConfigMaps and Secrets from the
 // rendered objects, or from secrets (name → key → content) for Secrets
@@ -326,48 +434,13 @@ func TestChartRunsTheBinary(t *testing.T) {
 		"portcullis-introspection": {"client-secret": idpIntrospectorSecret},
 	}
 
-	var pod podSpec
-	var dep struct {
-		Template struct {
-			Spec yaml.Node `yaml:"spec"`
-		} `yaml:"template"`
-	}
-	r.get(t, "Deployment", "portcullis").decodeSpec(t, &dep)
-	if err := dep.Template.Spec.Decode(&pod); err != nil {
-		t.Fatalf("Deployment pod spec: %v", err)
-	}
-	if len(pod.Containers) != 1 {
-		t.Fatalf("the Deployment has %d containers, want 1", len(pod.Containers))
-	}
-	c := pod.Containers[0]
-	containerPorts := map[string]int{}
-	for _, p := range c.Ports {
-		containerPorts[p.Name] = p.ContainerPort
-	}
+	d := prepareDeployment(t, r, existingSecrets)
+	c := d.pod.Containers[0]
+	containerPorts := d.ports
 
-	// Lay the mounted files out under a temporary root, and find the config
-	// file the args name.
-	m := layOut(t, r, pod, 0, existingSecrets)
-	i := slices.Index(c.Args, "--config")
-	if i < 0 || i+1 >= len(c.Args) {
-		t.Fatalf("the container's args %q name no --config file", c.Args)
-	}
-	configPath, ok := m.local(c.Args[i+1])
-	if !ok {
-		t.Fatalf("--config %s is not in a mounted volume", c.Args[i+1])
-	}
-	configText, err := os.ReadFile(configPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// The config file, with only the listen addresses and mount paths
-	// rewritten. Its listen ports must be the container's named ports.
-	var cfg map[string]any
-	if err := yaml.Unmarshal(configText, &cfg); err != nil {
-		t.Fatalf("rendered config.yaml: %v\n%s", err, configText)
-	}
-	server, _ := cfg["server"].(map[string]any)
+	// Rewrite only the listen addresses. The config's listen ports must be
+	// the container's named ports.
+	server, _ := d.config["server"].(map[string]any)
 	listen, _ := server["listen"].(string)
 	metricsListen, _ := server["metrics_listen"].(string)
 	localAddr := map[int]string{} // container port → where the test's process listens
@@ -379,29 +452,11 @@ func TestChartRunsTheBinary(t *testing.T) {
 	localAddr[hostPort(t, listen)] = addr
 	localAddr[hostPort(t, metricsListen)] = metricsAddr
 	server["listen"], server["metrics_listen"] = addr, metricsAddr
-	cfg = m.rewritePaths(cfg).(map[string]any)
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(configPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	d.writeConfig(t)
 
 	// Run the binary with exactly the rendered args and env.
-	args := slices.Clone(c.Args)
-	for i, a := range args {
-		args[i], _ = m.local(a)
-	}
-	var env []string
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			t.Fatalf("env %s uses valueFrom, which the test cannot resolve", e.Name)
-		}
-		env = append(env, e.Name+"="+e.Value)
-	}
-	t.Logf("running portcullis %s with env %q", strings.Join(args, " "), env)
-	srv := runServer(t, env, args...)
+	t.Logf("running portcullis %s with env %q", strings.Join(d.args, " "), d.env)
+	srv := runServer(t, d.env, d.args...)
 	if srv.BaseURL != "http://"+addr {
 		t.Fatalf("serving at %s, want http://%s", srv.BaseURL, addr)
 	}
