@@ -89,3 +89,17 @@ manifests-check: manifests ## Fail if deploy/k8s differs from what the chart gen
 
 image: ## docker build the image IMAGE (default ghcr.io/portcullis-mcp/portcullis:VERSION). Needs a Docker engine: none runs on the dev machines, so it is untested there.
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+
+# FUZZTIME bounds each fuzz target in `make fuzz`.
+FUZZTIME ?= 5s
+# FUZZ_TARGETS lists package:target pairs, run one at a time.
+FUZZ_TARGETS := ./mcp:FuzzHandler ./mcp:FuzzOpen ./mcp:FuzzSealRoundTrip \
+	./auth:FuzzVerify ./auth:FuzzMiddleware ./internal/config:FuzzLoad ./cmd/server:FuzzConfig
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 5s), one by one; crashers land in testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
