@@ -423,6 +423,8 @@ func TestChartRunsTheBinary(t *testing.T) {
 			},
 		},
 		"extraEnv": []any{map[string]any{"name": "PORTCULLIS_AUTH_RESOURCE_NAME", "value": "Chart test"}},
+		// The helm test checks the public URL, which is config.auth.resource.
+		"tests": map[string]any{"doctor": map[string]any{"url": ""}},
 	}
 	overridesFile := writeConfigFile(t, overrides)
 	r := helmTemplate(t, filepath.Join(chartDir, "ci", "full-values.yaml"), overridesFile)
@@ -534,6 +536,29 @@ func TestChartRunsTheBinary(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("scrape:\n%s", body)
+	}
+
+	// `helm test`'s view: the test pod's `portcullis doctor`, with its token
+	// Secret (as an operator would create it) laid out like the server's.
+	var doctorPod podSpec
+	r.get(t, "Pod", "portcullis-doctor").decodeSpec(t, &doctorPod)
+	dm := layOut(t, r, doctorPod, 0, map[string]map[string]string{
+		"portcullis-doctor-token": {"token": jwt},
+	})
+	dargs := slices.Clone(doctorPod.Containers[0].Args)
+	for i, a := range dargs {
+		dargs[i], _ = dm.local(a)
+	}
+	if len(dargs) < 2 || dargs[0] != "doctor" || dargs[1] != resource {
+		t.Fatalf("the helm test pod runs %q, want doctor %s …", dargs, resource)
+	}
+	doctor := exec.CommandContext(t.Context(), binary, dargs...)
+	doctor.Env = serverEnv()
+	out, err := doctor.CombinedOutput()
+	if err != nil {
+		t.Errorf("portcullis %s: %v\n%s", strings.Join(dargs, " "), err, out)
+	} else {
+		t.Logf("portcullis %s:\n%s", strings.Join(dargs, " "), out)
 	}
 }
 
