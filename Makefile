@@ -25,8 +25,16 @@ GOTESTFLAGS ?=
 
 .PHONY: help build run test e2e tools vet clean obs-tools obs-check
 
+# Kubernetes packaging: the Helm chart, the manifests generated from it and
+# the image. Tools (helm, helm-unittest, kubeconform, schemas) live in .cache.
+HELM_CHART  := helm/portcullis
+HELM        := .cache/bin/helm
+IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
+
+.PHONY: helm-tools helm-lint helm-test manifests manifests-check image
+
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build bin/portcullis, stamped with the git version and revision.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/server
@@ -61,6 +69,26 @@ vet: ## Run go vet on every package.
 
 clean: ## Remove build output, test results and the node tools cache.
 	rm -rf bin results .cache
+
+helm-tools: ## Install helm, helm-unittest, kubeconform and the Kubernetes JSON schemas into .cache (fast when cached).
+	bash scripts/install-helm-tools.sh
+
+helm-lint: helm-tools ## helm lint --strict the chart with its default values and every helm/portcullis/ci/*-values.yaml scenario.
+	$(HELM) lint --strict $(HELM_CHART)
+	for values in $(HELM_CHART)/ci/*-values.yaml; do $(HELM) lint --strict $(HELM_CHART) -f "$$values"; done
+
+helm-test: helm-tools ## Run the chart's helm-unittest suites and validate every rendered scenario (and deploy/k8s) with kubeconform.
+	bash scripts/helm-test.sh
+
+manifests: helm-tools ## Regenerate the plain manifests and kustomization.yaml in deploy/k8s from the chart.
+	bash scripts/render-manifests.sh
+
+manifests-check: manifests ## Fail if deploy/k8s differs from what the chart generates.
+	git diff --exit-code -- deploy/k8s
+	@test -z "$$(git status --porcelain -- deploy/k8s)" || { git status --short -- deploy/k8s; echo "deploy/k8s has files git does not track: run make manifests and commit"; exit 1; }
+
+image: ## docker build the image IMAGE (default ghcr.io/portcullis-mcp/portcullis:VERSION). Needs a Docker engine: none runs on the dev machines, so it is untested there.
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 # FUZZTIME bounds each fuzz target in `make fuzz`.
 FUZZTIME ?= 5s

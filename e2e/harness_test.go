@@ -148,7 +148,13 @@ func (s *server) Signal(t *testing.T, sig os.Signal) {
 // hangs), and logs its stderr if the test failed.
 func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...)
+	return runServer(t, env, append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...)...)
+}
+
+// runServer is startServer with exactly the arguments argv, the command
+// included (e.g. what a Helm chart renders).
+func runServer(t *testing.T, env []string, argv ...string) *server {
+	t.Helper()
 	// Not CommandContext: t.Context is cancelled before cleanups run, and the
 	// cleanup below wants to stop the process gracefully.
 	cmd := exec.Command(binary, argv...)

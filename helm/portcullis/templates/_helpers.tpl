@@ -1,0 +1,206 @@
+{{/*
+portcullis.name is the chart name, or nameOverride.
+*/}}
+{{- define "portcullis.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+portcullis.fullname names the release's resources: fullnameOverride, or
+RELEASE-NAME unless the release name already contains the name.
+*/}}
+{{- define "portcullis.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+portcullis.chart is "name-version", for the helm.sh/chart label.
+*/}}
+{{- define "portcullis.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+portcullis.selectorLabels select the release's pods. They never change
+between chart versions (a Deployment's selector is immutable).
+*/}}
+{{- define "portcullis.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "portcullis.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: server
+{{- end }}
+
+{{/*
+portcullis.labels go on every resource of the server.
+*/}}
+{{- define "portcullis.labels" -}}
+{{ include "portcullis.selectorLabels" . }}
+{{ include "portcullis.commonLabels" . }}
+{{- end }}
+
+{{/*
+portcullis.commonLabels go on every resource, the `helm test` pod included,
+besides its selector labels.
+*/}}
+{{- define "portcullis.commonLabels" -}}
+helm.sh/chart: {{ include "portcullis.chart" . }}
+app.kubernetes.io/version: {{ include "portcullis.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/part-of: portcullis
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+portcullis.serviceAccountName is the ServiceAccount the pods run as.
+*/}}
+{{- define "portcullis.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "portcullis.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "portcullis.imageTag" -}}
+{{- default .Chart.AppVersion .Values.image.tag }}
+{{- end }}
+
+{{/*
+portcullis.image is repository:tag, or repository@digest when a digest is set.
+*/}}
+{{- define "portcullis.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (include "portcullis.imageTag" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Where the pod mounts what the config file points at. */}}
+{{- define "portcullis.configDir" -}}/etc/portcullis{{- end }}
+{{- define "portcullis.requestStateDir" -}}/etc/portcullis/request-state{{- end }}
+{{- define "portcullis.introspectionDir" -}}/etc/portcullis/introspection{{- end }}
+
+{{/* The container ports; the config file makes the server listen on them. */}}
+{{- define "portcullis.httpPort" -}}8080{{- end }}
+{{- define "portcullis.metricsPort" -}}9090{{- end }}
+
+{{/*
+portcullis.authEnabled is "true" when an issuer or introspection is configured.
+*/}}
+{{- define "portcullis.authEnabled" -}}
+{{- $auth := .Values.config.auth | default dict }}
+{{- if or $auth.issuers (dig "introspection" "url" "" $auth) }}true{{ end }}
+{{- end }}
+
+{{/*
+portcullis.introspectionEnabled is "true" when config.auth.introspection.url is set.
+*/}}
+{{- define "portcullis.introspectionEnabled" -}}
+{{- if dig "auth" "introspection" "url" "" .Values.config }}true{{ end }}
+{{- end }}
+
+{{/*
+portcullis.secretName is the Secret holding the request-state keys (and the
+introspection client secret unless it has its own existing Secret).
+*/}}
+{{- define "portcullis.secretName" -}}
+{{- default (include "portcullis.fullname" .) .Values.requestState.existingSecret }}
+{{- end }}
+
+{{/*
+portcullis.chartSecretNeeded is "true" when the chart creates its own Secret.
+*/}}
+{{- define "portcullis.chartSecretNeeded" -}}
+{{- if or (not .Values.requestState.existingSecret) (and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.existingSecret)) }}true{{ end }}
+{{- end }}
+
+{{/*
+portcullis.seconds converts a Go duration made of h, m and s parts ("1m30s")
+to whole seconds. values.schema.json only allows that form for the keys
+passed here.
+*/}}
+{{- define "portcullis.seconds" -}}
+{{- $d := toString . }}
+{{- $h := regexFind "[0-9]+h" $d | trimSuffix "h" | default "0" | atoi }}
+{{- $m := regexFind "[0-9]+m" $d | trimSuffix "m" | default "0" | atoi }}
+{{- $s := regexFind "[0-9]+s" $d | trimSuffix "s" | default "0" | atoi }}
+{{- add (mul $h 3600) (mul $m 60) $s }}
+{{- end }}
+
+{{/*
+portcullis.config is the configuration file: config from the values, plus
+the keys the chart owns (listen addresses and the mounted secret files).
+*/}}
+{{- define "portcullis.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- $server := merge (dict "listen" (printf "0.0.0.0:%s" (include "portcullis.httpPort" .)) "metrics_listen" (printf "0.0.0.0:%s" (include "portcullis.metricsPort" .))) ($cfg.server | default dict) }}
+{{- $_ := set $cfg "server" $server }}
+{{- $mcp := $cfg.mcp | default dict }}
+{{- $rs := $mcp.request_state | default dict }}
+{{- $_ := set $rs "keys_file" (printf "%s/keys" (include "portcullis.requestStateDir" .)) }}
+{{- $_ := set $mcp "request_state" $rs }}
+{{- $_ := set $cfg "mcp" $mcp }}
+{{- if include "portcullis.introspectionEnabled" . }}
+{{- $_ := set $cfg.auth.introspection "client_secret_file" (printf "%s/client-secret" (include "portcullis.introspectionDir" .)) }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+portcullis.validate fails the render on a configuration that cannot work,
+naming the values key to change.
+*/}}
+{{- define "portcullis.validate" -}}
+{{- $auth := .Values.config.auth | default dict }}
+{{- if not (include "portcullis.authEnabled" .) }}
+{{- if not $auth.insecure_allow_unauthenticated }}
+{{- fail "config.auth: no issuers and no introspection are configured, so /mcp would accept calls from anyone. Set config.auth.resource and config.auth.issuers (see README.md, \"Install in Kubernetes\"), or set config.auth.insecure_allow_unauthenticated=true to run without authentication (never in production)." }}
+{{- end }}
+{{- else if not $auth.resource }}
+{{- fail "config.auth.resource: required when auth is on: the public URL of the MCP endpoint, e.g. https://mcp.example.com/mcp" }}
+{{- else if ne (urlParse $auth.resource).path "/mcp" }}
+{{- fail (printf "config.auth.resource: %q must name the served MCP endpoint, whose path is /mcp" $auth.resource) }}
+{{- end }}
+{{- if and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.clientSecret) (not .Values.introspection.existingSecret) }}
+{{- fail "introspection: config.auth.introspection.url is set, so set introspection.existingSecret (or introspection.clientSecret) to the client secret Portcullis authenticates with" }}
+{{- end }}
+{{- $server := .Values.config.server | default dict }}
+{{- $drain := include "portcullis.seconds" ($server.drain_delay | default "0s") | atoi }}
+{{- $grace := include "portcullis.seconds" ($server.shutdown_grace | default "25s") | atoi }}
+{{- if le (int .Values.terminationGracePeriodSeconds) (add $drain $grace) }}
+{{- fail (printf "terminationGracePeriodSeconds: %d must exceed config.server.drain_delay (%ds) + config.server.shutdown_grace (%ds) = %ds, or Kubernetes kills pods while calls are still finishing" (int .Values.terminationGracePeriodSeconds) $drain $grace (add $drain $grace)) }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled .Values.autoscaling.targetCPUUtilizationPercentage (not (dig "requests" "cpu" "" (.Values.resources | default dict))) }}
+{{- fail "autoscaling.targetCPUUtilizationPercentage: needs resources.requests.cpu (utilization is a percentage of the request); set it, or set the target to 0" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled .Values.autoscaling.targetMemoryUtilizationPercentage (not (dig "requests" "memory" "" (.Values.resources | default dict))) }}
+{{- fail "autoscaling.targetMemoryUtilizationPercentage: needs resources.requests.memory; set it, or set the target to 0" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (not .Values.autoscaling.targetCPUUtilizationPercentage) (not .Values.autoscaling.targetMemoryUtilizationPercentage) }}
+{{- fail "autoscaling: set targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" }}
+{{- end }}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- if $pdb.enabled }}
+{{- $replicas := ternary .Values.autoscaling.minReplicas .Values.replicaCount .Values.autoscaling.enabled | int }}
+{{- if eq (toString $pdb.maxUnavailable) "0" }}
+{{- fail "podDisruptionBudget.maxUnavailable: 0 lets no pod be evicted, so node drains would hang" }}
+{{- else if and (eq (toString $pdb.maxUnavailable) "") (regexMatch "^[0-9]+$" (toString $pdb.minAvailable)) (ge (int $pdb.minAvailable) $replicas) }}
+{{- fail (printf "podDisruptionBudget.minAvailable: %d with %d replica(s) lets no pod be evicted, so node drains would hang: run more replicas (replicaCount or autoscaling.minReplicas) or lower it" (int $pdb.minAvailable) $replicas) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas: must not exceed autoscaling.maxReplicas" }}
+{{- end }}
+{{- end }}
