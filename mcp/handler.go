@@ -188,11 +188,11 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 	h := &Handler{
 		sessions:  newSessionCap(maxSessions, server),
 		limitHook: hook,
-		origins: opts.AllowedOrigins,
-		maxBody: opts.MaxBodyBytes,
-		logger:  logger,
-		access:  access,
-		streams: make(map[*context.CancelFunc]struct{}),
+		origins:   opts.AllowedOrigins,
+		maxBody:   opts.MaxBodyBytes,
+		logger:    logger,
+		access:    access,
+		streams:   make(map[*context.CancelFunc]struct{}),
 		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Stateless:                    true,
 			Logger:                       logger,
