@@ -18,6 +18,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -214,7 +215,10 @@ func newApp(cfg *Config, stderr io.Writer) (*app, error) {
 		Logger:  logger,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy: toolPolicy(cfg.Auth),
+		Policy:       toolPolicy(cfg.Auth),
+		ToolTimeout:  cfg.MCP.ToolTimeout,
+		ToolTimeouts: cfg.MCP.ToolTimeouts,
+		LimitHook:    limitHook(logger),
 	})
 	return &app{cfg: cfg, logger: logger, catalog: cat, server: server}, nil
 }
@@ -312,15 +316,16 @@ func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, s
 	if err != nil {
 		return err
 	}
-	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, access, a.logger)
-	srv := &http.Server{
-		Handler:           a.routes(health, guard(mcpHandler), dev),
-		ReadHeaderTimeout: s.ReadHeaderTimeout,
-		IdleTimeout:       s.IdleTimeout,
-		MaxHeaderBytes:    s.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
-		// No WriteTimeout: SSE responses and long tool calls stay open.
+	mcpOpts := a.cfg.MCP
+	mcpOpts.LimitHook = limitHook(a.logger)
+	mcpHandler := mcp.NewHandler(a.server, mcpOpts, access, a.logger)
+	limiter, err := limits.New(a.cfg.Limits, principalKey, limitHook(a.logger), nil)
+	if err != nil {
+		return err
 	}
+	// The limits run after auth, which puts the principal they key on in
+	// the request context.
+	srv := newHTTPServer(s, a.routes(health, guard(limiter.Middleware(mcpHandler)), dev), a.logger)
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
@@ -356,6 +361,43 @@ func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, s
 	}
 	a.logger.Info("stopped")
 	return nil
+}
+
+// newHTTPServer returns the MCP listener's server with the connection
+// limits of s: a slowloris client that trickles headers is cut off after
+// ReadHeaderTimeout, idle keep-alive connections after IdleTimeout, and
+// headers over MaxHeaderBytes get 431.
+func newHTTPServer(s ServerOptions, h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// No WriteTimeout: SSE responses and long tool calls stay open.
+	}
+}
+
+// principalKey is what the per-principal limits key on: the token's issuer,
+// subject and client id, or, with auth off, the client's IP address.
+func principalKey(r *http.Request) string {
+	if p, ok := auth.PrincipalFrom(r.Context()); ok {
+		return p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return "ip\x00" + host
+}
+
+// limitHook receives every refusal by a limit (internal/limits and the MCP
+// layer's body size, session cap and tool timeout). It logs refusals at
+// debug level; the metrics it feeds are registered with observability.
+func limitHook(logger *slog.Logger) limits.Hook {
+	return func(ctx context.Context, ev limits.Event) {
+		logger.DebugContext(ctx, "limit reached", "limit", string(ev.Limit), "tool", ev.Tool)
+	}
 }
 
 // authGuard returns the middleware that guards /mcp and the per-tool access
