@@ -9,15 +9,19 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -272,6 +276,9 @@ func TestFaultIntrospectionSlowOrDown(t *testing.T) {
 	if n := strings.Count(srv.Stderr(), `"reason":"introspection_failed"`); n < 2 {
 		t.Errorf("introspection failures logged: %d, want 2", n)
 	}
+	if n := scrape(t, srv, "portcullis_auth_requests_total", `outcome="denied"`, `reason="introspection_failed"`); n != 2 {
+		t.Errorf("portcullis_auth_requests_total{reason=\"introspection_failed\"} = %v, want 2", n)
+	}
 	proxy.Set(proxyUp)
 	callOK(t, endpoint, list, modernHeaders(idp.OpaqueToken(t, resource), "tools/list", ""))
 }
@@ -335,6 +342,9 @@ func TestFaultUpstreamSlowOrDown(t *testing.T) {
 	if took < toolTimeout || took > toolTimeout+2*time.Second {
 		t.Errorf("slow upstream: call took %v, want about the tool timeout %v", took, toolTimeout)
 	}
+	if n := scrape(t, slow, "portcullis_limit_rejections_total", `limit="tool_timeout"`); n != 1 {
+		t.Errorf("portcullis_limit_rejections_total{limit=\"tool_timeout\"} = %v, want 1", n)
+	}
 	select {
 	case <-upstreamGone:
 	case <-time.After(5 * time.Second):
@@ -372,6 +382,9 @@ func TestFaultToolPanics(t *testing.T) {
 	}
 	if n := strings.Count(srv.Stderr(), `"msg":"handler panicked"`); n != 3 {
 		t.Errorf("panics logged: %d, want 3", n)
+	}
+	if n := scrape(t, srv, "mcp_server_operation_duration_seconds_count", `mcp_method_name="tools/call"`, `gen_ai_tool_name="test_panic"`, `error_type="tool_error"`); n != 3 {
+		t.Errorf("panicking calls counted as tool errors: %v, want 3", n)
 	}
 	select {
 	case <-srv.Done():
@@ -426,6 +439,9 @@ func TestLimitsRealBinary(t *testing.T) {
 		resp, body, _ := timedPost(t, srv.MCPURL(), list, modernHeaders(alice, "tools/list", ""), 5*time.Second)
 		checkRefused(t, resp, body, http.StatusTooManyRequests, "2")
 		callOK(t, srv.MCPURL(), list, modernHeaders(bob, "tools/list", ""))
+		if n := scrape(t, srv, "portcullis_rate_limited_total", `scope="principal"`); n != 1 {
+			t.Errorf("portcullis_rate_limited_total = %v, want 1", n)
+		}
 	})
 	t.Run("in flight", func(t *testing.T) {
 		entered := make(chan struct{}, 4)
@@ -484,5 +500,148 @@ func TestLimitsRealBinary(t *testing.T) {
 			}
 		}
 		callOK(t, srv.MCPURL(), modernToolsList(2), modernHeaders(tokens["carol"], "tools/list", ""))
+		for _, limit := range []string{"inflight_principal", "inflight_total"} {
+			if n := scrape(t, srv, "portcullis_limit_rejections_total", `limit="`+limit+`"`); n != 1 {
+				t.Errorf("portcullis_limit_rejections_total{limit=%q} = %v, want 1", limit, n)
+			}
+		}
 	})
+}
+
+// metricsURL returns the /metrics URL a server logged at start.
+func metricsURL(t *testing.T, s *server) string {
+	t.Helper()
+	for line := range strings.Lines(s.Stderr()) {
+		var rec struct {
+			Msg, Listener, URL string
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && rec.Listener == "metrics" && rec.URL != "" {
+			return rec.URL
+		}
+	}
+	t.Fatal("the server logged no metrics listener")
+	return ""
+}
+
+// scrape returns the sum of the samples of the series name whose labels
+// include every label="value" pair in labels, from one scrape of s's
+// /metrics (text format).
+func scrape(t *testing.T, s *server, name string, labels ...string) float64 {
+	t.Helper()
+	_, body := doRequest(t, &http.Client{Timeout: 10 * time.Second}, mustRequest(t, http.MethodGet, metricsURL(t, s)))
+	var sum float64
+	found := false
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimSpace(line)
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		n, rest, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(","+strings.TrimSuffix(rest, "}")+",", ","+l+",") {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(value, &v); err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		t.Fatalf("no series %s{%s} in the scrape", name, strings.Join(labels, ","))
+	}
+	return sum
+}
+
+// TestFaultCollectorDown: traces go to an OTLP collector that is down (a
+// closed port) or a black hole (accepts connections, never answers). Tool
+// calls are unaffected: spans are exported in the background, failures are
+// counted, and the process still exits promptly on SIGTERM.
+func TestFaultCollectorDown(t *testing.T) {
+	blackHole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { blackHole.Close() })
+	var held []net.Conn
+	var heldMu sync.Mutex
+	go func() {
+		for {
+			c, err := blackHole.Accept()
+			if err != nil {
+				return
+			}
+			heldMu.Lock()
+			held = append(held, c)
+			heldMu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		heldMu.Lock()
+		defer heldMu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+
+	for _, tc := range []struct {
+		name, endpoint string
+		// counted: the failure shows in portcullis_otel_spans_total within
+		// the test. A black hole is counted only once the exporter's retries
+		// give up (a minute by default), which the test does not wait for.
+		counted bool
+	}{
+		{name: "closed port", endpoint: "http://" + freeLoopbackAddr(t), counted: true},
+		{name: "black hole", endpoint: "http://" + blackHole.Addr().String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startServer(t, []string{
+				"OTEL_EXPORTER_OTLP_ENDPOINT=" + tc.endpoint,
+				"OTEL_EXPORTER_OTLP_TIMEOUT=1000",
+				"OTEL_BSP_SCHEDULE_DELAY=100",
+				"OTEL_TRACES_SAMPLER=always_on",
+			})
+			const calls = 60
+			var durations []time.Duration
+			for i := range calls {
+				res, took := toolCallResult(t, srv.MCPURL(), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`, nil, 5*time.Second)
+				if res.IsError {
+					t.Fatalf("call %d: %+v", i, res)
+				}
+				durations = append(durations, took)
+			}
+			slices.Sort(durations)
+			if p99 := durations[len(durations)*99/100]; p99 > 500*time.Millisecond {
+				t.Errorf("p99 of %d calls with the collector down: %v, want under 500ms (median %v)", calls, p99, durations[len(durations)/2])
+			}
+			// The exporter did try, and its failures are counted.
+			deadline := time.Now().Add(15 * time.Second)
+			for tc.counted && scrape(t, srv, "portcullis_otel_spans_total", `outcome="failed"`)+scrape(t, srv, "portcullis_otel_spans_total", `outcome="dropped"`) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("no span export failure counted after 15s")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			start := time.Now()
+			srv.Signal(t, syscall.SIGTERM)
+			select {
+			case <-srv.Done():
+				if took := time.Since(start); took > 8*time.Second {
+					t.Errorf("exit took %v after SIGTERM with the collector down", took)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("no exit 20s after SIGTERM with the collector down")
+			}
+		})
+	}
 }

@@ -476,16 +476,14 @@ func newHTTPServer(s ServerOptions, h http.Handler, logger *slog.Logger) *http.S
 }
 
 // principalKey is what the per-principal limits key on: the token's issuer,
-// subject and client id, or, with auth off, the client's IP address.
+// subject and client id. With auth off there is none, and only the overall
+// in-flight cap applies: keying on the client address would put every
+// caller behind one proxy in one bucket.
 func principalKey(r *http.Request) string {
 	if p, ok := auth.PrincipalFrom(r.Context()); ok {
 		return p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return "ip\x00" + host
+	return ""
 }
 
 // limitHook receives every refusal by a limit (internal/limits and the MCP

@@ -40,10 +40,10 @@ type Options struct {
 	MaxInFlightPerPrincipal int `yaml:"max_in_flight_per_principal"`
 	// RatePerPrincipal is the sustained requests per second one caller may
 	// make (a token bucket keyed on issuer, subject and client id); faster
-	// callers get 429 with Retry-After. Default 20.
+	// callers get 429 with Retry-After. Default 50.
 	RatePerPrincipal float64 `yaml:"rate_per_principal"`
 	// BurstPerPrincipal is the bucket size: how many requests a caller may
-	// make at once after a pause. Default 40.
+	// make at once after a pause. Default 100.
 	BurstPerPrincipal int `yaml:"burst_per_principal"`
 	// MaxPrincipals bounds the callers whose state is kept; the least
 	// recently seen is forgotten first. Default 10000.
@@ -54,8 +54,8 @@ type Options struct {
 const (
 	DefaultMaxInFlight             = 512
 	DefaultMaxInFlightPerPrincipal = 32
-	DefaultRatePerPrincipal        = 20
-	DefaultBurstPerPrincipal       = 40
+	DefaultRatePerPrincipal        = 50
+	DefaultBurstPerPrincipal       = 100
 	DefaultMaxPrincipals           = 10000
 )
 
@@ -125,8 +125,9 @@ type Event struct {
 type Hook func(context.Context, Event)
 
 // KeyFunc returns the key a request's principal is limited under, e.g.
-// issuer, subject and client id of its verified token. An empty key is
-// limited as one anonymous caller.
+// issuer, subject and client id of its verified token. An empty key means
+// the request has no principal (auth is off): only the overall cap applies,
+// since every caller behind one proxy would otherwise share one share.
 type KeyFunc func(*http.Request) string
 
 // Limiter enforces [Options] on HTTP requests. Create it with [New].
@@ -191,10 +192,25 @@ func (l *Limiter) InFlight() int64 { return l.total.Load() }
 // Middleware returns next guarded by the limits. The order of checks is
 // the cheapest refusal first: the caller's rate, then the caller's share of
 // requests in flight, then the server's total. GET requests (long-lived SSE
-// streams) are not counted in flight, but are rate limited.
+// streams) are not counted in flight, but are rate limited. Requests without
+// a principal (an empty key) see only the server's total.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := l.principal(l.key(r))
+		key := l.key(r)
+		if key == "" {
+			if r.Method == http.MethodGet {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if !l.enter() {
+				l.refuseTotal(w, r)
+				return
+			}
+			defer l.total.Add(-1)
+			next.ServeHTTP(w, r)
+			return
+		}
+		p := l.principal(key)
 		now := l.now()
 		res := p.rate.ReserveN(now, 1)
 		if !res.OK() {
@@ -217,15 +233,27 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		defer p.inFlight.Add(-1)
-		if l.total.Add(1) > int64(l.opts.MaxInFlight) {
-			l.total.Add(-1)
-			l.refuse(w, r, LimitInFlightTotal, http.StatusServiceUnavailable, time.Second,
-				"Service unavailable: the server is at capacity.")
+		if !l.enter() {
+			l.refuseTotal(w, r)
 			return
 		}
 		defer l.total.Add(-1)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// enter takes one of the server's in-flight slots, if one is free.
+func (l *Limiter) enter() bool {
+	if l.total.Add(1) > int64(l.opts.MaxInFlight) {
+		l.total.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *Limiter) refuseTotal(w http.ResponseWriter, r *http.Request) {
+	l.refuse(w, r, LimitInFlightTotal, http.StatusServiceUnavailable, time.Second,
+		"Service unavailable: the server is at capacity.")
 }
 
 func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, limit Limit, status int, retry time.Duration, msg string) {

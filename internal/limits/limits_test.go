@@ -255,3 +255,23 @@ func TestValidateNamesKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestNoPrincipal: requests without a principal are not rate limited or
+// capped per principal, but count toward the server's total.
+func TestNoPrincipal(t *testing.T) {
+	ev, c := &events{}, &clock{t: time.Unix(1e9, 0)}
+	l := newLimiter(t, Options{MaxInFlight: 1, MaxInFlightPerPrincipal: 1, RatePerPrincipal: 1, BurstPerPrincipal: 1}, ev, c)
+	h := l.Middleware(ok)
+	for i := range 5 {
+		if w := request(h, http.MethodPost, ""); w.Code != http.StatusOK {
+			t.Fatalf("request %d without a principal: status %d, want 200 (no per-principal limits)", i+1, w.Code)
+		}
+	}
+	b := newBlocking()
+	done := make(chan struct{})
+	go func() { defer close(done); request(l.Middleware(b), http.MethodPost, "") }()
+	<-b.entered
+	checkRefusal(t, request(h, http.MethodPost, ""), http.StatusServiceUnavailable, "1")
+	close(b.release)
+	<-done
+}
