@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -236,16 +237,22 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 		httpSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), propagation.HeaderCarrier(extra.Header)))
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.attrs...)}
-	parent := ctx
-	if carrier := metaCarrier(req); carrier != nil {
-		parent = t.prop.Extract(ctx, carrier)
+	// ctx may already carry a span: a legacy session's context descends
+	// from the HTTP request that created it. Never parent on that.
+	parent := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	carrier := metaCarrier(req)
+	var metaSC trace.SpanContext
+	if carrier != nil {
+		metaSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), carrier))
 	}
-	metaSC := trace.SpanContextFromContext(parent)
 	switch {
-	case metaSC.IsValid() && httpSC.IsValid() && !metaSC.Equal(httpSC):
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: httpSC}))
-	case !metaSC.IsValid() && httpSC.IsValid():
-		parent = trace.ContextWithRemoteSpanContext(ctx, httpSC)
+	case metaSC.IsValid():
+		parent = t.prop.Extract(parent, carrier) // with its baggage
+		if httpSC.IsValid() && !metaSC.Equal(httpSC) {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: httpSC}))
+		}
+	case httpSC.IsValid():
+		parent = trace.ContextWithRemoteSpanContext(parent, httpSC)
 	}
 	return t.tracer.Start(parent, c.methodLabel, opts...)
 }
@@ -253,11 +260,7 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 // metaCarrier reads trace context from params._meta, or returns nil when
 // the request has none.
 func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
-	p := req.GetParams()
-	if p == nil {
-		return nil
-	}
-	meta := p.GetMeta()
+	meta := requestMeta(req)
 	tp, ok := meta["traceparent"].(string)
 	if !ok || tp == "" {
 		return nil
@@ -272,6 +275,20 @@ func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
 	return c
 }
 
+// requestMeta returns the request's params._meta, or nil. Requests without
+// params (an initialized notification) hold a typed nil pointer, whose
+// GetMeta would panic.
+func requestMeta(req sdk.Request) map[string]any {
+	p := req.GetParams()
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return p.GetMeta()
+}
+
 // protocolVersion is the request's protocol revision: the HTTP header, the
 // per-request _meta of 2026-07-28, or what the session negotiated.
 func protocolVersion(req sdk.Request) string {
@@ -280,10 +297,8 @@ func protocolVersion(req sdk.Request) string {
 			return v
 		}
 	}
-	if p := req.GetParams(); p != nil {
-		if v, ok := p.GetMeta()[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
-			return v
-		}
+	if v, ok := requestMeta(req)[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
+		return v
 	}
 	if r, ok := req.(*sdk.InitializeRequest); ok && r.Params != nil {
 		return r.Params.ProtocolVersion
