@@ -23,7 +23,7 @@ tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 # GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
 
-.PHONY: help build run test e2e tools vet clean
+.PHONY: help build run test e2e tools vet clean soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,3 +50,15 @@ vet: ## Run go vet on every package.
 
 clean: ## Remove build output, test results and the node tools cache.
 	rm -rf bin results .cache
+
+# The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
+# traffic, bounded in time and request count (bench/soak, not part of the
+# binary). SOAK_DURATION and SOAK_RATE tune it.
+SOAK_DURATION ?= 10m
+SOAK_RATE     ?= 20
+
+soak: build ## Soak the built binary on loopback for SOAK_DURATION (10m): errors, p99 per minute, RSS and goroutines start → end.
+	$(GO) run ./bench/soak -binary $(BIN) -duration $(SOAK_DURATION) -rate $(SOAK_RATE)
+
+soak-smoke: build ## A 20-second soak for CI, reported every 5 seconds.
+	$(GO) run ./bench/soak -binary $(BIN) -duration 20s -interval 5s -warmup 3s -rate $(SOAK_RATE)
