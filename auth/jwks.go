@@ -46,9 +46,9 @@ type keySet struct {
 	fetchedAt time.Time // of the keys held
 	stale     bool      // a background refresh of stale keys is running
 	loaded    bool
-	lastErr  error
-	inflight *fetchCall
-	fetches  int // number of JWKS fetches attempted (tests)
+	lastErr   error
+	inflight  *fetchCall
+	fetches   int // number of JWKS fetches attempted (tests)
 }
 
 type fetchCall struct {
