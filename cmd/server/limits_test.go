@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +150,35 @@ func TestPrincipalKey(t *testing.T) {
 	b := r.WithContext(auth.WithPrincipal(r.Context(), &auth.Principal{Issuer: "https://idp", Subject: "alice", ClientID: "app2"}))
 	if ka, kb := principalKey(a), principalKey(b); ka == kb || !strings.Contains(ka, "alice") || !strings.Contains(ka, "app1") {
 		t.Errorf("keys %q and %q: want subject and client id, distinct per client", ka, kb)
+	}
+}
+
+func TestLimitKeysFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(`
+mcp:
+  tool_timeout: 30s
+  tool_timeouts:
+    - tool: weather
+      timeout: 5s
+  max_sessions: 100
+limits:
+  max_in_flight: 64
+  max_in_flight_per_principal: 8
+  rate_per_principal: 2.5
+  burst_per_principal: 5
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MCP.ToolTimeout != 30*time.Second || len(c.MCP.ToolTimeouts) != 1 || c.MCP.ToolTimeouts[0].Tool != "weather" ||
+		c.MCP.ToolTimeouts[0].Timeout != 5*time.Second || c.MCP.MaxSessions != 100 {
+		t.Errorf("mcp limits = %+v", c.MCP)
+	}
+	if l := c.Limits; l.MaxInFlight != 64 || l.MaxInFlightPerPrincipal != 8 || l.RatePerPrincipal != 2.5 || l.BurstPerPrincipal != 5 || l.MaxPrincipals != 10000 {
+		t.Errorf("limits = %+v", l)
 	}
 }
