@@ -131,6 +131,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / cfg.rate))
 	defer tick.Stop()
 	deadline := time.After(cfg.duration)
+	progress := time.NewTicker(cfg.interval)
+	defer progress.Stop()
 	began := time.Now()
 	sem := make(chan struct{}, 128)
 	var wg sync.WaitGroup
@@ -142,6 +144,8 @@ loop:
 			break loop
 		case <-deadline:
 			break loop
+		case <-progress.C:
+			fmt.Fprintf(out, "  %v: %d requests sent, %d unexpected answers so far\n", time.Since(began).Round(time.Second), sent, st.errorCount())
 		case <-warmedUp:
 			if start, err = srv.snapshot(ctx, client); err != nil {
 				return err
@@ -209,6 +213,10 @@ type request struct {
 	auth   string // "token" (the principal's), "none" or "garbage"
 	status int    // the expected status
 	tool   bool   // a tools/call whose result must not be an error
+	// session: a whole legacy session instead (initialize, initialized,
+	// a tool call, DELETE), so that sessions that are not cleaned up show
+	// as growth.
+	session bool
 }
 
 const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"soak","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
@@ -231,9 +239,10 @@ func legacyCall(name, args string) request {
 	}
 }
 
-// mix is the traffic, in order, repeated: 6 tool calls, 2 lists, 2 auth
-// failures in every 10 requests.
+// mix is the traffic, in order, repeated: in every 11 requests, 6 tool
+// calls, 2 lists, 2 auth failures and one whole legacy session.
 var mix = []request{
+	{name: "2025-11-25 session", session: true},
 	modernCall("echo", `{"text":"soak"}`),
 	{name: "2026-07-28 tools/list", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`,
 		header: map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}, auth: "token", status: http.StatusOK},
@@ -251,9 +260,54 @@ var mix = []request{
 }
 
 func (q request) do(ctx context.Context, client *http.Client, endpoint, token string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(q.body))
+	if q.session {
+		return doSession(ctx, client, endpoint, token)
+	}
+	_, err := q.send(ctx, client, http.MethodPost, endpoint, token)
+	return err
+}
+
+// doSession runs a legacy session from initialize to DELETE.
+func doSession(ctx context.Context, client *http.Client, endpoint, token string) error {
+	h := map[string]string{"MCP-Protocol-Version": "2025-11-25"}
+	init := request{name: "session initialize", header: h, auth: "token", status: http.StatusOK,
+		body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"soak","version":"1"}}}`}
+	resp, err := init.send(ctx, client, http.MethodPost, endpoint, token)
 	if err != nil {
 		return err
+	}
+	id := resp.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		return errors.New("session initialize: no Mcp-Session-Id")
+	}
+	h = map[string]string{"MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": id}
+	steps := []struct {
+		method string
+		q      request
+	}{
+		{http.MethodPost, request{name: "session initialized", header: h, auth: "token", status: http.StatusAccepted,
+			body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`}},
+		{http.MethodPost, request{name: "session tools/call echo", header: h, auth: "token", status: http.StatusOK, tool: true,
+			body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"soak"}}}`}},
+		{http.MethodDelete, request{name: "session DELETE", header: h, auth: "token", status: http.StatusNoContent}},
+	}
+	for _, st := range steps {
+		if _, err := st.q.send(ctx, client, st.method, endpoint, token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send sends q and checks the answer.
+func (q request) send(ctx context.Context, client *http.Client, method, endpoint, token string) (*http.Response, error) {
+	var body io.Reader
+	if q.body != "" {
+		body = strings.NewReader(q.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, endpoint, body)
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -268,22 +322,22 @@ func (q request) do(ctx context.Context, client *http.Client, endpoint, token st
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %w", q.name, err)
+		return nil, fmt.Errorf("%s: %w", q.name, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("%s: reading the response: %w", q.name, err)
+		return nil, fmt.Errorf("%s: reading the response: %w", q.name, err)
 	}
 	if resp.StatusCode != q.status {
-		return fmt.Errorf("%s: status %d, want %d: %.200s", q.name, resp.StatusCode, q.status, body)
+		return nil, fmt.Errorf("%s: status %d, want %d: %.200s", q.name, resp.StatusCode, q.status, data)
 	}
 	if q.status != http.StatusOK {
-		return nil
+		return resp, nil
 	}
-	msg, err := lastMessage(resp.Header.Get("Content-Type"), body)
+	msg, err := lastMessage(resp.Header.Get("Content-Type"), data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", q.name, err)
+		return nil, fmt.Errorf("%s: %w", q.name, err)
 	}
 	var m struct {
 		Result *struct {
@@ -294,17 +348,17 @@ func (q request) do(ctx context.Context, client *http.Client, endpoint, token st
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(msg, &m); err != nil {
-		return fmt.Errorf("%s: %w: %.200s", q.name, err, msg)
+		return nil, fmt.Errorf("%s: %w: %.200s", q.name, err, msg)
 	}
 	switch {
 	case m.Error != nil:
-		return fmt.Errorf("%s: JSON-RPC error: %s", q.name, m.Error.Message)
+		return nil, fmt.Errorf("%s: JSON-RPC error: %s", q.name, m.Error.Message)
 	case m.Result == nil:
-		return fmt.Errorf("%s: no result: %.200s", q.name, msg)
+		return nil, fmt.Errorf("%s: no result: %.200s", q.name, msg)
 	case q.tool && m.Result.IsError:
-		return fmt.Errorf("%s: tool error: %.200s", q.name, msg)
+		return nil, fmt.Errorf("%s: tool error: %.200s", q.name, msg)
 	}
-	return nil
+	return resp, nil
 }
 
 // lastMessage returns the JSON-RPC message of a response: the body, or the
