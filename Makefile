@@ -23,7 +23,7 @@ tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 # GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
 
-.PHONY: help build run test e2e tools vet clean soak soak-smoke
+.PHONY: help build run test e2e tools vet clean obs-tools obs-check soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,6 +45,17 @@ test: tools ## Install the test tools, then run every test with the race detecto
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./e2e/...
 
+obs-tools: ## Install Prometheus and promtool, build the OpenTelemetry Collector into .cache/bin, install @grafana/schema and TypeScript.
+	bash scripts/install-prometheus.sh
+	bash scripts/install-otelcol.sh
+	bash scripts/install-grafana-schema.sh
+
+obs-check: ## Check the alert rules (promtool check rules, promtool test rules) and type-check the Grafana dashboard.
+	@command -v promtool >/dev/null || { echo "promtool not found: run make obs-tools" >&2; exit 1; }
+	promtool check rules helm/portcullis/files/alerts.yaml
+	cd helm/portcullis/files && promtool test rules alerts_test.yaml
+	bash scripts/check-dashboard.sh
+
 vet: ## Run go vet on every package.
 	$(GO) vet ./...
 
@@ -62,3 +73,17 @@ soak: build ## Soak the built binary on loopback for SOAK_DURATION (10m): errors
 
 soak-smoke: build ## A 20-second soak for CI, reported every 5 seconds.
 	$(GO) run ./bench/soak -binary $(BIN) -duration 20s -interval 5s -warmup 3s -rate $(SOAK_RATE)
+
+# FUZZTIME bounds each fuzz target in `make fuzz`.
+FUZZTIME ?= 5s
+# FUZZ_TARGETS lists package:target pairs, run one at a time.
+FUZZ_TARGETS := ./mcp:FuzzHandler ./mcp:FuzzOpen ./mcp:FuzzSealRoundTrip \
+	./auth:FuzzVerify ./auth:FuzzMiddleware ./internal/config:FuzzLoad ./cmd/server:FuzzConfig
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 5s), one by one; crashers land in testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done

@@ -31,7 +31,7 @@ type introspector struct {
 
 func newIntrospector(ctx context.Context, o Options, client *http.Client, now func() time.Time) (*introspector, error) {
 	in := o.Introspection
-	b, err := os.ReadFile(in.ClientSecretFile)
+	b, err := readSecretFile(in.ClientSecretFile)
 	if err != nil {
 		return nil, fmt.Errorf("auth: introspection.client_secret_file: %w", err)
 	}
@@ -156,4 +156,24 @@ func redactURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// maxSecretFile bounds a client secret file, so a mistaken path (a device,
+// a log) fails fast instead of being read without end.
+const maxSecretFile = 64 << 10
+
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSecretFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes: not a secret file", path, maxSecretFile)
+	}
+	return b, nil
 }

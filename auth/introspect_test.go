@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -166,5 +167,9 @@ func TestIntrospectionSecretFile(t *testing.T) {
 	o.Introspection.ClientSecretFile = filepath.Join(t.TempDir(), "missing")
 	if _, err := NewVerifier(context.Background(), o, nil, nil); err == nil {
 		t.Error("missing secret file: want error")
+	}
+	o.Introspection.ClientSecretFile = "/dev/zero"
+	if _, err := NewVerifier(context.Background(), o, nil, nil); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("endless secret file: error %v, want one saying it is too large", err)
 	}
 }

@@ -276,7 +276,7 @@ func TestFaultIntrospectionSlowOrDown(t *testing.T) {
 	if n := strings.Count(srv.Stderr(), `"reason":"introspection_failed"`); n < 2 {
 		t.Errorf("introspection failures logged: %d, want 2", n)
 	}
-	if n := scrape(t, srv, "portcullis_auth_requests_total", `outcome="denied"`, `reason="introspection_failed"`); n != 2 {
+	if n := scrapeSum(t, srv, "portcullis_auth_requests_total", `outcome="denied"`, `reason="introspection_failed"`); n != 2 {
 		t.Errorf("portcullis_auth_requests_total{reason=\"introspection_failed\"} = %v, want 2", n)
 	}
 	proxy.Set(proxyUp)
@@ -342,7 +342,7 @@ func TestFaultUpstreamSlowOrDown(t *testing.T) {
 	if took < toolTimeout || took > toolTimeout+2*time.Second {
 		t.Errorf("slow upstream: call took %v, want about the tool timeout %v", took, toolTimeout)
 	}
-	if n := scrape(t, slow, "portcullis_limit_rejections_total", `limit="tool_timeout"`); n != 1 {
+	if n := scrapeSum(t, slow, "portcullis_limit_rejections_total", `limit="tool_timeout"`); n != 1 {
 		t.Errorf("portcullis_limit_rejections_total{limit=\"tool_timeout\"} = %v, want 1", n)
 	}
 	select {
@@ -383,7 +383,7 @@ func TestFaultToolPanics(t *testing.T) {
 	if n := strings.Count(srv.Stderr(), `"msg":"handler panicked"`); n != 3 {
 		t.Errorf("panics logged: %d, want 3", n)
 	}
-	if n := scrape(t, srv, "mcp_server_operation_duration_seconds_count", `mcp_method_name="tools/call"`, `gen_ai_tool_name="test_panic"`, `error_type="tool_error"`); n != 3 {
+	if n := scrapeSum(t, srv, "mcp_server_operation_duration_seconds_count", `mcp_method_name="tools/call"`, `gen_ai_tool_name="test_panic"`, `error_type="tool_error"`); n != 3 {
 		t.Errorf("panicking calls counted as tool errors: %v, want 3", n)
 	}
 	select {
@@ -439,7 +439,7 @@ func TestLimitsRealBinary(t *testing.T) {
 		resp, body, _ := timedPost(t, srv.MCPURL(), list, modernHeaders(alice, "tools/list", ""), 5*time.Second)
 		checkRefused(t, resp, body, http.StatusTooManyRequests, "2")
 		callOK(t, srv.MCPURL(), list, modernHeaders(bob, "tools/list", ""))
-		if n := scrape(t, srv, "portcullis_rate_limited_total", `scope="principal"`); n != 1 {
+		if n := scrapeSum(t, srv, "portcullis_rate_limited_total", `scope="principal"`); n != 1 {
 			t.Errorf("portcullis_rate_limited_total = %v, want 1", n)
 		}
 	})
@@ -501,37 +501,22 @@ func TestLimitsRealBinary(t *testing.T) {
 		}
 		callOK(t, srv.MCPURL(), modernToolsList(2), modernHeaders(tokens["carol"], "tools/list", ""))
 		for _, limit := range []string{"inflight_principal", "inflight_total"} {
-			if n := scrape(t, srv, "portcullis_limit_rejections_total", `limit="`+limit+`"`); n != 1 {
+			if n := scrapeSum(t, srv, "portcullis_limit_rejections_total", `limit="`+limit+`"`); n != 1 {
 				t.Errorf("portcullis_limit_rejections_total{limit=%q} = %v, want 1", limit, n)
 			}
 		}
 	})
 }
 
-// metricsURL returns the /metrics URL a server logged at start.
-func metricsURL(t *testing.T, s *server) string {
-	t.Helper()
-	for line := range strings.Lines(s.Stderr()) {
-		var rec struct {
-			Msg, Listener, URL string
-		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && rec.Listener == "metrics" && rec.URL != "" {
-			return rec.URL
-		}
-	}
-	t.Fatal("the server logged no metrics listener")
-	return ""
-}
-
-// scrape returns the sum of the samples of the series name whose labels
+// scrapeSum returns the sum of the samples of the series name whose labels
 // include every label="value" pair in labels, from one scrape of s's
 // /metrics (text format).
-func scrape(t *testing.T, s *server, name string, labels ...string) float64 {
+func scrapeSum(t *testing.T, s *server, name string, labels ...string) float64 {
 	t.Helper()
-	_, body := doRequest(t, &http.Client{Timeout: 10 * time.Second}, mustRequest(t, http.MethodGet, metricsURL(t, s)))
+	body := scrape(t, s.MetricsURL(t))
 	var sum float64
 	found := false
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(body) {
 		line = strings.TrimSpace(line)
 		series, value, ok := strings.Cut(line, " ")
 		if !ok || strings.HasPrefix(line, "#") {
@@ -626,7 +611,7 @@ func TestFaultCollectorDown(t *testing.T) {
 			}
 			// The exporter did try, and its failures are counted.
 			deadline := time.Now().Add(15 * time.Second)
-			for tc.counted && scrape(t, srv, "portcullis_otel_spans_total", `outcome="failed"`)+scrape(t, srv, "portcullis_otel_spans_total", `outcome="dropped"`) == 0 {
+			for tc.counted && scrapeSum(t, srv, "portcullis_otel_spans_total", `outcome="failed"`)+scrapeSum(t, srv, "portcullis_otel_spans_total", `outcome="dropped"`) == 0 {
 				if time.Now().After(deadline) {
 					t.Fatal("no span export failure counted after 15s")
 				}

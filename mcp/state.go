@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -46,12 +47,15 @@ type keyedAEAD struct {
 	aead cipher.AEAD
 }
 
-// sealedState is the plaintext inside a sealed requestState.
+// sealedState is the plaintext inside a sealed requestState. Subject and
+// State are bytes, not strings, so that JSON carries them exactly: a JSON
+// string would replace bytes that are not UTF-8, altering a tool's binary
+// state and the subject it is bound to.
 type sealedState struct {
 	Expires int64  `json:"e"`
 	Digest  []byte `json:"d"`
-	Subject string `json:"s,omitempty"`
-	State   string `json:"v"`
+	Subject []byte `json:"s,omitempty"`
+	State   []byte `json:"v"`
 }
 
 // NewSealer returns a Sealer that seals with keys[0] and opens with any key.
@@ -95,13 +99,26 @@ func NewRandomKey() []byte {
 	return k
 }
 
+// maxKeysFile bounds a keys file: about a thousand keys, far more than
+// rotation needs, and a mistaken path (a device, a log) fails fast instead
+// of being read without end.
+const maxKeysFile = 64 << 10
+
 // LoadKeys reads keys from a file holding one base64 (standard or URL, padded
 // or not) key per line, newest first. Blank lines and lines starting with '#'
-// are ignored.
+// are ignored. A file larger than 64 KiB is refused.
 func LoadKeys(path string) ([][]byte, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: reading request-state keys: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("mcp: reading request-state keys: %w", err)
+	}
+	if len(data) > maxKeysFile {
+		return nil, fmt.Errorf("mcp: request-state keys %s is larger than %d bytes: not a keys file", path, maxKeysFile)
 	}
 	var keys [][]byte
 	for i, line := range strings.Split(string(data), "\n") {
@@ -138,8 +155,8 @@ func (s *Sealer) Seal(state string, digest []byte, subject string) (string, erro
 	pt, err := json.Marshal(sealedState{
 		Expires: s.now().Add(s.ttl).Unix(),
 		Digest:  digest,
-		Subject: subject,
-		State:   state,
+		Subject: []byte(subject),
+		State:   []byte(state),
 	})
 	if err != nil {
 		return "", fmt.Errorf("mcp: sealing requestState: %w", err)
@@ -161,7 +178,9 @@ func (s *Sealer) Open(sealed string, digest []byte, subject string) (string, err
 	if !ok {
 		return "", ErrInvalidState
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(rest)
+	// Strict: a state has one encoding; without it, changing the unused
+	// low bits of the last character would give another string that opens.
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest)
 	if err != nil || len(raw) < 4 {
 		return "", ErrInvalidState
 	}
@@ -181,10 +200,10 @@ func (s *Sealer) Open(sealed string, digest []byte, subject string) (string, err
 		if err := json.Unmarshal(pt, &st); err != nil {
 			return "", ErrInvalidState
 		}
-		if s.now().Unix() > st.Expires || !bytes.Equal(st.Digest, digest) || st.Subject != subject {
+		if s.now().Unix() > st.Expires || !bytes.Equal(st.Digest, digest) || string(st.Subject) != subject {
 			return "", ErrInvalidState
 		}
-		return st.State, nil
+		return string(st.State), nil
 	}
 	return "", ErrInvalidState
 }

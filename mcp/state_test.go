@@ -133,6 +133,8 @@ func TestLoadKeys(t *testing.T) {
 		{name: "not base64", path: write("bad", "!!!\n"), wantErr: "line 1: key is not base64"},
 		{name: "short", path: write("short", base64.StdEncoding.EncodeToString([]byte("x"))+"\n"), wantErr: "want 32"},
 		{name: "missing", path: filepath.Join(dir, "nope"), wantErr: "no such file"},
+		{name: "endless", path: "/dev/zero", wantErr: "larger than 65536 bytes"},
+		{name: "too large", path: write("large", strings.Repeat("# "+k1+"\n", 2000)), wantErr: "larger than 65536 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

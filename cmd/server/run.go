@@ -40,6 +40,9 @@ Commands:
   serve          serve MCP over Streamable HTTP on /mcp (the default)
   stdio          serve MCP over stdin/stdout (logs go to stderr)
   check-config   validate the configuration, report every problem, and exit
+  doctor URL     check a deployment the way a connector sees it (metadata,
+                 401 challenge, authorization server, Origin and Mcp-Method
+                 checks; with --token, initialize and tools/list)
   version        print the version and exit
   help           print this help
 
@@ -64,6 +67,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		err = runStdio(ctx, args, environ, stdin, stdout, stderr)
 	case "check-config":
 		err = runCheckConfig(args, environ, stdout, stderr)
+	case "doctor":
+		err = runDoctor(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionString())
 	case "help", "-h", "--help":
