@@ -508,6 +508,38 @@ func TestLimitsRealBinary(t *testing.T) {
 	})
 }
 
+// TestSessionAndBodyLimitsRealBinary: over mcp.max_sessions an initialize
+// gets 503 with Retry-After and a JSON-RPC error, and deleting a session
+// frees its slot; a body over mcp.max_body_bytes gets 413. Both counted.
+func TestSessionAndBodyLimitsRealBinary(t *testing.T) {
+	srv := startServer(t, []string{"PORTCULLIS_MCP_MAX_SESSIONS=2", "PORTCULLIS_MCP_MAX_BODY_BYTES=1024"})
+	var sessions []http.Header
+	for range 2 {
+		sessions = append(sessions, initSession(t, http.DefaultClient, srv.MCPURL()))
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"portcullis-e2e","version":"0.0.1"}}}`
+	resp, body, _ := timedPost(t, srv.MCPURL(), initialize, nil, 5*time.Second)
+	checkRefused(t, resp, body, http.StatusServiceUnavailable, "5")
+
+	req := mustRequest(t, http.MethodDelete, srv.MCPURL())
+	req.Header = sessions[0].Clone()
+	if resp, body := doRequest(t, http.DefaultClient, req); resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE session: status %d: %s", resp.StatusCode, body)
+	}
+	initSession(t, http.DefaultClient, srv.MCPURL()) // the freed slot
+
+	big := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 2048) + `"}}}`
+	resp, body, _ = timedPost(t, srv.MCPURL(), big, sessions[1], 5*time.Second)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "1024 bytes") {
+		t.Errorf("oversized body: status %d: %s; want 413 naming the limit", resp.StatusCode, body)
+	}
+	for limit, want := range map[string]float64{"sessions": 1, "body_size": 1} {
+		if n := scrapeSum(t, srv, "portcullis_limit_rejections_total", `limit="`+limit+`"`); n != want {
+			t.Errorf("portcullis_limit_rejections_total{limit=%q} = %v, want %v", limit, n, want)
+		}
+	}
+}
+
 // scrapeSum returns the sum of the samples of the series name whose labels
 // include every label="value" pair in labels, from one scrape of s's
 // /metrics (text format).
