@@ -101,6 +101,21 @@ func TestToolTimeout(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("quick: %v %+v", err, res)
 	}
+	// A caller that goes away first is not a timeout: the handler's context
+	// is cancelled, and nothing is counted.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slower"}); err == nil {
+		t.Fatal("CallTool with a cancelled context: no error")
+	}
+	select {
+	case err := <-cancelled:
+		if err != context.Canceled {
+			t.Errorf("handler's context ended with %v, want canceled (the caller left)", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("handler's context was not cancelled when the caller left")
+	}
 	got := ev.list()
 	if len(got) != len(tests) {
 		t.Fatalf("events %+v, want %d tool_timeout events", got, len(tests))
