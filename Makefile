@@ -23,7 +23,7 @@ tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 # GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
 
-.PHONY: help build run test e2e tools vet clean obs-tools obs-check
+.PHONY: help build run test e2e tools vet clean obs-tools obs-check soak soak-smoke
 
 # Kubernetes packaging: the Helm chart, the manifests generated from it and
 # the image. Tools (helm, helm-unittest, kubeconform, schemas) live in .cache.
@@ -89,6 +89,18 @@ manifests-check: manifests ## Fail if deploy/k8s differs from what the chart gen
 
 image: ## docker build the image IMAGE (default ghcr.io/portcullis-mcp/portcullis:VERSION). Needs a Docker engine: none runs on the dev machines, so it is untested there.
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+
+# The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
+# traffic, bounded in time and request count (bench/soak, not part of the
+# binary). SOAK_DURATION and SOAK_RATE tune it.
+SOAK_DURATION ?= 10m
+SOAK_RATE     ?= 20
+
+soak: build ## Soak the built binary on loopback for SOAK_DURATION (10m): errors, p99 per minute, RSS and goroutines start → end.
+	$(GO) run ./bench/soak -binary $(BIN) -duration $(SOAK_DURATION) -rate $(SOAK_RATE)
+
+soak-smoke: build ## A 20-second soak for CI, reported every 5 seconds.
+	$(GO) run ./bench/soak -binary $(BIN) -duration 20s -interval 5s -warmup 3s -rate $(SOAK_RATE)
 
 # FUZZTIME bounds each fuzz target in `make fuzz`.
 FUZZTIME ?= 5s

@@ -28,7 +28,10 @@ var errRateLimited = errors.New("key set refresh rate limited")
 // keySet is an [oidc.KeySet] backed by a remote JWKS. It keeps the keys it
 // has, refreshes when a token names an unknown kid (at most once per
 // interval, shared by all callers, whatever the kids), bounds every fetch,
-// and keeps serving the keys it has when the IdP is down.
+// and keeps serving the keys it has when the IdP is down. Keys older than
+// maxAge are refreshed in the background, without holding the request that
+// noticed, so a key the IdP removes stops being trusted within about
+// maxAge.
 type keySet struct {
 	issuer    string
 	jwksURL   string // from config, or discovered
@@ -36,13 +39,16 @@ type keySet struct {
 	client    *http.Client
 	now       func() time.Time
 	limiter   *rate.Limiter
+	maxAge    time.Duration // 0: never refresh known keys
 
-	mu       sync.Mutex
-	keys     []jose.JSONWebKey
-	loaded   bool
-	lastErr  error
-	inflight *fetchCall
-	fetches  int // number of JWKS fetches attempted (tests)
+	mu        sync.Mutex
+	keys      []jose.JSONWebKey
+	fetchedAt time.Time // of the keys held
+	stale     bool      // a background refresh of stale keys is running
+	loaded    bool
+	lastErr   error
+	inflight  *fetchCall
+	fetches   int // number of JWKS fetches attempted (tests)
 }
 
 type fetchCall struct {
@@ -50,12 +56,34 @@ type fetchCall struct {
 	err  error
 }
 
-func newKeySet(issuer, jwksURL string, allowHTTP bool, client *http.Client, now func() time.Time, interval time.Duration) *keySet {
+func newKeySet(issuer, jwksURL string, allowHTTP bool, client *http.Client, now func() time.Time, interval, maxAge time.Duration) *keySet {
 	lim := rate.NewLimiter(rate.Every(interval), 1)
 	if interval <= 0 {
 		lim = rate.NewLimiter(rate.Inf, 1)
 	}
-	return &keySet{issuer: issuer, jwksURL: jwksURL, allowHTTP: allowHTTP, client: client, now: now, limiter: lim}
+	return &keySet{issuer: issuer, jwksURL: jwksURL, allowHTTP: allowHTTP, client: client, now: now, limiter: lim, maxAge: maxAge}
+}
+
+// refreshIfStale starts one background refresh when the keys held are
+// older than maxAge. Until it succeeds the keys held keep verifying; if the
+// IdP is down they are kept, and a later request tries again.
+func (k *keySet) refreshIfStale(ctx context.Context) {
+	if k.maxAge <= 0 {
+		return
+	}
+	k.mu.Lock()
+	if k.stale || k.inflight != nil || k.now().Sub(k.fetchedAt) < k.maxAge {
+		k.mu.Unlock()
+		return
+	}
+	k.stale = true
+	k.mu.Unlock()
+	go func() {
+		_ = k.refresh(context.WithoutCancel(ctx))
+		k.mu.Lock()
+		k.stale = false
+		k.mu.Unlock()
+	}()
 }
 
 // VerifySignature implements [oidc.KeySet]. Its errors are *Error with
@@ -79,6 +107,7 @@ func (k *keySet) verify(ctx context.Context, raw string) ([]byte, error) {
 	}
 	kid := jws.Signatures[0].Header.KeyID
 	if keys := k.lookup(kid); len(keys) > 0 {
+		k.refreshIfStale(ctx)
 		return verifyWith(jws, keys)
 	}
 	// Unknown kid: refresh (rate limited) and look again.
@@ -148,7 +177,7 @@ func (k *keySet) refresh(ctx context.Context) error {
 
 	k.mu.Lock()
 	if err == nil {
-		k.keys, k.loaded, k.lastErr = keys, true, nil
+		k.keys, k.loaded, k.lastErr, k.fetchedAt = keys, true, nil, k.now()
 	} else {
 		k.lastErr = err // keep the keys we have
 	}

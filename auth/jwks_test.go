@@ -187,3 +187,103 @@ func TestDiscovery(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleKeysAreRefreshed: keys older than jwks_max_age are fetched again
+// in the background, so a key the IdP removed stops verifying; while the
+// IdP is down the keys held keep verifying.
+func TestStaleKeysAreRefreshed(t *testing.T) {
+	a, b := newRSAKey(t, "a"), newRSAKey(t, "b")
+	f := newFakeIssuer(t, a)
+	clk := newClock()
+	opts := testOptions(f)
+	opts.JWKSMaxAge = time.Hour
+	v, err := NewVerifier(context.Background(), opts, nil, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := 0
+	verify := func(k testKey) error { // a fresh token each time: none is cached
+		n++
+		now := clk.Now()
+		_, err := v.Verify(ctx, k.sign(t, f.claims(map[string]any{"sub": fmt.Sprint("user-", n),
+			"iat": now.Add(-time.Minute).Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(time.Hour).Unix()})))
+		return err
+	}
+	waitFetches := func(want int32) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for f.jwksFetches.Load() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("JWKS fetches = %d, want %d", f.jwksFetches.Load(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := verify(a); err != nil {
+		t.Fatal(err)
+	}
+	// The IdP replaces key a with b. Within max age, a still verifies and
+	// nothing is fetched.
+	f.mu.Lock()
+	f.keys = []testKey{b}
+	f.mu.Unlock()
+	clk.Advance(59 * time.Minute)
+	if err := verify(a); err != nil {
+		t.Fatalf("key a within max age: %v", err)
+	}
+	if got := f.jwksFetches.Load(); got != 1 {
+		t.Fatalf("JWKS fetches within max age = %d, want 1", got)
+	}
+
+	// Past max age with the IdP down: a keeps verifying (the refresh fails
+	// in the background and the keys are kept).
+	f.down.Store(true)
+	clk.Advance(2 * time.Minute)
+	if err := verify(a); err != nil {
+		t.Fatalf("key a, stale, IdP down: %v", err)
+	}
+	waitFetches(2)
+	// Wait for the failed refresh to finish before the next one.
+	deadline := time.Now().Add(5 * time.Second)
+	for ks := v.(*cachingVerifier).next.(*multiVerifier).keySets[0]; ; {
+		ks.mu.Lock()
+		busy := ks.stale
+		ks.mu.Unlock()
+		if !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("background refresh did not finish")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := verify(a); err != nil {
+		t.Fatalf("key a after a failed refresh: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond) // a refresh it might start is rate limited
+	if got := f.jwksFetches.Load(); got != 2 {
+		t.Errorf("JWKS fetches while the IdP is down = %d, want 2 (rate limited)", got)
+	}
+
+	// The IdP is back: the next request triggers a refresh, after which a
+	// is unknown and b verifies.
+	f.down.Store(false)
+	clk.Advance(DefaultJWKSRefreshInterval)
+	_ = verify(a) // served from the stale keys while the refresh runs
+	waitFetches(3)
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		err := verify(a)
+		if ReasonOf(err) == ReasonUnknownKey {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("removed key a still verifies after the refresh: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := verify(b); err != nil {
+		t.Errorf("key b after the refresh: %v", err)
+	}
+}

@@ -44,6 +44,11 @@ type Options struct {
 	// caused by unknown key ids, so made-up kids cannot hammer the IdP.
 	// Default 10s.
 	JWKSRefreshInterval time.Duration `yaml:"jwks_refresh_interval"`
+	// JWKSMaxAge is how long fetched keys are trusted before they are
+	// fetched again in the background (requests never wait for it), so a
+	// key the IdP removes stops verifying within about this long. When the
+	// IdP is down the keys held are kept. Default 15m.
+	JWKSMaxAge time.Duration `yaml:"jwks_max_age"`
 	// Policy lists per-tool requirements; see [Policy].
 	Policy []ToolPolicy `yaml:"policy"`
 	// InsecureAllowUnauthenticated serves the endpoint with no auth on a
@@ -117,6 +122,7 @@ const (
 	DefaultCacheSize           = 10000
 	DefaultCacheTTL            = 5 * time.Minute
 	DefaultJWKSRefreshInterval = 10 * time.Second
+	DefaultJWKSMaxAge          = 15 * time.Minute
 	DefaultIntrospectTimeout   = 5 * time.Second
 	// MaxTokenSize is the largest bearer token accepted (bytes).
 	MaxTokenSize = 8 << 10
@@ -146,6 +152,9 @@ func (o *Options) Defaults() {
 	}
 	if o.JWKSRefreshInterval == 0 {
 		o.JWKSRefreshInterval = DefaultJWKSRefreshInterval
+	}
+	if o.JWKSMaxAge == 0 {
+		o.JWKSMaxAge = DefaultJWKSMaxAge
 	}
 	for i := range o.Issuers {
 		if len(o.Issuers[i].Algorithms) == 0 {
@@ -269,6 +278,11 @@ func (o *Options) Validate() error {
 	}
 	if o.JWKSRefreshInterval < 0 {
 		add("jwks_refresh_interval", "must not be negative")
+	}
+	if o.JWKSMaxAge < 0 {
+		add("jwks_max_age", "must not be negative")
+	} else if o.JWKSMaxAge > 0 && o.JWKSMaxAge < o.JWKSRefreshInterval {
+		add("jwks_max_age", "%v is shorter than jwks_refresh_interval %v", o.JWKSMaxAge, o.JWKSRefreshInterval)
 	}
 	for i, c := range o.RolesClaims {
 		if strings.TrimSpace(c) == "" {

@@ -129,23 +129,27 @@ func idpPaths(t *testing.T) (node, script, deps string) {
 
 // startIdP runs e2e/idp/idp.mjs under Node 22 on 127.0.0.1 (a free port)
 // with the extra environment env ("IDP_ACCESS_TOKEN_TTL=5",
-// "IDP_CLIENTS=[…]", "IDP_KEYS_FILE=…"; see idp.mjs), waits for its issuer
+// "IDP_CLIENTS=[…]", "IDP_KEYS_FILE=…", "IDP_PORT=N"; see idp.mjs), waits for its issuer
 // line and stops it on cleanup, logging its stderr if the test failed.
 // Unless env sets IDP_KEYS_FILE, the keys go to a file in t.TempDir().
 func startIdP(t *testing.T, env ...string) *IdP {
 	t.Helper()
 	node, script, deps := idpPaths(t)
 	p := &IdP{stderr: &lineBuffer{}, done: make(chan struct{})}
+	port := "0" // IDP_PORT=N restarts an IdP on the port (so the issuer URL) of an earlier one
 	for _, kv := range env {
-		if k, v, _ := strings.Cut(kv, "="); k == "IDP_KEYS_FILE" {
+		switch k, v, _ := strings.Cut(kv, "="); k {
+		case "IDP_KEYS_FILE":
 			p.KeysFile = v
+		case "IDP_PORT":
+			port = v
 		}
 	}
 	if p.KeysFile == "" {
 		p.KeysFile = filepath.Join(t.TempDir(), "idp-keys.json")
 		env = append(env, "IDP_KEYS_FILE="+p.KeysFile)
 	}
-	cmd := exec.Command(node, script, "--port", "0")
+	cmd := exec.Command(node, script, "--port", port)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "IDP_") || strings.HasPrefix(kv, "NODE_OPTIONS=")
 	})

@@ -4,20 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestSIGTERMDrainsInFlightCalls checks the graceful drain: a tool call in
-// flight when SIGTERM arrives still completes; readiness fails; new
-// requests are refused; the process exits 0 within server.shutdown_grace.
+// TestSIGTERMDrainsInFlightCalls checks the graceful drain under load:
+// tool calls in flight when SIGTERM arrives still complete; readiness
+// fails; new requests are refused cleanly (connection refused or 503, never
+// another error or a cut-off answer) while a load generator keeps sending;
+// the process exits 0 within server.shutdown_grace.
 //
-// The call in flight is a weather lookup whose fake upstream holds the
-// geocoding request until the test lets it go, so the call is in flight
+// The calls in flight are weather lookups whose fake upstream holds the
+// geocoding request until the test lets it go, so the calls are in flight
 // for exactly as long as the test needs, with no sleep.
 //
 // With server.drain_delay set, the listener stays open for that long after
@@ -37,8 +41,9 @@ func TestSIGTERMDrainsInFlightCalls(t *testing.T) {
 
 func testSIGTERMDrain(t *testing.T, drainDelay time.Duration) {
 	const grace = 5 * time.Second
+	const held = 4 // weather calls in flight at SIGTERM
 
-	entered := make(chan struct{}, 1)
+	entered := make(chan struct{}, held)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	let := func() { releaseOnce.Do(func() { close(release) }) }
@@ -68,26 +73,38 @@ func testSIGTERMDrain(t *testing.T, drainDelay time.Duration) {
 	session := initSession(t, client, srv.MCPURL())
 
 	type outcome struct {
+		id   string
 		resp *http.Response
 		body []byte
 		err  error
 	}
-	inflight := make(chan outcome, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		resp, body, err := doPost(ctx, client, srv.MCPURL(),
-			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"weather","arguments":{"city":"Paris"}}}`, session)
-		inflight <- outcome{resp, body, err}
-	}()
-	select {
-	case <-entered:
-	case o := <-inflight:
-		t.Fatalf("weather call ended before reaching the upstream: %v %s", o.err, o.body)
-	case <-time.After(20 * time.Second):
-		t.Fatal("weather call did not reach the fake upstream within 20s")
+	inflight := make(chan outcome, held)
+	for i := range held {
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			id := fmt.Sprint(10 + i)
+			resp, body, err := doPost(ctx, client, srv.MCPURL(),
+				`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"weather","arguments":{"city":"Paris"}}}`, session)
+			inflight <- outcome{id, resp, body, err}
+		}()
+	}
+	for i := range held {
+		select {
+		case <-entered:
+		case o := <-inflight:
+			t.Fatalf("weather call ended before reaching the upstream: %v %s", o.err, o.body)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("weather call %d of %d did not reach the fake upstream within 20s", i+1, held)
+		}
 	}
 
+	// Load: quick calls, one after another on kept-alive connections, from
+	// before SIGTERM until the process is gone.
+	var signalledAt atomic.Int64
+	load := newDrainLoad(t, srv.MCPURL(), &signalledAt)
+	time.Sleep(100 * time.Millisecond) // some load before the signal
+	signalledAt.Store(time.Now().UnixNano())
 	signalled := time.Now()
 	srv.Signal(t, syscall.SIGTERM)
 
@@ -142,6 +159,7 @@ func testSIGTERMDrain(t *testing.T, drainDelay time.Duration) {
 	deadline = time.Now().Add(drainDelay + 3*time.Second)
 	for !refused && time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		sent := time.Since(signalled)
 		resp, body, err := doPost(ctx, probe, srv.MCPURL(), seed000ToolsList, nil)
 		cancel()
 		switch {
@@ -152,8 +170,9 @@ func testSIGTERMDrain(t *testing.T, drainDelay time.Duration) {
 			}
 		case resp.StatusCode == http.StatusServiceUnavailable:
 			refused = true
-		case time.Since(signalled) < drainDelay:
-			// Still routed to during the drain delay: fine.
+		case sent < drainDelay+250*time.Millisecond:
+			// Sent during the drain delay (or as the listener was closing,
+			// which a loaded machine stretches): accepted and answered, fine.
 		default:
 			t.Errorf("new request %v after SIGTERM (drain delay %v): status %d, want connection refused or 503; body: %s",
 				time.Since(signalled).Round(time.Millisecond), drainDelay, resp.StatusCode, body)
@@ -173,27 +192,29 @@ func testSIGTERMDrain(t *testing.T, drainDelay time.Duration) {
 	default:
 	}
 
-	// Let the call finish: it must succeed.
+	// Let the calls finish: each must succeed.
 	let()
-	var o outcome
-	select {
-	case o = <-inflight:
-	case <-time.After(grace):
-		t.Fatal("in-flight weather call did not return after the upstream answered")
-	}
-	if o.err != nil {
-		t.Fatalf("in-flight call: %v", o.err)
-	}
-	if o.resp.StatusCode != http.StatusOK {
-		t.Fatalf("in-flight call: status %d: %s", o.resp.StatusCode, o.body)
-	}
-	var res toolResult
-	raw := rpcResult(t, rpcMessages(t, o.resp.Header.Get("Content-Type"), o.body), "7")
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatalf("in-flight call result: %v: %s", err, raw)
-	}
-	if res.IsError || !strings.Contains(string(raw), fakeParisTemperature) {
-		t.Errorf("in-flight call result = %s, want Paris's weather (%s) and no error", raw, fakeParisTemperature)
+	for range held {
+		var o outcome
+		select {
+		case o = <-inflight:
+		case <-time.After(grace):
+			t.Fatal("in-flight weather call did not return after the upstream answered")
+		}
+		if o.err != nil {
+			t.Fatalf("in-flight call: %v", o.err)
+		}
+		if o.resp.StatusCode != http.StatusOK {
+			t.Fatalf("in-flight call: status %d: %s", o.resp.StatusCode, o.body)
+		}
+		var res toolResult
+		raw := rpcResult(t, rpcMessages(t, o.resp.Header.Get("Content-Type"), o.body), o.id)
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatalf("in-flight call result: %v: %s", err, raw)
+		}
+		if res.IsError || !strings.Contains(string(raw), fakeParisTemperature) {
+			t.Errorf("in-flight call result = %s, want Paris's weather (%s) and no error", raw, fakeParisTemperature)
+		}
 	}
 
 	// The process exits 0, within the grace period.
@@ -207,5 +228,84 @@ func testSIGTERMDrain(t *testing.T, drainDelay time.Duration) {
 		}
 	case <-time.After(drainDelay + grace + 2*time.Second):
 		t.Fatalf("portcullis still running %v after SIGTERM (drain delay %v, grace %v)", time.Since(signalled), drainDelay, grace)
+	}
+	load.stopAndCheck(t)
+}
+
+// drainLoad sends quick tool calls in a loop and classifies each answer.
+type drainLoad struct {
+	stop chan struct{}
+	done chan struct{}
+
+	mu       sync.Mutex
+	before   int      // answered 200 before SIGTERM
+	after    int      // answered 200 after SIGTERM (accepted, completed)
+	refused  int      // refused after SIGTERM: connection error or 503
+	problems []string // anything else
+}
+
+func newDrainLoad(t *testing.T, endpoint string, signalledAt *atomic.Int64) *drainLoad {
+	l := &drainLoad{stop: make(chan struct{}), done: make(chan struct{})}
+	client := &http.Client{Timeout: 10 * time.Second}
+	h := http.Header{}
+	h.Set("MCP-Protocol-Version", "2025-11-25")
+	go func() {
+		defer close(l.done)
+		for {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			sentAt := time.Now().UnixNano()
+			resp, body, err := doPost(t.Context(), client, endpoint, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"calculator","arguments":{"operation":"add","a":1,"b":2}}}`, h)
+			sig := signalledAt.Load()
+			l.mu.Lock()
+			switch {
+			case err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"result":3`) && !strings.Contains(string(body), `"isError":true`):
+				if sig == 0 || sentAt < sig {
+					l.before++
+				} else {
+					l.after++
+				}
+			case sig == 0:
+				l.problems = append(l.problems, fmt.Sprintf("before SIGTERM: %v %v %.600s", err, statusOf(resp), body))
+			case err != nil:
+				// Refused: the listener is closed, or an idle connection was
+				// closed before the request was read. Nothing half-done.
+				l.refused++
+			case resp.StatusCode == http.StatusServiceUnavailable:
+				l.refused++
+			default:
+				l.problems = append(l.problems, fmt.Sprintf("after SIGTERM: status %d: %.200s", resp.StatusCode, body))
+			}
+			l.mu.Unlock()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond) // the listener is gone; do not spin
+			}
+		}
+	}()
+	return l
+}
+
+func statusOf(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+func (l *drainLoad) stopAndCheck(t *testing.T) {
+	t.Helper()
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.Logf("load during the drain: %d answered before SIGTERM, %d accepted and answered after, %d refused", l.before, l.after, l.refused)
+	for _, p := range l.problems {
+		t.Errorf("load: %s", p)
+	}
+	if l.before == 0 || l.refused == 0 {
+		t.Errorf("load: %d calls answered before SIGTERM and %d refused after; want some of each", l.before, l.refused)
 	}
 }

@@ -19,6 +19,8 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 )
 
 // Options configures the /mcp endpoint. It is the `mcp:` section of the
@@ -44,6 +46,19 @@ type Options struct {
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// RequestState configures sealing of MRTR requestState.
 	RequestState RequestStateOptions `yaml:"request_state"`
+	// MaxSessions bounds the legacy sessions open at once; an initialize
+	// over the cap gets 503 with Retry-After. Zero means 10000.
+	MaxSessions int `yaml:"max_sessions"`
+	// ToolTimeout bounds one tools/call: when it is up the tool's context
+	// is cancelled and the caller gets an error result saying so. Zero
+	// means 60s.
+	ToolTimeout time.Duration `yaml:"tool_timeout"`
+	// ToolTimeouts overrides ToolTimeout for the tools listed.
+	ToolTimeouts []ToolTimeout `yaml:"tool_timeouts"`
+
+	// LimitHook receives an event whenever a limit refuses a request (body
+	// size, session cap). Nil means none. Not configurable from YAML.
+	LimitHook limits.Hook `yaml:"-"`
 }
 
 // Access is how the endpoint enforces per-tool policy at the HTTP layer,
@@ -82,6 +97,12 @@ func (o *Options) Defaults() {
 	if o.RequestState.TTL == 0 {
 		o.RequestState.TTL = 10 * time.Minute
 	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.ToolTimeout == 0 {
+		o.ToolTimeout = DefaultToolTimeout
+	}
 }
 
 // Validate reports every problem with o, each prefixed with its key relative
@@ -97,6 +118,7 @@ func (o *Options) Validate() error {
 	if o.RequestState.TTL < 0 {
 		errs = append(errs, errors.New("request_state.ttl: must not be negative"))
 	}
+	errs = append(errs, o.validateLimits()...)
 	for i, origin := range o.AllowedOrigins {
 		if err := checkOrigin(origin); err != nil {
 			errs = append(errs, fmt.Errorf("allowed_origins[%d]: %w", i, err))
@@ -146,6 +168,8 @@ type Handler struct {
 	maxBody   int64
 	logger    *slog.Logger
 	access    Access
+	sessions  *sessionCap
+	limitHook limits.Hook
 
 	mu       sync.Mutex
 	draining bool
@@ -159,12 +183,22 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 		logger = slog.New(slog.DiscardHandler)
 	}
 	get := func(*http.Request) *sdk.Server { return server }
+	maxSessions := opts.MaxSessions
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions
+	}
+	hook := opts.LimitHook
+	if hook == nil {
+		hook = func(context.Context, limits.Event) {}
+	}
 	h := &Handler{
-		origins: opts.AllowedOrigins,
-		maxBody: opts.MaxBodyBytes,
-		logger:  logger,
-		access:  access,
-		streams: make(map[*context.CancelFunc]struct{}),
+		sessions:  newSessionCap(maxSessions, server),
+		limitHook: hook,
+		origins:   opts.AllowedOrigins,
+		maxBody:   opts.MaxBodyBytes,
+		logger:    logger,
+		access:    access,
+		streams:   make(map[*context.CancelFunc]struct{}),
 		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Stateless:                    true,
 			Logger:                       logger,
@@ -252,6 +286,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			h.limitHook(r.Context(), limits.Event{Limit: limits.LimitBodySize})
 			writeError(w, http.StatusRequestEntityTooLarge, nil, -32600,
 				fmt.Sprintf("Request body exceeds %d bytes.", mbe.Limit))
 			return
@@ -299,8 +334,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)
-	case r.Header.Get(sessionIDHeader) != "" || isInitialize(msgs):
+	case r.Header.Get(sessionIDHeader) != "":
 		h.stateful.ServeHTTP(w, r)
+	case isInitialize(msgs):
+		h.serveInitialize(w, r)
 	default:
 		h.stateless.ServeHTTP(w, r)
 	}

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/suggest"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
@@ -36,6 +38,13 @@ type ServerConfig struct {
 	// Middleware is added to the server's receiving middleware, outermost
 	// first, before Portcullis's own (so it sees what clients see).
 	Middleware []sdk.Middleware
+	// ToolTimeout bounds each tools/call (see [Options.ToolTimeout]); zero
+	// means unbounded. ToolTimeouts overrides it per tool.
+	ToolTimeout  time.Duration
+	ToolTimeouts []ToolTimeout
+	// LimitHook receives an event for every tool call cut off by its
+	// timeout. Nil means none.
+	LimitHook limits.Hook
 }
 
 // NewServer builds the SDK server that offers everything in cat.
@@ -68,6 +77,7 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 		suggestToolMiddleware(cat.ToolNames),
 		filterToolsMiddleware(cfg.Policy),
 		sealStateMiddleware(cfg.Sealer, logger),
+		toolTimeoutMiddleware(cfg.ToolTimeout, toolTimeoutMap(cfg.ToolTimeouts), cfg.LimitHook, logger),
 		recoverMiddleware(logger),
 	)
 	s.AddReceivingMiddleware(mws...)

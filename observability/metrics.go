@@ -47,6 +47,7 @@ type Metrics struct {
 	spansFailed     prometheus.Counter
 	spansDropped    prometheus.Counter
 	authAllowedOnce prometheus.Counter
+	limitCounters
 }
 
 // NewMetrics creates the series on reg, with the Go runtime and process
@@ -102,6 +103,8 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	})
 	build.Set(1)
 
+	m.limitCounters = newLimitCounters()
+	reg.MustRegister(m.rateLimited, m.limitRejections)
 	reg.MustRegister(
 		m.operation, m.session, m.sessionsActive, m.authRequests,
 		m.httpInFlight, m.httpRequests, m.httpDuration, m.spans, build,

@@ -92,6 +92,10 @@ func conformanceTools() []tool {
 			func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
 				return nil, nil, fmt.Errorf("this tool intentionally returns an error for testing")
 			}),
+		newTool(conformanceTool("test_panic", "panic", "Panics: the server must turn it into an error result and live on (fault tests)."),
+			func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
+				panic("test_panic: intentional panic for fault tests")
+			}),
 		newTool(conformanceTool("test_sampling", "sampling", "Asks the client's model to complete the prompt (sampling/createMessage) and returns its answer."), toolSampling),
 		newTool(conformanceTool("test_elicitation", "elicitation", "Asks the user for a username (elicitation/create) and returns the answer."), toolElicitation),
 		newTool(conformanceTool("test_elicitation_sep1034_defaults", "elicitation defaults", "Asks the user for values that have defaults (SEP-1034)."),

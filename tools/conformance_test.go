@@ -34,6 +34,7 @@ var conformanceToolNames = []string{
 	"test_logging_tool",
 	"test_missing_capability",
 	"test_multiple_content_types",
+	"test_panic",
 	"test_reconnection",
 	"test_sampling",
 	"test_simple_text",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -23,11 +24,12 @@ const envPrefix = "PORTCULLIS_"
 
 // Config is the whole configuration file. Each package owns its section.
 type Config struct {
-	Server ServerOptions `yaml:"server"`
-	MCP    mcp.Options   `yaml:"mcp"`
-	Tools  tools.Options `yaml:"tools"`
-	Auth   auth.Options  `yaml:"auth"`
-	Log    LogOptions    `yaml:"log"`
+	Server ServerOptions  `yaml:"server"`
+	MCP    mcp.Options    `yaml:"mcp"`
+	Tools  tools.Options  `yaml:"tools"`
+	Auth   auth.Options   `yaml:"auth"`
+	Limits limits.Options `yaml:"limits"`
+	Log    LogOptions     `yaml:"log"`
 }
 
 // ServerOptions configures the HTTP listener and its lifecycle.
@@ -83,6 +85,7 @@ func (c *Config) defaults() {
 	c.MCP.Defaults()
 	c.Tools.Defaults()
 	c.Auth.Defaults()
+	c.Limits.Defaults()
 }
 
 // Validate reports every problem at once, each naming its key.
@@ -128,6 +131,7 @@ func (c *Config) Validate() error {
 	add("mcp.", c.MCP.Validate())
 	add("tools.", c.Tools.Validate())
 	add("auth.", c.Auth.Validate())
+	add("limits.", c.Limits.Validate())
 	return errors.Join(errs...)
 }
 

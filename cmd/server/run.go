@@ -22,6 +22,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -263,8 +264,11 @@ func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer
 		Logger:  logger,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy:     toolPolicy(cfg.Auth),
-		Middleware: []sdk.Middleware{telemetry},
+		Policy:       toolPolicy(cfg.Auth),
+		Middleware:   []sdk.Middleware{telemetry},
+		ToolTimeout:  cfg.MCP.ToolTimeout,
+		ToolTimeouts: cfg.MCP.ToolTimeouts,
+		LimitHook:    limitHook(logger, metrics),
 	})
 	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing}, nil
 }
@@ -404,16 +408,18 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	if err != nil {
 		return err
 	}
-	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, access, a.logger)
-	metricsSrv := a.metricsServer()
-	srv := &http.Server{
-		Handler:           a.routes(health, guard(mcpHandler), dev),
-		ReadHeaderTimeout: s.ReadHeaderTimeout,
-		IdleTimeout:       s.IdleTimeout,
-		MaxHeaderBytes:    s.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
-		// No WriteTimeout: SSE responses and long tool calls stay open.
+	hook := limitHook(a.logger, a.metrics)
+	mcpOpts := a.cfg.MCP
+	mcpOpts.LimitHook = hook
+	mcpHandler := mcp.NewHandler(a.server, mcpOpts, access, a.logger)
+	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
+	if err != nil {
+		return err
 	}
+	metricsSrv := a.metricsServer()
+	// The limits run after auth, which puts the principal they key on in
+	// the request context.
+	srv := newHTTPServer(s, a.routes(health, guard(limiter.Middleware(mcpHandler)), dev), a.logger)
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
@@ -457,6 +463,46 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	}
 	a.logger.Info("stopped")
 	return nil
+}
+
+// newHTTPServer returns the MCP listener's server with the connection
+// limits of s: a slowloris client that trickles headers is cut off after
+// ReadHeaderTimeout, idle keep-alive connections after IdleTimeout, and
+// headers over MaxHeaderBytes get 431.
+func newHTTPServer(s ServerOptions, h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// No WriteTimeout: SSE responses and long tool calls stay open.
+	}
+}
+
+// principalKey is what the per-principal limits key on: the token's issuer,
+// subject and client id. With auth off there is none, and only the overall
+// in-flight cap applies: keying on the client address would put every
+// caller behind one proxy in one bucket.
+func principalKey(r *http.Request) string {
+	if p, ok := auth.PrincipalFrom(r.Context()); ok {
+		return p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID
+	}
+	return ""
+}
+
+// limitHook receives every refusal by a limit (internal/limits and the MCP
+// layer's body size, session cap and tool timeout): it counts it in
+// metrics and logs it at debug level.
+func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook {
+	return func(ctx context.Context, ev limits.Event) {
+		if ev.Limit == limits.LimitRate {
+			metrics.RateLimited("principal")
+		} else {
+			metrics.LimitRejected(string(ev.Limit))
+		}
+		logger.DebugContext(ctx, "limit reached", "limit", string(ev.Limit), "tool", ev.Tool)
+	}
 }
 
 // metricsServer serves /metrics on its own listener, so that scraping

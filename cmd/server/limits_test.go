@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+)
+
+// startHTTPServer serves h with newHTTPServer(s) on a loopback port and
+// returns its address.
+func startHTTPServer(t *testing.T, s ServerOptions) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := newHTTPServer(s, h, slog.New(slog.DiscardHandler))
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// closedWithin reports how long the server took to close conn (reads
+// return EOF or a reset), failing the test if it is still open after max.
+func closedWithin(t *testing.T, conn net.Conn, max time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	conn.SetReadDeadline(start.Add(max))
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("connection still open after %v", max)
+	}
+	return time.Since(start)
+}
+
+// TestSlowlorisIsCutOff trickles a request's headers, one line every 50ms,
+// forever: the server must close the connection once ReadHeaderTimeout is
+// up, whatever the client keeps sending.
+func TestSlowlorisIsCutOff(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	addr := startHTTPServer(t, ServerOptions{ReadHeaderTimeout: timeout, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		if _, err := io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"); err != nil {
+			return
+		}
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, err := io.WriteString(conn, "X-Slow: a\r\n"); err != nil {
+					return // the server hung up: what the test wants
+				}
+			}
+		}
+	}()
+	closedWithin(t, conn, 5*time.Second)
+	if took := time.Since(start); took < timeout || took > timeout+2*time.Second {
+		t.Errorf("connection closed after %v, want about ReadHeaderTimeout %v", took, timeout)
+	}
+}
+
+// TestIdleConnectionIsClosed checks that a kept-alive connection with no
+// new request is closed after IdleTimeout.
+func TestIdleConnectionIsClosed(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	addr := startHTTPServer(t, ServerOptions{ReadHeaderTimeout: time.Minute, IdleTimeout: idle, MaxHeaderBytes: 64 << 10})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("first request: status %d, close %v; want a kept-alive 200", resp.StatusCode, resp.Close)
+	}
+	start := time.Now()
+	closedWithin(t, conn, 5*time.Second)
+	if took := time.Since(start); took < idle/2 || took > idle+2*time.Second {
+		t.Errorf("idle connection closed after %v, want about IdleTimeout %v", took, idle)
+	}
+}
+
+// TestOversizedHeadersGet431 sends more header bytes than MaxHeaderBytes.
+func TestOversizedHeadersGet431(t *testing.T) {
+	addr := startHTTPServer(t, ServerOptions{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 1024})
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 8<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("status %d, want 431", resp.StatusCode)
+	}
+}
+
+func TestLimitKeysAreValidated(t *testing.T) {
+	_, err := loadConfig("", []string{
+		"PORTCULLIS_LIMITS_MAX_IN_FLIGHT=-1",
+		"PORTCULLIS_LIMITS_RATE_PER_PRINCIPAL=-2",
+		"PORTCULLIS_MCP_TOOL_TIMEOUT=-1s",
+		"PORTCULLIS_MCP_MAX_SESSIONS=-3",
+	}, nil)
+	for _, want := range []string{
+		"limits.max_in_flight:", "limits.rate_per_principal:", "mcp.tool_timeout:", "mcp.max_sessions:",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("loadConfig: %v\nwant a problem naming %s", err, want)
+		}
+	}
+}
+
+func TestPrincipalKey(t *testing.T) {
+	r, _ := http.NewRequest(http.MethodPost, "/mcp", nil)
+	if got := principalKey(r); got != "" {
+		t.Errorf("without a principal: key %q, want none", got)
+	}
+	a := r.WithContext(auth.WithPrincipal(r.Context(), &auth.Principal{Issuer: "https://idp", Subject: "alice", ClientID: "app1"}))
+	b := r.WithContext(auth.WithPrincipal(r.Context(), &auth.Principal{Issuer: "https://idp", Subject: "alice", ClientID: "app2"}))
+	if ka, kb := principalKey(a), principalKey(b); ka == kb || !strings.Contains(ka, "alice") || !strings.Contains(ka, "app1") {
+		t.Errorf("keys %q and %q: want subject and client id, distinct per client", ka, kb)
+	}
+}
+
+func TestLimitKeysFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(`
+mcp:
+  tool_timeout: 30s
+  tool_timeouts:
+    - tool: weather
+      timeout: 5s
+  max_sessions: 100
+limits:
+  max_in_flight: 64
+  max_in_flight_per_principal: 8
+  rate_per_principal: 2.5
+  burst_per_principal: 5
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MCP.ToolTimeout != 30*time.Second || len(c.MCP.ToolTimeouts) != 1 || c.MCP.ToolTimeouts[0].Tool != "weather" ||
+		c.MCP.ToolTimeouts[0].Timeout != 5*time.Second || c.MCP.MaxSessions != 100 {
+		t.Errorf("mcp limits = %+v", c.MCP)
+	}
+	if l := c.Limits; l.MaxInFlight != 64 || l.MaxInFlightPerPrincipal != 8 || l.RatePerPrincipal != 2.5 || l.BurstPerPrincipal != 5 || l.MaxPrincipals != 10000 {
+		t.Errorf("limits = %+v", l)
+	}
+}

@@ -1,0 +1,282 @@
+// Package limits bounds the work one server takes on: requests in flight
+// overall and per principal, and a token-bucket rate per principal.
+//
+// [Limiter.Middleware] wraps the /mcp handler after authentication, so it
+// knows who is calling. An excess request is answered at once, never
+// queued: 503 with Retry-After when the server as a whole is full, 429 with
+// Retry-After when one principal is over its share or its rate. The body is
+// a JSON-RPC error, so an MCP client can show it.
+//
+// The package imports no telemetry: it reports each refusal to a [Hook],
+// which the observability layer turns into metrics.
+package limits
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/time/rate"
+)
+
+// Options is the `limits:` section of the configuration. Zero values mean
+// the documented defaults, chosen for one production replica on a couple of
+// cores; raise them for bigger machines.
+type Options struct {
+	// MaxInFlight bounds requests being served at once, over all callers;
+	// more get 503 with Retry-After. Long-lived GET streams are not counted
+	// (mcp.max_sessions bounds them). Default 512.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxInFlightPerPrincipal bounds one caller's requests at once; more get
+	// 429 with Retry-After. Default 32.
+	MaxInFlightPerPrincipal int `yaml:"max_in_flight_per_principal"`
+	// RatePerPrincipal is the sustained requests per second one caller may
+	// make (a token bucket keyed on issuer, subject and client id); faster
+	// callers get 429 with Retry-After. Default 50.
+	RatePerPrincipal float64 `yaml:"rate_per_principal"`
+	// BurstPerPrincipal is the bucket size: how many requests a caller may
+	// make at once after a pause. Default 100.
+	BurstPerPrincipal int `yaml:"burst_per_principal"`
+	// MaxPrincipals bounds the callers whose state is kept; the least
+	// recently seen is forgotten first. Default 10000.
+	MaxPrincipals int `yaml:"max_principals"`
+}
+
+// Defaults for [Options].
+const (
+	DefaultMaxInFlight             = 512
+	DefaultMaxInFlightPerPrincipal = 32
+	DefaultRatePerPrincipal        = 50
+	DefaultBurstPerPrincipal       = 100
+	DefaultMaxPrincipals           = 10000
+)
+
+// Defaults fills in zero values.
+func (o *Options) Defaults() {
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.MaxInFlightPerPrincipal == 0 {
+		o.MaxInFlightPerPrincipal = DefaultMaxInFlightPerPrincipal
+	}
+	if o.RatePerPrincipal == 0 {
+		o.RatePerPrincipal = DefaultRatePerPrincipal
+	}
+	if o.BurstPerPrincipal == 0 {
+		o.BurstPerPrincipal = DefaultBurstPerPrincipal
+	}
+	if o.MaxPrincipals == 0 {
+		o.MaxPrincipals = DefaultMaxPrincipals
+	}
+}
+
+// Validate reports every problem with o, each prefixed with its key
+// relative to the limits section.
+func (o *Options) Validate() error {
+	var errs []error
+	for key, v := range map[string]int{
+		"max_in_flight":               o.MaxInFlight,
+		"max_in_flight_per_principal": o.MaxInFlightPerPrincipal,
+		"burst_per_principal":         o.BurstPerPrincipal,
+		"max_principals":              o.MaxPrincipals,
+	} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %d", key, v))
+		}
+	}
+	if o.RatePerPrincipal < 0 || math.IsNaN(o.RatePerPrincipal) || math.IsInf(o.RatePerPrincipal, 0) {
+		errs = append(errs, fmt.Errorf("rate_per_principal: must be a positive number of requests per second, got %v", o.RatePerPrincipal))
+	}
+	if o.MaxInFlight > 0 && o.MaxInFlightPerPrincipal > o.MaxInFlight {
+		errs = append(errs, fmt.Errorf("max_in_flight_per_principal: %d is more than max_in_flight %d", o.MaxInFlightPerPrincipal, o.MaxInFlight))
+	}
+	return errors.Join(errs...)
+}
+
+// Limit names what refused a request, as reported in an [Event].
+type Limit string
+
+// The limits [Limiter] and the MCP layer enforce.
+const (
+	LimitInFlightTotal     Limit = "inflight_total"
+	LimitInFlightPrincipal Limit = "inflight_principal"
+	LimitRate              Limit = "rate"
+	LimitSessions          Limit = "sessions"
+	LimitBodySize          Limit = "body_size"
+	LimitToolTimeout       Limit = "tool_timeout"
+)
+
+// Event is one refusal (or, for [LimitToolTimeout], one call cut off).
+type Event struct {
+	Limit Limit
+	// Tool is the tool's name for LimitToolTimeout, else empty.
+	Tool string
+}
+
+// Hook receives limit events. It must be fast and must not block.
+type Hook func(context.Context, Event)
+
+// KeyFunc returns the key a request's principal is limited under, e.g.
+// issuer, subject and client id of its verified token. An empty key means
+// the request has no principal (auth is off): only the overall cap applies,
+// since every caller behind one proxy would otherwise share one share.
+type KeyFunc func(*http.Request) string
+
+// Limiter enforces [Options] on HTTP requests. Create it with [New].
+type Limiter struct {
+	opts  Options
+	key   KeyFunc
+	hook  Hook
+	now   func() time.Time
+	total atomic.Int64
+
+	mu         sync.Mutex // guards principals' Get-or-Add
+	principals *lru.Cache[string, *principal]
+}
+
+// principal is one caller's state.
+type principal struct {
+	inFlight atomic.Int64
+	rate     *rate.Limiter
+}
+
+// New returns a Limiter for opts (which must have had Defaults applied).
+// hook may be nil; now nil means time.Now.
+func New(opts Options, key KeyFunc, hook Hook, now func() time.Time) (*Limiter, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("limits: %w", err)
+	}
+	if key == nil {
+		return nil, errors.New("limits: no key function")
+	}
+	if hook == nil {
+		hook = func(context.Context, Event) {}
+	}
+	if now == nil {
+		now = time.Now
+	}
+	size := opts.MaxPrincipals
+	if size <= 0 {
+		size = DefaultMaxPrincipals
+	}
+	cache, err := lru.New[string, *principal](size)
+	if err != nil {
+		return nil, fmt.Errorf("limits: %w", err)
+	}
+	return &Limiter{opts: opts, key: key, hook: hook, now: now, principals: cache}, nil
+}
+
+func (l *Limiter) principal(key string) *principal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.principals.Get(key); ok {
+		return p
+	}
+	p := &principal{rate: rate.NewLimiter(rate.Limit(l.opts.RatePerPrincipal), l.opts.BurstPerPrincipal)}
+	l.principals.Add(key, p)
+	return p
+}
+
+// InFlight returns the number of requests being served now (for tests and
+// gauges).
+func (l *Limiter) InFlight() int64 { return l.total.Load() }
+
+// Middleware returns next guarded by the limits. The order of checks is
+// the cheapest refusal first: the caller's rate, then the caller's share of
+// requests in flight, then the server's total. GET requests (long-lived SSE
+// streams) are not counted in flight, but are rate limited. Requests without
+// a principal (an empty key) see only the server's total.
+func (l *Limiter) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := l.key(r)
+		if key == "" {
+			if r.Method == http.MethodGet {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if !l.enter() {
+				l.refuseTotal(w, r)
+				return
+			}
+			defer l.total.Add(-1)
+			next.ServeHTTP(w, r)
+			return
+		}
+		p := l.principal(key)
+		now := l.now()
+		res := p.rate.ReserveN(now, 1)
+		if !res.OK() {
+			l.refuse(w, r, LimitRate, http.StatusTooManyRequests, time.Second, "Too many requests: this caller's request rate is over its limit.")
+			return
+		}
+		if d := res.DelayFrom(now); d > 0 {
+			res.CancelAt(now)
+			l.refuse(w, r, LimitRate, http.StatusTooManyRequests, d, "Too many requests: this caller's request rate is over its limit.")
+			return
+		}
+		if r.Method == http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if p.inFlight.Add(1) > int64(l.opts.MaxInFlightPerPrincipal) {
+			p.inFlight.Add(-1)
+			l.refuse(w, r, LimitInFlightPrincipal, http.StatusTooManyRequests, time.Second,
+				fmt.Sprintf("Too many requests: this caller already has %d requests in progress.", l.opts.MaxInFlightPerPrincipal))
+			return
+		}
+		defer p.inFlight.Add(-1)
+		if !l.enter() {
+			l.refuseTotal(w, r)
+			return
+		}
+		defer l.total.Add(-1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// enter takes one of the server's in-flight slots, if one is free.
+func (l *Limiter) enter() bool {
+	if l.total.Add(1) > int64(l.opts.MaxInFlight) {
+		l.total.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *Limiter) refuseTotal(w http.ResponseWriter, r *http.Request) {
+	l.refuse(w, r, LimitInFlightTotal, http.StatusServiceUnavailable, time.Second,
+		"Service unavailable: the server is at capacity.")
+}
+
+func (l *Limiter) refuse(w http.ResponseWriter, r *http.Request, limit Limit, status int, retry time.Duration, msg string) {
+	l.hook(r.Context(), Event{Limit: limit})
+	WriteRefusal(w, status, retry, msg+" Retry later.")
+}
+
+// WriteRefusal writes status with a Retry-After of retry (whole seconds,
+// rounded up, at least 1) and a JSON-RPC error body (id null, code -32000)
+// carrying msg. The MCP layer uses it for its own limits too.
+func WriteRefusal(w http.ResponseWriter, status int, retry time.Duration, msg string) {
+	secs := int64(math.Ceil(retry.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	h := w.Header()
+	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      any    `json:"id"`
+		Error   any    `json:"error"`
+	}{"2.0", nil, map[string]any{"code": -32000, "message": msg}})
+}

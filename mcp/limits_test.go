@@ -1,0 +1,234 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/limits"
+)
+
+// limitEvents records limit events.
+type limitEvents struct {
+	mu  sync.Mutex
+	got []limits.Event
+}
+
+func (e *limitEvents) hook(_ context.Context, ev limits.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, ev)
+}
+
+func (e *limitEvents) list() []limits.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]limits.Event(nil), e.got...)
+}
+
+func TestToolTimeout(t *testing.T) {
+	// slow waits for its context, or ignores it (stubborn) until released.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	cancelled := make(chan error, 4)
+	server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	type in struct {
+		Stubborn bool `json:"stubborn,omitempty"`
+	}
+	handler := func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+		if a.Stubborn {
+			<-release
+			return nil, nil, nil
+		}
+		<-ctx.Done()
+		cancelled <- ctx.Err()
+		return nil, nil, ctx.Err()
+	}
+	sdk.AddTool(server, &sdk.Tool{Name: "slow"}, handler)
+	sdk.AddTool(server, &sdk.Tool{Name: "slower"}, handler)
+	sdk.AddTool(server, &sdk.Tool{Name: "quick"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
+	})
+	ev := &limitEvents{}
+	server.AddReceivingMiddleware(toolTimeoutMiddleware(50*time.Millisecond,
+		toolTimeoutMap([]ToolTimeout{{Tool: "slower", Timeout: 150 * time.Millisecond}}), ev.hook, nil))
+	cs := connect(t, server)
+
+	tests := []struct {
+		name    string
+		tool    string
+		args    map[string]any
+		timeout time.Duration
+	}{
+		{name: "default timeout, handler honours its context", tool: "slow", timeout: 50 * time.Millisecond},
+		{name: "per-tool override", tool: "slower", timeout: 150 * time.Millisecond},
+		{name: "handler ignores its context", tool: "slow", args: map[string]any{"stubborn": true}, timeout: 50 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tc.tool, Arguments: tc.args})
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("CallTool: %v", err)
+			}
+			text := res.Content[0].(*sdk.TextContent).Text
+			want := `"` + tc.tool + `" did not finish within ` + tc.timeout.String()
+			if !res.IsError || !strings.Contains(text, want) {
+				t.Fatalf("result %+v %q; want an error result saying %q", res, text, want)
+			}
+			if took < tc.timeout || took > tc.timeout+2*time.Second {
+				t.Errorf("call took %v, want about %v", took, tc.timeout)
+			}
+			if tc.args == nil {
+				select {
+				case err := <-cancelled:
+					if err != context.DeadlineExceeded {
+						t.Errorf("handler's context ended with %v, want deadline exceeded", err)
+					}
+				case <-time.After(2 * time.Second):
+					t.Error("handler's context was not cancelled")
+				}
+			}
+		})
+	}
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "quick"})
+	if err != nil || res.IsError {
+		t.Fatalf("quick: %v %+v", err, res)
+	}
+	// A caller that goes away first is not a timeout: the handler's context
+	// is cancelled, and nothing is counted.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slower"}); err == nil {
+		t.Fatal("CallTool with a cancelled context: no error")
+	}
+	select {
+	case err := <-cancelled:
+		if err != context.Canceled {
+			t.Errorf("handler's context ended with %v, want canceled (the caller left)", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("handler's context was not cancelled when the caller left")
+	}
+	got := ev.list()
+	if len(got) != len(tests) {
+		t.Fatalf("events %+v, want %d tool_timeout events", got, len(tests))
+	}
+	for i, e := range got {
+		if e.Limit != limits.LimitToolTimeout || e.Tool != tests[i].tool {
+			t.Errorf("event %d = %+v, want tool_timeout for %s", i, e, tests[i].tool)
+		}
+	}
+}
+
+func TestSessionCap(t *testing.T) {
+	ev := &limitEvents{}
+	ts, h := newTestEndpoint(t, func(o *Options) {
+		o.MaxSessions = 2
+		o.LimitHook = ev.hook
+	})
+	var ids []string
+	for i := range 2 {
+		r := post(t, ts.URL, legacyInit, nil)
+		id := r.header.Get(sessionIDHeader)
+		if r.status != http.StatusOK || id == "" {
+			t.Fatalf("initialize %d: status %d, session %q: %s", i+1, r.status, id, r.body)
+		}
+		ids = append(ids, id)
+	}
+	if n := h.sessions.open(); n != 2 {
+		t.Errorf("open sessions = %d, want 2", n)
+	}
+	r := post(t, ts.URL, legacyInit, nil)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("third initialize: status %d, Retry-After %q, want 503 with Retry-After: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if errorCode(r.message) != -32000 || !strings.Contains(errorMessage(r.message), "2 sessions open") {
+		t.Errorf("third initialize: body %s, want a JSON-RPC error naming the limit", r.body)
+	}
+	// Stateless requests are not sessions: still served.
+	if r := post(t, ts.URL, modernCall("echo", `{"text":"hi"}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}); r.status != http.StatusOK {
+		t.Errorf("stateless call at the cap: status %d: %s", r.status, r.body)
+	}
+	// Closing a session frees its slot.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, ts.URL, nil)
+	req.Header.Set(sessionIDHeader, ids[0])
+	req.Header.Set(protocolVersionHeader, "2025-06-18")
+	if r := do(t, req); r.status/100 != 2 {
+		t.Fatalf("DELETE session: status %d: %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.sessions.open() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
+		t.Fatalf("initialize after DELETE: status %d: %s", r.status, r.body)
+	}
+	if got := ev.list(); len(got) != 1 || got[0].Limit != limits.LimitSessions {
+		t.Errorf("events %+v, want one sessions event", got)
+	}
+}
+
+func TestSessionIdleTimeoutFreesTheCap(t *testing.T) {
+	ts, h := newTestEndpoint(t, func(o *Options) {
+		o.MaxSessions = 1
+		o.SessionIdleTimeout = 100 * time.Millisecond
+	})
+	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
+		t.Fatalf("initialize: status %d: %s", r.status, r.body)
+	}
+	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("second initialize at once: status %d, want 503", r.status)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.sessions.open() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
+		t.Fatalf("initialize after the idle timeout: status %d: %s", r.status, r.body)
+	}
+}
+
+func TestBodySizeLimitIsReported(t *testing.T) {
+	ev := &limitEvents{}
+	ts, _ := newTestEndpoint(t, func(o *Options) {
+		o.MaxBodyBytes = 64
+		o.LimitHook = ev.hook
+	})
+	r := post(t, ts.URL, modernCall("echo", `{"text":"`+strings.Repeat("x", 100)+`"}`), map[string]string{"Mcp-Protocol-Version": modernHdr})
+	if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(errorMessage(r.message), "64 bytes") {
+		t.Fatalf("status %d, body %s; want 413 naming the limit", r.status, r.body)
+	}
+	if got := ev.list(); len(got) != 1 || got[0].Limit != limits.LimitBodySize {
+		t.Errorf("events %+v, want one body_size event", got)
+	}
+}
+
+func TestLimitOptionsValidate(t *testing.T) {
+	o := Options{
+		ToolTimeout: -time.Second,
+		MaxSessions: -1,
+		ToolTimeouts: []ToolTimeout{
+			{Tool: "", Timeout: time.Second},
+			{Tool: "a", Timeout: 0},
+			{Tool: "a", Timeout: time.Second},
+		},
+	}
+	o.Defaults()
+	err := o.Validate()
+	for _, want := range []string{
+		"tool_timeout: must not be negative", "max_sessions: must not be negative",
+		"tool_timeouts[0].tool: required", "tool_timeouts[1].timeout: must be positive",
+		`tool_timeouts[2].tool: duplicate tool "a"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v\nwant it to mention %q", err, want)
+		}
+	}
+}

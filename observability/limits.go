@@ -1,0 +1,54 @@
+package observability
+
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LimitNames are the values of the limit label of
+// portcullis_limit_rejections_total. Other values are counted as [Other].
+var LimitNames = []string{"inflight_total", "inflight_principal", "sessions", "body_size", "tool_timeout"}
+
+// limitCounters count what the server's limits refuse.
+type limitCounters struct {
+	rateLimited     *prometheus.CounterVec
+	limitRejections *prometheus.CounterVec
+}
+
+func newLimitCounters() limitCounters {
+	c := limitCounters{
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_rate_limited_total",
+			Help: "Requests refused with 429 by a rate limit, by scope (principal: the token bucket of one caller).",
+		}, []string{"scope"}),
+		limitRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_limit_rejections_total",
+			Help: "Requests refused (or, for tool_timeout, tool calls cut off) by a limit: inflight_total (503), inflight_principal (429), sessions (503), body_size (413), tool_timeout.",
+		}, []string{"limit"}),
+	}
+	// Every series exists from the start, at zero, so rates and alerts
+	// need no absent() guards.
+	c.rateLimited.WithLabelValues("principal")
+	for _, l := range LimitNames {
+		c.limitRejections.WithLabelValues(l)
+	}
+	return c
+}
+
+// RateLimited counts one request refused by the rate limit of scope
+// ("principal").
+func (c limitCounters) RateLimited(scope string) {
+	if scope != "principal" {
+		scope = Other
+	}
+	c.rateLimited.WithLabelValues(scope).Inc()
+}
+
+// LimitRejected counts one refusal by the named limit (one of [LimitNames]).
+func (c limitCounters) LimitRejected(limit string) {
+	if !slices.Contains(LimitNames, limit) {
+		limit = Other
+	}
+	c.limitRejections.WithLabelValues(limit).Inc()
+}
