@@ -23,10 +23,10 @@ tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 # GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
 
-.PHONY: help build run test e2e tools vet clean
+.PHONY: help build run test e2e tools vet clean bench bench-bin bench-smoke bench-go
 
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build bin/portcullis, stamped with the git version and revision.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/server
@@ -50,3 +50,22 @@ vet: ## Run go vet on every package.
 
 clean: ## Remove build output, test results and the node tools cache.
 	rm -rf bin results .cache
+
+# The load harness (bench/loadtest) and its reference server, a bare SDK
+# handler. BENCHFLAGS adds harness flags, e.g. BENCHFLAGS='-duration 5s -concurrency 16'.
+BENCHFLAGS ?=
+LOADTEST := bin/loadtest -portcullis $(BIN) -refserver bin/refserver
+
+bench-bin: build
+	$(GO) build -o bin/refserver ./bench/loadtest/refserver
+	$(GO) build -o bin/loadtest ./bench/loadtest
+
+bench: bench-bin ## Load-test the built binary (full stack) against the bare SDK, unpinned then pinned; writes results/bench.md and results/bench-pinned.md.
+	$(LOADTEST) $(BENCHFLAGS)
+	$(LOADTEST) -pin $(BENCHFLAGS)
+
+bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row (seconds); fails on any wrong response.
+	$(LOADTEST) -smoke $(BENCHFLAGS)
+
+bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./cmd/...
