@@ -267,6 +267,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	tuneRuntime(environ, nil, a.logger)
 	return a.serve(ctx, ln, dev, stdout)
 }
 
