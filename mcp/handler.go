@@ -118,6 +118,12 @@ func checkOrigin(origin string) error {
 	return nil
 }
 
+// RequestIDHeader is the request header in which the handler passes the
+// JSON-RPC id of a single-request POST on to the SDK's middleware (which
+// cannot otherwise see it), for telemetry. Any value a client sends under
+// this name is removed first.
+const RequestIDHeader = "Portcullis-Jsonrpc-Request-Id"
+
 const (
 	protocolVersionHeader = "Mcp-Protocol-Version"
 	sessionIDHeader       = "Mcp-Session-Id"
@@ -285,6 +291,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	r.Header.Del(RequestIDHeader)
+	if len(msgs) == 1 && msgs[0].Method != "" && len(msgs[0].ID) > 0 {
+		r.Header.Set(RequestIDHeader, idText(msgs[0].ID))
+	}
 
 	switch {
 	case h.stateful == nil || modern:
@@ -425,6 +435,16 @@ func isStatelessEra(header http.Header, msgs []envelope) bool {
 		}
 	}
 	return false
+}
+
+// idText is a JSON-RPC id as text: a string id unquoted, a number as
+// written. A string with control characters stays quoted.
+func idText(id json.RawMessage) string {
+	var s string
+	if json.Unmarshal(id, &s) == nil && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return s
+	}
+	return string(id)
 }
 
 func isInitialize(msgs []envelope) bool {

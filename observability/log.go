@@ -1,6 +1,7 @@
 package observability
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,16 +9,37 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // NewLogger returns a JSON slog logger writing to w at the named level
-// ("debug", "info", "warn" or "error").
+// ("debug", "info", "warn" or "error"). A line logged with a context that
+// carries a span gets its trace_id and span_id, so logs and traces join.
 func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("observability: log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(traceHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})}), nil
+}
+
+// traceHandler adds the trace and span ids of the context's span.
+type traceHandler struct{ slog.Handler }
+
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.Handler.WithGroup(name)}
 }
 
 // ValidLogLevel reports whether level names a slog level.

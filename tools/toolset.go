@@ -156,7 +156,7 @@ type Deps struct {
 
 func (d Deps) withDefaults() Deps {
 	if d.HTTPClient == nil {
-		d.HTTPClient = defaultHTTPClient()
+		d.HTTPClient = DefaultHTTPClient()
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -167,9 +167,10 @@ func (d Deps) withDefaults() Deps {
 	return d
 }
 
-// defaultHTTPClient bounds every phase of a request but the body read, which
-// the per-call context deadline covers.
-func defaultHTTPClient() *http.Client {
+// DefaultHTTPClient is the client tools use when [Deps] names none: it bounds
+// every phase of a request but the body read, which the per-call context
+// deadline covers. Wrap its Transport to instrument it.
+func DefaultHTTPClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,

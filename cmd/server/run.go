@@ -12,9 +12,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
@@ -101,6 +105,12 @@ func reportError(w io.Writer, cmd string, err error) {
 }
 
 func versionString() string {
+	return fmt.Sprintf("portcullis %s (revision %s, %s)", version, revisionString(), runtime.Version())
+}
+
+// revisionString is the VCS revision: stamped by the linker, else read from
+// the build info, else "unknown".
+func revisionString() string {
 	rev := revision
 	if rev == "" {
 		if bi, ok := debug.ReadBuildInfo(); ok {
@@ -114,7 +124,7 @@ func versionString() string {
 	if rev == "" {
 		rev = "unknown"
 	}
-	return fmt.Sprintf("portcullis %s (revision %s, %s)", version, rev, runtime.Version())
+	return rev
 }
 
 // commonFlags are the flags every command that loads configuration takes.
@@ -179,19 +189,39 @@ func runCheckConfig(args, environ []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// app is what both transports serve: the SDK server and its catalog.
+// app is what both transports serve: the SDK server and its catalog, and
+// the telemetry around them.
 type app struct {
 	cfg     *Config
 	logger  *slog.Logger
 	catalog *tools.Catalog
 	server  *sdk.Server
+	metrics *observability.Metrics
+	tracing *observability.Tracing
 }
 
-func newApp(cfg *Config, stderr io.Writer) (*app, error) {
+// newApp builds the server and its telemetry. environ supplies the OTEL_*
+// settings; the OTLP exporter reads the process environment itself, which
+// is the same in production.
+func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer) (*app, error) {
 	logger, err := observability.NewLogger(stderr, cfg.Log.Level)
 	if err != nil {
 		return nil, err
 	}
+	metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{Version: version, Revision: revisionString()})
+	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{
+		Getenv:         lookupEnv(environ),
+		ServiceVersion: version,
+		Metrics:        metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	// The exporter reports failures (a collector that is down) through
+	// OpenTelemetry's process-wide handler; send them to our log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("telemetry export failed", "error", err)
+	}))
 	keys := [][]byte{mcp.NewRandomKey()}
 	if cfg.MCP.RequestState.KeysFile != "" {
 		if keys, err = mcp.LoadKeys(cfg.MCP.RequestState.KeysFile); err != nil {
@@ -204,19 +234,69 @@ func newApp(cfg *Config, stderr io.Writer) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := tools.New(cfg.Tools, tools.Deps{Logger: logger})
+	upstream := tools.DefaultHTTPClient()
+	upstream.Transport = tracing.Transport(upstream.Transport)
+	cat, err := tools.New(cfg.Tools, tools.Deps{Logger: logger, HTTPClient: upstream})
 	if err != nil {
 		return nil, err
 	}
+	known := make(map[string]bool)
+	for _, name := range cat.ToolNames() {
+		known[name] = true
+	}
+	telemetry := observability.MCPMiddleware(observability.MCPOptions{
+		Metrics:         metrics,
+		Tracing:         tracing,
+		Logger:          logger,
+		KnownTool:       func(name string) bool { return known[name] },
+		Identity:        identity,
+		RequestIDHeader: mcp.RequestIDHeader,
+	})
 	server := mcp.NewServer(cat, mcp.ServerConfig{
 		Version: version,
 		Sealer:  sealer,
 		Logger:  logger,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy: toolPolicy(cfg.Auth),
+		Policy:     toolPolicy(cfg.Auth),
+		Middleware: []sdk.Middleware{telemetry},
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server}, nil
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing}, nil
+}
+
+// identity names the caller for traces and audit lines: the token's
+// subject and OAuth client.
+func identity(ti *sdkauth.TokenInfo) (subject, clientID string) {
+	if p, ok := auth.PrincipalFromTokenInfo(ti); ok {
+		return p.Subject, p.ClientID
+	}
+	if ti != nil {
+		return ti.UserID, ""
+	}
+	return "", ""
+}
+
+// lookupEnv returns a getenv over environ (KEY=VALUE entries; the last wins).
+func lookupEnv(environ []string) func(string) string {
+	return func(key string) string {
+		v := ""
+		for _, kv := range environ {
+			if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+				v = val
+			}
+		}
+		return v
+	}
+}
+
+// shutdownTracing flushes queued spans, bounded so that a collector that is
+// down cannot hold the exit.
+func (a *app) shutdownTracing() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.tracing.Shutdown(ctx); err != nil {
+		a.logger.Warn("flushing spans at exit", "error", err)
+	}
 }
 
 func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -228,10 +308,11 @@ func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	if err != nil {
 		return err
 	}
-	a, err := newApp(cfg, stderr)
+	a, err := newApp(ctx, cfg, environ, stderr)
 	if err != nil {
 		return err
 	}
+	defer a.shutdownTracing()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go a.catalog.Run(ctx, a.server)
@@ -263,12 +344,18 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 			return err
 		}
 	}
-	a, err := newApp(cfg, stderr)
+	mln, err := net.Listen("tcp", cfg.Server.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("server.metrics_listen: listening on %s: %w", cfg.Server.MetricsListen, err)
+	}
+	defer mln.Close()
+	a, err := newApp(ctx, cfg, environ, stderr)
 	if err != nil {
 		return err
 	}
+	defer a.shutdownTracing()
 	tuneRuntime(environ, nil, a.logger)
-	return a.serve(ctx, ln, dev, stdout)
+	return a.serve(ctx, ln, mln, dev, stdout)
 }
 
 // devIssuerPath is where --dev mounts its embedded issuer.
@@ -306,7 +393,7 @@ func devScopes(o auth.Options) []string {
 // serve serves on ln until ctx ends, then drains: readiness fails, the
 // listener closes after DrainDelay, GET streams end, and calls in flight get
 // ShutdownGrace to finish.
-func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, stdout io.Writer) error {
+func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.DevIssuer, stdout io.Writer) error {
 	s := a.cfg.Server
 	health := &observability.Health{}
 	guard, access, err := a.authGuard(ctx, health)
@@ -314,6 +401,7 @@ func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, s
 		return err
 	}
 	mcpHandler := mcp.NewHandler(a.server, a.cfg.MCP, access, a.logger)
+	metricsSrv := a.metricsServer()
 	srv := &http.Server{
 		Handler:           a.routes(health, guard(mcpHandler), dev),
 		ReadHeaderTimeout: s.ReadHeaderTimeout,
@@ -327,8 +415,14 @@ func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, s
 	defer stopBG()
 	go a.catalog.Run(bg, a.server)
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- metricsSrv.Serve(metricsLn) }()
+	a.logger.Info("listening", "listener", "metrics", "addr", metricsLn.Addr().String(),
+		"url", "http://"+metricsLn.Addr().String()+"/metrics")
+	if a.tracing.Enabled {
+		a.logger.Info("exporting traces", "exporter", a.tracing.Exporter)
+	}
 	url := "http://" + ln.Addr().String() + mcpPath
 	a.logger.Info("listening", "addr", ln.Addr().String(), "url", url, "version", version, "auth", a.cfg.Auth.Enabled())
 	if dev != nil {
@@ -351,12 +445,28 @@ func (a *app) serve(ctx context.Context, ln net.Listener, dev *auth.DevIssuer, s
 	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
 	defer cancel()
 	mcpHandler.Drain()
+	// The metrics listener closes last, so the drain itself can be scraped.
+	defer metricsSrv.Close()
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 		return fmt.Errorf("calls still in flight after shutdown_grace %s were cut off: %w", s.ShutdownGrace, err)
 	}
 	a.logger.Info("stopped")
 	return nil
+}
+
+// metricsServer serves /metrics on its own listener, so that scraping
+// needs no token and the MCP port exposes nothing but MCP.
+func (a *app) metricsServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metrics.Handler(a.logger))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: a.cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       a.cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    a.cfg.Server.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // authGuard returns the middleware that guards /mcp and the per-tool access
@@ -391,7 +501,8 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 			auth.WriteInsufficientScope(w, metadataURL, needed)
 		},
 	}
-	return auth.Middleware(v, o, metadataURL, nil, a.logger), access, nil
+	hook := func(_ context.Context, e auth.Event) { a.metrics.AuthEvent(e.Outcome, string(e.Reason)) }
+	return auth.Middleware(v, o, metadataURL, hook, a.logger), access, nil
 }
 
 // toolPolicy returns the per-tool policy, or nil when auth.policy is empty:
@@ -428,23 +539,28 @@ More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resourc
 }
 
 // routes builds the HTTP handler. The chain, outermost first: recover from
-// panics, then the access log (which skips probes), then the mux.
+// panics, the mux, then per route: metrics under a fixed route name; for
+// /mcp also the HTTP span, the access log, and mcpHandler (which the caller
+// has wrapped in the auth guard, so auth failures are counted and traced).
+// Probes are counted but neither traced nor logged.
 func (a *app) routes(health *observability.Health, mcpHandler http.Handler, dev *auth.DevIssuer) http.Handler {
+	inst := observability.HTTP{Metrics: a.metrics, Tracing: a.tracing}
 	mux := http.NewServeMux()
-	mux.Handle(mcpPath, observability.AccessLog(a.logger, mcpHandler))
-	mux.HandleFunc("GET /healthz", health.ServeLive)
-	mux.HandleFunc("GET /readyz", health.ServeReady)
+	mux.Handle(mcpPath, inst.TracedRoute("mcp", mcpPath, observability.AccessLog(a.logger, mcpHandler)))
+	mux.Handle("GET /healthz", inst.Route("healthz", http.HandlerFunc(health.ServeLive)))
+	mux.Handle("GET /readyz", inst.Route("readyz", http.HandlerFunc(health.ServeReady)))
 	if a.cfg.Auth.Enabled() {
 		// RFC 9728: the bare well-known path and the one suffixed with the
 		// resource's path; both public.
-		meta := auth.MetadataHandler(a.cfg.Auth)
+		meta := inst.Route("metadata", auth.MetadataHandler(a.cfg.Auth))
 		mux.Handle("GET "+auth.MetadataWellKnown, meta)
 		if p := auth.MetadataPath(a.cfg.Auth.Resource); p != auth.MetadataWellKnown {
 			mux.Handle("GET "+p, meta)
 		}
 	}
 	if dev != nil {
-		mux.Handle(devIssuerPath+"/", dev.Handler())
+		mux.Handle(devIssuerPath+"/", inst.Route("dev_issuer", dev.Handler()))
 	}
+	mux.Handle("/", inst.Route("other", http.NotFoundHandler()))
 	return observability.Recover(a.logger, mux)
 }

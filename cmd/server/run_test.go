@@ -149,8 +149,8 @@ func listenAddr(t *testing.T, stderr *syncBuffer, exited <-chan int) string {
 	for {
 		sc := bufio.NewScanner(strings.NewReader(stderr.String()))
 		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+			var line struct{ Msg, Addr, Listener string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" && line.Listener != "metrics" {
 				return line.Addr
 			}
 		}
@@ -170,7 +170,7 @@ func TestServeLifecycle(t *testing.T) {
 	var stdout, stderr syncBuffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
 	}()
 	base := "http://" + listenAddr(t, &stderr, exited)
 
@@ -253,7 +253,7 @@ func startDev(t *testing.T) (base, issuer string) {
 	var stdout, stderr syncBuffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
 	}()
 	t.Cleanup(func() { cancel(); <-exited })
 	base = "http://" + listenAddr(t, &stderr, exited)

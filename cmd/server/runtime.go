@@ -5,7 +5,6 @@ import (
 	"math"
 	"runtime/debug"
 	"runtime/metrics"
-	"strings"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -45,8 +44,9 @@ type runtimeSettings struct {
 // A problem reading the limit is logged and leaves the limit unset: it
 // never stops the server.
 func tuneRuntime(environ []string, limit memlimit.Provider, logger *slog.Logger) runtimeSettings {
+	getenv := lookupEnv(environ)
 	s := runtimeSettings{GOGCSource: "env", MemLimitSource: "env"}
-	if _, ok := lookupEnv(environ, "GOGC"); ok {
+	if getenv("GOGC") != "" {
 		s.GOGC = currentGOGC()
 	} else {
 		debug.SetGCPercent(defaultGOGC)
@@ -55,9 +55,7 @@ func tuneRuntime(environ []string, limit memlimit.Provider, logger *slog.Logger)
 	if limit == nil {
 		limit = memlimit.ApplyFallback(memlimit.FromCgroup, memlimit.FromSystem)
 	}
-	_, envLimit := lookupEnv(environ, "GOMEMLIMIT")
-	v, off := lookupEnv(environ, "AUTOMEMLIMIT")
-	if !envLimit && !(off && v == "off") {
+	if getenv("GOMEMLIMIT") == "" && getenv("AUTOMEMLIMIT") != "off" {
 		s.MemLimitSource = "detected"
 	}
 	var err error
@@ -81,15 +79,4 @@ func currentGOGC() int {
 		return -1
 	}
 	return int(m[0].Value.Uint64())
-}
-
-// lookupEnv finds key in environ (KEY=VALUE entries; the last one wins, as
-// in os.Getenv).
-func lookupEnv(environ []string, key string) (string, bool) {
-	for i := len(environ) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
 }

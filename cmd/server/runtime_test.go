@@ -91,18 +91,5 @@ func TestTuneRuntime(t *testing.T) {
 	}
 }
 
-func TestLookupEnv(t *testing.T) {
-	env := []string{"A=1", "GOGC=50", "B", "GOGC=off"}
-	if v, ok := lookupEnv(env, "GOGC"); !ok || v != "off" {
-		t.Errorf("lookupEnv(GOGC) = %q, %v; want the last value, off", v, ok)
-	}
-	if _, ok := lookupEnv(env, "B"); ok {
-		t.Error("an entry without = is not a variable")
-	}
-	if _, ok := lookupEnv(env, "GOMEMLIMIT"); ok {
-		t.Error("found a variable that is not there")
-	}
-}
-
 // scaled is n×ratio as automemlimit computes it.
 func scaled(n uint64, ratio float64) int64 { return int64(uint64(float64(n) * ratio)) }

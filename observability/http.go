@@ -1,0 +1,54 @@
+package observability
+
+import (
+	"net/http"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+)
+
+// HTTP instruments the server's routes. Either field may be nil.
+type HTTP struct {
+	Metrics *Metrics
+	Tracing *Tracing
+}
+
+// Route counts requests to h under the fixed route name (never a raw path).
+// Use it for probes and other routes not worth a span.
+func (i HTTP) Route(route string, h http.Handler) http.Handler {
+	if i.Metrics == nil {
+		return h
+	}
+	return i.Metrics.InstrumentHTTP(route, h)
+}
+
+// TracedRoute is [HTTP.Route] plus an HTTP server span per request named
+// "METHOD pattern", whose parent is the W3C trace context of the request's
+// headers. Inside the span, the request's traceparent header is rewritten
+// to name the span, for the MCP middleware (see [InjectTraceContext]).
+func (i HTTP) TracedRoute(route, pattern string, h http.Handler) http.Handler {
+	if i.Tracing != nil {
+		h = otelhttp.NewHandler(InjectTraceContext(i.Tracing.Propagator, h), route,
+			otelhttp.WithTracerProvider(i.Tracing.Provider),
+			otelhttp.WithPropagators(i.Tracing.Propagator),
+			// Our metrics are Prometheus'; keep otelhttp's off the global
+			// meter provider.
+			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+				return r.Method + " " + pattern
+			}),
+		)
+	}
+	return i.Route(route, h)
+}
+
+// Transport wraps rt so that outgoing requests get a CLIENT span and carry
+// the caller's trace context (traceparent), for tools that call upstream
+// services. It adds nothing else: no credentials, no headers of the caller.
+func (t *Tracing) Transport(rt http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(rt,
+		otelhttp.WithTracerProvider(t.Provider),
+		otelhttp.WithPropagators(t.Propagator),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+	)
+}

@@ -1,0 +1,418 @@
+package observability
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Attribute keys of the OpenTelemetry MCP and GenAI semantic conventions
+// that the semconv package does not define yet.
+const (
+	attrMCPMethodName      = attribute.Key("mcp.method.name")
+	attrMCPProtocolVersion = attribute.Key("mcp.protocol.version")
+	attrMCPSessionID       = attribute.Key("mcp.session.id")
+	attrMCPResourceURI     = attribute.Key("mcp.resource.uri")
+	attrGenAIToolName      = attribute.Key("gen_ai.tool.name")
+	attrGenAIOperationName = attribute.Key("gen_ai.operation.name")
+	attrGenAIPromptName    = attribute.Key("gen_ai.prompt.name")
+	attrRPCResponseStatus  = attribute.Key("rpc.response.status_code")
+)
+
+// ErrorTypeTool is the error_type of a tools/call whose result has isError
+// set: the call worked, the tool reported a failure.
+const ErrorTypeTool = "tool_error"
+
+// maxNameLen bounds caller-supplied names (tool, prompt) in logs and span
+// attributes.
+const maxNameLen = 128
+
+// knownMethods are the MCP methods and notifications a client sends to a
+// server. Any other method is labelled [Other].
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true,
+	"tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true,
+	"prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"notifications/initialized": true, "notifications/cancelled": true,
+	"notifications/progress": true, "notifications/roots/list_changed": true,
+	"notifications/elicitation/complete": true,
+}
+
+// MethodLabel is the mcp_method_name of method: itself when it is an MCP
+// method, [Other] otherwise.
+func MethodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return Other
+}
+
+// MCPOptions configures [MCPMiddleware].
+type MCPOptions struct {
+	// Metrics records operations and sessions. Nil records nothing.
+	Metrics *Metrics
+	// Tracing supplies the tracer and propagator. Nil traces nothing.
+	Tracing *Tracing
+	// Logger receives the audit line of every tool call. Nil discards.
+	Logger *slog.Logger
+	// KnownTool reports whether a tool is registered; unregistered names
+	// are labelled [Other]. Nil treats every tool as unregistered.
+	KnownTool func(name string) bool
+	// Identity names the caller of a request from its token info (nil when
+	// auth is off). Nil means TokenInfo.UserID and no client id.
+	Identity func(*sdkauth.TokenInfo) (subject, clientID string)
+	// RequestIDHeader is the request header in which the HTTP layer passes
+	// the JSON-RPC id of a single-request POST (the SDK does not expose it
+	// to middleware). Empty means jsonrpc.request.id is not recorded.
+	RequestIDHeader string
+	// Now reads the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// MCPMiddleware returns SDK receiving middleware that, for every MCP request
+// and notification, starts a SERVER span named "{method} {target}", records
+// mcp_server_operation_duration_seconds, and writes one audit line per tool
+// call. It also measures legacy sessions. It belongs outermost, so that it
+// sees what the client sees.
+//
+// The span's parent is the trace context in params._meta (traceparent,
+// tracestate) when the client sent one, else the HTTP request's span, which
+// the HTTP layer passes in the traceparent header. When both exist and
+// differ, the span links to the HTTP span.
+func MCPMiddleware(o MCPOptions) sdk.Middleware {
+	t := &mcpTelemetry{MCPOptions: o, sessions: make(map[*sdk.ServerSession]struct{})}
+	if t.Now == nil {
+		t.Now = time.Now
+	}
+	if t.Logger == nil {
+		t.Logger = slog.New(slog.DiscardHandler)
+	}
+	if t.KnownTool == nil {
+		t.KnownTool = func(string) bool { return false }
+	}
+	t.tracer = noop.NewTracerProvider().Tracer("")
+	t.prop = propagation.TraceContext{}
+	if o.Tracing != nil {
+		t.tracer = o.Tracing.Provider.Tracer("github.com/portcullis-mcp/portcullis/observability")
+		t.prop = o.Tracing.Propagator
+	}
+	return t.middleware
+}
+
+type mcpTelemetry struct {
+	MCPOptions
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+
+	mu       sync.Mutex
+	sessions map[*sdk.ServerSession]struct{}
+}
+
+func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		start := t.Now()
+		c := t.describe(method, req)
+		ctx, span := t.startSpan(ctx, c, req)
+		defer span.End()
+
+		res, err := next(ctx, method, req)
+
+		d := t.Now().Sub(start)
+		errType, desc := classify(res, err)
+		if errType != "" {
+			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+			span.SetStatus(codes.Error, desc)
+			var jerr *jsonrpc.Error
+			if errors.As(err, &jerr) {
+				span.SetAttributes(attrRPCResponseStatus.String(errorTypeForCode(jerr.Code)))
+			}
+		}
+		if c.spanTarget != "" && err == nil {
+			span.SetName(c.methodLabel + " " + c.spanTarget)
+		}
+		if t.Metrics != nil {
+			t.Metrics.ObserveOperation(c.methodLabel, c.toolLabel, errType, d)
+		}
+		if method == "tools/call" {
+			t.audit(ctx, c, req, errType, desc, d)
+		}
+		if method == "notifications/initialized" && err == nil {
+			t.trackSession(req)
+		}
+		return res, err
+	}
+}
+
+// call is what the middleware knows about a request before it runs.
+type call struct {
+	methodLabel string
+	toolLabel   string // tools/call only: the name or Other
+	name        string // the tool or prompt name as sent, truncated
+	spanTarget  string // the span name's target, only for a known target
+	attrs       []attribute.KeyValue
+}
+
+func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
+	c := call{methodLabel: MethodLabel(method)}
+	c.attrs = append(c.attrs, attrMCPMethodName.String(c.methodLabel))
+	switch r := req.(type) {
+	case *sdk.CallToolRequest:
+		if r.Params == nil {
+			break
+		}
+		c.name = truncate(r.Params.Name)
+		c.toolLabel = Other
+		if t.KnownTool(r.Params.Name) {
+			c.toolLabel = r.Params.Name
+			c.spanTarget = r.Params.Name
+		}
+		c.attrs = append(c.attrs, attrGenAIToolName.String(c.name), attrGenAIOperationName.String("execute_tool"))
+	case *sdk.GetPromptRequest:
+		if r.Params != nil {
+			c.name = truncate(r.Params.Name)
+			c.spanTarget = c.name // named only when the prompt exists (no error)
+			c.attrs = append(c.attrs, attrGenAIPromptName.String(c.name))
+		}
+	case *sdk.ReadResourceRequest:
+		if r.Params != nil {
+			c.attrs = append(c.attrs, attrMCPResourceURI.String(truncate(r.Params.URI)))
+		}
+	}
+	if method == "tools/call" && c.toolLabel == "" {
+		c.toolLabel = Other
+	}
+	extra := req.GetExtra()
+	if extra != nil && extra.Header != nil {
+		if id := extra.Header.Get(t.RequestIDHeader); t.RequestIDHeader != "" && id != "" {
+			c.attrs = append(c.attrs, semconv.JSONRPCRequestID(truncate(id)))
+		}
+		if sid := extra.Header.Get("Mcp-Session-Id"); sid != "" {
+			c.attrs = append(c.attrs, attrMCPSessionID.String(truncate(sid)))
+		}
+	}
+	if v := protocolVersion(req); v != "" {
+		c.attrs = append(c.attrs, attrMCPProtocolVersion.String(truncate(v)))
+	}
+	if extra != nil && extra.TokenInfo != nil {
+		if sub, _ := t.identity(extra.TokenInfo); sub != "" {
+			c.attrs = append(c.attrs, semconv.EnduserID(sub))
+		}
+	}
+	return c
+}
+
+func (t *mcpTelemetry) identity(ti *sdkauth.TokenInfo) (subject, clientID string) {
+	if ti == nil {
+		return "", ""
+	}
+	if t.Identity != nil {
+		return t.Identity(ti)
+	}
+	return ti.UserID, ""
+}
+
+// startSpan starts the request's span under the client's trace context from
+// _meta, or else the HTTP span's from the header.
+func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (context.Context, trace.Span) {
+	var httpSC trace.SpanContext
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		httpSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), propagation.HeaderCarrier(extra.Header)))
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.attrs...)}
+	parent := ctx
+	if carrier := metaCarrier(req); carrier != nil {
+		parent = t.prop.Extract(ctx, carrier)
+	}
+	metaSC := trace.SpanContextFromContext(parent)
+	switch {
+	case metaSC.IsValid() && httpSC.IsValid() && !metaSC.Equal(httpSC):
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: httpSC}))
+	case !metaSC.IsValid() && httpSC.IsValid():
+		parent = trace.ContextWithRemoteSpanContext(ctx, httpSC)
+	}
+	return t.tracer.Start(parent, c.methodLabel, opts...)
+}
+
+// metaCarrier reads trace context from params._meta, or returns nil when
+// the request has none.
+func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
+	p := req.GetParams()
+	if p == nil {
+		return nil
+	}
+	meta := p.GetMeta()
+	tp, ok := meta["traceparent"].(string)
+	if !ok || tp == "" {
+		return nil
+	}
+	c := propagation.MapCarrier{"traceparent": tp}
+	if ts, ok := meta["tracestate"].(string); ok {
+		c["tracestate"] = ts
+	}
+	if b, ok := meta["baggage"].(string); ok {
+		c["baggage"] = b
+	}
+	return c
+}
+
+// protocolVersion is the request's protocol revision: the HTTP header, the
+// per-request _meta of 2026-07-28, or what the session negotiated.
+func protocolVersion(req sdk.Request) string {
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		if v := extra.Header.Get("Mcp-Protocol-Version"); v != "" {
+			return v
+		}
+	}
+	if p := req.GetParams(); p != nil {
+		if v, ok := p.GetMeta()[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
+			return v
+		}
+	}
+	if r, ok := req.(*sdk.InitializeRequest); ok && r.Params != nil {
+		return r.Params.ProtocolVersion
+	}
+	if ss, ok := req.GetSession().(*sdk.ServerSession); ok && ss != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			return ip.ProtocolVersion
+		}
+	}
+	return ""
+}
+
+// classify returns the error_type of an outcome (empty on success) and a
+// description for the span status.
+func classify(res sdk.Result, err error) (errType, desc string) {
+	var jerr *jsonrpc.Error
+	switch {
+	case err == nil:
+		if r, ok := res.(*sdk.CallToolResult); ok && r != nil && r.IsError {
+			return ErrorTypeTool, "the tool returned an error result"
+		}
+		return "", ""
+	case errors.As(err, &jerr):
+		return errorTypeForCode(jerr.Code), jerr.Message
+	case errors.Is(err, context.Canceled):
+		return "cancelled", "the request was cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout", "the request timed out"
+	default:
+		return Other, err.Error()
+	}
+}
+
+func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errType, desc string, d time.Duration) {
+	var subject, clientID string
+	if extra := req.GetExtra(); extra != nil {
+		subject, clientID = t.identity(extra.TokenInfo)
+	}
+	argBytes := 0
+	if r, ok := req.(*sdk.CallToolRequest); ok && r.Params != nil {
+		argBytes = len(r.Params.Arguments)
+	}
+	outcome := "ok"
+	switch errType {
+	case "":
+	case ErrorTypeTool:
+		outcome = "tool_error"
+	default:
+		outcome = "error"
+	}
+	attrs := []slog.Attr{
+		slog.Bool("audit", true),
+		slog.String("subject", subject),
+		slog.String("client_id", clientID),
+		slog.String("tool", c.name),
+		slog.String("outcome", outcome),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.Int("arguments_bytes", argBytes),
+	}
+	if errType != "" {
+		attrs = append(attrs, slog.String("error_type", errType))
+	}
+	if outcome == "error" {
+		attrs = append(attrs, slog.String("error", truncate(desc)))
+	}
+	t.Logger.LogAttrs(ctx, slog.LevelInfo, "tool call", attrs...)
+}
+
+// trackSession counts a legacy session from its initialized notification
+// until it closes. Stateless requests carry no session id and are not
+// sessions in this sense.
+func (t *mcpTelemetry) trackSession(req sdk.Request) {
+	extra := req.GetExtra()
+	ss, ok := req.GetSession().(*sdk.ServerSession)
+	if t.Metrics == nil || !ok || ss == nil || extra == nil || extra.Header.Get("Mcp-Session-Id") == "" {
+		return
+	}
+	t.mu.Lock()
+	if _, seen := t.sessions[ss]; seen {
+		t.mu.Unlock()
+		return
+	}
+	t.sessions[ss] = struct{}{}
+	t.mu.Unlock()
+
+	version := ""
+	if ip := ss.InitializeParams(); ip != nil {
+		version = ip.ProtocolVersion
+	}
+	if !knownVersion(version) {
+		version = Other
+	}
+	start := t.Now()
+	t.Metrics.sessionStarted()
+	go func() {
+		_ = ss.Wait()
+		t.Metrics.sessionEnded(version, t.Now().Sub(start))
+		t.mu.Lock()
+		delete(t.sessions, ss)
+		t.mu.Unlock()
+	}()
+}
+
+// knownVersion bounds mcp_protocol_version to the revisions that have
+// sessions.
+func knownVersion(v string) bool {
+	switch v {
+	case "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25":
+		return true
+	}
+	return false
+}
+
+func truncate(s string) string {
+	if len(s) <= maxNameLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxNameLen], "") + "…"
+}
+
+// InjectTraceContext writes the current span's context into the request's
+// traceparent header before next runs, so that the MCP middleware, which
+// sees headers but not the HTTP request's context, can parent its span on
+// the HTTP span. Use it inside the HTTP span.
+func InjectTraceContext(prop propagation.TextMapPropagator, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+			prop.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
