@@ -38,7 +38,7 @@ func TestTuneRuntime(t *testing.T) {
 		},
 		{
 			name: "GOMEMLIMIT from the environment is kept", env: map[string]string{"GOMEMLIMIT": "123MiB"},
-			provider: func() (uint64, error) { t.Error("provider called although GOMEMLIMIT is set"); return 0, nil },
+			provider:  func() (uint64, error) { t.Error("provider called although GOMEMLIMIT is set"); return 0, nil },
 			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: 123 << 20, wantSource: [2]string{"default", "env"},
 		},
 		{
