@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -253,11 +254,7 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 // metaCarrier reads trace context from params._meta, or returns nil when
 // the request has none.
 func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
-	p := req.GetParams()
-	if p == nil {
-		return nil
-	}
-	meta := p.GetMeta()
+	meta := requestMeta(req)
 	tp, ok := meta["traceparent"].(string)
 	if !ok || tp == "" {
 		return nil
@@ -272,6 +269,20 @@ func metaCarrier(req sdk.Request) propagation.TextMapCarrier {
 	return c
 }
 
+// requestMeta returns the request's params._meta, or nil. Requests without
+// params (an initialized notification) hold a typed nil pointer, whose
+// GetMeta would panic.
+func requestMeta(req sdk.Request) map[string]any {
+	p := req.GetParams()
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return p.GetMeta()
+}
+
 // protocolVersion is the request's protocol revision: the HTTP header, the
 // per-request _meta of 2026-07-28, or what the session negotiated.
 func protocolVersion(req sdk.Request) string {
@@ -280,10 +291,8 @@ func protocolVersion(req sdk.Request) string {
 			return v
 		}
 	}
-	if p := req.GetParams(); p != nil {
-		if v, ok := p.GetMeta()[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
-			return v
-		}
+	if v, ok := requestMeta(req)[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
+		return v
 	}
 	if r, ok := req.(*sdk.InitializeRequest); ok && r.Params != nil {
 		return r.Params.ProtocolVersion

@@ -1,0 +1,467 @@
+package observability
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// stepClock advances by step on every reading, so that each observed
+// duration is exactly one step.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+type echoArgs struct {
+	Text string `json:"text"`
+}
+
+// newServer returns an SDK server with an echo tool, a tool that reports an
+// error, and a prompt, behind the telemetry middleware.
+func newServer(t *testing.T, o MCPOptions) *sdk.Server {
+	t.Helper()
+	s := sdk.NewServer(&sdk.Implementation{Name: "test", Version: "v0"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "echo"}, func(ctx context.Context, _ *sdk.CallToolRequest, in echoArgs) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Text}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "broken"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ echoArgs) (*sdk.CallToolResult, any, error) {
+		return nil, nil, fmt.Errorf("upstream said no")
+	})
+	s.AddPrompt(&sdk.Prompt{Name: "greet"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "hi"}}}}, nil
+	})
+	if o.KnownTool == nil {
+		o.KnownTool = func(name string) bool { return name == "echo" || name == "broken" }
+	}
+	s.AddReceivingMiddleware(MCPMiddleware(o))
+	return s
+}
+
+// connect returns a client session to s over in-memory transports.
+func connect(t *testing.T, s *sdk.Server) *sdk.ClientSession {
+	t.Helper()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := s.Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "client", Version: "v0"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run with -update after checking the change):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// TestExpositionGolden runs a scripted sequence of successful, failing and
+// unknown tool calls and auth decisions, and compares what a scrape shows
+// with the golden exposition.
+func TestExpositionGolden(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, BuildInfo{Version: "v1.2.3", Revision: "abc123"})
+	clock := &stepClock{step: 15 * time.Millisecond}
+	cs := connect(t, newServer(t, MCPOptions{Metrics: m, Now: clock.Now}))
+	ctx := t.Context()
+
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "broken", Arguments: map[string]any{}})
+	if err != nil || !res.IsError {
+		t.Fatalf("broken tool: %v, %+v", err, res)
+	}
+	// A flood of made-up names lands in one series.
+	for i := range 50 {
+		if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: fmt.Sprintf("no-such-tool-%d", i)}); err == nil {
+			t.Fatal("unknown tool: no error")
+		}
+	}
+	if _, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "greet"}); err != nil {
+		t.Fatal(err)
+	}
+	m.AuthEvent("allowed", "")
+	m.AuthEvent("allowed", "")
+	m.AuthEvent("denied", "expired")
+	m.AuthEvent("denied", "missing")
+	m.AuthEvent("denied", "missing")
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for _, mf := range families {
+		switch mf.GetName() {
+		case "mcp_server_operation_duration_seconds", "portcullis_auth_requests_total", "portcullis_build_info":
+			if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Go's version moves with the toolchain; the rest must not.
+	golden(t, "exposition.golden", bytes.ReplaceAll(buf.Bytes(), []byte(runtime.Version()), []byte("GOVERSION")))
+
+	// The client's server/discover, tools/list, echo, broken (tool_error),
+	// every unknown name as _OTHER (-32602), prompts/get.
+	if n := testutil.CollectAndCount(m.operation); n != 6 {
+		t.Errorf("operation series = %d, want 6", n)
+	}
+}
+
+// TestTracesSpans checks the MCP spans a client's calls produce over HTTP:
+// names, kind, attributes, parents and status.
+func TestTraceSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tr := &Tracing{Provider: tp, Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), Enabled: true}
+	s := newServer(t, MCPOptions{
+		Tracing:         tr,
+		RequestIDHeader: "Test-Request-Id",
+		Identity: func(ti *sdkauth.TokenInfo) (string, string) {
+			return "alice", "client-1"
+		},
+	})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	// What the auth middleware does: hand the SDK the caller's token info.
+	withToken := sdkauth.RequireBearerToken(func(context.Context, string, *http.Request) (*sdkauth.TokenInfo, error) {
+		return &sdkauth.TokenInfo{UserID: "iss|alice", Expiration: time.Now().Add(time.Hour)}, nil
+	}, nil)(h)
+	srv := httptest.NewServer(HTTP{Tracing: tr}.TracedRoute("mcp", "/mcp", withToken))
+	defer srv.Close()
+
+	const clientTrace = "0af7651916cd43dd8448eb211c80319c"
+	headerParent := "00-" + clientTrace + "-b7ad6b7169203331-01"
+	metaTrace := "4bf92f3577b34da6a3ce929d0e0e4736"
+	metaParent := "00-" + metaTrace + "-00f067aa0ba902b7-01"
+
+	call := func(name string, meta sdk.Meta) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{
+			"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+			"params": map[string]any{"name": name, "arguments": map[string]any{"text": "x"}, "_meta": meta},
+		})
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Traceparent", headerParent)
+		req.Header.Set("Test-Request-Id", "7")
+		req.Header.Set("Authorization", "Bearer opaque")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("tools/call %s: HTTP %d", name, resp.StatusCode)
+		}
+	}
+	call("echo", nil)
+	call("echo", sdk.Meta{"traceparent": metaParent})
+	call("broken", nil)
+	call("nope", nil)
+
+	var mcpSpans, httpSpans []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.SpanKind == trace.SpanKindServer && strings.HasPrefix(s.Name, "POST ") {
+			httpSpans = append(httpSpans, s)
+		} else {
+			mcpSpans = append(mcpSpans, s)
+		}
+	}
+	if len(httpSpans) != 4 || len(mcpSpans) != 4 {
+		t.Fatalf("got %d HTTP and %d MCP spans, want 4 and 4: %v", len(httpSpans), len(mcpSpans), names(exp.GetSpans()))
+	}
+	for _, s := range httpSpans {
+		if s.Name != "POST /mcp" || s.SpanContext.TraceID().String() != clientTrace {
+			t.Errorf("HTTP span %q in trace %s, want POST /mcp in the client's trace %s", s.Name, s.SpanContext.TraceID(), clientTrace)
+		}
+	}
+
+	tests := []struct {
+		name      string
+		span      tracetest.SpanStub
+		wantName  string
+		wantTrace string
+		parent    *tracetest.SpanStub // nil: parent from _meta
+		status    codes.Code
+		attrs     map[string]string
+	}{
+		{"ok, parent from the HTTP span", mcpSpans[0], "tools/call echo", clientTrace, &httpSpans[0], codes.Unset, map[string]string{
+			"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo", "gen_ai.operation.name": "execute_tool",
+			"jsonrpc.request.id": "7", "mcp.protocol.version": "2025-11-25", "enduser.id": "alice",
+		}},
+		{"parent from _meta.traceparent", mcpSpans[1], "tools/call echo", metaTrace, nil, codes.Unset, map[string]string{
+			"gen_ai.tool.name": "echo",
+		}},
+		{"tool error", mcpSpans[2], "tools/call broken", clientTrace, &httpSpans[2], codes.Error, map[string]string{
+			"error.type": "tool_error",
+		}},
+		{"unknown tool", mcpSpans[3], "tools/call", clientTrace, &httpSpans[3], codes.Error, map[string]string{
+			"error.type": "-32602", "gen_ai.tool.name": "nope", "rpc.response.status_code": "-32602",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.span
+			if s.Name != tt.wantName || s.SpanKind != trace.SpanKindServer {
+				t.Errorf("span %q kind %v, want %q SERVER", s.Name, s.SpanKind, tt.wantName)
+			}
+			if got := s.SpanContext.TraceID().String(); got != tt.wantTrace {
+				t.Errorf("trace %s, want %s", got, tt.wantTrace)
+			}
+			if tt.parent != nil && s.Parent.SpanID() != tt.parent.SpanContext.SpanID() {
+				t.Errorf("parent %s, want the HTTP span %s", s.Parent.SpanID(), tt.parent.SpanContext.SpanID())
+			}
+			if tt.parent == nil {
+				if s.Parent.SpanID().String() != "00f067aa0ba902b7" {
+					t.Errorf("parent %s, want the _meta span 00f067aa0ba902b7", s.Parent.SpanID())
+				}
+				if len(s.Links) != 1 || s.Links[0].SpanContext.TraceID().String() != clientTrace {
+					t.Errorf("links %v, want one to the HTTP span", s.Links)
+				}
+			}
+			if s.Status.Code != tt.status {
+				t.Errorf("status %v, want %v", s.Status.Code, tt.status)
+			}
+			got := attrs(s.Attributes)
+			for k, v := range tt.attrs {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q", k, got[k], v)
+				}
+			}
+			if _, ok := got["mcp.session.id"]; ok {
+				t.Error("a stateless request has mcp.session.id")
+			}
+			if tt.status == codes.Unset {
+				if _, ok := got["error.type"]; ok {
+					t.Error("a successful call has error.type")
+				}
+			}
+		})
+	}
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func attrs(kvs []attribute.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value.Emit()
+	}
+	return m
+}
+
+// TestLegacySessions checks that a legacy session over HTTP is counted while
+// open and measured when it closes, and that its requests carry
+// mcp.session.id.
+func TestLegacySessions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, BuildInfo{})
+	exp := tracetest.NewInMemoryExporter()
+	tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Propagator: propagation.TraceContext{}}
+	s := newServer(t, MCPOptions{Metrics: m, Tracing: tr})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	defer srv.Close()
+
+	client := sdk.NewClient(&sdk.Implementation{Name: "legacy", Version: "v0"}, nil)
+	cs, err := client.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: srv.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.sessionsActive); got != 1 {
+		t.Errorf("sessions active = %v with one open, want 1", got)
+	}
+	var sessionID string
+	for _, sp := range exp.GetSpans() {
+		if sp.Name == "tools/call echo" {
+			sessionID = attrs(sp.Attributes)["mcp.session.id"]
+		}
+	}
+	if sessionID == "" || sessionID != cs.ID() {
+		t.Errorf("span mcp.session.id = %q, want the session's id %q", sessionID, cs.ID())
+	}
+
+	cs.Close()
+	// The session ends on the server when it handles the client's DELETE;
+	// the gauge follows asynchronously.
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(m.sessionsActive) != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(m.sessionsActive); got != 0 {
+		t.Errorf("sessions active = %v after close, want 0", got)
+	}
+	if n := testutil.CollectAndCount(m.session); n != 1 {
+		t.Errorf("session duration series = %d, want 1", n)
+	}
+	want := `
+# HELP portcullis_mcp_sessions_active Legacy (stateful) MCP sessions open now.
+# TYPE portcullis_mcp_sessions_active gauge
+portcullis_mcp_sessions_active 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "portcullis_mcp_sessions_active"); err != nil {
+		t.Error(err)
+	}
+	if c := sampleCount(t, reg, "mcp_server_session_duration_seconds", "2025-11-25"); c != 1 {
+		t.Errorf("sessions measured for 2025-11-25 = %d, want 1", c)
+	}
+}
+
+func sampleCount(t *testing.T, reg *prometheus.Registry, name, version string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "mcp_protocol_version" && l.GetValue() == version {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestAuditLine checks the one line per tool call: who, which tool, the
+// outcome and sizes, the trace ids, and never the argument values.
+func TestAuditLine(t *testing.T) {
+	var logs syncBuffer
+	logger, err := NewLogger(&logs, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Tracing{Provider: sdktrace.NewTracerProvider(), Propagator: propagation.TraceContext{}}
+	cs := connect(t, newServer(t, MCPOptions{Logger: logger, Tracing: tr, Now: (&stepClock{step: 2 * time.Millisecond}).Now}))
+	const secret = "hunter2-do-not-log"
+	if _, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": secret}}); err != nil {
+		t.Fatal(err)
+	}
+	cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "broken", Arguments: map[string]any{"text": secret}})
+	cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "missing"})
+
+	if strings.Contains(logs.String(), secret) {
+		t.Fatalf("an argument value reached the log:\n%s", logs.String())
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %q", l)
+		}
+		if m["msg"] == "tool call" {
+			lines = append(lines, m)
+		}
+	}
+	want := []struct{ tool, outcome, errType string }{
+		{"echo", "ok", ""}, {"broken", "tool_error", "tool_error"}, {"missing", "error", "-32602"},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d audit lines, want %d:\n%s", len(lines), len(want), logs.String())
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l["audit"] != true || l["tool"] != w.tool || l["outcome"] != w.outcome || (w.errType != "" && l["error_type"] != w.errType) {
+			t.Errorf("audit line %d = %v, want tool %s outcome %s error_type %q", i, l, w.tool, w.outcome, w.errType)
+		}
+		if l["duration_ms"] != 2.0 {
+			t.Errorf("duration_ms = %v, want 2", l["duration_ms"])
+		}
+		if id, _ := l["trace_id"].(string); len(id) != 32 {
+			t.Errorf("trace_id = %v, want a 32-hex-digit id", l["trace_id"])
+		}
+	}
+	if got := lines[0]["arguments_bytes"]; got != float64(len(`{"text":"`+secret+`"}`)) {
+		t.Errorf("arguments_bytes = %v", got)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
