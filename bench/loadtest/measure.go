@@ -38,20 +38,22 @@ func (r row) cpuPerReq() float64 {
 
 // report is everything one run measured.
 type report struct {
-	cfg          *config
-	machine      string
-	version      string
-	rows         []row
-	idleRSS      map[string]int64
-	loadRSS      map[string]int64
-	sessIdleRSS  int64
-	sessRSS      int64
-	sessions     int
-	startups     []time.Duration
-	noMetrics    bool
-	spanPosts    int64
-	spanBytes    int64
-	badSpanPosts int64
+	cfg           *config
+	machine       string
+	version       string
+	rows          []row
+	idleRSS       map[string]int64
+	loadRSS       map[string]int64
+	sessIdleRSS   int64 // fresh process
+	sessBaseRSS   int64 // after the first live-heap probe, before the sessions
+	sessRSS       int64
+	sessLiveBytes float64 // live heap growth with the sessions
+	sessions      int
+	startups      []time.Duration
+	noMetrics     bool
+	spanPosts     int64
+	spanBytes     int64
+	badSpanPosts  int64
 }
 
 // settle is how long a server is left idle before its RSS is read.
@@ -205,7 +207,8 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 
 // sessionMemory starts a fresh Portcullis, reads its idle RSS, opens
 // cfg.sessions legacy sessions (initialize + initialized) and leaves them
-// idle, then reads RSS again.
+// idle, then reads RSS again. RSS also holds garbage not yet collected, so
+// it measures the live heap too, right after a collection, before and after.
 func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
 	s, _, err := h.startPortcullis(ctx, "portcullis-sessions", false)
 	if err != nil {
@@ -227,6 +230,14 @@ func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
 	for i := range ws {
 		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[i], path: pathLegacy}
 	}
+	probe := &worker{idx: conc, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[0], path: pathModern}
+	live0, err := liveHeap(ctx, s, probe)
+	if err != nil {
+		return err
+	}
+	if rep.sessBaseRSS, err = s.rssKiB(); err != nil {
+		return err
+	}
 	per := (h.cfg.sessions + conc - 1) / conc
 	err = parallel(ws, func(w *worker) error {
 		for range per {
@@ -245,8 +256,40 @@ func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
 	}
 	rep.sessions = per * conc
 	time.Sleep(h.settle())
-	rep.sessRSS, err = s.rssKiB()
-	return err
+	if rep.sessRSS, err = s.rssKiB(); err != nil {
+		return err
+	}
+	live1, err := liveHeap(ctx, s, probe)
+	if err != nil {
+		return err
+	}
+	rep.sessLiveBytes = live1 - live0
+	return nil
+}
+
+// liveHeap returns the server's heap right after a garbage collection: it
+// sends echo calls one at a time until go_gc_duration_seconds_count moves,
+// then reads go_memstats_heap_alloc_bytes (which then holds the live heap
+// plus at most one call's garbage).
+func liveHeap(ctx context.Context, s *server, w *worker) (float64, error) {
+	const gcs, heap = "go_gc_duration_seconds_count", "go_memstats_heap_alloc_bytes"
+	m, err := scrape(s.metricsURL, gcs, heap)
+	if err != nil {
+		return 0, err
+	}
+	start := m[gcs]
+	for range 100000 {
+		if err := w.call(ctx); err != nil {
+			return 0, fmt.Errorf("probe call: %w", err)
+		}
+		if m, err = scrape(s.metricsURL, gcs, heap); err != nil {
+			return 0, err
+		}
+		if m[gcs] > start {
+			return m[heap], nil
+		}
+	}
+	return 0, errors.New("no garbage collection after 100000 calls")
 }
 
 // parallel runs f for every worker at once and joins the errors.

@@ -35,11 +35,20 @@ func (rep *report) medianStartup() time.Duration {
 	return s[(len(s)-1)/2]
 }
 
+// perSessionKiB is the RSS growth per idle session.
 func (rep *report) perSessionKiB() float64 {
 	if rep.sessions == 0 {
 		return 0
 	}
-	return float64(rep.sessRSS-rep.sessIdleRSS) / float64(rep.sessions)
+	return float64(rep.sessRSS-rep.sessBaseRSS) / float64(rep.sessions)
+}
+
+// liveKiBPerSession is the live-heap growth per idle session.
+func (rep *report) liveKiBPerSession() float64 {
+	if rep.sessions == 0 {
+		return 0
+	}
+	return rep.sessLiveBytes / 1024 / float64(rep.sessions)
 }
 
 func mib(kib int64) string { return fmt.Sprintf("%.1f", float64(kib)/1024) }
@@ -103,8 +112,9 @@ func (rep *report) markdown() string {
 	fmt.Fprintf(&b, "| RSS idle, MiB | %s | %s |\n", mib(rep.idleRSS["refserver"]), mib(rep.idleRSS["portcullis"]))
 	fmt.Fprintf(&b, "| RSS after the load above, MiB | %s | %s |\n", mib(rep.loadRSS["refserver"]), mib(rep.loadRSS["portcullis"]))
 	if rep.sessions > 0 {
-		fmt.Fprintf(&b, "| RSS fresh process → with %d idle 2025-11-25 sessions, MiB | – | %s → %s (%.1f KiB per session) |\n",
-			rep.sessions, mib(rep.sessIdleRSS), mib(rep.sessRSS), rep.perSessionKiB())
+		fmt.Fprintf(&b, "| fresh process: RSS idle → before → with %d idle 2025-11-25 sessions, MiB | – | %s → %s → %s (%.1f KiB per session) |\n",
+			rep.sessions, mib(rep.sessIdleRSS), mib(rep.sessBaseRSS), mib(rep.sessRSS), rep.perSessionKiB())
+		fmt.Fprintf(&b, "| live heap (after a GC) per idle session, KiB | – | %.1f |\n", rep.liveKiBPerSession())
 	}
 	if len(rep.startups) > 0 {
 		fmt.Fprintf(&b, "| start to ready (`serve --dev`, /readyz 200), median of %d | – | %.1f ms (max %.1f ms) |\n",
@@ -125,7 +135,8 @@ func (rep *report) markdown() string {
 	idle := rep.idleRSS["portcullis"]
 	fmt.Fprintf(&b, "| idle RSS ≤ %d MiB | %s MiB | %s |\n", targetIdleRSSKiB>>10, mib(idle), yes(idle <= targetIdleRSSKiB))
 	if rep.sessions > 0 {
-		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session | %.1f KiB | %s |\n", targetSessionKiB, rep.perSessionKiB(), yes(rep.perSessionKiB() <= targetSessionKiB))
+		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (RSS) | %.1f KiB | %s |\n", targetSessionKiB, rep.perSessionKiB(), yes(rep.perSessionKiB() <= targetSessionKiB))
+		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap) | %.1f KiB | %s |\n", targetSessionKiB, rep.liveKiBPerSession(), yes(rep.liveKiBPerSession() <= targetSessionKiB))
 	}
 	if len(rep.startups) > 0 {
 		fmt.Fprintf(&b, "| start to ready ≤ %s | %.1f ms | %s |\n", targetStartup, ms(rep.medianStartup()), yes(rep.medianStartup() <= targetStartup))
