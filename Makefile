@@ -23,7 +23,7 @@ tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 # GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
 
-.PHONY: help build run test e2e tools vet clean bench bench-bin bench-smoke bench-go
+.PHONY: help build run test e2e tools vet clean obs-tools obs-check
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,6 +45,17 @@ test: tools ## Install the test tools, then run every test with the race detecto
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./e2e/...
 
+obs-tools: ## Install Prometheus and promtool, build the OpenTelemetry Collector into .cache/bin, install @grafana/schema and TypeScript.
+	bash scripts/install-prometheus.sh
+	bash scripts/install-otelcol.sh
+	bash scripts/install-grafana-schema.sh
+
+obs-check: ## Check the alert rules (promtool check rules, promtool test rules) and type-check the Grafana dashboard.
+	@command -v promtool >/dev/null || { echo "promtool not found: run make obs-tools" >&2; exit 1; }
+	promtool check rules helm/portcullis/files/alerts.yaml
+	cd helm/portcullis/files && promtool test rules alerts_test.yaml
+	bash scripts/check-dashboard.sh
+
 vet: ## Run go vet on every package.
 	$(GO) vet ./...
 
@@ -54,6 +65,7 @@ clean: ## Remove build output, test results and the node tools cache.
 # The load harness (bench/loadtest) and its reference server, a bare SDK
 # handler. BENCHFLAGS adds harness flags, e.g. BENCHFLAGS='-duration 5s -concurrency 16'.
 BENCHFLAGS ?=
+.PHONY: bench bench-bin bench-smoke bench-go
 LOADTEST := bin/loadtest -portcullis $(BIN) -refserver bin/refserver
 
 bench-bin: build

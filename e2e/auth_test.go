@@ -582,11 +582,11 @@ type devServer struct {
 }
 
 // startDevServer runs `portcullis serve --dev` (the README's `make run`, on
-// a free port) and waits for its banner on stdout, up to the line of the
-// Inspector command.
-func startDevServer(t *testing.T) *devServer {
+// a free port) with the extra environment variables env and waits for its
+// banner on stdout, up to the line of the Inspector command.
+func startDevServer(t *testing.T, env ...string) *devServer {
 	t.Helper()
-	s := startServer(t, nil, "--dev")
+	s := startServer(t, env, "--dev")
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(60 * time.Second)

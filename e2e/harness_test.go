@@ -84,6 +84,10 @@ type server struct {
 	// BaseURL is "http://127.0.0.1:PORT", read from the "listening" log line.
 	BaseURL string
 
+	metricsMu    sync.Mutex
+	metricsAddr  string        // the metrics listener's "addr", once logged
+	metricsReady chan struct{} // closed when metricsAddr is set
+
 	cmd    *exec.Cmd
 	stdout *outputBuffer
 	stderr *lineBuffer
@@ -93,6 +97,23 @@ type server struct {
 
 // MCPURL returns the URL of the MCP endpoint.
 func (s *server) MCPURL() string { return s.BaseURL + "/mcp" }
+
+// MetricsURL returns the URL of the metrics endpoint,
+// "http://127.0.0.1:PORT/metrics", read from the "listening" log line of
+// the metrics listener. It waits up to 10s for that line.
+func (s *server) MetricsURL(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-s.metricsReady:
+	case <-s.done:
+		t.Fatalf("portcullis exited without logging its metrics listener: %v", s.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal(`portcullis did not log {"msg":"listening","listener":"metrics",...} within 10s`)
+	}
+	s.metricsMu.Lock()
+	defer s.metricsMu.Unlock()
+	return "http://" + s.metricsAddr + "/metrics"
+}
 
 // Stderr returns everything the process wrote to stderr so far.
 func (s *server) Stderr() string { return s.stderr.String() }
@@ -132,7 +153,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 	// cleanup below wants to stop the process gracefully.
 	cmd := exec.Command(binary, argv...)
 	cmd.Env = serverEnv(env...)
-	s := &server{cmd: cmd, stdout: &outputBuffer{}, stderr: &lineBuffer{}, done: make(chan struct{})}
+	s := &server{cmd: cmd, stdout: &outputBuffer{}, stderr: &lineBuffer{}, done: make(chan struct{}), metricsReady: make(chan struct{})}
 	cmd.Stdout = s.stdout
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
@@ -149,6 +170,9 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		for sc.Scan() {
 			line := sc.Text()
 			s.stderr.add(line)
+			if addr, ok := metricsListeningAddr(line); ok && s.setMetricsAddr(addr) {
+				continue
+			}
 			if addr, ok := listeningAddr(line); ok && !sent {
 				addrs <- addr
 				sent = true
@@ -216,6 +240,29 @@ func listeningAddr(line string) (string, bool) {
 	}
 	addr, _ := rec["addr"].(string)
 	return addr, addr != ""
+}
+
+// metricsListeningAddr reports the "addr" of the JSON log line
+// {"msg":"listening","listener":"metrics","addr":...}.
+func metricsListeningAddr(line string) (string, bool) {
+	var rec struct{ Msg, Listener, Addr string }
+	if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "listening" || rec.Listener != "metrics" || rec.Addr == "" {
+		return "", false
+	}
+	return rec.Addr, true
+}
+
+// setMetricsAddr records the metrics listener's address the first time it
+// is logged and reports whether it did.
+func (s *server) setMetricsAddr(addr string) bool {
+	s.metricsMu.Lock()
+	defer s.metricsMu.Unlock()
+	if s.metricsAddr != "" {
+		return false
+	}
+	s.metricsAddr = addr
+	close(s.metricsReady)
+	return true
 }
 
 // lineBuffer collects lines written by one goroutine and read by others.

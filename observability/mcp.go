@@ -237,16 +237,22 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 		httpSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), propagation.HeaderCarrier(extra.Header)))
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.attrs...)}
-	parent := ctx
-	if carrier := metaCarrier(req); carrier != nil {
-		parent = t.prop.Extract(ctx, carrier)
+	// ctx may already carry a span: a legacy session's context descends
+	// from the HTTP request that created it. Never parent on that.
+	parent := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	carrier := metaCarrier(req)
+	var metaSC trace.SpanContext
+	if carrier != nil {
+		metaSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), carrier))
 	}
-	metaSC := trace.SpanContextFromContext(parent)
 	switch {
-	case metaSC.IsValid() && httpSC.IsValid() && !metaSC.Equal(httpSC):
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: httpSC}))
-	case !metaSC.IsValid() && httpSC.IsValid():
-		parent = trace.ContextWithRemoteSpanContext(ctx, httpSC)
+	case metaSC.IsValid():
+		parent = t.prop.Extract(parent, carrier) // with its baggage
+		if httpSC.IsValid() && !metaSC.Equal(httpSC) {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: httpSC}))
+		}
+	case httpSC.IsValid():
+		parent = trace.ContextWithRemoteSpanContext(parent, httpSC)
 	}
 	return t.tracer.Start(parent, c.methodLabel, opts...)
 }

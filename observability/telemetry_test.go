@@ -325,7 +325,8 @@ func TestLegacySessions(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Propagator: propagation.TraceContext{}}
 	s := newServer(t, MCPOptions{Metrics: m, Tracing: tr})
-	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	srv := httptest.NewServer(HTTP{Tracing: tr}.TracedRoute("mcp", "/mcp",
+		sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)))
 	defer srv.Close()
 
 	client := sdk.NewClient(&sdk.Implementation{Name: "legacy", Version: "v0"}, nil)
@@ -340,9 +341,24 @@ func TestLegacySessions(t *testing.T) {
 		t.Errorf("sessions active = %v with one open, want 1", got)
 	}
 	var sessionID string
+	var initSpan, callSpan tracetest.SpanStub
 	for _, sp := range exp.GetSpans() {
-		if sp.Name == "tools/call echo" {
+		switch sp.Name {
+		case "tools/call echo":
+			callSpan = sp
 			sessionID = attrs(sp.Attributes)["mcp.session.id"]
+		case "initialize":
+			initSpan = sp
+		}
+	}
+	// The session's context descends from the initialize request; a later
+	// call must still be a child of its own HTTP request's span.
+	if callSpan.SpanContext.TraceID() == initSpan.SpanContext.TraceID() {
+		t.Errorf("tools/call span is in the initialize request's trace %s", initSpan.SpanContext.TraceID())
+	}
+	for _, sp := range exp.GetSpans() {
+		if sp.Name == "POST /mcp" && sp.SpanContext.SpanID() == callSpan.Parent.SpanID() && sp.SpanContext.TraceID() != callSpan.SpanContext.TraceID() {
+			t.Error("tools/call span's parent is in another trace")
 		}
 	}
 	if sessionID == "" || sessionID != cs.ID() {

@@ -215,7 +215,7 @@ func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer
 		Metrics:        metrics,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tracing: %w", err)
+		return nil, err // each problem names its OTEL_* variable
 	}
 	// The exporter reports failures (a collector that is down) through
 	// OpenTelemetry's process-wide handler; send them to our log.

@@ -250,6 +250,13 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 // URL of its embedded issuer.
 func startDev(t *testing.T) (base, issuer string) {
 	t.Helper()
+	base, issuer, _ = startDevMetrics(t)
+	return base, issuer
+}
+
+// startDevMetrics is startDev that also returns the /metrics URL.
+func startDevMetrics(t *testing.T) (base, issuer, metrics string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout, stderr syncBuffer
 	exited := make(chan int, 1)
@@ -258,7 +265,18 @@ func startDev(t *testing.T) (base, issuer string) {
 	}()
 	t.Cleanup(func() { cancel(); <-exited })
 	base = "http://" + listenAddr(t, &stderr, exited)
-	return base, base + devIssuerPath
+	// The metrics listener logs its line before the MCP listener's.
+	sc := bufio.NewScanner(strings.NewReader(stderr.String()))
+	for sc.Scan() {
+		var line struct{ Msg, Listener, URL string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" && line.Listener == "metrics" {
+			metrics = line.URL
+		}
+	}
+	if metrics == "" {
+		t.Fatalf("no metrics listening line:\n%s", stderr.String())
+	}
+	return base, base + devIssuerPath, metrics
 }
 
 // devToken asks the dev issuer's token endpoint for a token for clientID.
@@ -285,7 +303,9 @@ func mcpPost(t *testing.T, url, token, sessionID, body string) *http.Response {
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if sessionID != "" {
 		req.Header.Set("Mcp-Session-Id", sessionID)
 		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
@@ -318,5 +338,79 @@ func TestSessionBoundToCaller(t *testing.T) {
 	body, _ := io.ReadAll(r.Body)
 	if r.StatusCode != http.StatusOK || !strings.Contains(string(body), `\"subject\":\"alice\"`) {
 		t.Fatalf("alice on her session: status %d\n%s", r.StatusCode, body)
+	}
+}
+
+// TestMetricsEndpoint scrapes the separate metrics listener after a denied
+// call, a tool call, a probe and a stray path, and checks the series the
+// dashboard and alerts rely on.
+func TestMetricsEndpoint(t *testing.T) {
+	base, issuer, metricsURL := startDevMetrics(t)
+	token := devToken(t, issuer, "alice", base+"/mcp")
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+	if r := mcpPost(t, base+"/mcp", "", "", call); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: status %d", r.StatusCode)
+	}
+	if r := mcpPost(t, base+"/mcp", token, "", call); r.StatusCode != http.StatusOK {
+		t.Fatalf("echo: status %d", r.StatusCode)
+	}
+	for _, path := range []string{"/healthz", "/no/such/path"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// /metrics is not on the MCP port.
+	if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET /metrics on the MCP port: %v %v, want 404", resp.StatusCode, err)
+	}
+
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: status %d", resp.StatusCode)
+	}
+	for _, want := range []string{
+		`portcullis_auth_requests_total{outcome="denied",reason="missing"} 1`,
+		`portcullis_auth_requests_total{outcome="allowed",reason=""} 1`,
+		`mcp_server_operation_duration_seconds_count{error_type="",gen_ai_tool_name="echo",mcp_method_name="tools/call"} 1`,
+		`portcullis_http_requests_total{code="401",method="post",route="mcp"} 1`,
+		`portcullis_http_requests_total{code="200",method="get",route="healthz"} 1`,
+		`portcullis_http_requests_total{code="404",method="get",route="other"}`,
+		`portcullis_build_info{go_version="`,
+		`portcullis_http_requests_in_flight `,
+		`portcullis_mcp_sessions_active 0`,
+		"go_goroutines ",
+		"process_resident_memory_bytes ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if strings.Contains(string(body), "/no/such/path") {
+		t.Error("a raw request path became a label value")
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", body)
+	}
+}
+
+// Invalid OTEL_* settings stop the server at start-up, every one named.
+func TestServeRejectsBadTraceSettings(t *testing.T) {
+	var out bytes.Buffer
+	env := []string{"OTEL_TRACES_EXPORTER=zipkin", "OTEL_EXPORTER_OTLP_ENDPOINT=collector:4318"}
+	code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, env, strings.NewReader(""), &out, &out)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s", code, out.String())
+	}
+	for _, want := range []string{"2 problems", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
