@@ -60,6 +60,7 @@ type config struct {
 	startups              int
 	out                   string
 	env                   []string // extra environment for Portcullis
+	refEnv                []string // extra environment for the reference
 }
 
 type listFlag []string
@@ -84,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
 	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
 	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
+	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference server (repeatable), e.g. -ref-env GOGC=400")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -115,9 +117,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			c.out = "results/bench.md"
 		}
 	}
-	for _, kv := range c.env {
+	for _, kv := range slices.Concat(c.env, c.refEnv) {
 		if !strings.Contains(kv, "=") {
-			return nil, fmt.Errorf("-env %q: want KEY=VALUE", kv)
+			return nil, fmt.Errorf("-env/-ref-env %q: want KEY=VALUE", kv)
 		}
 	}
 	return c, nil
@@ -289,7 +291,7 @@ func (h *harness) startRef(ctx context.Context) (*server, error) {
 		return nil, err
 	}
 	spec := serverSpec{name: "refserver", bin: h.cfg.refserver, args: []string{"-listen", addr, "-metrics-listen", maddr},
-		env: serverEnv(), addr: addr, metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, "refserver.log")}
+		env: serverEnv(h.cfg.refEnv...), addr: addr, metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, "refserver.log")}
 	if h.cfg.pin {
 		spec.cpu = serverCPU
 	}

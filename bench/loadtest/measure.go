@@ -267,13 +267,14 @@ func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
 	return nil
 }
 
-// liveHeap returns the server's heap right after a garbage collection: it
-// sends echo calls one at a time until go_gc_duration_seconds_count moves,
-// then reads go_memstats_heap_alloc_bytes (which then holds the live heap
-// plus at most one call's garbage).
+// liveHeap returns the server's live heap plus goroutine stacks: it sends
+// echo calls one at a time until go_gc_duration_seconds_count moves, lets
+// the background sweeper finish (heap_alloc counts unswept garbage), then
+// reads go_memstats_heap_alloc_bytes (the live heap plus at most one call's
+// garbage) and go_memstats_stack_inuse_bytes.
 func liveHeap(ctx context.Context, s *server, w *worker) (float64, error) {
-	const gcs, heap = "go_gc_duration_seconds_count", "go_memstats_heap_alloc_bytes"
-	m, err := scrape(s.metricsURL, gcs, heap)
+	const gcs, heap, stacks = "go_gc_duration_seconds_count", "go_memstats_heap_alloc_bytes", "go_memstats_stack_inuse_bytes"
+	m, err := scrape(s.metricsURL, gcs)
 	if err != nil {
 		return 0, err
 	}
@@ -282,11 +283,15 @@ func liveHeap(ctx context.Context, s *server, w *worker) (float64, error) {
 		if err := w.call(ctx); err != nil {
 			return 0, fmt.Errorf("probe call: %w", err)
 		}
-		if m, err = scrape(s.metricsURL, gcs, heap); err != nil {
+		if m, err = scrape(s.metricsURL, gcs); err != nil {
 			return 0, err
 		}
 		if m[gcs] > start {
-			return m[heap], nil
+			time.Sleep(200 * time.Millisecond)
+			if m, err = scrape(s.metricsURL, heap, stacks); err != nil {
+				return 0, err
+			}
+			return m[heap] + m[stacks], nil
 		}
 	}
 	return 0, errors.New("no garbage collection after 100000 calls")

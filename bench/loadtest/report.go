@@ -74,7 +74,11 @@ func (rep *report) markdown() string {
 	fmt.Fprintf(&b, "### Load test: bare SDK (ref) vs Portcullis full stack (%s)\n\n", map[bool]string{true: "pinned", false: "unpinned"}[c.pin])
 	fmt.Fprintf(&b, "- %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), rep.machine)
 	fmt.Fprintf(&b, "- %s; %s\n", pin, mode)
-	fmt.Fprintf(&b, "- ref: bare go-sdk v1.8.0 stateless StreamableHTTPHandler, echo tool only (it keeps no sessions, so on the 2025-11-25 path it answers the same requests statelessly)\n")
+	fmt.Fprintf(&b, "- ref: bare go-sdk v1.8.0 stateless StreamableHTTPHandler, echo tool only (it keeps no sessions, so on the 2025-11-25 path it answers the same requests statelessly)")
+	if len(c.refEnv) > 0 {
+		fmt.Fprintf(&b, "; env %s", strings.Join(c.refEnv, " "))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
 	if len(c.env) > 0 {
 		fmt.Fprintf(&b, "; env %s", strings.Join(c.env, " "))
@@ -114,7 +118,7 @@ func (rep *report) markdown() string {
 	if rep.sessions > 0 {
 		fmt.Fprintf(&b, "| fresh process: RSS idle → before → with %d idle 2025-11-25 sessions, MiB | – | %s → %s → %s (%.1f KiB per session) |\n",
 			rep.sessions, mib(rep.sessIdleRSS), mib(rep.sessBaseRSS), mib(rep.sessRSS), rep.perSessionKiB())
-		fmt.Fprintf(&b, "| live heap (after a GC) per idle session, KiB | – | %.1f |\n", rep.liveKiBPerSession())
+		fmt.Fprintf(&b, "| live heap (after a GC) + goroutine stacks per idle session, KiB | – | %.1f |\n", rep.liveKiBPerSession())
 	}
 	if len(rep.startups) > 0 {
 		fmt.Fprintf(&b, "| start to ready (`serve --dev`, /readyz 200), median of %d | – | %.1f ms (max %.1f ms) |\n",
@@ -136,7 +140,7 @@ func (rep *report) markdown() string {
 	fmt.Fprintf(&b, "| idle RSS ≤ %d MiB | %s MiB | %s |\n", targetIdleRSSKiB>>10, mib(idle), yes(idle <= targetIdleRSSKiB))
 	if rep.sessions > 0 {
 		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (RSS) | %.1f KiB | %s |\n", targetSessionKiB, rep.perSessionKiB(), yes(rep.perSessionKiB() <= targetSessionKiB))
-		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap) | %.1f KiB | %s |\n", targetSessionKiB, rep.liveKiBPerSession(), yes(rep.liveKiBPerSession() <= targetSessionKiB))
+		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap + stacks) | %.1f KiB | %s |\n", targetSessionKiB, rep.liveKiBPerSession(), yes(rep.liveKiBPerSession() <= targetSessionKiB))
 	}
 	if len(rep.startups) > 0 {
 		fmt.Fprintf(&b, "| start to ready ≤ %s | %.1f ms | %s |\n", targetStartup, ms(rep.medianStartup()), yes(rep.medianStartup() <= targetStartup))
