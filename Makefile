@@ -1,8 +1,11 @@
 # Portcullis — developer entry points. `make help` lists the targets.
 #
-# `make test` is the one command a newcomer runs: it installs the Node test
-# tools it needs (Node 22, the MCP conformance suite, the MCP Inspector) into
-# .cache/node-tools, then runs every Go test, end-to-end tests included.
+# `make test` is the one command a newcomer runs (and what CI runs): it
+# installs every test tool it needs into .cache (Node 22, the MCP
+# conformance suite and Inspector, an OpenID provider, the OpenTelemetry
+# Collector, Prometheus, helm and the Kubernetes schemas), then runs every
+# Go test with the race detector (end-to-end tests included), the chart,
+# rule and dashboard checks, short fuzzing, and short load and soak runs.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -18,12 +21,10 @@ LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 # exported only to the targets that use it: the server treats every
 # PORTCULLIS_* variable as a config key and rejects unknown ones.
 PORTCULLIS_NODE_TOOLS ?= $(CURDIR)/.cache/node-tools
-tools test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
+tools test go-test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 
-# GOTESTFLAGS adds flags to the test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
+# GOTESTFLAGS adds flags to the Go test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
-
-.PHONY: help build run test e2e tools vet clean obs-tools obs-check soak soak-smoke
 
 # Kubernetes packaging: the Helm chart, the manifests generated from it and
 # the image. Tools (helm, helm-unittest, kubeconform, schemas) live in .cache.
@@ -31,7 +32,9 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: helm-tools helm-lint helm-test manifests manifests-check image
+.PHONY: help build run test check lint tools go-test e2e vet clean \
+	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
+	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,16 +45,37 @@ build: ## Build bin/portcullis, stamped with the git version and revision.
 run: ## Run the server in dev mode (go run ./cmd/server serve --dev).
 	$(GO) run ./cmd/server serve --dev
 
-tools: ## Install Node 22, the MCP conformance suite, the MCP Inspector and the e2e OpenID provider into .cache/node-tools.
-	bash scripts/install-node-tools.sh
+# ---- tests -------------------------------------------------------------
 
-test: tools ## Install the test tools, then run every test with the race detector.
+test: tools ## Install the test tools, then run everything CI checks: Go tests (-race, e2e included), chart, rules, dashboard, fuzzing, load and soak smoke runs.
+	$(MAKE) --no-print-directory lint go-test obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
+
+check: test ## The same as test (the name CI-minded people look for).
+
+tools: ## Install every test tool into .cache (fast when cached).
+	bash scripts/install-node-tools.sh
+	$(MAKE) --no-print-directory obs-tools helm-tools
+
+go-test: ## Run every Go test with the race detector (needs make tools).
 	rm -f results/conformance.txt
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
 	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./e2e/...
+
+lint: ## gofmt and go vet every package.
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+vet: ## Run go vet on every package.
+	$(GO) vet ./...
+
+clean: ## Remove build output, test results and the tools cache.
+	rm -rf bin results .cache
+
+# ---- observability -----------------------------------------------------
 
 obs-tools: ## Install Prometheus and promtool, build the OpenTelemetry Collector into .cache/bin, install @grafana/schema and TypeScript.
 	bash scripts/install-prometheus.sh
@@ -64,11 +88,7 @@ obs-check: ## Check the alert rules (promtool check rules, promtool test rules) 
 	cd helm/portcullis/files && promtool test rules alerts_test.yaml
 	bash scripts/check-dashboard.sh
 
-vet: ## Run go vet on every package.
-	$(GO) vet ./...
-
-clean: ## Remove build output, test results and the node tools cache.
-	rm -rf bin results .cache
+# ---- packaging ---------------------------------------------------------
 
 helm-tools: ## Install helm, helm-unittest, kubeconform and the Kubernetes JSON schemas into .cache (fast when cached).
 	bash scripts/install-helm-tools.sh
@@ -90,6 +110,40 @@ manifests-check: manifests ## Fail if deploy/k8s differs from what the chart gen
 image: ## docker build the image IMAGE (default ghcr.io/portcullis-mcp/portcullis:VERSION). Needs a Docker engine: none runs on the dev machines, so it is untested there.
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
+# ---- reliability and performance ---------------------------------------
+
+# FUZZTIME bounds each fuzz target in `make fuzz`.
+FUZZTIME ?= 5s
+# FUZZ_TARGETS lists package:target pairs, run one at a time.
+FUZZ_TARGETS := ./mcp:FuzzHandler ./mcp:FuzzOpen ./mcp:FuzzSealRoundTrip \
+	./auth:FuzzVerify ./auth:FuzzMiddleware ./internal/config:FuzzLoad ./cmd/server:FuzzConfig
+
+fuzz: ## Run each fuzz target for FUZZTIME (default 5s), one by one; crashers land in testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
+# The load harness (bench/loadtest) and its reference server, a bare SDK
+# handler. BENCHFLAGS adds harness flags, e.g. BENCHFLAGS='-duration 5s -concurrency 16'.
+BENCHFLAGS ?=
+LOADTEST := bin/loadtest -portcullis $(BIN) -refserver bin/refserver
+
+bench-bin: build
+	$(GO) build -o bin/refserver ./bench/loadtest/refserver
+	$(GO) build -o bin/loadtest ./bench/loadtest
+
+bench: bench-bin ## Load-test the built binary (full stack) against the bare SDK, unpinned then pinned; writes results/bench.md and results/bench-pinned.md.
+	$(LOADTEST) $(BENCHFLAGS)
+	$(LOADTEST) -pin $(BENCHFLAGS)
+
+bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row (seconds); fails on any wrong response.
+	$(LOADTEST) -smoke $(BENCHFLAGS)
+
+bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... ./cmd/...
+
 # The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
 # traffic, bounded in time and request count (bench/soak, not part of the
 # binary). SOAK_DURATION and SOAK_RATE tune it.
@@ -101,17 +155,3 @@ soak: build ## Soak the built binary on loopback for SOAK_DURATION (10m): errors
 
 soak-smoke: build ## A 20-second soak for CI, reported every 5 seconds.
 	$(GO) run ./bench/soak -binary $(BIN) -duration 20s -interval 5s -warmup 3s -rate $(SOAK_RATE)
-
-# FUZZTIME bounds each fuzz target in `make fuzz`.
-FUZZTIME ?= 5s
-# FUZZ_TARGETS lists package:target pairs, run one at a time.
-FUZZ_TARGETS := ./mcp:FuzzHandler ./mcp:FuzzOpen ./mcp:FuzzSealRoundTrip \
-	./auth:FuzzVerify ./auth:FuzzMiddleware ./internal/config:FuzzLoad ./cmd/server:FuzzConfig
-
-.PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 5s), one by one; crashers land in testdata/fuzz.
-	@for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
-		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
-	done

@@ -55,6 +55,9 @@ func (c *cachingVerifier) Verify(ctx context.Context, token string) (*Principal,
 		expires = p.Expiry
 	}
 	if now.Before(expires) {
+		// p is ours alone until it is in the cache: c.next is the
+		// multiVerifier, which makes a new principal per verification.
+		p.tokenInfo = p.newTokenInfo()
 		c.cache.Add(key, cacheEntry{p: p, expires: expires})
 	}
 	return p, nil

@@ -3,11 +3,15 @@ package auth
 import (
 	"context"
 	"crypto"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 )
 
 // countingKeySet counts signature verifications.
@@ -123,5 +127,43 @@ func BenchmarkCacheHit(b *testing.B) {
 		if _, err := v.Verify(ctx, tok); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A cached principal carries one TokenInfo, made when it was cached, that
+// the middleware hands the SDK on every request with that token.
+func TestCachedPrincipalSharesTokenInfo(t *testing.T) {
+	k := newECKey(t, "k")
+	f := newFakeIssuer(t, k)
+	o := testOptions(f)
+	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []*sdkauth.TokenInfo
+	var want string // the subject of the request being served
+	h := Middleware(v, o, "", nil, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ti := sdkauth.TokenInfoFromContext(r.Context())
+		p, ok := PrincipalFromTokenInfo(ti)
+		if !ok || p.Subject != want || ti.UserID != f.URL()+"|"+want || !slices.Equal(ti.Scopes, []string{"mcp:tools", "read"}) {
+			t.Errorf("TokenInfo %+v does not describe %s's token", ti, want)
+		}
+		infos = append(infos, ti)
+	}))
+	tokens := map[string]string{"alice": k.sign(t, f.claims(nil)), "bob": k.sign(t, f.claims(map[string]any{"sub": "bob"}))}
+	for _, want = range []string{"alice", "alice", "bob"} {
+		tok := tokens[want]
+		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if len(infos) != 3 {
+		t.Fatalf("handler ran %d times, want 3", len(infos))
+	}
+	if infos[0] != infos[1] {
+		t.Error("two requests with one cached token got different TokenInfos")
+	}
+	if infos[2] == infos[0] {
+		t.Error("another token got the first token's TokenInfo")
 	}
 }

@@ -60,8 +60,10 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 		// to set it is its own middleware, given the principal we verified.
 		withTokenInfo := sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
 			p, _ := PrincipalFrom(ctx)
-			return &sdkauth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expiry, UserID: p.UserID(),
-				Extra: map[string]any{tokenInfoPrincipalKey: p}}, nil
+			if p.tokenInfo != nil {
+				return p.tokenInfo, nil // a cached principal's, made once
+			}
+			return p.newTokenInfo(), nil
 		}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: o.ClockSkew})(next)
 
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +128,7 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 
 // bearerToken extracts the token, or says why it cannot.
 func bearerToken(r *http.Request) (string, Reason) {
-	if r.URL.Query().Has("access_token") {
+	if r.URL.RawQuery != "" && r.URL.Query().Has("access_token") {
 		return "", ReasonMalformed
 	}
 	vals := r.Header.Values("Authorization")

@@ -28,6 +28,18 @@ type Principal struct {
 	Roles []string
 	// Expiry is the token's "exp".
 	Expiry time.Time
+
+	// tokenInfo is the SDK's view of a principal held by the verified-token
+	// cache, made once before the principal is shared, so that requests
+	// with a cached token allocate none.
+	tokenInfo *sdkauth.TokenInfo
+}
+
+// newTokenInfo returns the SDK's TokenInfo for p, carrying p itself (see
+// [PrincipalFromTokenInfo]).
+func (p *Principal) newTokenInfo() *sdkauth.TokenInfo {
+	return &sdkauth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expiry, UserID: p.UserID(),
+		Extra: map[string]any{tokenInfoPrincipalKey: p}}
 }
 
 // UserID is the identity the SDK binds legacy sessions to: issuer "|" subject.

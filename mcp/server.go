@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -173,7 +174,7 @@ func sealStateMiddleware(sealer *Sealer, logger *slog.Logger) sdk.Middleware {
 				if sealer == nil {
 					return nil, invalidStateError()
 				}
-				plain, err := sealer.Open(*state, digest, sub)
+				plain, err := sealer.Open(*state, digest(), sub)
 				if err != nil {
 					return nil, invalidStateError()
 				}
@@ -191,7 +192,7 @@ func sealStateMiddleware(sealer *Sealer, logger *slog.Logger) sdk.Middleware {
 				logger.ErrorContext(ctx, "handler returned requestState but no sealing key is configured", "mcp.method.name", method)
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 			}
-			sealed, serr := sealer.Seal(*out, digest, sub)
+			sealed, serr := sealer.Seal(*out, digest(), sub)
 			if serr != nil {
 				logger.ErrorContext(ctx, "sealing requestState", "error", serr)
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
@@ -246,27 +247,39 @@ func invalidStateError() error {
 }
 
 // mrtrState returns a pointer to the requestState of a request that can take
-// part in a multi-round trip, and the digest that binds it.
-func mrtrState(method string, req sdk.Request) (state *string, digest []byte, ok bool) {
+// part in a multi-round trip, and the digest that binds it. The digest is
+// computed only when asked for (a state arrived or is handed out), from the
+// request as it was before the handler ran: most calls need none.
+func mrtrState(method string, req sdk.Request) (state *string, digest func() []byte, ok bool) {
+	var name string
+	var args []byte
 	switch r := req.(type) {
 	case *sdk.CallToolRequest:
 		if r.Params == nil {
 			return nil, nil, false
 		}
-		return &r.Params.RequestState, requestDigest(method, r.Params.Name, r.Params.Arguments), true
+		state, name, args = &r.Params.RequestState, r.Params.Name, bytes.Clone(r.Params.Arguments)
 	case *sdk.GetPromptRequest:
 		if r.Params == nil {
 			return nil, nil, false
 		}
-		args, _ := json.Marshal(r.Params.Arguments)
-		return &r.Params.RequestState, requestDigest(method, r.Params.Name, args), true
+		args, _ = json.Marshal(r.Params.Arguments)
+		state, name = &r.Params.RequestState, r.Params.Name
 	case *sdk.ReadResourceRequest:
 		if r.Params == nil {
 			return nil, nil, false
 		}
-		return &r.Params.RequestState, requestDigest(method, r.Params.URI, nil), true
+		state, name = &r.Params.RequestState, r.Params.URI
+	default:
+		return nil, nil, false
 	}
-	return nil, nil, false
+	var d []byte
+	return state, func() []byte {
+		if d == nil {
+			d = requestDigest(method, name, args)
+		}
+		return d
+	}, true
 }
 
 func resultState(res sdk.Result) *string {

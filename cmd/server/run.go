@@ -363,6 +363,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return err
 	}
 	defer a.shutdownTracing()
+	tuneRuntime(environ, nil, a.logger)
 	return a.serve(ctx, ln, mln, dev, stdout)
 }
 

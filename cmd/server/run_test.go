@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,7 +17,7 @@ import (
 	"time"
 )
 
-func writeConfig(t *testing.T, content string) string {
+func writeConfig(t testing.TB, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "portcullis.yaml")
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
@@ -141,7 +142,7 @@ func (b *syncBuffer) String() string {
 }
 
 // listenAddr waits for the "listening" log line and returns its address.
-func listenAddr(t *testing.T, stderr *syncBuffer, exited <-chan int) string {
+func listenAddr(t testing.TB, stderr fmt.Stringer, exited <-chan int) string {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()

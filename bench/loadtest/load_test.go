@@ -1,0 +1,63 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckEcho(t *testing.T) {
+	const ok = `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"w1-7"}]}}`
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+		wantErr     string // "" means the response is right
+	}{
+		{name: "JSON", contentType: "application/json", body: ok},
+		{name: "SSE after a priming event", contentType: "text/event-stream",
+			body: "event: prime\nid: a_0\ndata: \n\nevent: message\nid: a_1\ndata: " + ok + "\n\n"},
+		{name: "wrong id", contentType: "application/json", body: strings.Replace(ok, `"id":7`, `"id":8`, 1), wantErr: "id 8"},
+		{name: "wrong text", contentType: "application/json", body: strings.Replace(ok, "w1-7", "w1-6", 1), wantErr: "want the text"},
+		{name: "two blocks", contentType: "application/json",
+			body: `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"w1-7"},{"type":"text","text":"x"}]}}`, wantErr: "want the text"},
+		{name: "tool error", contentType: "application/json",
+			body: `{"jsonrpc":"2.0","id":7,"result":{"isError":true,"content":[{"type":"text","text":"w1-7"}]}}`, wantErr: "tool error"},
+		{name: "JSON-RPC error", contentType: "application/json",
+			body: `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad"}}`, wantErr: "JSON-RPC error"},
+		{name: "no result", contentType: "application/json", body: `{"jsonrpc":"2.0","id":7}`, wantErr: "no result"},
+		{name: "not JSON", contentType: "application/json", body: `<html>`, wantErr: "not JSON"},
+		{name: "empty stream", contentType: "text/event-stream", body: "event: prime\ndata: \n\n", wantErr: "without data"},
+		{name: "other content type", contentType: "text/plain", body: ok, wantErr: "Content-Type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkEcho(tt.contentType, []byte(tt.body), 7, "w1-7")
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("checkEcho: %v, want no error", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("checkEcho: %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	page := `# HELP go_memstats_alloc_bytes_total Total bytes allocated.
+# TYPE go_memstats_alloc_bytes_total counter
+go_memstats_alloc_bytes_total 1.132272e+06
+go_memstats_mallocs_total 10857 1700000000000
+go_memstats_alloc_bytes 99
+mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call"} 3
+`
+	got, err := parseMetrics(strings.NewReader(page), "go_memstats_alloc_bytes_total", "go_memstats_mallocs_total", "absent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["go_memstats_alloc_bytes_total"] != 1132272 || got["go_memstats_mallocs_total"] != 10857 {
+		t.Errorf("parseMetrics = %v, want the two counters (and no absent series)", got)
+	}
+	if _, err := parseMetrics(strings.NewReader("go_memstats_mallocs_total many\n"), "go_memstats_mallocs_total"); err == nil {
+		t.Error("a value that is not a number must be an error")
+	}
+}

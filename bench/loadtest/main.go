@@ -1,0 +1,319 @@
+// Command loadtest is Portcullis's load harness (make bench). In one run, on
+// one machine, with one keep-alive Go load client, it measures
+//
+//   - (a) the reference: a bare MCP Go SDK stateless StreamableHTTPHandler
+//     with only an echo tool (./refserver, its own process), and
+//   - (b) the real Portcullis binary with the full production stack: JWT
+//     auth against an in-process issuer (RS256 and ES256 tokens, keys
+//     fetched over HTTP), a per-tool policy, metrics, traces exported over
+//     OTLP/HTTP to an in-process sink, and audit logs written to a file,
+//
+// on both protocol paths (2026-07-28, stateless; 2025-11-25 with a session)
+// at each concurrency, checking every response. It reports req/s, p50/p99
+// latency, server CPU per request (/proc/PID/stat), bytes and allocations
+// per request (the servers' Go runtime counters), RSS, the ratio of (b) to
+// (a) per row, RSS with 1,000 idle legacy sessions and startup-to-ready
+// time, as a Markdown table it prints and writes to results/. It exits
+// non-zero if any response was wrong.
+//
+// It is a development tool, never part of the Portcullis binary.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the harness's flags.
+type config struct {
+	portcullis, refserver string
+	duration, warmup      time.Duration
+	conc                  []int
+	paths                 []string
+	pin                   bool
+	smoke                 bool
+	smokeRequests         int
+	sessions              int
+	startups              int
+	out                   string
+	env                   []string // extra environment for Portcullis
+	refEnv                []string // extra environment for the reference
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.portcullis, "portcullis", "bin/portcullis", "the Portcullis `binary` (make build)")
+	fs.StringVar(&c.refserver, "refserver", "bin/refserver", "the reference server `binary` (go build ./bench/loadtest/refserver)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per row")
+	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
+	concList := fs.String("concurrency", "1,16,64", "comma-separated worker counts (one keep-alive connection each)")
+	pathList := fs.String("paths", pathModern+","+pathLegacy, "comma-separated protocol paths")
+	fs.BoolVar(&c.pin, "pin", false, "pin the servers to CPU 0 and this client to CPU 1 (taskset)")
+	fs.BoolVar(&c.smoke, "smoke", false, "a few hundred requests per row, seconds in total (for CI)")
+	fs.IntVar(&c.smokeRequests, "smoke-requests", 300, "requests per row in -smoke mode")
+	fs.IntVar(&c.sessions, "sessions", 1000, "idle legacy sessions to open for the memory measurement")
+	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
+	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
+	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
+	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference server (repeatable), e.g. -ref-env GOGC=400")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, s := range strings.Split(*concList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-concurrency: %q is not a positive integer", s)
+		}
+		c.conc = append(c.conc, n)
+	}
+	for _, p := range strings.Split(*pathList, ",") {
+		p = strings.TrimSpace(p)
+		if p != pathModern && p != pathLegacy {
+			return nil, fmt.Errorf("-paths: %q: want %s or %s", p, pathModern, pathLegacy)
+		}
+		c.paths = append(c.paths, p)
+	}
+	if c.smoke {
+		c.sessions = min(c.sessions, 100)
+		c.startups = min(c.startups, 2)
+	}
+	if c.out == "" {
+		switch {
+		case c.smoke:
+			c.out = "results/bench-smoke.md"
+		case c.pin:
+			c.out = "results/bench-pinned.md"
+		default:
+			c.out = "results/bench.md"
+		}
+	}
+	for _, kv := range slices.Concat(c.env, c.refEnv) {
+		if !strings.Contains(kv, "=") {
+			return nil, fmt.Errorf("-env/-ref-env %q: want KEY=VALUE", kv)
+		}
+	}
+	return c, nil
+}
+
+// CPUs the servers and the client are pinned to with -pin.
+const (
+	serverCPU = "0"
+	clientCPU = "1"
+)
+
+// harness holds what every measurement shares.
+type harness struct {
+	cfg    *config
+	issuer *issuer
+	sink   *otlpSink
+	dir    string
+	fail   *failures
+	tokens []string // one per worker index, RS256 and ES256 alternating
+	log    io.Writer
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	for _, b := range []string{cfg.portcullis, cfg.refserver} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("%s: %w (make bench builds it)", b, err)
+		}
+	}
+	if cfg.pin {
+		if runtime.NumCPU() < 2 {
+			return fmt.Errorf("-pin needs two CPUs, this machine has %d", runtime.NumCPU())
+		}
+		if err := pinSelf(clientCPU); err != nil {
+			return err
+		}
+		runtime.GOMAXPROCS(1)
+	}
+	dir, err := os.MkdirTemp("", "portcullis-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	is, err := newIssuer()
+	if err != nil {
+		return err
+	}
+	defer is.close()
+	sink, err := newOTLPSink()
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+	h := &harness{cfg: cfg, issuer: is, sink: sink, dir: dir, fail: &failures{}, log: stderr}
+	rep, err := h.measure(ctx)
+	if err != nil {
+		return err
+	}
+	md := rep.markdown()
+	fmt.Fprint(stdout, md)
+	if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg.out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "loadtest: wrote %s\n", cfg.out)
+	if n := h.fail.count(); n > 0 {
+		return fmt.Errorf("%d wrong responses, first: %s", n, strings.Join(h.fail.first, "; "))
+	}
+	return rep.check()
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(h.log, "loadtest: "+format+"\n", args...)
+}
+
+// serverEnv is this process's environment without anything that would
+// change how a server runs (config, telemetry and Go runtime variables).
+func serverEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PORTCULLIS_") || strings.HasPrefix(k, "OTEL_") || k == "AUTOMEMLIMIT" ||
+			slices.Contains([]string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS"}, k) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// Scopes of the bench tokens, required by the Portcullis config.
+const (
+	scopeTools = "mcp:tools"
+	scopeEcho  = "mcp:echo"
+)
+
+// portcullisConfig is the full-stack configuration: JWT auth against the
+// harness issuer (keys by discovery), a required scope and a per-tool
+// policy on echo, metrics on their own listener, info logs (one access line
+// and one audit line per call).
+func portcullisConfig(addr, metricsAddr, issuerURL string) string {
+	return fmt.Sprintf(`server:
+  listen: %[1]s
+  metrics_listen: %[2]s
+tools:
+  toolsets: [core]
+auth:
+  resource: http://%[1]s/mcp
+  issuers:
+    - issuer: %[3]s
+      algorithms: [RS256, ES256]
+  scopes_supported: [%[4]s, %[5]s]
+  required_scopes: [%[4]s]
+  policy:
+    - tool: echo
+      scopes: [%[5]s]
+log:
+  level: info
+`, addr, metricsAddr, issuerURL, scopeTools, scopeEcho)
+}
+
+// startPortcullis starts the binary with the full stack; dev adds --dev
+// (and no config file: dev mode needs no IdP).
+func (h *harness) startPortcullis(ctx context.Context, name string, dev bool) (*server, time.Duration, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, 0, err
+	}
+	maddr, err := freeAddr()
+	if err != nil {
+		return nil, 0, err
+	}
+	args := []string{"serve", "--listen", addr, "--metrics-listen", maddr}
+	env := serverEnv()
+	if dev {
+		args = append(args, "--dev")
+	} else {
+		cfgPath := filepath.Join(h.dir, name+".yaml")
+		if err := os.WriteFile(cfgPath, []byte(portcullisConfig(addr, maddr, h.issuer.url)), 0o600); err != nil {
+			return nil, 0, err
+		}
+		args = append(args, "--config", cfgPath)
+		env = serverEnv(append([]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT=" + h.sink.url,
+			"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+			"OTEL_SERVICE_NAME=portcullis",
+		}, h.cfg.env...)...)
+	}
+	spec := serverSpec{name: name, bin: h.cfg.portcullis, args: args, env: env, addr: addr,
+		metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, name+".log")}
+	if h.cfg.pin {
+		spec.cpu = serverCPU
+	}
+	return startServer(ctx, spec)
+}
+
+func (h *harness) startRef(ctx context.Context) (*server, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	maddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	spec := serverSpec{name: "refserver", bin: h.cfg.refserver, args: []string{"-listen", addr, "-metrics-listen", maddr},
+		env: serverEnv(h.cfg.refEnv...), addr: addr, metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, "refserver.log")}
+	if h.cfg.pin {
+		spec.cpu = serverCPU
+	}
+	s, _, err := startServer(ctx, spec)
+	return s, err
+}
+
+// mintTokens makes n tokens for audience aud, alternating RS256 and ES256,
+// each with its own subject (so the verified-token cache holds one per
+// worker).
+func (h *harness) mintTokens(aud string, n int) ([]string, error) {
+	var out []string
+	for i := range n {
+		alg := jose.RS256
+		if i%2 == 1 {
+			alg = jose.ES256
+		}
+		t, err := h.issuer.mint(alg, "bench-user-"+strconv.Itoa(i), aud, []string{scopeTools, scopeEcho})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// row is one measured (server, path, concurrency) combination.
+type row struct {
+	server       string
+	path         string
+	conc         int
+	requests     int64
+	elapsed      time.Duration
+	p50, p99     time.Duration
+	cpuTicks     int64
+	allocBytes   float64 // per request; NaN-free only when mem is true
+	allocObjects float64
+	mem          bool // allocation counters were read
+	rssKiB       int64
+	wrong        int64
+}
+
+func (r row) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
+
+// cpuPerReq is server CPU time per request, in microseconds.
+func (r row) cpuPerReq() float64 {
+	return float64(r.cpuTicks) * 1e6 / clockTicks / float64(r.requests)
+}
+
+// report is everything one run measured.
+type report struct {
+	cfg           *config
+	machine       string
+	version       string
+	rows          []row
+	idleRSS       map[string]int64
+	loadRSS       map[string]int64
+	sessIdleRSS   int64 // fresh process
+	sessBaseRSS   int64 // after the first live-heap probe, before the sessions
+	sessRSS       int64
+	sessLiveBytes float64 // live heap growth with the sessions
+	sessions      int
+	startups      []time.Duration
+	noMetrics     bool
+	spanPosts     int64
+	spanBytes     int64
+	badSpanPosts  int64
+}
+
+// settle is how long a server is left idle before its RSS is read.
+func (h *harness) settle() time.Duration {
+	if h.cfg.smoke {
+		return 200 * time.Millisecond
+	}
+	return time.Second
+}
+
+func (h *harness) measure(ctx context.Context) (*report, error) {
+	rep := &report{cfg: h.cfg, machine: machineInfo(), idleRSS: map[string]int64{}, loadRSS: map[string]int64{}}
+	if out, err := exec.Command(h.cfg.portcullis, "version").Output(); err == nil {
+		rep.version = strings.TrimSpace(string(out))
+	}
+	ref, err := h.startRef(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.stop()
+	pc, _, err := h.startPortcullis(ctx, "portcullis", false)
+	if err != nil {
+		return nil, err
+	}
+	defer pc.stop()
+	if _, _, err := pc.scrapeMem(); err != nil {
+		h.logf("Portcullis serves no metrics (%v): its bytes and allocations per request are not reported", err)
+		pc.metricsURL = ""
+		rep.noMetrics = true
+	}
+	if h.tokens, err = h.mintTokens(pc.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
+		return nil, err
+	}
+	time.Sleep(h.settle())
+	servers := []*server{ref, pc}
+	for _, s := range servers {
+		if rep.idleRSS[s.name], err = s.rssKiB(); err != nil {
+			return nil, err
+		}
+	}
+	for _, path := range h.cfg.paths {
+		for _, conc := range h.cfg.conc {
+			for _, s := range servers {
+				r, err := h.row(ctx, s, path, conc)
+				if err != nil {
+					return nil, err
+				}
+				h.logf("%-10s %s c=%-3d %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %6.1f µs CPU/req  wrong %d",
+					s.name, path, conc, r.rps(), ms(r.p50), ms(r.p99), r.cpuPerReq(), r.wrong)
+				rep.rows = append(rep.rows, r)
+			}
+		}
+	}
+	for _, s := range servers {
+		if rep.loadRSS[s.name], err = s.rssKiB(); err != nil {
+			return nil, err
+		}
+	}
+	// SIGTERM flushes the spans still batched in the exporter.
+	if err := errors.Join(ref.stop(), pc.stop()); err != nil {
+		return nil, err
+	}
+	rep.spanPosts, rep.spanBytes, rep.badSpanPosts = h.sink.requests.Load(), h.sink.bytes.Load(), h.sink.bad.Load()
+
+	if h.cfg.sessions > 0 {
+		if err := h.sessionMemory(ctx, rep); err != nil {
+			return nil, err
+		}
+	}
+	for range h.cfg.startups {
+		s, d, err := h.startPortcullis(ctx, "portcullis-dev", true)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.stop(); err != nil {
+			return nil, err
+		}
+		rep.startups = append(rep.startups, d)
+	}
+	return rep, nil
+}
+
+// row measures one server on one path at one concurrency.
+func (h *harness) row(ctx context.Context, s *server, path string, conc int) (row, error) {
+	client := newHTTPClient(conc)
+	defer client.CloseIdleConnections()
+	where := fmt.Sprintf("%s %s c=%d", s.name, path, conc)
+	ws := make([]*worker, conc)
+	for i := range ws {
+		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + h.tokens[i], path: path}
+	}
+	if err := parallel(ws, func(w *worker) error { return w.setup(ctx) }); err != nil {
+		h.fail.add(where, err)
+		return row{}, fmt.Errorf("%s: %w", where, err)
+	}
+	wrong0 := h.fail.count()
+	if h.cfg.smoke {
+		phase(ctx, ws, time.Time{}, max(1, 50/conc), nil, h.fail, where)
+	} else {
+		phase(ctx, ws, time.Now().Add(h.cfg.warmup), 0, nil, h.fail, where)
+	}
+	cpu0, err := s.cpuTicks()
+	if err != nil {
+		return row{}, err
+	}
+	mem0, memOK, err := s.scrapeMem()
+	if err != nil {
+		return row{}, err
+	}
+	lat := make([][]time.Duration, conc)
+	start := time.Now()
+	var n int64
+	if h.cfg.smoke {
+		n = phase(ctx, ws, time.Time{}, max(1, h.cfg.smokeRequests/conc), lat, h.fail, where)
+	} else {
+		n = phase(ctx, ws, start.Add(h.cfg.duration), 0, lat, h.fail, where)
+	}
+	elapsed := time.Since(start)
+	cpu1, err := s.cpuTicks()
+	if err != nil {
+		return row{}, err
+	}
+	mem1, _, err := s.scrapeMem()
+	if err != nil {
+		return row{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return row{}, err
+	}
+	if err := parallel(ws, func(w *worker) error { return w.teardown(ctx) }); err != nil {
+		h.fail.add(where, err)
+	}
+	rss, err := s.rssKiB()
+	if err != nil {
+		return row{}, err
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	r := row{server: s.name, path: path, conc: conc, requests: n, elapsed: elapsed, cpuTicks: cpu1 - cpu0,
+		mem: memOK, rssKiB: rss, wrong: h.fail.count() - wrong0}
+	if len(all) > 0 {
+		r.p50 = all[(len(all)-1)*50/100]
+		r.p99 = all[(len(all)-1)*99/100]
+	}
+	if memOK && n > 0 {
+		r.allocBytes = (mem1.bytes - mem0.bytes) / float64(n)
+		r.allocObjects = (mem1.objects - mem0.objects) / float64(n)
+	}
+	return r, nil
+}
+
+// sessionMemory starts a fresh Portcullis, reads its idle RSS, opens
+// cfg.sessions legacy sessions (initialize + initialized) and leaves them
+// idle, then reads RSS again. RSS also holds garbage not yet collected, so
+// it measures the live heap too, right after a collection, before and after.
+func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
+	s, _, err := h.startPortcullis(ctx, "portcullis-sessions", false)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	time.Sleep(h.settle())
+	if rep.sessIdleRSS, err = s.rssKiB(); err != nil {
+		return err
+	}
+	const conc = 8
+	tokens, err := h.mintTokens(s.base+"/mcp", conc)
+	if err != nil {
+		return err
+	}
+	client := newHTTPClient(conc)
+	defer client.CloseIdleConnections()
+	ws := make([]*worker, conc)
+	for i := range ws {
+		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[i], path: pathLegacy}
+	}
+	probe := &worker{idx: conc, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[0], path: pathModern}
+	live0, err := liveHeap(ctx, s, probe)
+	if err != nil {
+		return err
+	}
+	if rep.sessBaseRSS, err = s.rssKiB(); err != nil {
+		return err
+	}
+	per := (h.cfg.sessions + conc - 1) / conc
+	err = parallel(ws, func(w *worker) error {
+		for range per {
+			if err := w.setup(ctx); err != nil {
+				return err
+			}
+			if w.session == "" {
+				return errors.New("initialize returned no Mcp-Session-Id")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.fail.add("sessions", err)
+		return fmt.Errorf("opening sessions: %w", err)
+	}
+	rep.sessions = per * conc
+	time.Sleep(h.settle())
+	if rep.sessRSS, err = s.rssKiB(); err != nil {
+		return err
+	}
+	live1, err := liveHeap(ctx, s, probe)
+	if err != nil {
+		return err
+	}
+	rep.sessLiveBytes = live1 - live0
+	return nil
+}
+
+// liveHeap returns the server's live heap plus goroutine stacks: it sends
+// echo calls one at a time until go_gc_duration_seconds_count moves, lets
+// the background sweeper finish (heap_alloc counts unswept garbage), then
+// reads go_memstats_heap_alloc_bytes (the live heap plus at most one call's
+// garbage) and go_memstats_stack_inuse_bytes.
+func liveHeap(ctx context.Context, s *server, w *worker) (float64, error) {
+	const gcs, heap, stacks = "go_gc_duration_seconds_count", "go_memstats_heap_alloc_bytes", "go_memstats_stack_inuse_bytes"
+	m, err := scrape(s.metricsURL, gcs)
+	if err != nil {
+		return 0, err
+	}
+	start := m[gcs]
+	for range 100000 {
+		if err := w.call(ctx); err != nil {
+			return 0, fmt.Errorf("probe call: %w", err)
+		}
+		if m, err = scrape(s.metricsURL, gcs); err != nil {
+			return 0, err
+		}
+		if m[gcs] > start {
+			time.Sleep(200 * time.Millisecond)
+			if m, err = scrape(s.metricsURL, heap, stacks); err != nil {
+				return 0, err
+			}
+			return m[heap] + m[stacks], nil
+		}
+	}
+	return 0, errors.New("no garbage collection after 100000 calls")
+}
+
+// parallel runs f for every worker at once and joins the errors.
+func parallel(ws []*worker, f func(*worker) error) error {
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f(w) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func machineInfo() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return fmt.Sprintf("%d × %s, Linux %s, %s", runtime.NumCPU(), model, strings.TrimSpace(string(kernel)), runtime.Version())
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

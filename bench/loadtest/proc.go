@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat. It
+// is 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// server is one server process under test.
+type server struct {
+	name       string
+	cmd        *exec.Cmd
+	base       string // http://host:port
+	metricsURL string // its /metrics page
+	logPath    string
+	logFile    *os.File
+	exited     chan struct{} // closed when the process has been waited for
+	stopOnce   sync.Once
+	stopErr    error
+}
+
+// serverSpec says how to start a server.
+type serverSpec struct {
+	name       string
+	bin        string
+	args       []string
+	env        []string
+	addr       string // MCP listen address
+	metricsURL string
+	logPath    string // stdout and stderr go here
+	cpu        string // taskset CPU list; empty means not pinned
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startServer starts spec and waits until its /readyz answers 200. It
+// returns how long that took from the exec.
+func startServer(ctx context.Context, spec serverSpec) (*server, time.Duration, error) {
+	name, args := spec.bin, spec.args
+	if spec.cpu != "" {
+		name, args = "taskset", append([]string{"-c", spec.cpu, spec.bin}, spec.args...)
+	}
+	logFile, err := os.Create(spec.logPath)
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Env = spec.env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, 0, fmt.Errorf("starting %s: %w", spec.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	s := &server{name: spec.name, cmd: cmd, base: "http://" + spec.addr, metricsURL: spec.metricsURL,
+		logPath: spec.logPath, logFile: logFile, exited: exited}
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		select {
+		case <-exited:
+			return nil, 0, fmt.Errorf("%s exited before it was ready:\n%s", spec.name, tail(spec.logPath))
+		case <-ctx.Done():
+			s.stop()
+			return nil, 0, ctx.Err()
+		default:
+		}
+		resp, err := client.Get(s.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, time.Since(start), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, 0, fmt.Errorf("%s not ready after 15s:\n%s", spec.name, tail(spec.logPath))
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// stop sends SIGTERM (so Portcullis flushes its spans) and waits up to 10s.
+// Later calls return the first call's result.
+func (s *server) stop() error {
+	s.stopOnce.Do(func() { s.stopErr = s.terminate() })
+	return s.stopErr
+}
+
+func (s *server) terminate() error {
+	defer s.logFile.Close()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		if !s.cmd.ProcessState.Success() {
+			return fmt.Errorf("%s exited with %s", s.name, s.cmd.ProcessState)
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("%s did not stop within 10s of SIGTERM", s.name)
+	}
+}
+
+// pid is the server's own pid (taskset execs it in place).
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// cpuTicks returns utime+stime of the process, in clock ticks.
+func (s *server) cpuTicks() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid()))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc/PID/stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, errors.New("short /proc/PID/stat")
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return u + st, nil
+}
+
+// rssKiB returns VmRSS of the process.
+func (s *server) rssKiB() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.pid()))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/PID/status")
+}
+
+// memCounters are the Go runtime's cumulative allocation counters.
+type memCounters struct{ bytes, objects float64 }
+
+// scrapeMem reads go_memstats_alloc_bytes_total and go_memstats_mallocs_total
+// from the server's /metrics. ok is false when the server has no metrics.
+func (s *server) scrapeMem() (memCounters, bool, error) {
+	if s.metricsURL == "" {
+		return memCounters{}, false, nil
+	}
+	vals, err := scrape(s.metricsURL, "go_memstats_alloc_bytes_total", "go_memstats_mallocs_total")
+	if err != nil {
+		return memCounters{}, false, err
+	}
+	b, ok1 := vals["go_memstats_alloc_bytes_total"]
+	o, ok2 := vals["go_memstats_mallocs_total"]
+	if !ok1 || !ok2 {
+		return memCounters{}, false, fmt.Errorf("%s: go_memstats_* missing from %s", s.name, s.metricsURL)
+	}
+	return memCounters{bytes: b, objects: o}, true, nil
+}
+
+// scrape returns the values of the named unlabelled series on a
+// Prometheus text page.
+func scrape(url string, names ...string) (map[string]float64, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return parseMetrics(resp.Body, names...)
+}
+
+func parseMetrics(r io.Reader, names ...string) (map[string]float64, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || !want[name] {
+			continue
+		}
+		val, _, _ = strings.Cut(val, " ") // a timestamp may follow
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric %s: %w", name, err)
+		}
+		out[name] = f
+	}
+	return out, sc.Err()
+}
+
+// tail returns the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+// pinSelf pins every thread of this process to cpu.
+func pinSelf(cpu string) error {
+	out, err := exec.Command("taskset", "-a", "-p", "-c", cpu, strconv.Itoa(os.Getpid())).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("taskset: %v: %s", err, out)
+	}
+	return nil
+}

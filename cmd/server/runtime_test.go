@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
+)
+
+// TestTuneRuntime changes process-wide GC settings, so it restores them and
+// never runs in parallel.
+func TestTuneRuntime(t *testing.T) {
+	const gib = 1 << 30
+	tests := []struct {
+		name       string
+		env        map[string]string // process environment (also passed as environ)
+		provider   memlimit.Provider
+		startGOGC  int
+		wantGOGC   int
+		wantLimit  int64
+		wantSource [2]string // GOGC source, memory limit source
+		wantLog    string
+	}{
+		{
+			name: "defaults from a cgroup limit", provider: memlimit.Limit(gib), startGOGC: 100,
+			wantGOGC: defaultGOGC, wantLimit: scaled(gib, memLimitRatio), wantSource: [2]string{"default", "detected"},
+			wantLog: "memory_limit_bytes",
+		},
+		{
+			name: "GOGC from the environment is kept", env: map[string]string{"GOGC": "50"}, provider: memlimit.Limit(gib),
+			startGOGC: 50, wantGOGC: 50, wantLimit: scaled(gib, memLimitRatio), wantSource: [2]string{"env", "detected"},
+		},
+		{
+			name: "GOMEMLIMIT from the environment is kept", env: map[string]string{"GOMEMLIMIT": "123MiB"},
+			provider:  func() (uint64, error) { t.Error("provider called although GOMEMLIMIT is set"); return 0, nil },
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: 123 << 20, wantSource: [2]string{"default", "env"},
+		},
+		{
+			name: "AUTOMEMLIMIT sets the ratio", env: map[string]string{"AUTOMEMLIMIT": "0.5"}, provider: memlimit.Limit(gib),
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: gib / 2, wantSource: [2]string{"default", "detected"},
+		},
+		{
+			name: "no limit anywhere", provider: func() (uint64, error) { return 0, memlimit.ErrNoLimit },
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: math.MaxInt64, wantSource: [2]string{"default", "detected"},
+		},
+		{
+			name: "a failing provider is logged, not fatal", provider: func() (uint64, error) { return 0, errors.New("no cgroup here") },
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: math.MaxInt64, wantSource: [2]string{"default", "detected"},
+			wantLog: "no cgroup here",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			oldGOGC, oldLimit := debug.SetGCPercent(tt.startGOGC), debug.SetMemoryLimit(math.MaxInt64)
+			t.Cleanup(func() { debug.SetGCPercent(oldGOGC); debug.SetMemoryLimit(oldLimit) })
+			var environ []string
+			for _, k := range []string{"GOGC", "GOMEMLIMIT", "AUTOMEMLIMIT"} {
+				t.Setenv(k, "") // restored after the test
+				if v, ok := tt.env[k]; ok {
+					os.Setenv(k, v)
+					environ = append(environ, k+"="+v)
+				} else {
+					os.Unsetenv(k)
+				}
+			}
+			if v, ok := tt.env["GOMEMLIMIT"]; ok && v == "123MiB" {
+				debug.SetMemoryLimit(123 << 20) // what the runtime did at start
+			}
+			var logs bytes.Buffer
+			got := tuneRuntime(environ, tt.provider, slog.New(slog.NewTextHandler(&logs, nil)))
+
+			if got.GOGC != tt.wantGOGC || currentGOGC() != tt.wantGOGC {
+				t.Errorf("GOGC: reported %d, in effect %d; want %d", got.GOGC, currentGOGC(), tt.wantGOGC)
+			}
+			if lim := debug.SetMemoryLimit(-1); got.MemLimit != tt.wantLimit || lim != tt.wantLimit {
+				t.Errorf("memory limit: reported %d, in effect %d; want %d", got.MemLimit, lim, tt.wantLimit)
+			}
+			if src := [2]string{got.GOGCSource, got.MemLimitSource}; src != tt.wantSource {
+				t.Errorf("sources = %v, want %v", src, tt.wantSource)
+			}
+			if !strings.Contains(logs.String(), `msg="go runtime"`) || !strings.Contains(logs.String(), tt.wantLog) {
+				t.Errorf("log %q lacks the go runtime line or %q", logs.String(), tt.wantLog)
+			}
+		})
+	}
+}
+
+// scaled is n×ratio as automemlimit computes it.
+func scaled(n uint64, ratio float64) int64 { return int64(uint64(float64(n) * ratio)) }
