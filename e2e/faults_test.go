@@ -273,7 +273,7 @@ func TestFaultIntrospectionSlowOrDown(t *testing.T) {
 			}
 		})
 	}
-	if n := strings.Count(srv.Stderr(), `"reason":"introspection_failed"`); n < 2 {
+	if n := waitLogCount(srv, `"reason":"introspection_failed"`, 2); n < 2 {
 		t.Errorf("introspection failures logged: %d, want 2", n)
 	}
 	if n := scrapeSum(t, srv, "portcullis_auth_requests_total", `outcome="denied"`, `reason="introspection_failed"`); n != 2 {
@@ -380,7 +380,7 @@ func TestFaultToolPanics(t *testing.T) {
 	if res.IsError {
 		t.Errorf("a call after the panics: %+v", res)
 	}
-	if n := strings.Count(srv.Stderr(), `"msg":"handler panicked"`); n != 3 {
+	if n := waitLogCount(srv, `"msg":"handler panicked"`, 3); n != 3 {
 		t.Errorf("panics logged: %d, want 3", n)
 	}
 	if n := scrapeSum(t, srv, "mcp_server_operation_duration_seconds_count", `mcp_method_name="tools/call"`, `gen_ai_tool_name="test_panic"`, `error_type="tool_error"`); n != 3 {
@@ -660,5 +660,19 @@ func TestFaultCollectorDown(t *testing.T) {
 				t.Fatal("no exit 20s after SIGTERM with the collector down")
 			}
 		})
+	}
+}
+
+// waitLogCount counts occurrences of substr in the server's stderr, waiting
+// up to 5 s for at least want: log lines reach the test through a pipe,
+// possibly after the response they belong to.
+func waitLogCount(srv *server, substr string, want int) int {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := strings.Count(srv.Stderr(), substr)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
