@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -68,6 +69,7 @@ func TestWeather(t *testing.T) {
 		args     map[string]any
 		want     map[string]any // fields of the structured output
 		wantErr  string         // substring of the tool error
+		timeout  time.Duration  // the upstream timeout; zero means 10s (only the timeout case needs it short)
 	}{
 		{
 			name:     "city",
@@ -107,6 +109,7 @@ func TestWeather(t *testing.T) {
 			name:     "timeout",
 			upstream: answers{geoStatus: 200, geoBody: parisGeocoding, forecastStatus: -1},
 			args:     map[string]any{"city": "Paris"},
+			timeout:  50 * time.Millisecond,
 			wantErr:  "did not answer within 50ms",
 		},
 		{
@@ -150,7 +153,7 @@ func TestWeather(t *testing.T) {
 			defer srv.Close()
 			opts := Options{
 				Toolsets: []string{ToolsetWorkshop},
-				Weather:  WeatherOptions{BaseURL: srv.URL, GeocodingURL: srv.URL + "/", Timeout: 50 * time.Millisecond},
+				Weather:  WeatherOptions{BaseURL: srv.URL, GeocodingURL: srv.URL + "/", Timeout: cmp.Or(tt.timeout, 10*time.Second)},
 			}
 			cs, _ := connect(t, newCatalog(t, opts, Deps{HTTPClient: srv.Client()}), nil)
 
