@@ -224,7 +224,9 @@ const (
 // portcullisConfig is the full-stack configuration: JWT auth against the
 // harness issuer (keys by discovery), a required scope and a per-tool
 // policy on echo, metrics on their own listener, info logs (one access line
-// and one audit line per call).
+// and one audit line per call), and the request limits on but set above
+// what the load reaches (a worker is one caller making thousands of calls
+// a second), so they are measured but never refuse a call.
 func portcullisConfig(addr, metricsAddr, issuerURL string) string {
 	return fmt.Sprintf(`server:
   listen: %[1]s
@@ -241,6 +243,11 @@ auth:
   policy:
     - tool: echo
       scopes: [%[5]s]
+limits:
+  max_in_flight: 100000
+  max_in_flight_per_principal: 100000
+  rate_per_principal: 1000000000
+  burst_per_principal: 1000000000
 log:
   level: info
 `, addr, metricsAddr, issuerURL, scopeTools, scopeEcho)

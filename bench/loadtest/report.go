@@ -79,7 +79,7 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "; env %s", strings.Join(c.refEnv, " "))
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
+	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, request limits (set above the load), metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
 	if len(c.env) > 0 {
 		fmt.Fprintf(&b, "; env %s", strings.Join(c.env, " "))
 	}
