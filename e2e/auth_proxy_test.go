@@ -109,7 +109,11 @@ func TestAuthConformance(t *testing.T) {
 		"auth":  authSection,
 		"tools": map[string]any{"toolsets": []string{"conformance"}},
 	})
-	srv := startServer(t, nil, "--config", cfg, "--listen", addr)
+	srv := startServer(t, []string{
+		// The suite sends hundreds of requests as one caller within seconds;
+		// the default per-caller rate limit would answer some with 429.
+		"PORTCULLIS_LIMITS_RATE_PER_PRINCIPAL=100000", "PORTCULLIS_LIMITS_BURST_PER_PRINCIPAL=100000",
+	}, "--config", cfg, "--listen", addr)
 	if srv.MCPURL() != resource {
 		t.Fatalf("server listens at %s, want %s", srv.MCPURL(), resource)
 	}
