@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -98,7 +97,7 @@ type MCPOptions struct {
 // the HTTP layer passes in the traceparent header. When both exist and
 // differ, the span links to the HTTP span.
 func MCPMiddleware(o MCPOptions) sdk.Middleware {
-	t := &mcpTelemetry{MCPOptions: o, sessions: make(map[*sdk.ServerSession]struct{})}
+	t := &mcpTelemetry{MCPOptions: o}
 	if t.Now == nil {
 		t.Now = time.Now
 	}
@@ -121,9 +120,6 @@ type mcpTelemetry struct {
 	MCPOptions
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
-
-	mu       sync.Mutex
-	sessions map[*sdk.ServerSession]struct{}
 }
 
 func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
@@ -167,6 +163,8 @@ type call struct {
 	toolLabel   string // tools/call only: the name or Other
 	name        string // the tool or prompt name as sent, truncated
 	spanTarget  string // the span name's target, only for a known target
+	subject     string // the caller, from the token; empty when auth is off
+	clientID    string
 	attrs       []attribute.KeyValue
 }
 
@@ -212,8 +210,9 @@ func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 		c.attrs = append(c.attrs, attrMCPProtocolVersion.String(truncate(v)))
 	}
 	if extra != nil && extra.TokenInfo != nil {
-		if sub, _ := t.identity(extra.TokenInfo); sub != "" {
-			c.attrs = append(c.attrs, semconv.EnduserID(sub))
+		c.subject, c.clientID = t.identity(extra.TokenInfo)
+		if c.subject != "" {
+			c.attrs = append(c.attrs, semconv.EnduserID(c.subject))
 		}
 	}
 	return c
@@ -333,10 +332,6 @@ func classify(res sdk.Result, err error) (errType, desc string) {
 }
 
 func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errType, desc string, d time.Duration) {
-	var subject, clientID string
-	if extra := req.GetExtra(); extra != nil {
-		subject, clientID = t.identity(extra.TokenInfo)
-	}
 	argBytes := 0
 	if r, ok := req.(*sdk.CallToolRequest); ok && r.Params != nil {
 		argBytes = len(r.Params.Arguments)
@@ -351,8 +346,8 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 	}
 	attrs := []slog.Attr{
 		slog.Bool("audit", true),
-		slog.String("subject", subject),
-		slog.String("client_id", clientID),
+		slog.String("subject", c.subject),
+		slog.String("client_id", c.clientID),
 		slog.String("tool", c.name),
 		slog.String("outcome", outcome),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
@@ -369,20 +364,14 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 
 // trackSession counts a legacy session from its initialized notification
 // until it closes. Stateless requests carry no session id and are not
-// sessions in this sense.
+// sessions in this sense. It runs once per session: only a successful
+// notification is tracked, and the SDK refuses a second one.
 func (t *mcpTelemetry) trackSession(req sdk.Request) {
 	extra := req.GetExtra()
 	ss, ok := req.GetSession().(*sdk.ServerSession)
 	if t.Metrics == nil || !ok || ss == nil || extra == nil || extra.Header.Get("Mcp-Session-Id") == "" {
 		return
 	}
-	t.mu.Lock()
-	if _, seen := t.sessions[ss]; seen {
-		t.mu.Unlock()
-		return
-	}
-	t.sessions[ss] = struct{}{}
-	t.mu.Unlock()
 
 	version := ""
 	if ip := ss.InitializeParams(); ip != nil {
@@ -396,9 +385,6 @@ func (t *mcpTelemetry) trackSession(req sdk.Request) {
 	go func() {
 		_ = ss.Wait()
 		t.Metrics.sessionEnded(version, t.Now().Sub(start))
-		t.mu.Lock()
-		delete(t.sessions, ss)
-		t.mu.Unlock()
 	}()
 }
 

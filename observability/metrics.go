@@ -35,18 +35,18 @@ type BuildInfo struct {
 type Metrics struct {
 	reg *prometheus.Registry
 
-	operation       *prometheus.HistogramVec
-	session         *prometheus.HistogramVec
-	sessionsActive  prometheus.Gauge
-	authRequests    *prometheus.CounterVec
-	httpInFlight    prometheus.Gauge
-	httpRequests    *prometheus.CounterVec
-	httpDuration    *prometheus.HistogramVec
-	spans           *prometheus.CounterVec
-	spansExported   prometheus.Counter
-	spansFailed     prometheus.Counter
-	spansDropped    prometheus.Counter
-	authAllowedOnce prometheus.Counter
+	operation      *prometheus.HistogramVec
+	session        *prometheus.HistogramVec
+	sessionsActive prometheus.Gauge
+	authRequests   *prometheus.CounterVec
+	httpInFlight   prometheus.Gauge
+	httpRequests   *prometheus.CounterVec
+	httpDuration   *prometheus.HistogramVec
+	spans          *prometheus.CounterVec
+	spansExported  prometheus.Counter
+	spansFailed    prometheus.Counter
+	spansDropped   prometheus.Counter
+	authAllowed    prometheus.Counter
 	limitCounters
 }
 
@@ -94,7 +94,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.spansExported = m.spans.WithLabelValues("exported")
 	m.spansFailed = m.spans.WithLabelValues("failed")
 	m.spansDropped = m.spans.WithLabelValues("dropped")
-	m.authAllowedOnce = m.authRequests.WithLabelValues("allowed", "")
+	m.authAllowed = m.authRequests.WithLabelValues("allowed", "")
 
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "portcullis_build_info",
@@ -136,7 +136,7 @@ func (m *Metrics) ObserveOperation(method, tool, errorType string, d time.Durati
 // empty when allowed; the middleware's reasons are a fixed set.
 func (m *Metrics) AuthEvent(outcome, reason string) {
 	if outcome == "allowed" && reason == "" {
-		m.authAllowedOnce.Inc()
+		m.authAllowed.Inc()
 		return
 	}
 	m.authRequests.WithLabelValues(outcome, reason).Inc()
