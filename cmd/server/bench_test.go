@@ -40,8 +40,8 @@ func (h *headBuffer) String() string {
 
 // BenchmarkServeEcho runs the whole server in process, with the production
 // stack: auth (the dev issuer's ES256 tokens), a per-tool policy on echo,
-// metrics, spans exported over OTLP/HTTP to a local sink, info logs with
-// the audit line. Each iteration is one tools/call echo over a keep-alive
+// request limits (set above the load), metrics, spans exported over
+// OTLP/HTTP to a local sink, info logs with the audit line. Each iteration is one tools/call echo over a keep-alive
 // connection, checked. Use it for profiles:
 //
 //	go test -run '^$' -bench ServeEcho -cpuprofile cpu.out ./cmd/server
@@ -62,8 +62,12 @@ func BenchmarkServeEcho(b *testing.B) {
 	environ := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}
 	// --dev adds the issuer after the file is validated, so the file
 	// cannot require scopes for the whole endpoint; the policy still applies.
+	// The request limits stay on (their cost is part of the stack) but sit
+	// above what one benchmark caller reaches.
 	cfg := "auth:\n  scopes_supported: [mcp:tools, mcp:echo]\n" +
-		"  policy:\n    - tool: echo\n      scopes: [mcp:echo]\n"
+		"  policy:\n    - tool: echo\n      scopes: [mcp:echo]\n" +
+		"limits:\n  max_in_flight: 100000\n  max_in_flight_per_principal: 100000\n" +
+		"  rate_per_principal: 1000000000\n  burst_per_principal: 1000000000\n"
 	path := writeConfig(b, cfg)
 
 	ctx, cancel := context.WithCancel(context.Background())
