@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -97,7 +98,7 @@ type MCPOptions struct {
 // the HTTP layer passes in the traceparent header. When both exist and
 // differ, the span links to the HTTP span.
 func MCPMiddleware(o MCPOptions) sdk.Middleware {
-	t := &mcpTelemetry{MCPOptions: o}
+	t := &mcpTelemetry{MCPOptions: o, names: make(map[spanTarget]string)}
 	if t.Now == nil {
 		t.Now = time.Now
 	}
@@ -120,6 +121,30 @@ type mcpTelemetry struct {
 	MCPOptions
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+
+	namesMu sync.RWMutex
+	names   map[spanTarget]string // span names made so far
+}
+
+// spanTarget is a method and the target that names its span.
+type spanTarget struct{ method, target string }
+
+// spanName is "{method} {target}", made once per pair. The pairs are
+// bounded: a target names the span only when it is a registered tool or a
+// prompt that exists.
+func (t *mcpTelemetry) spanName(method, target string) string {
+	k := spanTarget{method, target}
+	t.namesMu.RLock()
+	name, ok := t.names[k]
+	t.namesMu.RUnlock()
+	if ok {
+		return name
+	}
+	name = method + " " + target
+	t.namesMu.Lock()
+	t.names[k] = name
+	t.namesMu.Unlock()
+	return name
 }
 
 func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
@@ -128,12 +153,18 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		c := t.describe(method, req)
 		ctx, span := t.startSpan(ctx, c, req)
 		defer span.End()
+		// Attributes cost allocations; build them only for a span that
+		// records (tracing on and sampled).
+		recording := span.IsRecording()
+		if recording {
+			span.SetAttributes(t.attributes(method, c, req)...)
+		}
 
 		res, err := next(ctx, method, req)
 
 		d := t.Now().Sub(start)
 		errType, desc := classify(res, err)
-		if errType != "" {
+		if errType != "" && recording {
 			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
 			span.SetStatus(codes.Error, desc)
 			var jerr *jsonrpc.Error
@@ -141,8 +172,8 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				span.SetAttributes(attrRPCResponseStatus.String(errorTypeForCode(jerr.Code)))
 			}
 		}
-		if c.spanTarget != "" && err == nil {
-			span.SetName(c.methodLabel + " " + c.spanTarget)
+		if c.spanTarget != "" && err == nil && recording {
+			span.SetName(t.spanName(c.methodLabel, c.spanTarget))
 		}
 		if t.Metrics != nil {
 			t.Metrics.ObserveOperation(c.methodLabel, c.toolLabel, errType, d)
@@ -165,12 +196,10 @@ type call struct {
 	spanTarget  string // the span name's target, only for a known target
 	subject     string // the caller, from the token; empty when auth is off
 	clientID    string
-	attrs       []attribute.KeyValue
 }
 
 func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 	c := call{methodLabel: MethodLabel(method)}
-	c.attrs = append(c.attrs, attrMCPMethodName.String(c.methodLabel))
 	switch r := req.(type) {
 	case *sdk.CallToolRequest:
 		if r.Params == nil {
@@ -182,40 +211,57 @@ func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 			c.toolLabel = r.Params.Name
 			c.spanTarget = r.Params.Name
 		}
-		c.attrs = append(c.attrs, attrGenAIToolName.String(c.name), attrGenAIOperationName.String("execute_tool"))
 	case *sdk.GetPromptRequest:
 		if r.Params != nil {
 			c.name = truncate(r.Params.Name)
 			c.spanTarget = c.name // named only when the prompt exists (no error)
-			c.attrs = append(c.attrs, attrGenAIPromptName.String(c.name))
-		}
-	case *sdk.ReadResourceRequest:
-		if r.Params != nil {
-			c.attrs = append(c.attrs, attrMCPResourceURI.String(truncate(r.Params.URI)))
 		}
 	}
 	if method == "tools/call" && c.toolLabel == "" {
 		c.toolLabel = Other
 	}
-	extra := req.GetExtra()
-	if extra != nil && extra.Header != nil {
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		c.subject, c.clientID = t.identity(extra.TokenInfo)
+	}
+	return c
+}
+
+// maxSpanAttrs is the most attributes [mcpTelemetry.attributes] sets.
+const maxSpanAttrs = 8
+
+// attributes returns the span attributes of a request described by c.
+func (t *mcpTelemetry) attributes(method string, c call, req sdk.Request) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, maxSpanAttrs)
+	attrs = append(attrs, attrMCPMethodName.String(c.methodLabel))
+	switch r := req.(type) {
+	case *sdk.CallToolRequest:
+		if r.Params != nil {
+			attrs = append(attrs, attrGenAIToolName.String(c.name), attrGenAIOperationName.String("execute_tool"))
+		}
+	case *sdk.GetPromptRequest:
+		if r.Params != nil {
+			attrs = append(attrs, attrGenAIPromptName.String(c.name))
+		}
+	case *sdk.ReadResourceRequest:
+		if r.Params != nil {
+			attrs = append(attrs, attrMCPResourceURI.String(truncate(r.Params.URI)))
+		}
+	}
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 		if id := extra.Header.Get(t.RequestIDHeader); t.RequestIDHeader != "" && id != "" {
-			c.attrs = append(c.attrs, semconv.JSONRPCRequestID(truncate(id)))
+			attrs = append(attrs, semconv.JSONRPCRequestID(truncate(id)))
 		}
 		if sid := extra.Header.Get("Mcp-Session-Id"); sid != "" {
-			c.attrs = append(c.attrs, attrMCPSessionID.String(truncate(sid)))
+			attrs = append(attrs, attrMCPSessionID.String(truncate(sid)))
 		}
 	}
 	if v := protocolVersion(req); v != "" {
-		c.attrs = append(c.attrs, attrMCPProtocolVersion.String(truncate(v)))
+		attrs = append(attrs, attrMCPProtocolVersion.String(truncate(v)))
 	}
-	if extra != nil && extra.TokenInfo != nil {
-		c.subject, c.clientID = t.identity(extra.TokenInfo)
-		if c.subject != "" {
-			c.attrs = append(c.attrs, semconv.EnduserID(c.subject))
-		}
+	if c.subject != "" {
+		attrs = append(attrs, semconv.EnduserID(c.subject))
 	}
-	return c
+	return attrs
 }
 
 func (t *mcpTelemetry) identity(ti *sdkauth.TokenInfo) (subject, clientID string) {
@@ -233,12 +279,12 @@ func (t *mcpTelemetry) identity(ti *sdkauth.TokenInfo) (subject, clientID string
 func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (context.Context, trace.Span) {
 	var httpSC trace.SpanContext
 	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
-		httpSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), propagation.HeaderCarrier(extra.Header)))
+		httpSC = trace.SpanContextFromContext(t.prop.Extract(context.Background(), headerCarrier(extra.Header)))
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.attrs...)}
+	opts := serverSpan
 	// ctx may already carry a span: a legacy session's context descends
 	// from the HTTP request that created it. Never parent on that.
-	parent := trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	var parent context.Context
 	carrier := metaCarrier(req)
 	var metaSC trace.SpanContext
 	if carrier != nil {
@@ -246,15 +292,21 @@ func (t *mcpTelemetry) startSpan(ctx context.Context, c call, req sdk.Request) (
 	}
 	switch {
 	case metaSC.IsValid():
-		parent = t.prop.Extract(parent, carrier) // with its baggage
+		parent = t.prop.Extract(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), carrier) // with its baggage
 		if httpSC.IsValid() && !metaSC.Equal(httpSC) {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: httpSC}))
+			opts = []trace.SpanStartOption{opts[0], trace.WithLinks(trace.Link{SpanContext: httpSC})}
 		}
 	case httpSC.IsValid():
-		parent = trace.ContextWithRemoteSpanContext(parent, httpSC)
+		parent = trace.ContextWithRemoteSpanContext(ctx, httpSC)
+	default:
+		parent = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
 	}
 	return t.tracer.Start(parent, c.methodLabel, opts...)
 }
+
+// serverSpan are the start options of every MCP span. Its attributes are
+// set after the start, and only when the span records.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // metaCarrier reads trace context from params._meta, or returns nil when
 // the request has none.
@@ -313,13 +365,14 @@ func protocolVersion(req sdk.Request) string {
 // classify returns the error_type of an outcome (empty on success) and a
 // description for the span status.
 func classify(res sdk.Result, err error) (errType, desc string) {
-	var jerr *jsonrpc.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		if r, ok := res.(*sdk.CallToolResult); ok && r != nil && r.IsError {
 			return ErrorTypeTool, "the tool returned an error result"
 		}
 		return "", ""
+	}
+	var jerr *jsonrpc.Error // escapes: allocated only on the error path
+	switch {
 	case errors.As(err, &jerr):
 		return errorTypeForCode(jerr.Code), jerr.Message
 	case errors.Is(err, context.Canceled):
@@ -412,7 +465,7 @@ func truncate(s string) string {
 func InjectTraceContext(prop propagation.TextMapPropagator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
-			prop.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+			prop.Inject(r.Context(), headerCarrier(r.Header))
 		}
 		next.ServeHTTP(w, r)
 	})

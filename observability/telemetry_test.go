@@ -356,13 +356,20 @@ func TestLegacySessions(t *testing.T) {
 	if callSpan.SpanContext.TraceID() == initSpan.SpanContext.TraceID() {
 		t.Errorf("tools/call span is in the initialize request's trace %s", initSpan.SpanContext.TraceID())
 	}
-	parentIsHTTP := false
-	for _, sp := range exp.GetSpans() {
-		if sp.Name == "POST /mcp" && sp.SpanContext.SpanID() == callSpan.Parent.SpanID() {
-			parentIsHTTP = true
+	// The HTTP span ends when its handler returns, which can be just after
+	// the client has read the response.
+	isHTTPParent := func() bool {
+		for _, sp := range exp.GetSpans() {
+			if sp.Name == "POST /mcp" && sp.SpanContext.SpanID() == callSpan.Parent.SpanID() {
+				return true
+			}
 		}
+		return false
 	}
-	if !parentIsHTTP {
+	for deadline := time.Now().Add(5 * time.Second); !isHTTPParent() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !isHTTPParent() {
 		t.Errorf("tools/call span's parent %s is not an HTTP request's span", callSpan.Parent.SpanID())
 	}
 	if sessionID == "" || sessionID != cs.ID() {
