@@ -28,13 +28,22 @@ func (i HTTP) Route(route string, h http.Handler) http.Handler {
 // to name the span, for the MCP middleware (see [InjectTraceContext]).
 func (i HTTP) TracedRoute(route, pattern string, h http.Handler) http.Handler {
 	if i.Tracing != nil {
+		// otelhttp names the span twice per request; the names of the
+		// usual methods are made once here.
+		names := make(map[string]string)
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			names[m] = m + " " + pattern
+		}
 		h = otelhttp.NewHandler(InjectTraceContext(i.Tracing.Propagator, h), route,
 			otelhttp.WithTracerProvider(i.Tracing.Provider),
-			otelhttp.WithPropagators(i.Tracing.Propagator),
+			otelhttp.WithPropagators(headerPropagator{i.Tracing.Propagator}),
 			// Our metrics are Prometheus'; keep otelhttp's off the global
 			// meter provider.
 			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+				if name, ok := names[r.Method]; ok {
+					return name
+				}
 				return r.Method + " " + pattern
 			}),
 		)
