@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 )
@@ -310,21 +312,23 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	for _, m := range msgs {
-		if m.Method != "tools/call" || h.access.Policy == nil {
-			continue
-		}
-		var p struct {
-			Name string `json:"name"`
-		}
-		// A malformed params object is the SDK's to reject; an unknown
-		// tool is decided by the policy's default.
-		json.Unmarshal(m.Params, &p)
-		if !h.allowTool(w, r, p.Name) {
-			return
+	if h.access.Policy != nil && !decidedByHeaders(r.Header, msgs) {
+		for _, m := range msgs {
+			if m.Method != "tools/call" {
+				continue
+			}
+			var p struct {
+				Name string `json:"name"`
+			}
+			// A malformed params object is the SDK's to reject; an unknown
+			// tool is decided by the policy's default.
+			decode(m.Params, &p)
+			if !h.allowTool(w, r, p.Name) {
+				return
+			}
 		}
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &bodyReader{Reader: bytes.NewReader(body)}
 	r.ContentLength = int64(len(body))
 	r.Header.Del(RequestIDHeader)
 	if len(msgs) == 1 && msgs[0].Method != "" && len(msgs[0].ID) > 0 {
@@ -342,6 +346,25 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		h.stateless.ServeHTTP(w, r)
 	}
 }
+
+// decidedByHeaders reports whether the per-tool policy was already applied
+// from the Mcp-Method and Mcp-Name headers, before the body was read, in a
+// way the SDK holds the body to. For a single message of revision
+// 2026-07-28 or later, the SDK refuses a request whose method differs from
+// Mcp-Method, or a tools/call whose name (decoded as the SDK decodes it)
+// differs from Mcp-Name; it refuses batches. So when Mcp-Method is
+// tools/call and Mcp-Name is set, the tool that runs is the one the policy
+// allowed, and the body need not be decoded again.
+func decidedByHeaders(header http.Header, msgs []envelope) bool {
+	return len(msgs) == 1 && header.Get(protocolVersionHeader) >= statelessEra &&
+		header.Get("Mcp-Method") == "tools/call" && header.Get("Mcp-Name") != ""
+}
+
+// bodyReader is the body handed on to the SDK: the bytes already read.
+type bodyReader struct{ *bytes.Reader }
+
+// Close does nothing: the original body was read and closed by the server.
+func (*bodyReader) Close() error { return nil }
 
 // allowTool applies the per-tool policy to a tools/call, writing the denial
 // when it fails.
@@ -404,7 +427,8 @@ var knownMethods = map[string]bool{
 	"completion/complete": true, "logging/setLevel": true,
 }
 
-// envelope is the part of a JSON-RPC message the router reads.
+// envelope is the part of a JSON-RPC message the router reads. Decoded by
+// [decode], its fields point into the request body.
 type envelope struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
@@ -420,25 +444,39 @@ type parseError struct {
 	msg  string
 }
 
-// parseMessages decodes a message or a batch far enough to route and check
-// it: -32700 for a body that is not JSON, -32600 for JSON that is not a
-// JSON-RPC 2.0 request, notification or response.
-func parseMessages(body []byte) ([]envelope, *parseError) {
-	if !json.Valid(body) {
-		return nil, &parseError{code: -32700, msg: "Parse error: the request body is not valid JSON."}
+// decodeFlags decode JSON as the SDK does (field names match exactly, so
+// that the router and the SDK read the same method and tool name from a
+// body), and without copying: strings and raw values point into the input,
+// which the router keeps unchanged for the SDK.
+const decodeFlags = segjson.DontMatchCaseInsensitiveStructFields | segjson.ZeroCopy
+
+// decode decodes the JSON value data into v, which then points into data.
+// Bytes after the value are a syntax error.
+func decode(data []byte, v any) error {
+	rest, err := segjson.Parse(data, v, decodeFlags)
+	if err == nil && len(rest) > 0 {
+		err = &segjson.SyntaxError{}
 	}
-	var msgs []envelope
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		if err := json.Unmarshal(trimmed, &msgs); err != nil || len(msgs) == 0 {
+	return err
+}
+
+// parseMessages decodes a message or a batch far enough to route and check
+// it, in one pass over the body: -32700 for a body that is not JSON, -32600
+// for JSON that is not a JSON-RPC 2.0 request, notification or response.
+func parseMessages(body []byte) ([]envelope, *parseError) {
+	msgs, err := decodeMessages(body)
+	if err != nil {
+		var syntax *segjson.SyntaxError
+		switch {
+		case errors.As(err, &syntax) || !segjson.Valid(body):
+			// A type error can come first in the body; the body is still
+			// not JSON if it is invalid further on.
+			return nil, &parseError{code: -32700, msg: "Parse error: the request body is not valid JSON."}
+		case msgs == nil:
 			return nil, &parseError{code: -32600, msg: "Invalid Request: a batch must be a non-empty array of JSON-RPC messages."}
-		}
-	} else {
-		var m envelope
-		if err := json.Unmarshal(trimmed, &m); err != nil {
+		default:
 			return nil, &parseError{code: -32600, msg: "Invalid Request: the body must be a JSON-RPC 2.0 message object."}
 		}
-		msgs = []envelope{m}
 	}
 	for _, m := range msgs {
 		switch {
@@ -452,6 +490,22 @@ func parseMessages(body []byte) ([]envelope, *parseError) {
 	}
 	return msgs, nil
 }
+
+// decodeMessages decodes body as one message or a batch. On an error, msgs
+// is nil for a batch and not nil for a single message.
+func decodeMessages(body []byte) (msgs []envelope, err error) {
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
+		var batch []envelope
+		if err := decode(body, &batch); err != nil || len(batch) == 0 {
+			return nil, cmp.Or(err, errEmptyBatch)
+		}
+		return batch, nil
+	}
+	msgs = make([]envelope, 1)
+	return msgs, decode(body, &msgs[0])
+}
+
+var errEmptyBatch = errors.New("empty batch")
 
 // isStatelessEra reports whether a request uses protocol 2026-07-28 or later,
 // by its header or, when a client sends none, by the per-request _meta.
@@ -467,7 +521,7 @@ func isStatelessEra(header http.Header, msgs []envelope) bool {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		}
 		var v string
-		if json.Unmarshal(m.Params, &p) == nil && json.Unmarshal(p.Meta[sdk.MetaKeyProtocolVersion], &v) == nil && v >= statelessEra {
+		if decode(m.Params, &p) == nil && decode(p.Meta[sdk.MetaKeyProtocolVersion], &v) == nil && v >= statelessEra {
 			return true
 		}
 	}
@@ -477,8 +531,11 @@ func isStatelessEra(header http.Header, msgs []envelope) bool {
 // idText is a JSON-RPC id as text: a string id unquoted, a number as
 // written. A string with control characters stays quoted.
 func idText(id json.RawMessage) string {
+	if len(id) == 0 || id[0] != '"' {
+		return string(id)
+	}
 	var s string
-	if json.Unmarshal(id, &s) == nil && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if segjson.Unmarshal(id, &s) == nil && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return s
 	}
 	return string(id)

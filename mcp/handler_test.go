@@ -497,3 +497,57 @@ func TestRequestIDHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestPerToolPolicyCannotBeBypassed sends tools/call requests for a denied
+// tool whose routing fields disagree (headers against body, differently
+// cased keys, batches): none may reach the tool.
+func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
+	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) { return tool != "echo", []string{"echo:use"} }
+	ts, _ := newPolicyEndpoint(t, nil, Access{Policy: policy})
+	const marker = "must-not-echo"
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `}}`
+	}
+	echoArgs := `"arguments":{"text":"` + marker + `"}`
+	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	modern := func(method, name string) map[string]string {
+		h := map[string]string{"Mcp-Protocol-Version": modernHdr}
+		if method != "" {
+			h["Mcp-Method"] = method
+		}
+		if name != "" {
+			h["Mcp-Name"] = name
+		}
+		return h
+	}
+	tests := []struct {
+		name   string
+		body   string
+		header map[string]string
+	}{
+		{name: "legacy", body: call(`"name":"echo",` + echoArgs), header: legacy},
+		{name: "legacy without a version header", body: call(`"name":"echo",` + echoArgs)},
+		{name: "legacy with a differently cased key after", body: call(`"name":"echo","Name":"PingME",` + echoArgs), header: legacy},
+		{name: "legacy with a differently cased key before", body: call(`"NAME":"PingME","name":"echo",` + echoArgs), header: legacy},
+		{name: "legacy with a differently cased method key", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"ping","params":{"name":"echo",` + echoArgs + `}}`, header: legacy},
+		{name: "legacy with a duplicate key", body: call(`"name":"PingME","name":"echo",` + echoArgs), header: legacy},
+		{name: "legacy batch", body: `[` + call(`"name":"PingME","arguments":{}`) + `,` + call(`"name":"echo",`+echoArgs) + `]`, header: map[string]string{"Mcp-Protocol-Version": "2025-03-26"}},
+		{name: "2026-07-28 by _meta only", body: call(`"name":"echo",` + echoArgs + `,` + meta)},
+		{name: "2026-07-28", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "echo")},
+		{name: "2026-07-28 Mcp-Name of an allowed tool", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "PingME")},
+		{name: "2026-07-28 without Mcp-Name", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "")},
+		{name: "2026-07-28 without Mcp-Method", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("", "PingME")},
+		{name: "2026-07-28 other Mcp-Method", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/list", "PingME")},
+		{name: "2026-07-28 differently cased key", body: call(`"name":"echo","Name":"PingME",` + echoArgs + `,` + meta), header: modern("tools/call", "PingME")},
+		{name: "2026-07-28 batch", body: `[` + call(`"name":"echo",`+echoArgs+`,`+meta) + `]`, header: modern("tools/call", "PingME")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, ts.URL, tt.body, tt.header)
+			if strings.Contains(r.body, marker) || r.status < 400 {
+				t.Fatalf("denied tool answered: status %d\n%s", r.status, r.body)
+			}
+		})
+	}
+}
