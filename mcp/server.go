@@ -126,8 +126,11 @@ func suggestToolMiddleware(names func() []string) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			res, err := next(ctx, method, req)
-			var jerr *jsonrpc.Error
-			if method != "tools/call" || !errors.As(err, &jerr) || jerr.Code != jsonrpc.CodeInvalidParams ||
+			if err == nil || method != "tools/call" {
+				return res, err
+			}
+			var jerr *jsonrpc.Error // escapes: allocated only on the error path
+			if !errors.As(err, &jerr) || jerr.Code != jsonrpc.CodeInvalidParams ||
 				!strings.HasPrefix(jerr.Message, "unknown tool") {
 				return res, err
 			}

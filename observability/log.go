@@ -2,6 +2,7 @@ package observability
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,9 +30,21 @@ type traceHandler struct{ slog.Handler }
 
 func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+		traceID, spanID := hexIDs(sc)
+		r.AddAttrs(slog.String("trace_id", traceID), slog.String("span_id", spanID))
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// hexIDs returns sc's trace and span ids in hex, as TraceID.String and
+// SpanID.String do, with one allocation for both.
+func hexIDs(sc trace.SpanContext) (traceID, spanID string) {
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var buf [2*len(tid) + 2*len(sid)]byte
+	hex.Encode(buf[:2*len(tid)], tid[:])
+	hex.Encode(buf[2*len(tid):], sid[:])
+	s := string(buf[:])
+	return s[:2*len(tid)], s[2*len(tid):]
 }
 
 func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestHealth(t *testing.T) {
@@ -84,5 +86,27 @@ func TestNewLogger(t *testing.T) {
 	}
 	if _, err := NewLogger(&buf, "loud"); err == nil {
 		t.Error("NewLogger accepted level \"loud\"")
+	}
+}
+
+// TestLoggerTraceIDs checks that a line logged inside a span names the
+// span's trace and span ids as OpenTelemetry spells them.
+func TestLoggerTraceIDs(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := NewLogger(&buf, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd, 0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c},
+		SpanID:     trace.SpanID{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31},
+		TraceFlags: trace.FlagsSampled,
+	})
+	l.InfoContext(trace.ContextWithSpanContext(context.Background(), sc), "inside")
+	l.Info("outside")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := `"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331"`
+	if len(lines) != 2 || !strings.Contains(lines[0], want) || strings.Contains(lines[1], "trace_id") {
+		t.Errorf("want the ids %s on the first line only:\n%s", want, buf.String())
 	}
 }
