@@ -421,6 +421,9 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	// The limits run after auth, which puts the principal they key on in
 	// the request context.
 	srv := newHTTPServer(s, a.routes(health, guard(limiter.Middleware(mcpHandler)), dev), a.logger)
+	// net/http enforces the header size, header and idle timeouts itself;
+	// the watched listener counts what they close.
+	ln = a.metrics.WatchConns(srv, ln)
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
