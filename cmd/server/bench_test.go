@@ -60,8 +60,7 @@ func BenchmarkServeEcho(b *testing.B) {
 	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
 	b.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	environ := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}
-	// --dev adds the issuer after the file is validated, so the file
-	// cannot require scopes for the whole endpoint; the policy still applies.
+	// The per-tool policy, as in the load harness.
 	cfg := "auth:\n  scopes_supported: [mcp:tools, mcp:echo]\n" +
 		"  policy:\n    - tool: echo\n      scopes: [mcp:echo]\n"
 	path := writeConfig(b, cfg)

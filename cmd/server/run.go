@@ -188,7 +188,7 @@ func runCheckConfig(args, environ []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	if _, err := loadConfig(f.configPath, environ, f.apply); err != nil {
+	if _, err := loadConfig(f.configPath, environ, f); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "configuration OK")
@@ -334,7 +334,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(f.configPath, environ, f.apply)
+	cfg, err := loadConfig(f.configPath, environ, f)
 	if err != nil {
 		return err
 	}
