@@ -163,8 +163,10 @@ func loadConfig(path string, environ []string, flags *commonFlags) (*Config, err
 // address is known; until then a stand-in for them lets what needs an
 // issuer (auth.required_scopes) pass.
 func (c *Config) validateDev() error {
-	if checkAddr(c.Server.Listen) != nil {
-		return c.Validate() // reported there; no URL can be made of it
+	if checkAddr(c.Server.Listen) != nil || !isLoopback(c.Server.Listen) {
+		// Reported by Validate, or --dev refuses it itself: no dev issuer
+		// is made for it.
+		return c.Validate()
 	}
 	d := *c
 	d.Auth.Issuers = append(slices.Clone(c.Auth.Issuers), auth.IssuerOptions{Issuer: "http://" + c.Server.Listen + devIssuerPath})
