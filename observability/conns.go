@@ -159,6 +159,15 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// CloseWrite half-closes a TCP connection, as net/http does after a 431 or
+// an unread body, so that the client reads the answer before the reset.
+func (c *watchedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 func (c *watchedConn) count(counter prometheus.Counter) {
 	if c.counted.CompareAndSwap(false, true) {
 		counter.Inc()
