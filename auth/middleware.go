@@ -55,6 +55,8 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 		hook = func(context.Context, Event) {}
 	}
 	required := append([]string(nil), o.RequiredScopes...)
+	// The challenges name the scopes as a client must ask for them.
+	challenge := o.AdvertisedScopes(required)
 	return func(next http.Handler) http.Handler {
 		// The SDK keeps its TokenInfo context key private; the exported way
 		// to set it is its own middleware, given the principal we verified.
@@ -88,11 +90,11 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 			switch reason {
 			case "":
 			case ReasonMissing:
-				writeChallenge(w, http.StatusUnauthorized, metadataURL, required, "", "")
+				writeChallenge(w, http.StatusUnauthorized, metadataURL, challenge, "", "")
 				deny(reason, nil, nil)
 				return
 			default:
-				writeChallenge(w, http.StatusBadRequest, metadataURL, required, "invalid_request", "malformed request: send the token only in one Authorization: Bearer header")
+				writeChallenge(w, http.StatusBadRequest, metadataURL, challenge, "invalid_request", "malformed request: send the token only in one Authorization: Bearer header")
 				deny(reason, nil, nil)
 				return
 			}
@@ -107,15 +109,15 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 					w.Header().Set("Retry-After", "5")
 					http.Error(w, "authorization server unavailable", http.StatusServiceUnavailable)
 				case ReasonInsufficientScope:
-					WriteInsufficientScope(w, metadataURL, required)
+					WriteInsufficientScope(w, metadataURL, challenge)
 				default:
-					writeChallenge(w, http.StatusUnauthorized, metadataURL, required, "invalid_token", "token "+describe(reason))
+					writeChallenge(w, http.StatusUnauthorized, metadataURL, challenge, "invalid_token", "token "+describe(reason))
 				}
 				deny(reason, nil, err)
 				return
 			}
 			if !p.HasScopes(required...) {
-				WriteInsufficientScope(w, metadataURL, required)
+				WriteInsufficientScope(w, metadataURL, challenge)
 				deny(ReasonInsufficientScope, p, nil)
 				return
 			}

@@ -27,7 +27,11 @@ type Options struct {
 	// Introspection, when its URL is set, verifies opaque (non-JWT) tokens
 	// with RFC 7662.
 	Introspection IntrospectionOptions `yaml:"introspection"`
-	// ScopesSupported is advertised in the metadata.
+	// ScopesSupported is advertised in the metadata. The challenges name
+	// a required scope as this list spells it: where an IdP has clients
+	// ask for a prefixed scope that its tokens carry unprefixed (Entra
+	// ID: api://APP/mcp.tools, scp "mcp.tools"), list the prefixed form
+	// here and the unprefixed one in RequiredScopes and the policy.
 	ScopesSupported []string `yaml:"scopes_supported"`
 	// RequiredScopes are needed for any call to the endpoint.
 	RequiredScopes []string `yaml:"required_scopes"`
@@ -364,4 +368,36 @@ func IsLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(strings.Trim(host, "[]"))
 	return ip != nil && ip.IsLoopback()
+}
+
+// AdvertisedScopes returns scopes as a client must ask the authorization
+// server for them, for a WWW-Authenticate challenge: each scope as
+// ScopesSupported lists it, or, when it is not listed itself, the one
+// listed scope that ends in "/" and the scope (Entra ID's
+// api://APP/scope). Other scopes are returned as they are.
+func (o Options) AdvertisedScopes(scopes []string) []string {
+	out := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		out = append(out, o.advertisedScope(s))
+	}
+	return out
+}
+
+func (o Options) advertisedScope(s string) string {
+	if slices.Contains(o.ScopesSupported, s) {
+		return s
+	}
+	match := ""
+	for _, sup := range o.ScopesSupported {
+		if strings.HasSuffix(sup, "/"+s) {
+			if match != "" {
+				return s // ambiguous: the token's form is all we know
+			}
+			match = sup
+		}
+	}
+	if match == "" {
+		return s
+	}
+	return match
 }

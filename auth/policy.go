@@ -16,11 +16,13 @@ import (
 type Policy struct {
 	tools    map[string]ToolPolicy
 	required []string
+	// advertise spells scopes as clients ask for them.
+	advertise func([]string) []string
 }
 
 // NewPolicy builds the policy of o.
 func NewPolicy(o Options) *Policy {
-	p := &Policy{tools: make(map[string]ToolPolicy, len(o.Policy)), required: o.RequiredScopes}
+	p := &Policy{tools: make(map[string]ToolPolicy, len(o.Policy)), required: o.RequiredScopes, advertise: o.AdvertisedScopes}
 	for _, tp := range o.Policy {
 		p.tools[tp.Tool] = tp
 	}
@@ -45,7 +47,7 @@ func (p *Policy) Allowed(pr *Principal, tool string) bool {
 
 // Needed returns the scopes a call of tool needs, for the 403
 // insufficient_scope challenge: the endpoint's required scopes plus the
-// tool's own.
+// tool's own, spelled as clients ask for them ([Options.AdvertisedScopes]).
 func (p *Policy) Needed(tool string) []string {
 	out := slices.Clone(p.required)
 	for _, s := range p.tools[tool].Scopes {
@@ -53,7 +55,7 @@ func (p *Policy) Needed(tool string) []string {
 			out = append(out, s)
 		}
 	}
-	return out
+	return p.advertise(out)
 }
 
 // Decide is [Policy.Allowed] and [Policy.Needed] for the SDK's TokenInfo,

@@ -1,7 +1,10 @@
 package auth
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -76,5 +79,48 @@ func TestPolicyDecide(t *testing.T) {
 				t.Errorf("Decide = %v %q, want %v %q", ok, needed, tt.wantOK, tt.wantNeeded)
 			}
 		})
+	}
+}
+
+// TestAdvertisedScopes: challenges spell a scope as scopes_supported lists
+// it, so a client asks the IdP for what the IdP knows (Entra ID:
+// api://APP/scope) while tokens are checked for what they carry.
+func TestAdvertisedScopes(t *testing.T) {
+	tests := []struct {
+		name      string
+		supported []string
+		in, want  []string
+	}{
+		{name: "listed as is", supported: []string{"mcp:tools"}, in: []string{"mcp:tools"}, want: []string{"mcp:tools"}},
+		{name: "not listed", in: []string{"mcp:tools"}, want: []string{"mcp:tools"}},
+		{name: "Entra prefix", supported: []string{"api://portcullis/mcp.tools", "api://portcullis/mcp.admin"}, in: []string{"mcp.tools", "mcp.admin"}, want: []string{"api://portcullis/mcp.tools", "api://portcullis/mcp.admin"}},
+		{name: "the listed short form wins", supported: []string{"api://a/read", "read"}, in: []string{"read"}, want: []string{"read"}},
+		{name: "ambiguous prefix stays short", supported: []string{"api://a/read", "api://b/read"}, in: []string{"read"}, want: []string{"read"}},
+		{name: "a suffix is not a match", supported: []string{"api://a/xread"}, in: []string{"read"}, want: []string{"read"}},
+		{name: "none", supported: []string{"api://a/read"}, in: nil, want: []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Options{ScopesSupported: tt.supported}).AdvertisedScopes(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("AdvertisedScopes(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+	entra := Options{
+		ScopesSupported: []string{"api://portcullis/mcp.tools", "api://portcullis/deploy"},
+		RequiredScopes:  []string{"mcp.tools"},
+		Policy:          []ToolPolicy{{Tool: "deploy", Scopes: []string{"deploy"}}},
+	}
+	if got, want := NewPolicy(entra).Needed("deploy"), []string{"api://portcullis/mcp.tools", "api://portcullis/deploy"}; !slices.Equal(got, want) {
+		t.Errorf("Needed(deploy) = %q, want %q", got, want)
+	}
+	// The token carries the short form, and that is what is checked.
+	if !NewPolicy(entra).Allowed(&Principal{Scopes: []string{"mcp.tools", "deploy"}}, "deploy") {
+		t.Error("a token with scp \"mcp.tools deploy\" is refused deploy")
+	}
+	rec := httptest.NewRecorder()
+	Middleware(fakeVerifier(), entra, testMetadataURL, nil, nil)(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("POST", "/mcp", nil))
+	if got, want := rec.Header().Get("WWW-Authenticate"), `scope="api://portcullis/mcp.tools"`; !strings.Contains(got, want) {
+		t.Errorf("401 challenge %q, want it to contain %s", got, want)
 	}
 }

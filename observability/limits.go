@@ -8,12 +8,13 @@ import (
 
 // LimitNames are the values of the limit label of
 // portcullis_limit_rejections_total. Other values are counted as [Other].
-var LimitNames = []string{"inflight_total", "inflight_principal", "sessions", "body_size", "tool_timeout"}
+var LimitNames = []string{"inflight_total", "inflight_principal", "sessions", "body_size", "tool_timeout", LimitHeaderSize, LimitReadHeaderTimeout}
 
 // limitCounters count what the server's limits refuse.
 type limitCounters struct {
 	rateLimited     *prometheus.CounterVec
 	limitRejections *prometheus.CounterVec
+	idleClosed      prometheus.Counter
 }
 
 func newLimitCounters() limitCounters {
@@ -24,8 +25,12 @@ func newLimitCounters() limitCounters {
 		}, []string{"scope"}),
 		limitRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_limit_rejections_total",
-			Help: "Requests refused (or, for tool_timeout, tool calls cut off) by a limit: inflight_total (503), inflight_principal (429), sessions (503), body_size (413), tool_timeout.",
+			Help: "Requests refused (or, for tool_timeout, tool calls cut off) by a limit: inflight_total (503), inflight_principal (429), sessions (503), body_size (413), tool_timeout, header_size (431), read_header_timeout (connection closed before its request header was complete).",
 		}, []string{"limit"}),
+		idleClosed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "portcullis_http_idle_connections_closed_total",
+			Help: "Kept-alive connections to the MCP listener closed after server.idle_timeout without a new request.",
+		}),
 	}
 	// Every series exists from the start, at zero, so rates and alerts
 	// need no absent() guards.
@@ -34,6 +39,15 @@ func newLimitCounters() limitCounters {
 		c.limitRejections.WithLabelValues(l)
 	}
 	return c
+}
+
+// forConns returns the counters [Metrics.WatchConns] uses.
+func (c limitCounters) forConns() connCounters {
+	return connCounters{
+		headerSize:        c.limitRejections.WithLabelValues(LimitHeaderSize),
+		readHeaderTimeout: c.limitRejections.WithLabelValues(LimitReadHeaderTimeout),
+		idleClosed:        c.idleClosed,
+	}
 }
 
 // RateLimited counts one request refused by the rate limit of scope

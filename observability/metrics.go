@@ -48,6 +48,7 @@ type Metrics struct {
 	spansDropped   prometheus.Counter
 	authAllowed    prometheus.Counter
 	limitCounters
+	conns connCounters
 }
 
 // NewMetrics creates the series on reg, with the Go runtime and process
@@ -104,7 +105,8 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	build.Set(1)
 
 	m.limitCounters = newLimitCounters()
-	reg.MustRegister(m.rateLimited, m.limitRejections)
+	m.conns = m.limitCounters.forConns()
+	reg.MustRegister(m.rateLimited, m.limitRejections, m.idleClosed)
 	reg.MustRegister(
 		m.operation, m.session, m.sessionsActive, m.authRequests,
 		m.httpInFlight, m.httpRequests, m.httpDuration, m.spans, build,

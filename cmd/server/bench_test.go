@@ -60,10 +60,9 @@ func BenchmarkServeEcho(b *testing.B) {
 	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
 	b.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	environ := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}
-	// --dev adds the issuer after the file is validated, so the file
-	// cannot require scopes for the whole endpoint; the policy still applies.
-	// The request limits stay on (their cost is part of the stack) but sit
-	// above what one benchmark caller reaches.
+	// The per-tool policy, as in the load harness. The request limits stay
+	// on (their cost is part of the stack) but sit above what one benchmark
+	// caller reaches.
 	cfg := "auth:\n  scopes_supported: [mcp:tools, mcp:echo]\n" +
 		"  policy:\n    - tool: echo\n      scopes: [mcp:echo]\n" +
 		"limits:\n  max_in_flight: 100000\n  max_in_flight_per_principal: 100000\n" +

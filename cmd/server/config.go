@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,19 +139,41 @@ func (c *Config) Validate() error {
 // loadConfig reads the file at path (none if empty), overlays PORTCULLIS_*
 // variables from environ, applies defaults and validates. Every problem is
 // returned at once.
-func loadConfig(path string, environ []string, flags func(*Config)) (*Config, error) {
+func loadConfig(path string, environ []string, flags *commonFlags) (*Config, error) {
 	var c Config
 	// The loader sets every value it can parse even when others fail, so
 	// validation still runs and the report lists both kinds of problem.
 	loadErr := config.LoadFile(&c, path, environ, envPrefix)
 	if flags != nil {
-		flags(&c)
+		flags.apply(&c)
 	}
 	c.defaults()
-	if err := errors.Join(loadErr, c.Validate()); err != nil {
+	validate := c.Validate
+	if flags != nil && flags.dev {
+		validate = c.validateDev
+	}
+	if err := errors.Join(loadErr, validate()); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// validateDev validates c as serve --dev will run it. setupDev adds the
+// embedded issuer, and auth.resource when unset, once the listener's
+// address is known; until then a stand-in for them lets what needs an
+// issuer (auth.required_scopes) pass.
+func (c *Config) validateDev() error {
+	if checkAddr(c.Server.Listen) != nil || !isLoopback(c.Server.Listen) {
+		// Reported by Validate, or --dev refuses it itself: no dev issuer
+		// is made for it.
+		return c.Validate()
+	}
+	d := *c
+	d.Auth.Issuers = append(slices.Clone(c.Auth.Issuers), auth.IssuerOptions{Issuer: "http://" + c.Server.Listen + devIssuerPath})
+	if d.Auth.Resource == "" {
+		d.Auth.Resource = "http://" + c.Server.Listen + mcpPath
+	}
+	return d.Validate()
 }
 
 // unjoin flattens an errors.Join tree into its leaves.

@@ -188,7 +188,7 @@ func runCheckConfig(args, environ []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	if _, err := loadConfig(f.configPath, environ, f.apply); err != nil {
+	if _, err := loadConfig(f.configPath, environ, f); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "configuration OK")
@@ -334,7 +334,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(f.configPath, environ, f.apply)
+	cfg, err := loadConfig(f.configPath, environ, f)
 	if err != nil {
 		return err
 	}
@@ -421,6 +421,9 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	// The limits run after auth, which puts the principal they key on in
 	// the request context.
 	srv := newHTTPServer(s, a.routes(health, guard(limiter.Middleware(mcpHandler)), dev), a.logger)
+	// net/http enforces the header size, header and idle timeouts itself;
+	// the watched listener counts what they close.
+	ln = a.metrics.WatchConns(srv, ln)
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()

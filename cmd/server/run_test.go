@@ -73,6 +73,24 @@ func TestCheckConfig(t *testing.T) {
 			args:     []string{"--listen", "127.0.0.1:8082"},
 			wantCode: 0, want: []string{"configuration OK"},
 		},
+		{
+			name:     "required scopes need an issuer",
+			config:   "auth:\n  required_scopes: [mcp:tools]\n",
+			wantCode: 1, want: []string{"auth.required_scopes", "no issuers"},
+		},
+		{
+			// --dev adds its issuer once it listens.
+			name:     "required scopes with --dev",
+			config:   "auth:\n  required_scopes: [mcp:tools]\n",
+			args:     []string{"--dev"},
+			wantCode: 0, want: []string{"configuration OK"},
+		},
+		{
+			name:     "--dev still reports the other problems",
+			config:   "auth:\n  required_scopes: [mcp:tools]\n  resource: https://mcp.example.com/other\nserver:\n  shutdown_grace: -1s\n",
+			args:     []string{"--dev"},
+			wantCode: 1, want: []string{"auth.resource", "must name the served MCP endpoint", "server.shutdown_grace"},
+		},
 		{name: "missing file", args: []string{"--config", "/nonexistent/portcullis.yaml"}, wantCode: 1, want: []string{"/nonexistent/portcullis.yaml"}},
 		{name: "stray argument", args: []string{"extra"}, wantCode: 2, want: []string{"unexpected arguments"}},
 		{name: "keys", args: []string{"--keys"}, wantCode: 0, want: []string{"server.read_header_timeout", "PORTCULLIS_SERVER_READ_HEADER_TIMEOUT", "PORTCULLIS_TOOLS_WEATHER_BASE_URL"}},
@@ -254,16 +272,20 @@ func startDev(t *testing.T) (base, issuer string) {
 	return base, issuer
 }
 
-// startDevMetrics is startDev that also returns the /metrics URL.
-func startDevMetrics(t *testing.T) (base, issuer, metrics string) {
+// startDevMetrics is startDev that also returns the /metrics URL; extra
+// are more arguments of serve.
+func startDevMetrics(t *testing.T, extra ...string) (base, issuer, metrics string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var stdout, stderr syncBuffer
 	exited := make(chan int, 1)
+	done := make(chan struct{}) // closed on exit, whoever reads the code
 	go func() {
-		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+		defer close(done)
+		args := append([]string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, extra...)
+		exited <- run(ctx, args, nil, strings.NewReader(""), &stdout, &stderr)
 	}()
-	t.Cleanup(func() { cancel(); <-exited })
+	t.Cleanup(func() { cancel(); <-done })
 	base = "http://" + listenAddr(t, &stderr, exited)
 	// The metrics listener logs its line before the MCP listener's.
 	sc := bufio.NewScanner(strings.NewReader(stderr.String()))
@@ -279,11 +301,13 @@ func startDevMetrics(t *testing.T) (base, issuer, metrics string) {
 	return base, base + devIssuerPath, metrics
 }
 
-// devToken asks the dev issuer's token endpoint for a token for clientID.
-func devToken(t *testing.T, issuer, clientID, resource string) string {
+// devToken asks the dev issuer's token endpoint for a token for clientID,
+// with scopes.
+func devToken(t *testing.T, issuer, clientID, resource string, scopes ...string) string {
 	t.Helper()
 	resp, err := http.PostForm(issuer+"/token", url.Values{
 		"grant_type": {"client_credentials"}, "client_id": {clientID}, "resource": {resource},
+		"scope": {strings.Join(scopes, " ")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -316,6 +340,27 @@ func mcpPost(t *testing.T, url, token, sessionID, body string) *http.Response {
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// TestDevWithRequiredScopes: a configuration that requires scopes runs
+// under --dev, whose embedded issuer is added after the file is read: the
+// challenge names the scope, and the dev issuer's token carries it.
+func TestDevWithRequiredScopes(t *testing.T) {
+	base, issuer, _ := startDevMetrics(t, "--config", writeConfig(t, "auth:\n  required_scopes: [mcp:tools]\n"))
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	resp := mcpPost(t, base+"/mcp", "", "", ping)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `scope="mcp:tools"`) {
+		t.Fatalf("no token: status %d, WWW-Authenticate %q; want 401 naming mcp:tools", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	resp = mcpPost(t, base+"/mcp", devToken(t, issuer, "alice", base+"/mcp"), "", ping)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("token without the scope: status %d, want 403", resp.StatusCode)
+	}
+	resp = mcpPost(t, base+"/mcp", devToken(t, issuer, "alice", base+"/mcp", "mcp:tools"), "", ping)
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("dev token: status %d: %s", resp.StatusCode, body)
+	}
 }
 
 // A legacy session belongs to the caller that created it.
