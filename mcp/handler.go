@@ -464,6 +464,9 @@ func decode(data []byte, v any) error {
 // it, in one pass over the body: -32700 for a body that is not JSON, -32600
 // for JSON that is not a JSON-RPC 2.0 request, notification or response.
 func parseMessages(body []byte) ([]envelope, *parseError) {
+	if tooDeep(body, maxDepth) {
+		return nil, &parseError{code: -32700, msg: fmt.Sprintf("Parse error: the request body nests arrays and objects more than %d levels deep.", maxDepth)}
+	}
 	msgs, err := decodeMessages(body)
 	if err != nil {
 		var syntax *segjson.SyntaxError
@@ -489,6 +492,42 @@ func parseMessages(body []byte) ([]envelope, *parseError) {
 		}
 	}
 	return msgs, nil
+}
+
+// maxDepth is how deeply a body may nest arrays and objects, as the SDK
+// allows. The decoder recurses once per level without a limit of its own,
+// so a deeper body (a 4 MiB one can nest two million levels) is refused
+// before it is decoded, instead of overflowing the stack.
+const maxDepth = 1000
+
+// tooDeep reports whether the JSON text data nests arrays and objects more
+// than max levels deep. It looks at bytes only, skipping strings; data
+// need not be valid JSON.
+func tooDeep(data []byte, max int) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
 }
 
 // decodeMessages decodes body as one message or a batch. On an error, msgs

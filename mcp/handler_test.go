@@ -198,7 +198,7 @@ func TestHandlerRoutesByEra(t *testing.T) {
 
 func TestHandlerBadInput(t *testing.T) {
 	ts, _ := newTestEndpoint(t, func(o *Options) {
-		o.MaxBodyBytes = 1024
+		o.MaxBodyBytes = 4096
 		o.AllowedOrigins = []string{"https://app.example.com"}
 	})
 	legacy := map[string]string{"Mcp-Protocol-Version": "2025-06-18"}
@@ -216,6 +216,10 @@ func TestHandlerBadInput(t *testing.T) {
 		{name: "not a request", body: `{"jsonrpc":"2.0","id":1}`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
 		{name: "not an object", body: `"tools/list"`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
 		{name: "empty batch", body: `[]`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
+		{
+			name: "nested too deep", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}}`,
+			header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32700, wantMsg: "more than 1000 levels deep",
+		},
 		{name: "wrong jsonrpc version", body: `{"jsonrpc":"1.0","id":1,"method":"ping"}`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32600},
 		{name: "unknown method", body: `{"jsonrpc":"2.0","id":1,"method":"tools/destroy"}`, header: legacy, wantStatus: http.StatusBadRequest, wantCode: -32601, wantMsg: "tools/destroy"},
 		{
@@ -233,8 +237,8 @@ func TestHandlerBadInput(t *testing.T) {
 			header: legacy, wantStatus: http.StatusOK, wantTool: "operation",
 		},
 		{
-			name: "oversized body", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 2000) + `"}}}`,
-			header: legacy, wantStatus: http.StatusRequestEntityTooLarge, wantCode: -32600, wantMsg: "exceeds 1024 bytes",
+			name: "oversized body", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 5000) + `"}}}`,
+			header: legacy, wantStatus: http.StatusRequestEntityTooLarge, wantCode: -32600, wantMsg: "exceeds 4096 bytes",
 		},
 		{
 			name: "unlisted origin", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
@@ -549,5 +553,43 @@ func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
 				t.Fatalf("denied tool answered: status %d\n%s", r.status, r.body)
 			}
 		})
+	}
+}
+
+// TestTooDeep: the router refuses a body nested deeper than the SDK allows
+// before decoding it, because its decoder recurses once per level: a 4 MiB
+// body two million levels deep overflowed the stack and killed the
+// process.
+func TestTooDeep(t *testing.T) {
+	deep := func(open, close string, n int) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":` + strings.Repeat(open, n) + "1" + strings.Repeat(close, n) + `}}`
+	}
+	tests := []struct {
+		name string
+		body string
+		want bool
+	}{
+		{name: "flat", body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`},
+		{name: "at the limit", body: deep("[", "]", maxDepth-2)},
+		{name: "one over", body: deep("[", "]", maxDepth-1), want: true},
+		{name: "objects", body: deep(`{"a":`, "}", maxDepth), want: true},
+		{name: "brackets in strings do not count", body: `{"a":"` + strings.Repeat("[", 2*maxDepth) + `"}`},
+		{name: "escaped quotes do not end a string", body: `{"a":"\\\"` + strings.Repeat("{", 2*maxDepth) + `"}`},
+		{name: "an escaped backslash ends before the quote", body: `{"a":"\\\\"` + strings.Repeat("[", 2*maxDepth), want: true},
+		{name: "invalid JSON is still measured", body: strings.Repeat("[", maxDepth+1) + "}", want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tooDeep([]byte(tt.body), maxDepth); got != tt.want {
+				t.Errorf("tooDeep = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// What crashed the process: a body of the default maximum size, nested
+	// as deeply as it can be.
+	n := (sdk.DefaultMaxRequestBodyBytes - 100) / 2
+	body := deep("[", "]", n)
+	if _, perr := parseMessages([]byte(body)); perr == nil || perr.code != -32700 {
+		t.Errorf("a %d-byte body %d levels deep: %+v, want -32700", len(body), n, perr)
 	}
 }
