@@ -185,6 +185,7 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 		logger = slog.New(slog.DiscardHandler)
 	}
 	get := func(*http.Request) *sdk.Server { return server }
+	sdkLog := sdkLogger(logger)
 	maxSessions := opts.MaxSessions
 	if maxSessions <= 0 {
 		maxSessions = DefaultMaxSessions
@@ -203,14 +204,14 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 		streams:   make(map[*context.CancelFunc]struct{}),
 		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Stateless:                    true,
-			Logger:                       logger,
+			Logger:                       sdkLog,
 			MaxRequestBodyBytes:          opts.MaxBodyBytes,
 			PropagateRequestCancellation: true,
 		}),
 	}
 	if opts.Sessions == nil || *opts.Sessions {
 		h.stateful = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
-			Logger:              logger,
+			Logger:              sdkLog,
 			MaxRequestBodyBytes: opts.MaxBodyBytes,
 			SessionTimeout:      opts.SessionIdleTimeout,
 			EventStore:          sdk.NewMemoryEventStore(nil),

@@ -61,7 +61,7 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 	}
 	opts := &sdk.ServerOptions{
 		Instructions: cfg.Instructions,
-		Logger:       logger,
+		Logger:       sdkLogger(logger),
 	}
 	cat.Apply(opts)
 	s := sdk.NewServer(&sdk.Implementation{
