@@ -464,8 +464,8 @@ func TestAuditLine(t *testing.T) {
 		if l["audit"] != true || l["tool"] != w.tool || l["outcome"] != w.outcome || (w.errType != "" && l["error_type"] != w.errType) {
 			t.Errorf("audit line %d = %v, want tool %s outcome %s error_type %q", i, l, w.tool, w.outcome, w.errType)
 		}
-		if l["duration_ms"] != 2.0 {
-			t.Errorf("duration_ms = %v, want 2", l["duration_ms"])
+		if l["duration_us"] != 2000.0 {
+			t.Errorf("duration_us = %v, want 2000", l["duration_us"])
 		}
 		if id, _ := l["trace_id"].(string); len(id) != 32 {
 			t.Errorf("trace_id = %v, want a 32-hex-digit id", l["trace_id"])
