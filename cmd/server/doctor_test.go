@@ -72,7 +72,7 @@ func TestDoctor(t *testing.T) {
 		},
 		{
 			name: "dev server without a token", args: []string{dev + "/mcp"},
-			want: []string{"PASS  challenge", "SKIP  initialize", "needs --token", "0 failed"},
+			want: []string{"PASS  challenge", "PASS  origin refused", "SKIP  initialize", "needs --token", "0 failed"},
 		},
 		{
 			name: "resource is not the URL", args: []string{strings.Replace(dev, "127.0.0.1", "localhost", 1) + "/mcp", "--token", token},

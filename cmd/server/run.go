@@ -418,9 +418,10 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 		return err
 	}
 	metricsSrv := a.metricsServer()
-	// The limits run after auth, which puts the principal they key on in
-	// the request context.
-	srv := newHTTPServer(s, a.routes(health, guard(limiter.Middleware(mcpHandler)), dev), a.logger)
+	// The Origin check runs first: a page on another origin is refused
+	// before its token is looked at. The limits run after auth, which puts
+	// the principal they key on in the request context.
+	srv := newHTTPServer(s, a.routes(health, mcpHandler.OriginGuard(guard(limiter.Middleware(mcpHandler))), dev), a.logger)
 	// net/http enforces the header size, header and idle timeouts itself;
 	// the watched listener counts what they close.
 	ln = a.metrics.WatchConns(srv, ln)
