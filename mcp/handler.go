@@ -23,6 +23,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/mcpmethod"
 )
 
 // Options configures the /mcp endpoint. It is the `mcp:` section of the
@@ -330,7 +331,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		// The SDK answers an unknown legacy method with a plain-text 400;
 		// clients are owed a JSON-RPC error naming the method.
 		for _, m := range msgs {
-			if m.Method != "" && len(m.ID) > 0 && !knownMethods[m.Method] {
+			if m.Method != "" && len(m.ID) > 0 && !mcpmethod.IsRequest(m.Method) {
 				writeError(w, http.StatusBadRequest, m.ID, -32601, fmt.Sprintf("Method not found: %q.", m.Method))
 				return
 			}
@@ -438,17 +439,6 @@ func (h *Handler) Drain() {
 	for c := range h.streams {
 		(*c)()
 	}
-}
-
-// knownMethods are the request methods the SDK's server answers. Others
-// get -32601 before they reach it.
-var knownMethods = map[string]bool{
-	"initialize": true, "ping": true, "server/discover": true,
-	"tools/list": true, "tools/call": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true,
-	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true,
-	"prompts/list": true, "prompts/get": true,
-	"completion/complete": true, "logging/setLevel": true,
 }
 
 // envelope is the part of a JSON-RPC message the router reads. Decoded by

@@ -19,6 +19,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpmethod"
 )
 
 // Attribute keys of the OpenTelemetry MCP and GenAI semantic conventions
@@ -42,24 +44,10 @@ const ErrorTypeTool = "tool_error"
 // attributes.
 const maxNameLen = 128
 
-// knownMethods are the MCP methods and notifications a client sends to a
-// server. Any other method is labelled [Other].
-var knownMethods = map[string]bool{
-	"initialize": true, "ping": true, "server/discover": true,
-	"tools/list": true, "tools/call": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true,
-	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true,
-	"prompts/list": true, "prompts/get": true,
-	"completion/complete": true, "logging/setLevel": true,
-	"notifications/initialized": true, "notifications/cancelled": true,
-	"notifications/progress": true, "notifications/roots/list_changed": true,
-	"notifications/elicitation/complete": true,
-}
-
 // MethodLabel is the mcp_method_name of method: itself when it is an MCP
 // method, [Other] otherwise.
 func MethodLabel(method string) string {
-	if knownMethods[method] {
+	if mcpmethod.IsRequest(method) || mcpmethod.IsNotification(method) {
 		return method
 	}
 	return Other
