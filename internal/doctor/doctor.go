@@ -360,6 +360,18 @@ func (d *doctor) challenge() {
 		d.pass(CheckChallenge, "401 Bearer resource_metadata=%q", rm)
 		return
 	}
+	if d.prm != nil && len(d.prm.ScopesSupported) > 0 {
+		var unlisted []string
+		for _, sc := range strings.Fields(scope) {
+			if !slices.Contains(d.prm.ScopesSupported, sc) {
+				unlisted = append(unlisted, sc)
+			}
+		}
+		if len(unlisted) > 0 {
+			d.warn(CheckChallenge, "scope=%q names %q, which the metadata's scopes_supported %v does not list: clients ask the authorization server for the challenge's scopes, which it may not know (for Entra ID, list api://APP/scope in auth.scopes_supported)", scope, unlisted, d.prm.ScopesSupported)
+			return
+		}
+	}
 	d.pass(CheckChallenge, "401 Bearer resource_metadata=%q scope=%q", rm, scope)
 }
 

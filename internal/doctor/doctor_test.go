@@ -231,6 +231,19 @@ func TestRun(t *testing.T) {
 			wantDetail: map[string]string{doctor.CheckChallenge: "no scope"},
 		},
 		{
+			name:       "challenge scope the metadata does not list",
+			deploy:     deployment{scopesSupported: []string{"mcp:read"}, requiredScopes: []string{"mcp:tools"}},
+			want:       map[string]doctor.Status{doctor.CheckChallenge: doctor.Warn},
+			wantDetail: map[string]string{doctor.CheckChallenge: `names ["mcp:tools"]`},
+		},
+		{
+			// Entra ID: clients ask for api://APP/scope, tokens carry scope.
+			name:       "challenge spells the scope as the metadata lists it",
+			deploy:     deployment{scopesSupported: []string{"api://portcullis/mcp.tools"}, requiredScopes: []string{"mcp.tools"}},
+			want:       map[string]doctor.Status{doctor.CheckChallenge: doctor.Pass},
+			wantDetail: map[string]string{doctor.CheckChallenge: `scope="api://portcullis/mcp.tools"`},
+		},
+		{
 			name:       "authorization server names another issuer",
 			deploy:     deployment{asMeta: func(string) any { return goodASMeta("https://other.example") }},
 			wantFailed: true,
