@@ -304,10 +304,9 @@ func isLoopbackHost(hostport string) bool {
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	// A 2026-07-28 client names the tool in a header, so a denied call is
 	// refused before its body is read.
-	if r.Header.Get("Mcp-Method") == "tools/call" && r.Header.Get(protocolVersionHeader) >= statelessEra {
-		if name := r.Header.Get("Mcp-Name"); name != "" && !h.allowTool(w, r, name) {
-			return
-		}
+	headerTool := headerToolName(r.Header)
+	if headerTool != "" && !h.allowTool(w, r, headerTool) {
+		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
@@ -337,7 +336,9 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if h.access.Policy != nil && !decidedByHeaders(r.Header, msgs) {
+	// For a single message, the SDK holds the body to the headers the
+	// policy already decided on (see headerToolName).
+	if h.access.Policy != nil && !(headerTool != "" && len(msgs) == 1) {
 		for _, m := range msgs {
 			if m.Method != "tools/call" {
 				continue
@@ -372,17 +373,18 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decidedByHeaders reports whether the per-tool policy was already applied
-// from the Mcp-Method and Mcp-Name headers, before the body was read, in a
-// way the SDK holds the body to. For a single message of revision
-// 2026-07-28 or later, the SDK refuses a request whose method differs from
-// Mcp-Method, or a tools/call whose name (decoded as the SDK decodes it)
-// differs from Mcp-Name; it refuses batches. So when Mcp-Method is
-// tools/call and Mcp-Name is set, the tool that runs is the one the policy
-// allowed, and the body need not be decoded again.
-func decidedByHeaders(header http.Header, msgs []envelope) bool {
-	return len(msgs) == 1 && header.Get(protocolVersionHeader) >= statelessEra &&
-		header.Get("Mcp-Method") == "tools/call" && header.Get("Mcp-Name") != ""
+// headerToolName returns the tool a tools/call names in its Mcp-Name
+// header when the request is of revision 2026-07-28 or later, else "".
+// For a single message of those revisions, the SDK refuses a request whose
+// method differs from Mcp-Method, or a tools/call whose name (decoded as
+// the SDK decodes it) differs from Mcp-Name, and it refuses batches; so
+// the tool that runs is the one named here, and a policy decided on it
+// need not decode the body again.
+func headerToolName(header http.Header) string {
+	if header.Get("Mcp-Method") != "tools/call" || header.Get(protocolVersionHeader) < statelessEra {
+		return ""
+	}
+	return header.Get("Mcp-Name")
 }
 
 // bodyReader is the body handed on to the SDK: the bytes already read.

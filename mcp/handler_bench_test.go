@@ -27,7 +27,7 @@ func BenchmarkRoute(b *testing.B) {
 				if perr != nil || isStatelessEra(tt.header, msgs) != (tt.name == "2026-07-28") {
 					b.Fatal(perr)
 				}
-				if !decidedByHeaders(tt.header, msgs) {
+				if headerToolName(tt.header) == "" || len(msgs) != 1 {
 					var p struct {
 						Name string `json:"name"`
 					}
