@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -236,9 +237,34 @@ type completionKey struct {
 }
 
 // newTool pairs a tool with its typed handler. The SDK infers the schemas it
-// is not given from In and Out and validates input before h runs.
+// is not given from In and Out and validates input before h runs. An input
+// schema given as a [jsonschema.Schema] reaches the SDK already encoded (see
+// [encodedInputSchema]).
 func newTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) tool {
+	t = encodedInputSchema(t)
 	return tool{name: t.Name, add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }}
+}
+
+// encodedInputSchema returns t with its input schema encoded once, as JSON,
+// if it is a [jsonschema.Schema]; otherwise t itself. On every tools/call of
+// protocol 2026-07-28 and later the SDK encodes the tool's input schema
+// again to look for x-mcp-header annotations. Encoding a jsonschema.Schema
+// walks it by reflection, about 25 µs for a small schema on the load
+// harness's machine; copying JSON that is already encoded costs well under
+// one. The SDK resolves the schema from these bytes to validate arguments,
+// exactly as from the struct, and tools/list shows the same JSON.
+func encodedInputSchema(t *sdk.Tool) *sdk.Tool {
+	s, ok := t.InputSchema.(*jsonschema.Schema)
+	if !ok || s == nil {
+		return t
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("tools: %s: input schema: %v", t.Name, err))
+	}
+	tt := *t
+	tt.InputSchema = json.RawMessage(b)
+	return &tt
 }
 
 // New builds the catalog that opts describe. opts should have passed

@@ -2,13 +2,16 @@ package tools
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 )
@@ -309,5 +312,79 @@ func TestRegisterConcurrently(t *testing.T) {
 	cs, _ := connect(t, c, nil)
 	if res := call(t, cs, "calculator", map[string]any{"operation": "add", "a": 1, "b": 2}); res.IsError {
 		t.Errorf("calculator after concurrent registration: %s", resultText(res))
+	}
+}
+
+func TestEncodedInputSchema(t *testing.T) {
+	schema := schemaFor[echoInput](func(p map[string]*jsonschema.Schema) { p["text"].MaxLength = ptr(3) })
+	want, err := json.Marshal(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := json.RawMessage(`{"type":"object"}`)
+	tests := []struct {
+		name   string
+		schema any
+		want   any
+	}{
+		{name: "a schema is encoded", schema: schema, want: json.RawMessage(want)},
+		{name: "JSON is kept", schema: raw, want: raw},
+		{name: "none is left to the SDK", schema: nil, want: nil},
+		{name: "a nil schema is left to the SDK", schema: (*jsonschema.Schema)(nil), want: (*jsonschema.Schema)(nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &sdk.Tool{Name: "echo", Title: "Echo", InputSchema: tt.schema}
+			got := encodedInputSchema(in)
+			if !reflect.DeepEqual(got.InputSchema, tt.want) {
+				t.Errorf("InputSchema = %#v, want %#v", got.InputSchema, tt.want)
+			}
+			if got.Name != "echo" || got.Title != "Echo" {
+				t.Errorf("tool = %+v, want the other fields kept", got)
+			}
+			if !reflect.DeepEqual(in.InputSchema, tt.schema) {
+				t.Errorf("the caller's tool was changed: %#v", in.InputSchema)
+			}
+		})
+	}
+}
+
+// TestListedSchemasValidate checks that a tool whose schema reached the SDK
+// encoded is listed with that schema and still has its arguments validated
+// by it, on both protocol eras.
+func TestListedSchemasValidate(t *testing.T) {
+	for _, version := range []string{"2025-11-25", ""} {
+		t.Run("version "+version, func(t *testing.T) {
+			client := sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "v0"}, nil)
+			cs, _ := connectClient(t, newCatalog(t, Options{}, Deps{}), client, version)
+			res, err := cs.ListTools(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var echo *sdk.Tool
+			for _, tl := range res.Tools {
+				if tl.Name == "echo" {
+					echo = tl
+				}
+			}
+			if echo == nil {
+				t.Fatal("echo not listed")
+			}
+			b, _ := json.Marshal(echo.InputSchema)
+			var listed jsonschema.Schema
+			if err := json.Unmarshal(b, &listed); err != nil {
+				t.Fatalf("listed input schema %s: %v", b, err)
+			}
+			text := listed.Properties["text"]
+			if listed.Type != "object" || !slices.Equal(listed.Required, []string{"text"}) || text == nil ||
+				text.Type != "string" || text.MaxLength == nil || *text.MaxLength != maxEchoLen || text.Description == "" {
+				t.Errorf("listed input schema %s, want echo's: text, a string of at most %d characters, required", b, maxEchoLen)
+			}
+			for _, args := range []map[string]any{{}, {"text": 7}, {"text": strings.Repeat("a", maxEchoLen+1)}} {
+				if r := call(t, cs, "echo", args); !r.IsError || !strings.Contains(resultText(r), "validating") {
+					t.Errorf("echo %v: %q, want a validation error", args, resultText(r))
+				}
+			}
+		})
 	}
 }
