@@ -166,6 +166,10 @@ const (
 // and the body limit, and ends long-lived GET streams when draining.
 type Handler struct {
 	stateless *sdk.StreamableHTTPHandler
+	// plain is stateless answering with a plain application/json body
+	// instead of an event stream, for requests that can get nothing but
+	// their response (see [onlyResponse]).
+	plain     *sdk.StreamableHTTPHandler
 	stateful  *sdk.StreamableHTTPHandler // nil when sessions are off
 	origins   []string
 	maxBody   int64
@@ -205,6 +209,13 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 		streams:   make(map[*context.CancelFunc]struct{}),
 		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Stateless:                    true,
+			Logger:                       sdkLog,
+			MaxRequestBodyBytes:          opts.MaxBodyBytes,
+			PropagateRequestCancellation: true,
+		}),
+		plain: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
+			Stateless:                    true,
+			JSONResponse:                 true,
 			Logger:                       sdkLog,
 			MaxRequestBodyBytes:          opts.MaxBodyBytes,
 			PropagateRequestCancellation: true,
@@ -362,6 +373,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 
 	switch {
+	case modern && onlyResponse(msgs):
+		h.plain.ServeHTTP(w, r)
 	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)
 	case r.Header.Get(sessionIDHeader) != "":
@@ -385,6 +398,40 @@ func headerToolName(header http.Header) string {
 		return ""
 	}
 	return header.Get("Mcp-Name")
+}
+
+// onlyResponse reports whether msgs, a POST of revision 2026-07-28 or
+// later, is one request whose response stream can carry nothing but its
+// response, so that a plain JSON body serves it as well as an event stream.
+// In those revisions the server sends no requests of its own during a call
+// (it returns an input-required result instead) and the notifications it
+// may send with a call are progress, only for a request that carries a
+// progressToken, and log messages, only for one that opts in with a log
+// level; a request with either gets the event stream. So does
+// subscriptions/listen, whose stream is its whole answer.
+//
+// A JSON body is written once, with its length; an event stream is flushed
+// per message and then ended, each a write to the socket through every
+// layer of response-writer wrapping. On the load harness the JSON body
+// saves about a fifth of the server's CPU per call.
+func onlyResponse(msgs []envelope) bool {
+	if len(msgs) != 1 {
+		return false
+	}
+	m := msgs[0]
+	if m.Method == "" || len(m.ID) == 0 || m.Method == "subscriptions/listen" {
+		return false
+	}
+	var p struct {
+		Meta struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+			LogLevel      json.RawMessage `json:"io.modelcontextprotocol/logLevel"`
+		} `json:"_meta"`
+	}
+	if len(m.Params) > 0 && decode(m.Params, &p) != nil {
+		return false // the SDK will refuse it, on an event stream as ever
+	}
+	return p.Meta.ProgressToken == nil && p.Meta.LogLevel == nil
 }
 
 // bodyReader is the body handed on to the SDK: the bytes already read.

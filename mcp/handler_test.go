@@ -593,3 +593,112 @@ func TestTooDeep(t *testing.T) {
 		t.Errorf("a %d-byte body %d levels deep: %+v, want -32700", len(body), n, perr)
 	}
 }
+
+func TestOnlyResponse(t *testing.T) {
+	meta := func(extra string) string {
+		return `{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"` + extra + `}}`
+	}
+	tests := []struct {
+		name string
+		msgs []envelope
+		want bool
+	}{
+		{name: "a call", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(""))}}, want: true},
+		{name: "no params", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/list"}}, want: true},
+		{name: "a progress token", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"progressToken":"p"`))}}},
+		{name: "a null progress token", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"progressToken":null`))}}},
+		{name: "a log level", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"io.modelcontextprotocol/logLevel":"debug"`))}}},
+		// The SDK matches _meta keys exactly, so it sends no progress for
+		// this request either.
+		{name: "a progress token in another case", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"ProgressToken":"p"`))}}, want: true},
+		{name: "subscriptions/listen", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "subscriptions/listen", Params: json.RawMessage(meta(""))}}},
+		{name: "a notification", msgs: []envelope{{Method: "notifications/cancelled", Params: json.RawMessage(`{}`)}}},
+		{name: "a response", msgs: []envelope{{ID: json.RawMessage(`1`), Result: json.RawMessage(`{}`)}}},
+		{name: "a batch", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "ping"}, {ID: json.RawMessage(`2`), Method: "ping"}}},
+		{name: "params not an object", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(`[1]`)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := onlyResponse(tt.msgs); got != tt.want {
+				t.Errorf("onlyResponse = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestResponseFormat checks that a 2026-07-28 request that can get nothing
+// but its response is answered with a plain JSON body, and that one that
+// asked for progress or log messages gets them on an event stream.
+func TestResponseFormat(t *testing.T) {
+	cat, err := tools.New(tools.Options{Toolsets: []string{"core", "conformance"}}, tools.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := NewSealer([][]byte{NewRandomKey()}, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts Options
+	opts.Defaults()
+	ts := httptest.NewServer(NewHandler(NewServer(cat, ServerConfig{Version: "test", Sealer: sealer}), opts, Access{}, nil))
+	t.Cleanup(ts.Close)
+
+	call := func(tool, meta string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}` +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}` + meta + `}}}`
+	}
+	modern := func(tool string) map[string]string {
+		return map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": tool}
+	}
+	tests := []struct {
+		name        string
+		body        string
+		header      map[string]string
+		wantType    string
+		wantText    string // in the result
+		wantInBody  string // anywhere in the body, e.g. a notification
+		wantMissing string // nowhere in the body
+	}{
+		{
+			name: "a plain call", body: call("PingME", ""), header: modern("PingME"),
+			wantType: "application/json", wantText: "BISMILLAH",
+		},
+		{
+			name: "a call that could log but was not asked to", body: call("test_tool_with_logging", ""), header: modern("test_tool_with_logging"),
+			wantType: "application/json", wantText: "executed successfully", wantMissing: "notifications/message",
+		},
+		{
+			name: "a call with a progress token", body: call("test_tool_with_progress", `,"progressToken":"tok-1"`), header: modern("test_tool_with_progress"),
+			wantType: "text/event-stream", wantText: "tok-1", wantInBody: `"method":"notifications/progress"`,
+		},
+		{
+			name: "a call with a log level", body: call("test_tool_with_logging", `,"io.modelcontextprotocol/logLevel":"info"`), header: modern("test_tool_with_logging"),
+			wantType: "text/event-stream", wantText: "executed successfully", wantInBody: "Tool processing data",
+		},
+		{
+			name: "a legacy call without a session", body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
+			wantType: "text/event-stream", wantText: "BISMILLAH",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, ts.URL, tt.body, tt.header)
+			if r.status != http.StatusOK {
+				t.Fatalf("status %d, want 200\n%s", r.status, r.body)
+			}
+			if got := r.header.Get("Content-Type"); !strings.HasPrefix(got, tt.wantType) {
+				t.Errorf("Content-Type %q, want %s", got, tt.wantType)
+			}
+			res, _ := r.message["result"].(map[string]any)
+			if b, _ := json.Marshal(res["content"]); !strings.Contains(string(b), tt.wantText) {
+				t.Errorf("result %v, want one containing %q\n%s", res, tt.wantText, r.body)
+			}
+			if !strings.Contains(r.body, tt.wantInBody) {
+				t.Errorf("body does not contain %q:\n%s", tt.wantInBody, r.body)
+			}
+			if tt.wantMissing != "" && strings.Contains(r.body, tt.wantMissing) {
+				t.Errorf("body contains %q:\n%s", tt.wantMissing, r.body)
+			}
+		})
+	}
+}
