@@ -7,6 +7,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -47,20 +48,48 @@ func obsBinary(t *testing.T, name string) string {
 	return ""
 }
 
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment
-// ago, for tools that cannot be told to listen on port 0 and report it.
-func freeAddr(t *testing.T) string {
+// freeAddrs returns n distinct 127.0.0.1 addresses whose ports were free a
+// moment ago, for tools that cannot be told to listen on port 0 and report
+// it. All n are held until all are chosen, so they differ; another process
+// may still take one before the tool binds it, which startOnFreePorts
+// answers by trying again.
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	return addrs
 }
+
+// startOnFreePorts calls start with n free addresses (see freeAddrs) and,
+// if the tool it starts exits because one of them was taken in the
+// meantime, again with new ones, up to three times.
+func startOnFreePorts(t *testing.T, n int, start func(addrs []string) (*process, error)) []string {
+	t.Helper()
+	var err error
+	for range 3 {
+		addrs := freeAddrs(t, n)
+		if _, err = start(addrs); err == nil {
+			return addrs
+		}
+		if !errors.Is(err, errAddrInUse) {
+			break
+		}
+		t.Logf("%v; trying other ports", err)
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// errAddrInUse is the error of a tool that exited because an address it
+// was given was taken.
+var errAddrInUse = errors.New("address already in use")
 
 // process is a helper process (the collector, Prometheus) a test runs.
 type process struct {
@@ -75,6 +104,18 @@ type process struct {
 // a line of output contains ready. On cleanup it sends SIGTERM and waits;
 // if the test failed it logs the output.
 func startProcess(t *testing.T, name, ready, path string, args ...string) *process {
+	t.Helper()
+	p, err := tryStartProcess(t, name, ready, path, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryStartProcess is startProcess returning, instead of failing the test,
+// the error of a tool that exited before it was ready (wrapping
+// errAddrInUse when its output says an address was taken).
+func tryStartProcess(t *testing.T, name, ready, path string, args ...string) (*process, error) {
 	t.Helper()
 	cmd := exec.Command(path, args...)
 	cmd.Dir = t.TempDir()
@@ -111,13 +152,17 @@ func startProcess(t *testing.T, name, ready, path string, args ...string) *proce
 	})
 	select {
 	case <-readyc:
-		return p
+		return p, nil
 	case <-p.done:
-		t.Fatalf("%s exited before logging %q: %v\n%s", name, ready, p.err, p.output.Tail(stderrTail))
+		tail := p.output.Tail(stderrTail)
+		err := fmt.Errorf("%s exited before logging %q: %v\n%s", name, ready, p.err, tail)
+		if strings.Contains(tail, errAddrInUse.Error()) {
+			err = fmt.Errorf("%w: %w", errAddrInUse, err)
+		}
+		return nil, err
 	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not log %q within 60s\n%s", name, ready, p.output.Tail(stderrTail))
+		return nil, fmt.Errorf("%s did not log %q within 60s\n%s", name, ready, p.output.Tail(stderrTail))
 	}
-	return nil
 }
 
 // scrape fetches url (a /metrics endpoint) in the classic text format, as
@@ -165,4 +210,23 @@ func callTool(t *testing.T, url string, header http.Header, id int, name, args, 
 	}
 	t.Fatalf("tools/call %s: no response with id %d: %s", name, id, b)
 	return rpcMessage{}
+}
+
+// TestStartOnFreePortsRetries checks the harness itself: a tool that finds
+// its port taken is started again on other ports.
+func TestStartOnFreePortsRetries(t *testing.T) {
+	var tried [][]string
+	got := startOnFreePorts(t, 2, func(addrs []string) (*process, error) {
+		tried = append(tried, addrs)
+		if len(tried) == 1 {
+			return nil, fmt.Errorf("%w: the first ports were taken", errAddrInUse)
+		}
+		return nil, nil
+	})
+	if len(tried) != 2 || got[0] != tried[1][0] || got[1] != tried[1][1] {
+		t.Fatalf("tried %v, got %v: want a second try whose addresses are returned", tried, got)
+	}
+	if got[0] == got[1] {
+		t.Errorf("addresses %v are not distinct", got)
+	}
 }

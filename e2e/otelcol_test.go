@@ -106,8 +106,8 @@ func startCollector(t *testing.T, sink http.Handler) (httpAddr, grpcAddr string)
 	bin := obsBinary(t, "otelcol-portcullis")
 	out := httptest.NewServer(sink)
 	t.Cleanup(out.Close)
-	httpAddr, grpcAddr = freeAddr(t), freeAddr(t)
-	cfg := fmt.Sprintf(`receivers:
+	addrs := startOnFreePorts(t, 2, func(addrs []string) (*process, error) {
+		cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
       http:
@@ -131,12 +131,14 @@ service:
       receivers: [otlp]
       processors: [batch]
       exporters: [otlphttp]
-`, httpAddr, grpcAddr, out.URL)
-	path := filepath.Join(t.TempDir(), "otelcol.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	startProcess(t, "otelcol-portcullis", "Everything is ready", bin, "--config", "file:"+path)
+`, addrs[0], addrs[1], out.URL)
+		path := filepath.Join(t.TempDir(), "otelcol.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return tryStartProcess(t, "otelcol-portcullis", "Everything is ready", bin, "--config", "file:"+path)
+	})
+	httpAddr, grpcAddr = addrs[0], addrs[1]
 	return httpAddr, grpcAddr
 }
 

@@ -50,12 +50,13 @@ scrape_configs:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	startProcess(t, "prometheus", "Server is ready to receive web requests", bin,
-		"--config.file="+path,
-		"--web.listen-address="+addr,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-	)
+	addr := startOnFreePorts(t, 1, func(addrs []string) (*process, error) {
+		return tryStartProcess(t, "prometheus", "Server is ready to receive web requests", bin,
+			"--config.file="+path,
+			"--web.listen-address="+addrs[0],
+			"--storage.tsdb.path="+filepath.Join(t.TempDir(), "data"),
+		)
+	})[0]
 	return &prometheus{URL: "http://" + addr}
 }
 
