@@ -37,9 +37,16 @@ type Config struct {
 type ServerOptions struct {
 	// Listen is the address of the MCP listener. Default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
-	// MetricsListen is the address of the separate /metrics listener
-	// (reserved: served once telemetry lands). Default 127.0.0.1:9090.
+	// MetricsListen is the address of the separate /metrics listener.
+	// Default 127.0.0.1:9090.
 	MetricsListen string `yaml:"metrics_listen"`
+	// AllowPprof serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on the metrics listener, never on the MCP one. Off by
+	// default: a profile shows the program's internals (function names,
+	// goroutine stacks, allocation sites), and a CPU profile or trace costs
+	// the server while it runs, so turn it on only where the metrics
+	// listener is reachable by operators alone.
+	AllowPprof bool `yaml:"allow_pprof"`
 	// ReadHeaderTimeout bounds reading request headers. Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	// IdleTimeout closes idle keep-alive connections. Default 120s.

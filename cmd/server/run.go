@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -515,6 +516,15 @@ func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook 
 func (a *app) metricsServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", a.metrics.Handler(a.logger))
+	if a.cfg.Server.AllowPprof {
+		a.logger.Warn("server.allow_pprof is on: the metrics listener serves Go runtime profiles at /debug/pprof/")
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, allocs…
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: a.cfg.Server.ReadHeaderTimeout,

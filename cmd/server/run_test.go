@@ -459,3 +459,43 @@ func TestServeRejectsBadTraceSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofOnlyWhenAllowed checks that Go's runtime profiles are served on
+// the metrics listener only with server.allow_pprof, and never on the MCP
+// listener.
+func TestPprofOnlyWhenAllowed(t *testing.T) {
+	get := func(t *testing.T, url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow_pprof %v", allow), func(t *testing.T) {
+			path := writeConfig(t, fmt.Sprintf("server:\n  allow_pprof: %v\n", allow))
+			base, _, metricsURL := startDevMetrics(t, "--config", path)
+			metricsBase := strings.TrimSuffix(metricsURL, "/metrics")
+			for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/cmdline"} {
+				status, body := get(t, metricsBase+p)
+				if allow && (status != http.StatusOK || body == "") {
+					t.Errorf("GET %s on the metrics listener: status %d, want 200 with a body", p, status)
+				}
+				if !allow && status != http.StatusNotFound {
+					t.Errorf("GET %s on the metrics listener: status %d, want 404", p, status)
+				}
+				if status, _ := get(t, base+p); status == http.StatusOK {
+					t.Errorf("GET %s on the MCP listener: status %d, want it not served", p, status)
+				}
+			}
+			if allow {
+				if status, body := get(t, metricsBase+"/debug/pprof/heap?debug=1"); status != http.StatusOK || !strings.Contains(body, "heap profile") {
+					t.Errorf("heap profile: status %d\n%.200s", status, body)
+				}
+			}
+		})
+	}
+}
