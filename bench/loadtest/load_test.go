@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,5 +61,49 @@ mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call"} 3
 	}
 	if _, err := parseMetrics(strings.NewReader("go_memstats_mallocs_total many\n"), "go_memstats_mallocs_total"); err == nil {
 		t.Error("a value that is not a number must be an error")
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, c *config)
+	}{
+		{name: "defaults", check: func(t *testing.T, c *config) {
+			if !slices.Equal(c.conc, []int{1, 16, 64}) || len(c.paths) != 2 || c.out != "results/bench.md" || len(c.env) != 0 {
+				t.Errorf("config %+v", c)
+			}
+		}},
+		{name: "pinned report", args: []string{"-pin"}, check: func(t *testing.T, c *config) {
+			if c.out != "results/bench-pinned.md" {
+				t.Errorf("out %q", c.out)
+			}
+		}},
+		{name: "profile turns pprof on", args: []string{"-profile", "p", "-env", "GOGC=100"}, check: func(t *testing.T, c *config) {
+			if c.profileDir != "p" || !slices.Equal(c.env, []string{"GOGC=100", "PORTCULLIS_SERVER_ALLOW_PPROF=true"}) {
+				t.Errorf("profileDir %q, env %q", c.profileDir, c.env)
+			}
+		}},
+		{name: "profile without measured rows", args: []string{"-profile", "p", "-smoke"}, wantErr: "-smoke"},
+		{name: "bad concurrency", args: []string{"-concurrency", "1,x"}, wantErr: "-concurrency"},
+		{name: "bad path", args: []string{"-paths", "2024-11-05"}, wantErr: "-paths"},
+		{name: "bad env", args: []string{"-env", "GOGC"}, wantErr: "KEY=VALUE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want one about %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
 	}
 }

@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,6 +60,7 @@ type config struct {
 	sessions              int
 	startups              int
 	out                   string
+	profileDir            string   // -profile: CPU profiles of Portcullis's rows go here
 	env                   []string // extra environment for Portcullis
 	refEnv                []string // extra environment for the reference
 }
@@ -84,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.sessions, "sessions", 1000, "idle legacy sessions to open for the memory measurement")
 	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
 	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
+	fs.StringVar(&c.profileDir, "profile", "", "write a CPU profile of Portcullis for each of its rows into `dir`, taken from /debug/pprof/profile over the measured time (turns server.allow_pprof on)")
 	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
 	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference server (repeatable), e.g. -ref-env GOGC=400")
 	if err := fs.Parse(args); err != nil {
@@ -116,6 +119,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		default:
 			c.out = "results/bench.md"
 		}
+	}
+	if c.profileDir != "" {
+		if c.smoke {
+			return nil, errors.New("-profile needs measured rows; it does not go with -smoke")
+		}
+		c.env = append(c.env, "PORTCULLIS_SERVER_ALLOW_PPROF=true")
 	}
 	for _, kv := range slices.Concat(c.env, c.refEnv) {
 		if !strings.Contains(kv, "=") {

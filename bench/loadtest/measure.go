@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -163,6 +167,10 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
+	var prof <-chan error
+	if h.cfg.profileDir != "" && s.name == "portcullis" {
+		prof = h.profile(ctx, s, path, conc)
+	}
 	lat := make([][]time.Duration, conc)
 	start := time.Now()
 	var n int64
@@ -172,6 +180,11 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 		n = phase(ctx, ws, start.Add(h.cfg.duration), 0, lat, h.fail, where)
 	}
 	elapsed := time.Since(start)
+	if prof != nil {
+		if err := <-prof; err != nil {
+			return row{}, fmt.Errorf("%s: profile: %w", where, err)
+		}
+	}
 	cpu1, err := s.cpuTicks()
 	if err != nil {
 		return row{}, err
@@ -203,6 +216,51 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 		r.allocObjects = (mem1.objects - mem0.objects) / float64(n)
 	}
 	return r, nil
+}
+
+// profile takes a CPU profile of s over the measured part of a row from
+// its /debug/pprof/profile (-profile turns server.allow_pprof on) and
+// writes it to cfg.profileDir. The returned channel yields the outcome
+// once the profile, as long as the row, is written.
+func (h *harness) profile(ctx context.Context, s *server, path string, conc int) <-chan error {
+	secs := max(1, int(h.cfg.duration/time.Second))
+	name := fmt.Sprintf("cpu-%s-c%d.pprof", path, conc)
+	if h.cfg.pin {
+		name = fmt.Sprintf("cpu-%s-c%d-pinned.pprof", path, conc)
+	}
+	url := strings.TrimSuffix(s.metricsURL, "/metrics") + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs)
+	done := make(chan error, 1)
+	go func() { done <- download(ctx, url, filepath.Join(h.cfg.profileDir, name)) }()
+	return done
+}
+
+// download writes the body of a successful GET of url to the file path.
+func download(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // sessionMemory starts a fresh Portcullis, reads its idle RSS, opens
