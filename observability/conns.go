@@ -52,8 +52,8 @@ func (m *Metrics) WatchConns(srv *http.Server, ln net.Listener) net.Listener {
 		next = http.DefaultServeMux
 	}
 	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if wc, ok := r.Context().Value(watchedConnKey{}).(*watchedConn); ok {
-			wc.handled.Store(true)
+		if handled, ok := r.Context().Value(handledKey{}).(*atomic.Bool); ok {
+			handled.Store(true)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -63,7 +63,10 @@ func (m *Metrics) WatchConns(srv *http.Server, ln net.Listener) net.Listener {
 			ctx = connContext(ctx, conn)
 		}
 		if wc, ok := conn.(*watchedConn); ok {
-			ctx = context.WithValue(ctx, watchedConnKey{}, wc)
+			// Only the flag: a context can outlive its connection (the SDK
+			// keeps a legacy session's initialize context), and should not
+			// keep the connection's objects alive with it.
+			ctx = context.WithValue(ctx, handledKey{}, wc.handled)
 		}
 		return ctx
 	}
@@ -79,7 +82,7 @@ func (m *Metrics) WatchConns(srv *http.Server, ln net.Listener) net.Listener {
 	return &watchedListener{Listener: ln, counters: c}
 }
 
-type watchedConnKey struct{}
+type handledKey struct{}
 
 // watchedListener hands out watchedConns.
 type watchedListener struct {
@@ -92,7 +95,7 @@ func (l *watchedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &watchedConn{Conn: conn, counters: l.counters}, nil
+	return &watchedConn{Conn: conn, counters: l.counters, handled: new(atomic.Bool)}, nil
 }
 
 // watchedConn follows one connection through net/http's states to tell
@@ -109,7 +112,7 @@ type watchedConn struct {
 	read atomic.Int64
 	// handled is set once a handler runs for the request being read or
 	// answered; until then a response on the connection is net/http's own.
-	handled atomic.Bool
+	handled *atomic.Bool
 	// counted is set once the connection was counted: it ends there.
 	counted atomic.Bool
 }

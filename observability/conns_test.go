@@ -2,12 +2,16 @@ package observability
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -179,4 +183,72 @@ func TestWatchConns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRequestContextDoesNotKeepConn checks that a request context that
+// outlives its connection (the SDK keeps a legacy session's initialize
+// context for the session's life) does not keep the connection's objects
+// alive.
+func TestRequestContextDoesNotKeepConn(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry(), BuildInfo{})
+	var (
+		mu   sync.Mutex
+		kept context.Context
+		wc   weak.Pointer[watchedConn]
+	)
+	closed := make(chan struct{}, 1)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			kept = r.Context()
+			mu.Unlock()
+			io.WriteString(w, "ok")
+		}),
+		ConnState: func(c net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				if c, ok := c.(*watchedConn); ok {
+					mu.Lock()
+					wc = weak.Make(c)
+					mu.Unlock()
+				}
+			case http.StateClosed:
+				closed <- struct{}{}
+			}
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(m.WatchConns(srv, ln))
+	t.Cleanup(func() { srv.Close() })
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never closed the connection")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if kept == nil || wc == (weak.Pointer[watchedConn]{}) {
+		t.Fatal("the handler or the connection hook did not run on a watched connection")
+	}
+	for range 5 {
+		runtime.GC()
+		if wc.Value() == nil {
+			break
+		}
+	}
+	if wc.Value() != nil {
+		t.Error("a request context kept alive keeps its closed connection alive")
+	}
+	runtime.KeepAlive(kept)
 }
