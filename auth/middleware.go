@@ -66,7 +66,7 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 				return p.tokenInfo, nil // a cached principal's, made once
 			}
 			return p.newTokenInfo(), nil
-		}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: o.ClockSkew})(next)
+		}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: o.ClockSkew})(withoutCredentials(next))
 
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
@@ -126,6 +126,23 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 			withTokenInfo.ServeHTTP(w, r)
 		})
 	}
+}
+
+// withoutCredentials hands next the request without its Authorization
+// header. By then the token is verified and its principal is in the
+// context, and nothing past auth needs the token itself: the SDK passes
+// every request's headers on to tool handlers (RequestExtra.Header) and
+// keeps a legacy session's initialize request for the session's life. So
+// a tool cannot forward the caller's token upstream, and an idle session
+// does not hold it in memory. The header map is copied, not changed: the
+// layers outside auth keep the request as it came.
+func withoutCredentials(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := *r
+		r2.Header = r.Header.Clone()
+		r2.Header.Del("Authorization")
+		next.ServeHTTP(w, &r2)
+	})
 }
 
 // bearerToken extracts the token, or says why it cannot.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,9 +81,11 @@ func TestMiddleware(t *testing.T) {
 			o := Options{Resource: testResource, RequiredScopes: []string{"mcp:tools"}}
 			var sawPrincipal *Principal
 			var sawInfo *sdkauth.TokenInfo
+			var sawAuthorization []string
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				sawPrincipal, _ = PrincipalFrom(r.Context())
 				sawInfo = sdkauth.TokenInfoFromContext(r.Context())
+				sawAuthorization = r.Header.Values("Authorization")
 				w.WriteHeader(200)
 			})
 			h := Middleware(fakeVerifier(), o, testMetadataURL, hook, logger)(next)
@@ -132,6 +135,12 @@ func TestMiddleware(t *testing.T) {
 				}
 				if p, ok := PrincipalFromTokenInfo(sawInfo); !ok || p != sawPrincipal {
 					t.Errorf("PrincipalFromTokenInfo = %v, %v", p, ok)
+				}
+				if len(sawAuthorization) != 0 {
+					t.Errorf("the next handler saw Authorization %q; the token must stop at auth", sawAuthorization)
+				}
+				if got := req.Header.Values("Authorization"); !slices.Equal(got, tt.headers) {
+					t.Errorf("the caller's request now has Authorization %q, want it unchanged %q", got, tt.headers)
 				}
 			} else {
 				if events[0].Outcome != OutcomeDenied || events[0].Reason != tt.wantReason {
