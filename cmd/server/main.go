@@ -10,6 +10,9 @@ import (
 )
 
 func main() {
+	// Until server.allow_pprof serves a heap profile, nothing reads memory
+	// profiling's samples (see setMemProfiling).
+	setMemProfiling(false)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -518,6 +518,7 @@ func (a *app) metricsServer() *http.Server {
 	mux.Handle("GET /metrics", a.metrics.Handler(a.logger))
 	if a.cfg.Server.AllowPprof {
 		a.logger.Warn("server.allow_pprof is on: the metrics listener serves Go runtime profiles at /debug/pprof/")
+		setMemProfiling(true)
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, allocs…
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

@@ -3,8 +3,11 @@ package main
 import (
 	"log/slog"
 	"math"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -79,4 +82,23 @@ func currentGOGC() int {
 		return -1
 	}
 	return int(m[0].Value.Uint64())
+}
+
+// defaultMemProfileRate is Go's own runtime.MemProfileRate.
+const defaultMemProfileRate = 512 * 1024
+
+// setMemProfiling turns the runtime's memory-profiling samples on (at Go's
+// default rate) or off, unless GODEBUG=memprofilerate sets the rate. Only a
+// heap profile reads them, and server.allow_pprof is what serves one; but
+// linking net/http/pprof for it makes the runtime take them always, a
+// stack unwind every 512 KiB allocated, which is about one per MCP call.
+func setMemProfiling(on bool) {
+	if strings.Contains(os.Getenv("GODEBUG"), "memprofilerate=") {
+		return
+	}
+	if on {
+		runtime.MemProfileRate = defaultMemProfileRate
+	} else {
+		runtime.MemProfileRate = 0
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -93,3 +94,31 @@ func TestTuneRuntime(t *testing.T) {
 
 // scaled is n×ratio as automemlimit computes it.
 func scaled(n uint64, ratio float64) int64 { return int64(uint64(float64(n) * ratio)) }
+
+func TestSetMemProfiling(t *testing.T) {
+	saved := runtime.MemProfileRate
+	t.Cleanup(func() { runtime.MemProfileRate = saved })
+	tests := []struct {
+		name    string
+		godebug string
+		start   int
+		on      bool
+		want    int
+	}{
+		{name: "off", start: defaultMemProfileRate, want: 0},
+		{name: "on again", start: 0, on: true, want: defaultMemProfileRate},
+		{name: "GODEBUG decides", godebug: "gctrace=0,memprofilerate=1", start: 1, want: 1},
+		{name: "GODEBUG decides, on", godebug: "memprofilerate=0", start: 0, on: true, want: 0},
+		{name: "other GODEBUG settings", godebug: "gctrace=0", start: defaultMemProfileRate, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("GODEBUG", tt.godebug)
+			runtime.MemProfileRate = tt.start
+			setMemProfiling(tt.on)
+			if runtime.MemProfileRate != tt.want {
+				t.Errorf("MemProfileRate = %d, want %d", runtime.MemProfileRate, tt.want)
+			}
+		})
+	}
+}
