@@ -364,7 +364,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return err
 	}
 	defer a.shutdownTracing()
-	tuneRuntime(environ, nil, a.logger)
+	defer tuneRuntime(environ, nil, a.logger).Stop()
 	return a.serve(ctx, ln, mln, dev, stdout)
 }
 

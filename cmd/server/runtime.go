@@ -13,11 +13,11 @@ import (
 )
 
 // defaultGOGC is the garbage collector's target percentage when GOGC is not
-// set. Go's default of 100 suits programs with a large live heap; a server
-// whose live heap is a few MiB while every MCP call makes hundreds of KiB of
-// short-lived garbage spends much of its CPU in GC cycles started at the
-// minimum 4 MiB heap target. 400 runs a fifth as many cycles; the memory
-// limit set next to it bounds the heap when memory gets tight.
+// set, from start until the first collection; from then on the tuner sets
+// it for a heap floor (see gctune.go). Go's default of 100 suits programs
+// with a large live heap; a server whose live heap is a few MiB while every
+// MCP call makes hundreds of KiB of short-lived garbage would spend much of
+// its CPU in collections started at the minimum 4 MiB heap target.
 const defaultGOGC = 400
 
 // memLimitRatio is the share of the container's (or machine's) memory the
@@ -28,9 +28,18 @@ const memLimitRatio = 0.9
 // start-up log line.
 type runtimeSettings struct {
 	GOGC           int
-	GOGCSource     string // "env" or "default"
+	GOGCSource     string // "env", or "tuned" (see gctune.go)
+	HeapFloor      uint64 // bytes, when tuned
 	MemLimit       int64  // bytes; math.MaxInt64 means no limit
 	MemLimitSource string // "env" (GOMEMLIMIT or AUTOMEMLIMIT=off), or "detected"
+	// Stop stops the tuner; the settings stay as they are.
+	Stop func()
+}
+
+// startTuner starts the GOGC tuner; tests replace it.
+var startTuner = func(floor uint64) (stop func()) {
+	stop, _ = startGCTuner(floor)
+	return stop
 }
 
 // tuneRuntime sets the garbage collector for a long-running server, unless
@@ -38,23 +47,20 @@ type runtimeSettings struct {
 // process environment (automemlimit reads GOMEMLIMIT and AUTOMEMLIMIT from
 // the process itself):
 //
-//   - GOGC unset in environ: GOGC is [defaultGOGC];
 //   - GOMEMLIMIT unset: the memory limit is [memLimitRatio] of what limit
 //     reports (nil means the cgroup's memory limit, falling back to the
 //     machine's memory), via github.com/KimMachineGun/automemlimit, which
-//     also honours AUTOMEMLIMIT (a ratio, or "off").
+//     also honours AUTOMEMLIMIT (a ratio, or "off");
+//   - GOGC unset in environ: GOGC starts at [defaultGOGC], and after every
+//     collection a tuner sets it so that the heap may grow to [heapFloor]
+//     (at most half the memory limit) before the next one, or to twice the
+//     live heap once that is more (see gctune.go).
 //
 // A problem reading the limit is logged and leaves the limit unset: it
 // never stops the server.
 func tuneRuntime(environ []string, limit memlimit.Provider, logger *slog.Logger) runtimeSettings {
 	getenv := lookupEnv(environ)
-	s := runtimeSettings{GOGCSource: "env", MemLimitSource: "env"}
-	if getenv("GOGC") != "" {
-		s.GOGC = currentGOGC()
-	} else {
-		debug.SetGCPercent(defaultGOGC)
-		s.GOGC, s.GOGCSource = defaultGOGC, "default"
-	}
+	s := runtimeSettings{GOGCSource: "env", MemLimitSource: "env", Stop: func() {}}
 	if limit == nil {
 		limit = memlimit.ApplyFallback(memlimit.FromCgroup, memlimit.FromSystem)
 	}
@@ -66,7 +72,21 @@ func tuneRuntime(environ []string, limit memlimit.Provider, logger *slog.Logger)
 	if err != nil {
 		logger.Warn("could not set the Go memory limit; set GOMEMLIMIT to choose one", "error", err)
 	}
+	if getenv("GOGC") != "" {
+		s.GOGC = currentGOGC()
+	} else {
+		s.HeapFloor = heapFloor
+		if s.MemLimit > 0 && s.MemLimit != math.MaxInt64 {
+			s.HeapFloor = min(heapFloor, uint64(s.MemLimit)/2)
+		}
+		debug.SetGCPercent(defaultGOGC)
+		s.GOGC, s.GOGCSource = defaultGOGC, "tuned"
+		s.Stop = startTuner(s.HeapFloor)
+	}
 	attrs := []any{"gogc", s.GOGC, "gogc_source", s.GOGCSource, "memory_limit_source", s.MemLimitSource}
+	if s.HeapFloor > 0 {
+		attrs = append(attrs, "heap_floor_bytes", s.HeapFloor)
+	}
 	if s.MemLimit != math.MaxInt64 {
 		attrs = append(attrs, "memory_limit_bytes", s.MemLimit)
 	}

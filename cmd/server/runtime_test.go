@@ -26,12 +26,18 @@ func TestTuneRuntime(t *testing.T) {
 		wantGOGC   int
 		wantLimit  int64
 		wantSource [2]string // GOGC source, memory limit source
+		wantFloor  uint64    // heap floor the tuner was started with; 0: not started
 		wantLog    string
 	}{
 		{
 			name: "defaults from a cgroup limit", provider: memlimit.Limit(gib), startGOGC: 100,
-			wantGOGC: defaultGOGC, wantLimit: scaled(gib, memLimitRatio), wantSource: [2]string{"default", "detected"},
-			wantLog: "memory_limit_bytes",
+			wantGOGC: defaultGOGC, wantLimit: scaled(gib, memLimitRatio), wantSource: [2]string{"tuned", "detected"},
+			wantFloor: heapFloor, wantLog: "memory_limit_bytes",
+		},
+		{
+			name: "a small cgroup limit lowers the heap floor", provider: memlimit.Limit(64 << 20), startGOGC: 100,
+			wantGOGC: defaultGOGC, wantLimit: scaled(64<<20, memLimitRatio), wantSource: [2]string{"tuned", "detected"},
+			wantFloor: uint64(scaled(64<<20, memLimitRatio)) / 2, wantLog: "heap_floor_bytes",
 		},
 		{
 			name: "GOGC from the environment is kept", env: map[string]string{"GOGC": "50"}, provider: memlimit.Limit(gib),
@@ -40,20 +46,20 @@ func TestTuneRuntime(t *testing.T) {
 		{
 			name: "GOMEMLIMIT from the environment is kept", env: map[string]string{"GOMEMLIMIT": "123MiB"},
 			provider:  func() (uint64, error) { t.Error("provider called although GOMEMLIMIT is set"); return 0, nil },
-			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: 123 << 20, wantSource: [2]string{"default", "env"},
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: 123 << 20, wantSource: [2]string{"tuned", "env"}, wantFloor: 123 << 19,
 		},
 		{
 			name: "AUTOMEMLIMIT sets the ratio", env: map[string]string{"AUTOMEMLIMIT": "0.5"}, provider: memlimit.Limit(gib),
-			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: gib / 2, wantSource: [2]string{"default", "detected"},
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: gib / 2, wantSource: [2]string{"tuned", "detected"}, wantFloor: heapFloor,
 		},
 		{
 			name: "no limit anywhere", provider: func() (uint64, error) { return 0, memlimit.ErrNoLimit },
-			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: math.MaxInt64, wantSource: [2]string{"default", "detected"},
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: math.MaxInt64, wantSource: [2]string{"tuned", "detected"}, wantFloor: heapFloor,
 		},
 		{
 			name: "a failing provider is logged, not fatal", provider: func() (uint64, error) { return 0, errors.New("no cgroup here") },
-			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: math.MaxInt64, wantSource: [2]string{"default", "detected"},
-			wantLog: "no cgroup here",
+			startGOGC: 100, wantGOGC: defaultGOGC, wantLimit: math.MaxInt64, wantSource: [2]string{"tuned", "detected"},
+			wantFloor: heapFloor, wantLog: "no cgroup here",
 		},
 	}
 	for _, tt := range tests {
@@ -74,7 +80,18 @@ func TestTuneRuntime(t *testing.T) {
 				debug.SetMemoryLimit(123 << 20) // what the runtime did at start
 			}
 			var logs bytes.Buffer
+			var floor uint64
+			stopped := false
+			saved := startTuner
+			startTuner = func(f uint64) func() { floor = f; return func() { stopped = true } }
+			t.Cleanup(func() { startTuner = saved })
 			got := tuneRuntime(environ, tt.provider, slog.New(slog.NewTextHandler(&logs, nil)))
+			if floor != tt.wantFloor || got.HeapFloor != tt.wantFloor {
+				t.Errorf("heap floor: tuner started with %d, reported %d; want %d", floor, got.HeapFloor, tt.wantFloor)
+			}
+			if got.Stop(); tt.wantFloor != 0 && !stopped {
+				t.Error("Stop did not stop the tuner")
+			}
 
 			if got.GOGC != tt.wantGOGC || currentGOGC() != tt.wantGOGC {
 				t.Errorf("GOGC: reported %d, in effect %d; want %d", got.GOGC, currentGOGC(), tt.wantGOGC)
