@@ -12,19 +12,7 @@ import (
 func TestPingME(t *testing.T) {
 	cs, _ := connect(t, newCatalog(t, Options{}, Deps{}), nil)
 
-	res, err := cs.ListTools(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ping *sdk.Tool
-	for _, tl := range res.Tools {
-		if tl.Name == "PingME" {
-			ping = tl
-		}
-	}
-	if ping == nil {
-		t.Fatal("PingME not listed")
-	}
+	ping := listedTool(t, cs, "PingME")
 	schema, _ := json.Marshal(ping.InputSchema)
 	var s struct {
 		Type       string         `json:"type"`

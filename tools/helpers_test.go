@@ -49,6 +49,23 @@ func connectClient(t *testing.T, c *Catalog, client *sdk.Client, version string)
 	return cs, s
 }
 
+// listedTool returns the tool named name from tools/list, or fails the
+// test.
+func listedTool(t *testing.T, cs *sdk.ClientSession, name string) *sdk.Tool {
+	t.Helper()
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == name {
+			return tl
+		}
+	}
+	t.Fatalf("%s not listed", name)
+	return nil
+}
+
 // call calls a tool and fails the test on a protocol error.
 func call(t *testing.T, cs *sdk.ClientSession, name string, args any) *sdk.CallToolResult {
 	t.Helper()

@@ -357,20 +357,7 @@ func TestListedSchemasValidate(t *testing.T) {
 		t.Run("version "+version, func(t *testing.T) {
 			client := sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "v0"}, nil)
 			cs, _ := connectClient(t, newCatalog(t, Options{}, Deps{}), client, version)
-			res, err := cs.ListTools(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var echo *sdk.Tool
-			for _, tl := range res.Tools {
-				if tl.Name == "echo" {
-					echo = tl
-				}
-			}
-			if echo == nil {
-				t.Fatal("echo not listed")
-			}
-			b, _ := json.Marshal(echo.InputSchema)
+			b, _ := json.Marshal(listedTool(t, cs, "echo").InputSchema)
 			var listed jsonschema.Schema
 			if err := json.Unmarshal(b, &listed); err != nil {
 				t.Fatalf("listed input schema %s: %v", b, err)
