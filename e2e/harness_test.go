@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"io"
 	"io/fs"
 	"net/http"
@@ -89,7 +90,7 @@ type server struct {
 	metricsReady chan struct{} // closed when metricsAddr is set
 
 	cmd    *exec.Cmd
-	stdout *outputBuffer
+	stdout *syncbuf.Buffer
 	stderr *lineBuffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // cmd.Wait's result, set before done is closed
@@ -159,7 +160,7 @@ func runServer(t *testing.T, env []string, argv ...string) *server {
 	// cleanup below wants to stop the process gracefully.
 	cmd := exec.Command(binary, argv...)
 	cmd.Env = serverEnv(env...)
-	s := &server{cmd: cmd, stdout: &outputBuffer{}, stderr: &lineBuffer{}, done: make(chan struct{}), metricsReady: make(chan struct{})}
+	s := &server{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &lineBuffer{}, done: make(chan struct{}), metricsReady: make(chan struct{})}
 	cmd.Stdout = s.stdout
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
@@ -272,24 +273,6 @@ func (s *server) setMetricsAddr(addr string) bool {
 }
 
 // lineBuffer collects lines written by one goroutine and read by others.
-// outputBuffer collects a process's output for reading while it runs.
-type outputBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *outputBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *outputBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type lineBuffer struct {
 	mu    sync.Mutex
 	lines []string

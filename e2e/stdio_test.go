@@ -16,6 +16,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
 
 // TestStdioSDKClient drives `portcullis stdio` with the official Go SDK
@@ -29,7 +30,7 @@ func TestStdioSDKClient(t *testing.T) {
 		"PORTCULLIS_TOOLS_WEATHER_BASE_URL="+up.URL,
 		"PORTCULLIS_TOOLS_WEATHER_GEOCODING_URL="+up.URL,
 	)
-	stderr := &outputBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -137,7 +138,7 @@ func TestStdioRawNDJSON(t *testing.T) {
 	cmd := exec.CommandContext(ctx, binary, "stdio")
 	cmd.Env = serverEnv("PORTCULLIS_TOOLS_TOOLSETS=core")
 	cmd.WaitDelay = 5 * time.Second
-	stderr := &outputBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

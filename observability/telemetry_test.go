@@ -18,6 +18,7 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
@@ -426,7 +427,7 @@ func sampleCount(t *testing.T, reg *prometheus.Registry, name, version string) u
 // TestAuditLine checks the one line per tool call: who, which tool, the
 // outcome and sizes, the trace ids, and never the argument values.
 func TestAuditLine(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	logger, err := NewLogger(&logs, "info")
 	if err != nil {
 		t.Fatal(err)
@@ -474,21 +475,4 @@ func TestAuditLine(t *testing.T) {
 	if got := lines[0]["arguments_bytes"]; got != float64(len(`{"text":"`+secret+`"}`)) {
 		t.Errorf("arguments_bytes = %v", got)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,11 +14,11 @@ import (
 
 // startServe runs serve with args on a free loopback port and returns the
 // base URL and what it printed on stdout.
-func startServe(t *testing.T, args ...string) (base string, stdout *syncBuffer) {
+func startServe(t *testing.T, args ...string) (base string, stdout *syncbuf.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	stdout = &syncBuffer{}
-	var stderr syncBuffer
+	stdout = &syncbuf.Buffer{}
+	var stderr syncbuf.Buffer
 	exited := make(chan int, 1)
 	done := make(chan struct{}) // closed on return, even when listenAddr took the code
 	go func() {
@@ -102,7 +103,7 @@ func TestDoctor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var out syncBuffer
+			var out syncbuf.Buffer
 			code := run(t.Context(), append([]string{"doctor"}, tt.args...), nil, strings.NewReader(""), &out, &out)
 			if code != tt.wantCode {
 				t.Errorf("exit code %d, want %d", code, tt.wantCode)

@@ -6,13 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -141,24 +141,6 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer safe for the server's goroutines and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // listenAddr waits for the "listening" log line and returns its address.
 func listenAddr(t testing.TB, stderr fmt.Stringer, exited <-chan int) string {
 	t.Helper()
@@ -186,7 +168,7 @@ func listenAddr(t testing.TB, stderr fmt.Stringer, exited <-chan int) string {
 func TestServeLifecycle(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	exited := make(chan int, 1)
 	go func() {
 		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
@@ -277,7 +259,7 @@ func startDev(t *testing.T) (base, issuer string) {
 func startDevMetrics(t *testing.T, extra ...string) (base, issuer, metrics string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	exited := make(chan int, 1)
 	done := make(chan struct{}) // closed on exit, whoever reads the code
 	go func() {
