@@ -28,8 +28,26 @@ func newTestEndpoint(t *testing.T, edit func(*Options)) (*httptest.Server, *Hand
 }
 
 func newPolicyEndpoint(t *testing.T, edit func(*Options), access Access) (*httptest.Server, *Handler) {
+	return endpoint{edit: edit, access: access}.start(t)
+}
+
+// endpoint says how to build a test /mcp endpoint; the zero value serves
+// the core toolset with default options, no policy and no log.
+type endpoint struct {
+	toolsets []string // default: core
+	edit     func(*Options)
+	access   Access
+	logger   *slog.Logger
+}
+
+// start serves e through NewServer and NewHandler until the test ends.
+func (e endpoint) start(t *testing.T) (*httptest.Server, *Handler) {
 	t.Helper()
-	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
+	toolsets := e.toolsets
+	if toolsets == nil {
+		toolsets = []string{"core"}
+	}
+	cat, err := tools.New(tools.Options{Toolsets: toolsets}, tools.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,13 +55,13 @@ func newPolicyEndpoint(t *testing.T, edit func(*Options), access Access) (*httpt
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Policy: access.Policy})
+	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Policy: e.access.Policy, Logger: e.logger})
 	var opts Options
-	if edit != nil {
-		edit(&opts)
+	if e.edit != nil {
+		e.edit(&opts)
 	}
 	opts.Defaults()
-	h := NewHandler(server, opts, access, nil)
+	h := NewHandler(server, opts, e.access, e.logger)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	return ts, h
@@ -630,18 +648,7 @@ func TestOnlyResponse(t *testing.T) {
 // but its response is answered with a plain JSON body, and that one that
 // asked for progress or log messages gets them on an event stream.
 func TestResponseFormat(t *testing.T) {
-	cat, err := tools.New(tools.Options{Toolsets: []string{"core", "conformance"}}, tools.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := NewSealer([][]byte{NewRandomKey()}, time.Minute, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var opts Options
-	opts.Defaults()
-	ts := httptest.NewServer(NewHandler(NewServer(cat, ServerConfig{Version: "test", Sealer: sealer}), opts, Access{}, nil))
-	t.Cleanup(ts.Close)
+	ts, _ := endpoint{toolsets: []string{"core", "conformance"}}.start(t)
 
 	call := func(tool, meta string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}` +

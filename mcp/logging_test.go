@@ -1,34 +1,19 @@
 package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// jsonLines decodes a JSON log, a line at a time.
+func jsonLines(t *testing.T, log string) []map[string]any {
+	t.Helper()
 	var out []map[string]any
-	for line := range strings.Lines(l.b.String()) {
+	for line := range strings.Lines(log) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -45,26 +30,15 @@ func TestSDKLogsLifecycleAtDebug(t *testing.T) {
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 		t.Run(level.String(), func(t *testing.T) {
-			var buf lockedBuffer
+			var buf syncbuf.Buffer
 			logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))
-			cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sealer, err := NewSealer([][]byte{NewRandomKey()}, time.Minute, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var opts Options
-			opts.Defaults()
-			ts := httptest.NewServer(NewHandler(NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Logger: logger}), opts, Access{}, logger))
-			defer ts.Close()
+			ts, _ := endpoint{logger: logger}.start(t)
 			if r := post(t, ts.URL, call, map[string]string{"Mcp-Protocol-Version": "2025-06-18"}); r.status != 200 {
 				t.Fatalf("status %d: %s", r.status, r.body)
 			}
 			ts.Close()
 			sdkLines := 0
-			for _, l := range buf.lines(t) {
+			for _, l := range jsonLines(t, buf.String()) {
 				if msg, _ := l["msg"].(string); strings.HasPrefix(msg, "server ") {
 					sdkLines++
 					if l["level"] != "DEBUG" {
