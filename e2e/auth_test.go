@@ -662,7 +662,9 @@ func TestDevModeInspector(t *testing.T) {
 	}
 	t.Logf("dev token header %v, iss %v, scope %v", header, claims["iss"], claims["scope"])
 
-	// The printed command: "npx PKG --cli URL … \" continued on the next line.
+	// The printed command: "npx --yes PKG --cli URL … \" continued on the
+	// next line. --yes: on a fresh npm config, npx otherwise asks before
+	// installing, and fails when it cannot ask.
 	i := strings.Index(d.Banner, "npx ")
 	if i < 0 {
 		t.Fatalf("no npx command in the banner:\n%s", d.Banner)
@@ -670,13 +672,13 @@ func TestDevModeInspector(t *testing.T) {
 	command := strings.ReplaceAll(d.Banner[i:], "\\\n", " ")
 	command, _, _ = strings.Cut(command, "\n")
 	words := shellWords(command, map[string]string{"MCP_TOKEN": token})
-	if len(words) < 3 || words[0] != "npx" || !strings.HasPrefix(words[1], "@modelcontextprotocol/inspector") {
-		t.Fatalf("printed command %q: want npx @modelcontextprotocol/inspector…", command)
+	if len(words) < 4 || words[0] != "npx" || words[1] != "--yes" || !strings.HasPrefix(words[2], "@modelcontextprotocol/inspector") {
+		t.Fatalf("printed command %q: want npx --yes @modelcontextprotocol/inspector…", command)
 	}
-	if v := installedInspectorVersion(t); words[1] != "@modelcontextprotocol/inspector@"+v {
-		t.Errorf("printed command runs %s, but the tested Inspector is %s", words[1], v)
+	if v := installedInspectorVersion(t); words[2] != "@modelcontextprotocol/inspector@"+v {
+		t.Errorf("printed command runs %s, but the tested Inspector is %s", words[2], v)
 	}
-	args := words[2:]
+	args := words[3:]
 	if !slices.Contains(args, d.MCPURL()) || !slices.Contains(args, "Authorization: Bearer "+token) {
 		t.Fatalf("printed command %q: want the URL %s and the bearer header", command, d.MCPURL())
 	}

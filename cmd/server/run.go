@@ -596,7 +596,7 @@ A token for subject dev-user, valid %s:
 
 Try it with the MCP Inspector (Node 22):
 
-  npx @modelcontextprotocol/inspector@2.12.0 --cli %s --transport http \
+  npx --yes @modelcontextprotocol/inspector@2.12.0 --cli %s --transport http \
     --header "Authorization: Bearer $MCP_TOKEN" --method tools/list
 
 More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resource=%s %s/token
