@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
@@ -357,5 +358,57 @@ func TestStdioBatchAfter20250618(t *testing.T) {
 	inW.Close()
 	if err := <-done; err != nil {
 		t.Fatalf("ServeStdio = %v, want nil", err)
+	}
+}
+
+// TestStdioPolicy checks that a tool the policy hides from callers without
+// a token is neither listed nor callable on stdio, nor named in hints.
+func TestStdioPolicy(t *testing.T) {
+	hideEcho := func(info *sdkauth.TokenInfo, tool string) (bool, []string) {
+		if tool == "echo" && info == nil {
+			return false, []string{"echo:use"}
+		}
+		return true, nil
+	}
+	input := initLine("2025-06-18") + "\n" + initializedLine + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ech","arguments":{"text":"hi"}}}` + "\n"
+	tests := []struct {
+		name     string
+		policy   ToolPolicy
+		wantEcho bool
+	}{
+		{name: "hidden", policy: hideEcho},
+		{name: "no policy", policy: nil, wantEcho: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := serveInput(t, newStdioServer(t, tt.policy), input, 0)
+			_, list := o.reply("2")
+			if list == nil {
+				t.Fatalf("no tools/list reply: %+v", o)
+			}
+			var res sdk.ListToolsResult
+			if err := json.Unmarshal(list.Result, &res); err != nil {
+				t.Fatal(err)
+			}
+			listed := slices.ContainsFunc(res.Tools, func(tool *sdk.Tool) bool { return tool.Name == "echo" })
+			if listed != tt.wantEcho || !slices.ContainsFunc(res.Tools, func(tool *sdk.Tool) bool { return tool.Name == "PingME" }) {
+				t.Errorf("tools/list lists echo: %v, want %v (and PingME always): %s", listed, tt.wantEcho, list.Result)
+			}
+			if tt.wantEcho {
+				wantResult(t, o, "3", "hi")
+				return
+			}
+			called := wantError(t, o, "3", -32602)
+			typo := wantError(t, o, "4", -32602)
+			if !strings.HasPrefix(called.Error.Message, `Unknown tool: "echo".`) || strings.Count(called.Error.Message, "echo") != 1 {
+				t.Errorf("hidden tool's error = %q, want the unknown-tool error that names no hidden tool", called.Error.Message)
+			}
+			if !strings.HasPrefix(typo.Error.Message, `Unknown tool: "ech".`) || strings.Contains(typo.Error.Message, "echo") {
+				t.Errorf("typo's error = %q, want the unknown-tool error that names no hidden tool", typo.Error.Message)
+			}
+		})
 	}
 }
