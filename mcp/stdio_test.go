@@ -1,13 +1,16 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -411,4 +414,59 @@ func TestStdioPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzLineReader checks the stdio line framer against bytes.Split: the
+// same lines in the same order, each over-long line reported in its place
+// as errLineTooLong, and never a line over the limit.
+func FuzzLineReader(f *testing.F) {
+	for _, s := range []string{
+		"", "\n", "\n\n\n", "a", "a\nb", "a\n\nb\n", "a\r\nb\r\n",
+		strings.Repeat("x", 40) + "\nshort\n" + strings.Repeat("y", 40),
+		"exactly8\nnine1234\n",
+	} {
+		f.Add([]byte(s), uint8(8))
+		f.Add([]byte(s), uint8(8|0x80)) // one byte per Read
+	}
+	const tooLong = "\x00too long"
+	f.Fuzz(func(t *testing.T, input []byte, arg uint8) {
+		limit := int(arg&0x3f) + 1
+		var want []string
+		parts := bytes.Split(input, []byte("\n"))
+		if len(parts[len(parts)-1]) == 0 {
+			parts = parts[:len(parts)-1] // input empty or ending with a newline
+		}
+		for _, p := range parts {
+			if len(p) > limit {
+				want = append(want, tooLong)
+			} else {
+				want = append(want, string(p))
+			}
+		}
+		var r io.Reader = bytes.NewReader(input)
+		if arg&0x80 != 0 {
+			r = iotest.OneByteReader(r)
+		}
+		l := newLineReader(r, limit)
+		var got []string
+		for range len(input) + 2 {
+			line, err := l.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			switch {
+			case errors.Is(err, errLineTooLong):
+				got = append(got, tooLong)
+			case err != nil:
+				t.Fatalf("next: %v", err)
+			case len(line) > limit:
+				t.Fatalf("line of %d bytes over the limit of %d", len(line), limit)
+			default:
+				got = append(got, string(line))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d, input %q:\ngot  %q\nwant %q", limit, input, got, want)
+		}
+	})
 }
