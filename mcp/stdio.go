@@ -90,8 +90,8 @@ type stdioConn struct {
 	// version is the protocol version its reply negotiated.
 	initializeID jsonrpc.ID
 	version      string
-	// changed is closed, and replaced, whenever outstanding or outgoing
-	// change.
+	// changed is closed, and replaced, when a request is answered or the
+	// server makes a call: what the end-of-input drain waits on.
 	changed chan struct{}
 
 	closeOnce sync.Once
@@ -116,12 +116,13 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		// Answered, or the reply cannot be written: either way nothing more
 		// will come for this id.
 		delete(c.outstanding, m.ID)
+		c.notifyLocked()
 	case *jsonrpc.Request:
 		if m.IsCall() && err == nil {
 			c.outgoing[m.ID] = true
+			c.notifyLocked()
 		}
 	}
-	c.notifyLocked()
 	return err
 }
 
