@@ -277,7 +277,8 @@ func TestStdioInput(t *testing.T) {
 }
 
 // TestStdioSlowCallAtEOF checks that a call still running when the input
-// ends is answered before ServeStdio returns.
+// ends is answered before ServeStdio returns, and that a request reusing
+// its id meanwhile is refused rather than answered under no id.
 func TestStdioSlowCallAtEOF(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		server := newStdioServer(t, nil)
@@ -287,7 +288,7 @@ func TestStdioSlowCallAtEOF(t *testing.T) {
 			<-release
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "slow done"}}}, nil, nil
 		})
-		input := initLine("2025-06-18") + "\n" + initializedLine + "\n" + callLine(2, "slow") + "\n"
+		input := initLine("2025-06-18") + "\n" + initializedLine + "\n" + callLine(2, "slow") + "\n" + callLine(2, "PingME") + "\n"
 		var out syncbuf.Buffer
 		done := make(chan error, 1)
 		go func() { done <- ServeStdio(t.Context(), server, strings.NewReader(input), &out, 0) }()
@@ -302,7 +303,14 @@ func TestStdioSlowCallAtEOF(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("ServeStdio = %v, want nil", err)
 		}
-		wantResult(t, parseOutput(t, out.String()), "2", "slow done")
+		o := parseOutput(t, out.String())
+		wantResult(t, o, "2", "slow done")
+		if n := len(o.replies("2")); n != 1 {
+			t.Errorf("%d replies with id 2, want 1: %+v", n, o)
+		}
+		if f := wantError(t, o, "null", -32600); !strings.Contains(f.Error.Message, "already in use") {
+			t.Errorf("reused id refused with %q, want a message saying it is in use", f.Error.Message)
+		}
 	})
 }
 
