@@ -58,6 +58,13 @@ type Options struct {
 	// InsecureAllowUnauthenticated serves the endpoint with no auth on a
 	// non-loopback address. The server logs a warning at start when it is on.
 	InsecureAllowUnauthenticated bool `yaml:"insecure_allow_unauthenticated"`
+	// AllowStdioAllTools lets `portcullis stdio` list and call the tools
+	// that Policy guards. stdio carries no token, so its caller is no
+	// principal and, with this off (the default), those tools are hidden
+	// there as from any caller without a token. Turn it on only where
+	// whoever can start the process may use every tool. The server logs a
+	// warning at start when it is on.
+	AllowStdioAllTools bool `yaml:"allow_stdio_all_tools"`
 }
 
 // IssuerOptions describes one trusted issuer.

@@ -221,7 +221,13 @@ func TestStdioRawNDJSON(t *testing.T) {
 	if m := await("2"); m.Error != nil || !bytes.Contains(m.Result, []byte(`"PingME"`)) {
 		t.Errorf("tools/list: result %s, error %+v; want PingME", m.Result, m.Error)
 	}
-	// A string id, as seed 004's client sends, must come back as the same string.
+	// A line that is not JSON is answered with a parse error under a null
+	// id, and the server keeps serving.
+	send(`this is not json {`)
+	if m := await("null"); m.Error == nil || m.Error.Code != -32700 {
+		t.Errorf("garbage line: result %s, error %+v; want error -32700 (parse error)", m.Result, m.Error)
+	}
+	// A string id, as some clients send, must come back as the same string.
 	send(`{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"PingME","arguments":{}}}`)
 	if m := await(`"three"`); m.Error != nil || !bytes.Contains(m.Result, []byte(`BISMILLAH`)) {
 		t.Errorf("tools/call PingME: result %s, error %+v; want BISMILLAH", m.Result, m.Error)
@@ -258,6 +264,87 @@ func TestStdioRawNDJSON(t *testing.T) {
 	}
 	if logLines == 0 {
 		t.Errorf("no JSON log line on stderr; stderr:\n%s", stderr)
+	}
+}
+
+// TestStdioEOFAfterRequests pipes requests into `portcullis stdio` and
+// closes its stdin right after, as `printf '…\n' | portcullis stdio` does:
+// every request read is answered before the process exits 0, and bad lines
+// among them are answered too.
+func TestStdioEOFAfterRequests(t *testing.T) {
+	const (
+		initialize  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"printf","version":"1.0"}}}`
+		initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	)
+	call := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`, id)
+	}
+	tests := []struct {
+		name      string
+		lines     []string
+		wantCalls []int
+		wantParse bool
+	}{
+		{name: "one request", lines: []string{initialize, initialized, call(2)}, wantCalls: []int{2}},
+		{name: "garbage among requests", lines: []string{"garbage", initialize, initialized, "{]", call(2), call(3)}, wantCalls: []int{2, 3}, wantParse: true},
+		{name: "many requests", lines: append([]string{initialize, initialized}, func() []string {
+			var ls []string
+			for id := 2; id < 52; id++ {
+				ls = append(ls, call(id))
+			}
+			return ls
+		}()...), wantCalls: func() []int {
+			var ids []int
+			for id := 2; id < 52; id++ {
+				ids = append(ids, id)
+			}
+			return ids
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binary, "stdio")
+			cmd.Env = serverEnv("PORTCULLIS_TOOLS_TOOLSETS=core")
+			cmd.Stdin = strings.NewReader(strings.Join(tt.lines, "\n") + "\n")
+			stderr := &syncbuf.Buffer{}
+			cmd.Stderr = stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("portcullis stdio exited with %v, want 0\nstderr:\n%s", err, stderr)
+			}
+			replies := map[string]rpcMessage{}
+			parseErrors := 0
+			for line := range strings.Lines(string(out)) {
+				if err := checkFrame(line); err != nil {
+					t.Errorf("stdout line is not a JSON-RPC 2.0 frame (%v): %s", err, line)
+					continue
+				}
+				var m rpcMessage
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Fatal(err)
+				}
+				if string(m.ID) == "null" && m.Error != nil && m.Error.Code == -32700 {
+					parseErrors++
+				}
+				replies[string(m.ID)] = m
+			}
+			if m, ok := replies["1"]; !ok || m.Error != nil {
+				t.Errorf("initialize reply %+v (present: %v), want a result", m, ok)
+			}
+			for _, id := range tt.wantCalls {
+				if m := replies[fmt.Sprint(id)]; m.Error != nil || !bytes.Contains(m.Result, []byte("BISMILLAH")) {
+					t.Errorf("reply to call %d: result %s, error %+v; want BISMILLAH", id, m.Result, m.Error)
+				}
+			}
+			if tt.wantParse && parseErrors != 2 {
+				t.Errorf("%d parse-error replies, want 2 (one per garbage line)", parseErrors)
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s\nstderr:\n%s", out, stderr)
+			}
+		})
 	}
 }
 

@@ -75,8 +75,8 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 	// into a result the sealing and suggestion layers see like any other.
 	mws := append([]sdk.Middleware{}, cfg.Middleware...)
 	mws = append(mws,
-		suggestToolMiddleware(cat.ToolNames),
-		filterToolsMiddleware(cfg.Policy),
+		suggestToolMiddleware(cat.ToolNames, cfg.Policy),
+		filterToolsMiddleware(cfg.Policy, cat.ToolNames),
 		sealStateMiddleware(cfg.Sealer, logger),
 		toolTimeoutMiddleware(cfg.ToolTimeout, toolTimeoutMap(cfg.ToolTimeouts), cfg.LimitHook, logger),
 		recoverMiddleware(logger),
@@ -121,8 +121,9 @@ func recoverMiddleware(logger *slog.Logger) sdk.Middleware {
 }
 
 // suggestToolMiddleware rewrites the SDK's unknown-tool error so that it
-// names the closest registered tool, which lets a model correct a typo.
-func suggestToolMiddleware(names func() []string) sdk.Middleware {
+// names the closest tool the caller may call, which lets a model correct a
+// typo. policy may be nil (every tool is visible).
+func suggestToolMiddleware(names func() []string, policy ToolPolicy) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			res, err := next(ctx, method, req)
@@ -138,9 +139,39 @@ func suggestToolMiddleware(names func() []string) sdk.Middleware {
 			if !ok || r.Params == nil {
 				return res, err
 			}
-			return res, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(r.Params.Name, names())}
+			return res, unknownToolError(r.Params.Name, visibleTools(policy, req, names()))
 		}
 	}
+}
+
+// unknownToolError is the error for a call of a tool that does not exist,
+// or that the caller may not see; known are the tools it may call.
+func unknownToolError(name string, known []string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(name, known)}
+}
+
+// visibleTools returns the names the caller of req may call.
+func visibleTools(policy ToolPolicy, req sdk.Request, names []string) []string {
+	if policy == nil {
+		return names
+	}
+	info := tokenInfo(req)
+	visible := names[:0:0]
+	for _, n := range names {
+		if ok, _ := policy(info, n); ok {
+			visible = append(visible, n)
+		}
+	}
+	return visible
+}
+
+// tokenInfo returns the verified token of req's caller, or nil without one
+// (stdio, or auth off).
+func tokenInfo(req sdk.Request) *sdkauth.TokenInfo {
+	if extra := req.GetExtra(); extra != nil {
+		return extra.TokenInfo
+	}
+	return nil
 }
 
 func unknownToolMessage(name string, known []string) string {
@@ -212,22 +243,26 @@ type ToolPolicy func(info *sdkauth.TokenInfo, tool string) (allowed bool, needed
 
 // filterToolsMiddleware removes from tools/list the tools the caller may not
 // call, and marks such a list private so that no shared cache serves it to
-// another caller.
-func filterToolsMiddleware(policy ToolPolicy) sdk.Middleware {
+// another caller. A tools/call of such a tool is refused as if the tool did
+// not exist: over HTTP the endpoint has already answered it with 403 (see
+// [Access]), but stdio has no such layer. names lists every tool.
+func filterToolsMiddleware(policy ToolPolicy, names func() []string) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		if policy == nil {
 			return next
 		}
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if call, ok := req.(*sdk.CallToolRequest); ok && call.Params != nil {
+				if ok, _ := policy(tokenInfo(req), call.Params.Name); !ok {
+					return nil, unknownToolError(call.Params.Name, visibleTools(policy, req, names()))
+				}
+			}
 			res, err := next(ctx, method, req)
 			list, ok := res.(*sdk.ListToolsResult)
 			if err != nil || !ok {
 				return res, err
 			}
-			var info *sdkauth.TokenInfo
-			if extra := req.GetExtra(); extra != nil {
-				info = extra.TokenInfo
-			}
+			info := tokenInfo(req)
 			visible := list.Tools[:0:0]
 			for _, t := range list.Tools {
 				if ok, _ := policy(info, t.Name); ok {

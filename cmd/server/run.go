@@ -210,7 +210,9 @@ type app struct {
 // newApp builds the server and its telemetry. environ supplies the OTEL_*
 // settings; the OTLP exporter reads the process environment itself, which
 // is the same in production.
-func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer) (*app, error) {
+// policy is the per-tool policy the server applies to what callers list and
+// call (nil: none).
+func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, environ []string, stderr io.Writer) (*app, error) {
 	logger, err := observability.NewLogger(stderr, cfg.Log.Level)
 	if err != nil {
 		return nil, err
@@ -265,7 +267,7 @@ func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer
 		Logger:  logger,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy:       toolPolicy(cfg.Auth),
+		Policy:       policy,
 		Middleware:   []sdk.Middleware{telemetry},
 		ToolTimeout:  cfg.MCP.ToolTimeout,
 		ToolTimeouts: cfg.MCP.ToolTimeouts,
@@ -318,11 +320,20 @@ func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	if err != nil {
 		return err
 	}
-	a, err := newApp(ctx, cfg, environ, stderr)
+	// stdio has no token: the policy hides the tools it guards, unless the
+	// operator opts out.
+	policy := toolPolicy(cfg.Auth)
+	if cfg.Auth.AllowStdioAllTools {
+		policy = nil
+	}
+	a, err := newApp(ctx, cfg, policy, environ, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.shutdownTracing()
+	if cfg.Auth.AllowStdioAllTools {
+		a.logger.Warn("auth.allow_stdio_all_tools is on: stdio lists and calls every tool, including those auth.policy guards")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go a.catalog.Run(ctx, a.server)
@@ -359,7 +370,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return fmt.Errorf("server.metrics_listen: listening on %s: %w", cfg.Server.MetricsListen, err)
 	}
 	defer mln.Close()
-	a, err := newApp(ctx, cfg, environ, stderr)
+	a, err := newApp(ctx, cfg, toolPolicy(cfg.Auth), environ, stderr)
 	if err != nil {
 		return err
 	}

@@ -481,3 +481,64 @@ func TestPprofOnlyWhenAllowed(t *testing.T) {
 		})
 	}
 }
+
+// TestStdioToolPolicy checks that `portcullis stdio`, which has no token,
+// hides the tools auth.policy guards unless auth.allow_stdio_all_tools is
+// on, and warns when it is.
+func TestStdioToolPolicy(t *testing.T) {
+	const policy = "auth:\n  policy:\n    - tool: echo\n      scopes: [mcp:admin]\n"
+	input := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`,
+	}, "\n") + "\n"
+	tests := []struct {
+		name   string
+		config string
+		allow  bool
+	}{
+		{name: "policy hides the guarded tool", config: policy},
+		{name: "allow_stdio_all_tools", config: policy + "  allow_stdio_all_tools: true\n", allow: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr syncbuf.Buffer
+			args := []string{"stdio", "--config", writeConfig(t, tt.config)}
+			if code := run(t.Context(), args, nil, strings.NewReader(input), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit code %d, want 0\n%s", code, stderr.String())
+			}
+			replies := map[string]struct {
+				Result struct {
+					Tools []struct{ Name string }
+				}
+				Error *struct{ Code int }
+			}{}
+			for line := range strings.Lines(stdout.String()) {
+				var m struct{ ID json.RawMessage }
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Fatalf("stdout line is not JSON-RPC (%v): %s", err, line)
+				}
+				r := replies[string(m.ID)]
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatal(err)
+				}
+				replies[string(m.ID)] = r
+			}
+			listed := false
+			for _, tool := range replies["2"].Result.Tools {
+				listed = listed || tool.Name == "echo"
+			}
+			call := replies["3"].Error
+			if listed != tt.allow || (call == nil) != tt.allow {
+				t.Errorf("echo listed %v, call error %+v; want listed and callable: %v\nstdout:\n%s", listed, call, tt.allow, stdout.String())
+			}
+			if !tt.allow && call != nil && call.Code != -32602 {
+				t.Errorf("call error code %d, want -32602 as for an unknown tool", call.Code)
+			}
+			if warned := strings.Contains(stderr.String(), "allow_stdio_all_tools is on"); warned != tt.allow {
+				t.Errorf("warning logged: %v, want %v\n%s", warned, tt.allow, stderr.String())
+			}
+		})
+	}
+}
