@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // startServe runs serve with args on a free loopback port and returns the
@@ -31,16 +30,9 @@ func startServe(t *testing.T, args ...string) (base string, stdout *syncbuf.Buff
 
 func TestDoctor(t *testing.T) {
 	dev, banner := startServe(t, "--dev")
-	// The banner follows the "listening" log line: wait for it.
-	var token string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, rest, ok := strings.Cut(banner.String(), "MCP_TOKEN="); ok {
-			if tok, _, ok := strings.Cut(rest, "\n"); ok {
-				token = tok
-				break
-			}
-		}
-	}
+	// startServe waited for the "listening" log line, which follows the banner.
+	_, rest, _ := strings.Cut(banner.String(), "MCP_TOKEN=")
+	token, _, _ := strings.Cut(rest, "\n")
 	if token == "" {
 		t.Fatalf("no token in the dev banner:\n%s", banner.String())
 	}

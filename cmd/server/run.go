@@ -451,12 +451,14 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 		a.logger.Info("exporting traces", "exporter", a.tracing.Exporter)
 	}
 	url := "http://" + ln.Addr().String() + mcpPath
-	a.logger.Info("listening", "addr", ln.Addr().String(), "url", url, "version", version, "auth", a.cfg.Auth.Enabled())
+	// The banner comes before the "listening" line, so whoever waits for
+	// that line (a person, a script, a test) finds the banner complete.
 	if dev != nil {
 		if err := printDevBanner(stdout, dev, a.cfg.Auth, url); err != nil {
 			return err
 		}
 	}
+	a.logger.Info("listening", "addr", ln.Addr().String(), "url", url, "version", version, "auth", a.cfg.Auth.Enabled())
 
 	select {
 	case err := <-errc:
