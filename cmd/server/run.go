@@ -266,6 +266,7 @@ func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:       toolPolicy(cfg.Auth),
+		OnDenied:     toolDeniedHook(logger),
 		Middleware:   []sdk.Middleware{telemetry},
 		ToolTimeout:  cfg.MCP.ToolTimeout,
 		ToolTimeouts: cfg.MCP.ToolTimeouts,
@@ -545,7 +546,7 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		if o.InsecureAllowUnauthenticated {
 			a.logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
 		}
-		return func(h http.Handler) http.Handler { return h }, mcp.Access{Policy: policy}, nil
+		return func(h http.Handler) http.Handler { return h }, a.toolAccess(policy), nil
 	}
 	for i, iss := range o.Issuers {
 		if iss.AllowHTTP {
@@ -560,15 +561,28 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		health.AddCheck("auth", r.Ready)
 	}
 	metadataURL := auth.MetadataURL(o.Resource)
-	access := mcp.Access{
-		Policy: policy,
-		Deny: func(w http.ResponseWriter, r *http.Request, tool string, needed []string) {
-			a.logger.InfoContext(r.Context(), "tool call denied by policy", "tool", tool, "needed_scopes", needed)
-			auth.WriteInsufficientScope(w, metadataURL, needed)
-		},
-	}
+	access := a.toolAccess(policy)
 	hook := func(_ context.Context, e auth.Event) { a.metrics.AuthEvent(e.Outcome, string(e.Reason)) }
 	return auth.Middleware(v, o, metadataURL, hook, a.logger), access, nil
+}
+
+// toolAccess is how /mcp applies policy to tool calls: a call of a tool
+// the caller may not see is answered as an unknown tool.
+func (a *app) toolAccess(policy mcp.ToolPolicy) mcp.Access {
+	return mcp.Access{Policy: policy, Tools: a.catalog.ToolNames(), OnDenied: toolDeniedHook(a.logger)}
+}
+
+// toolDeniedHook receives every tools/call answered as an unknown tool and
+// logs it: at Info when the policy refused a registered tool, at Debug for
+// a name that is not registered. Never the token or the arguments.
+func toolDeniedHook(logger *slog.Logger) mcp.DenialHook {
+	return func(ctx context.Context, d mcp.Denial) {
+		level := slog.LevelDebug
+		if d.Reason == mcp.DenialPolicy {
+			level = slog.LevelInfo
+		}
+		logger.Log(ctx, level, "tool call denied", "reason", d.Reason, "tool", d.Tool, "needed_scopes", d.Needed)
+	}
 }
 
 // toolPolicy returns the per-tool policy, or nil when auth.policy is empty:
