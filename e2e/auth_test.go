@@ -529,6 +529,28 @@ func TestAuthPolicy(t *testing.T) {
 		checkToolText(t, callOK(t, srv.MCPURL(), modernToolCall(2, "echo", `{"text":"hi there"}`), modernHeaders(full, "tools/call", "echo")), "hi there")
 	})
 
+	// The three calls of echo above are counted under the tool's name and
+	// logged with the caller, never the token.
+	t.Run("denials are counted and logged", func(t *testing.T) {
+		if n := scrapeSum(t, srv.server, "portcullis_tool_calls_denied_total", `reason="policy"`, `tool="echo"`); n != 3 {
+			t.Errorf(`portcullis_tool_calls_denied_total{reason="policy",tool="echo"} = %v, want 3`, n)
+		}
+		if n := waitLogCount(srv.server, `"msg":"tool call denied"`, 3); n != 3 {
+			t.Fatalf("%d denial log lines, want 3:\n%s", n, srv.Tail(20))
+		}
+		for line := range strings.Lines(srv.Stderr()) {
+			if !strings.Contains(line, `"msg":"tool call denied"`) {
+				continue
+			}
+			if !strings.Contains(line, `"subject":"`+idpLimitedClient+`"`) || !strings.Contains(line, `"tool":"echo"`) || !strings.Contains(line, `"reason":"policy"`) {
+				t.Errorf("denial log line lacks the subject, tool or reason: %s", line)
+			}
+			if strings.Contains(line, limited) || strings.Contains(line, "hi there") {
+				t.Errorf("denial log line holds the token or an argument: %s", line)
+			}
+		}
+	})
+
 	t.Run("a legacy session is bound to its caller", func(t *testing.T) {
 		h := legacySession(t, srv.MCPURL(), full, legacyProtocol)
 		other := idp.ClientCredentialsToken(t, idpES256Client, idpES256ClientSecret, srv.Resource)

@@ -205,6 +205,8 @@ type app struct {
 	server  *sdk.Server
 	metrics *observability.Metrics
 	tracing *observability.Tracing
+	// onDenied logs and counts tool calls answered as unknown tools.
+	onDenied mcp.DenialHook
 }
 
 // newApp builds the server and its telemetry. environ supplies the OTEL_*
@@ -251,6 +253,7 @@ func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer
 	for _, name := range cat.ToolNames() {
 		known[name] = true
 	}
+	onDenied := toolDeniedHook(logger, metrics, func(name string) bool { return known[name] })
 	telemetry := observability.MCPMiddleware(observability.MCPOptions{
 		Metrics:         metrics,
 		Tracing:         tracing,
@@ -266,13 +269,13 @@ func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:       toolPolicy(cfg.Auth),
-		OnDenied:     toolDeniedHook(logger),
+		OnDenied:     onDenied,
 		Middleware:   []sdk.Middleware{telemetry},
 		ToolTimeout:  cfg.MCP.ToolTimeout,
 		ToolTimeouts: cfg.MCP.ToolTimeouts,
 		LimitHook:    limitHook(logger, metrics),
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing}, nil
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, onDenied: onDenied}, nil
 }
 
 // identity names the caller for traces and audit lines: the token's
@@ -569,21 +572,46 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 // toolAccess is how /mcp applies policy to tool calls: a call of a tool
 // the caller may not see is answered as an unknown tool.
 func (a *app) toolAccess(policy mcp.ToolPolicy) mcp.Access {
-	return mcp.Access{Policy: policy, Tools: a.catalog.ToolNames(), OnDenied: toolDeniedHook(a.logger)}
+	return mcp.Access{Policy: policy, Tools: a.catalog.ToolNames(), OnDenied: a.onDenied}
 }
 
-// toolDeniedHook receives every tools/call answered as an unknown tool and
-// logs it: at Info when the policy refused a registered tool, at Debug for
-// a name that is not registered. Never the token or the arguments.
-func toolDeniedHook(logger *slog.Logger) mcp.DenialHook {
+// toolDeniedHook receives every tools/call answered as an unknown tool: it
+// counts it in portcullis_tool_calls_denied_total (the tool label bounded
+// as the operation metric's: a registered name or _OTHER) and logs it with
+// the caller, as auth failures are logged: at Info when the policy refused
+// a registered tool, at Debug for a name that is not registered (so a
+// scanner cannot flood the log). Never the token or the arguments.
+func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, known func(string) bool) mcp.DenialHook {
 	return func(ctx context.Context, d mcp.Denial) {
+		tool := observability.Other
+		if known(d.Tool) {
+			tool = d.Tool
+		}
+		metrics.ToolDenied(d.Reason, tool)
 		level := slog.LevelDebug
 		if d.Reason == mcp.DenialPolicy {
 			level = slog.LevelInfo
 		}
-		logger.Log(ctx, level, "tool call denied", "reason", d.Reason, "tool", d.Tool, "needed_scopes", d.Needed)
+		if !logger.Enabled(ctx, level) {
+			return
+		}
+		name := d.Tool
+		if len(name) > maxLoggedName {
+			name = strings.ToValidUTF8(name[:maxLoggedName], "") + "…"
+		}
+		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", name)}
+		if p, ok := auth.PrincipalFromTokenInfo(d.Info); ok {
+			attrs = append(attrs, slog.String("issuer", p.Issuer), slog.String("client_id", p.ClientID), slog.String("subject", p.Subject))
+		}
+		if len(d.Needed) > 0 {
+			attrs = append(attrs, slog.Any("needed_scopes", d.Needed))
+		}
+		logger.LogAttrs(ctx, level, "tool call denied", attrs...)
 	}
 }
+
+// maxLoggedName bounds a caller-chosen tool name in the log.
+const maxLoggedName = 128
 
 // toolPolicy returns the per-tool policy, or nil when auth.policy is empty:
 // then every tool is open to whoever the middleware let in (which already
