@@ -23,6 +23,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 	"github.com/portcullis-mcp/portcullis/internal/mcpmethod"
 )
 
@@ -44,8 +45,10 @@ type Options struct {
 	// Zero means 4 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
-	// call /mcp. A request with an Origin header that is not listed gets 403.
-	// Requests without an Origin header (non-browser clients) are unaffected.
+	// call /mcp: their CORS preflights are answered and their responses
+	// carry CORS headers (see [Handler.OriginGuard]). A request with an
+	// Origin header that is not listed gets 403. Requests without an Origin
+	// header (non-browser clients) are unaffected.
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// RequestState configures sealing of MRTR requestState.
 	RequestState RequestStateOptions `yaml:"request_state"`
@@ -158,8 +161,8 @@ func checkOrigin(origin string) error {
 const RequestIDHeader = "Portcullis-Jsonrpc-Request-Id"
 
 const (
-	protocolVersionHeader = "Mcp-Protocol-Version"
-	sessionIDHeader       = "Mcp-Session-Id"
+	protocolVersionHeader = mcpheader.ProtocolVersion
+	sessionIDHeader       = mcpheader.SessionID
 	// statelessEra is the first protocol revision without an initialize
 	// handshake; the SDK serves it only from a stateless handler.
 	statelessEra = "2026-07-28"
@@ -244,7 +247,7 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 
 // ServeHTTP implements [http.Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.checkOrigin(w, r) {
+	if !h.cors(w, r) {
 		return
 	}
 	switch r.Method {
@@ -262,34 +265,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.stateful.ServeHTTP(w, r)
 	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 	}
 }
 
-// OriginGuard refuses, with 403, a browser request from an origin the
-// endpoint does not allow, before next runs. Put in front of the auth
+// OriginGuard applies the Origin allow-list and CORS (see cors.go) before
+// next runs: a browser request from an origin the endpoint does not allow
+// gets 403, a preflight from one it allows gets its answer, and actual
+// requests from it get the CORS response headers. Put in front of the auth
 // middleware, it refuses a page on another origin (a DNS-rebinding attack)
-// without looking at its token, and lets a client without a token (doctor)
-// see the refusal. The handler checks again itself, so it is safe alone.
+// without looking at its token, answers preflights (which carry no token),
+// and puts the CORS headers on auth's 401 and 403 too, so that a browser
+// client can read their WWW-Authenticate. The handler applies it again
+// itself, so it is safe alone.
 func (h *Handler) OriginGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.checkOrigin(w, r) {
+		if h.cors(w, r) {
 			next.ServeHTTP(w, r)
 		}
 	})
-}
-
-// checkOrigin reports whether r's Origin, if any, is allowed, writing the
-// refusal when it is not.
-func (h *Handler) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" || h.originAllowed(r, origin) {
-		return true
-	}
-	h.logger.WarnContext(r.Context(), "origin not allowed", "origin", origin)
-	http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
-	return false
 }
 
 // originAllowed reports whether a browser origin may call the endpoint: it
@@ -381,10 +376,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 // headers against the request, before any middleware runs: so a name in
 // the header that the caller does not see is answered before the SDK.
 func headerToolName(header http.Header) string {
-	if header.Get("Mcp-Method") != "tools/call" || header.Get(protocolVersionHeader) < statelessEra {
+	if header.Get(mcpheader.Method) != "tools/call" || header.Get(protocolVersionHeader) < statelessEra {
 		return ""
 	}
-	return header.Get("Mcp-Name")
+	return header.Get(mcpheader.Name)
 }
 
 // onlyResponse reports whether msgs, a POST of revision 2026-07-28 or

@@ -659,11 +659,16 @@ func (a *app) routes(health *observability.Health, mcpHandler http.Handler, dev 
 	mux.Handle("GET /readyz", inst.Route("readyz", http.HandlerFunc(health.ServeReady)))
 	if a.cfg.Auth.Enabled() {
 		// RFC 9728: the bare well-known path and the one suffixed with the
-		// resource's path; both public.
+		// resource's path; both public, with CORS open to every origin (see
+		// auth.MetadataHandler), so a preflight is never a 404.
 		meta := inst.Route("metadata", auth.MetadataHandler(a.cfg.Auth))
-		mux.Handle("GET "+auth.MetadataWellKnown, meta)
+		paths := []string{auth.MetadataWellKnown}
 		if p := auth.MetadataPath(a.cfg.Auth.Resource); p != auth.MetadataWellKnown {
+			paths = append(paths, p)
+		}
+		for _, p := range paths {
 			mux.Handle("GET "+p, meta)
+			mux.Handle("OPTIONS "+p, meta)
 		}
 	}
 	if dev != nil {
