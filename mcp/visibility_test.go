@@ -15,13 +15,16 @@ import (
 )
 
 // coreTools are the core toolset's tools that the workshop toolset lacks
-// (both have calculator), which the hiding endpoint of
-// TestHiddenToolAnswersAsUnknown hides.
+// (both have calculator).
 var coreTools = []string{"PingME", "echo", "time", "whoami"}
 
-// hideCore is a policy that refuses every caller the coreTools.
+// workshopTools are the workshop toolset's tools.
+var workshopTools = []string{"calculator", "country_info", "weather"}
+
+// hideCore is a policy that refuses every caller every tool but the
+// workshop's, with a scope that must never reach a caller.
 func hideCore(_ *sdkauth.TokenInfo, tool string) (bool, []string) {
-	if slices.Contains(coreTools, tool) {
+	if !slices.Contains(workshopTools, tool) {
 		return false, []string{"core:use"}
 	}
 	return true, nil
@@ -32,12 +35,13 @@ func allowAll(*sdkauth.TokenInfo, string) (bool, []string) { return true, nil }
 // TestHiddenToolAnswersAsUnknown compares, path by path and in both eras,
 // the answer to a call of a tool the policy hides with the answer to the
 // same call on an endpoint where that tool does not exist: the hiding
-// endpoint serves core and workshop and hides core; the other serves
-// workshop alone. The two must be the same bytes (modulo session and event
+// endpoints serve core or conformance besides workshop and hide all but
+// workshop; the other serves workshop alone. The two must be the same bytes (modulo session and event
 // ids), so that nothing tells a hidden tool from a missing one: not the
 // status, not the error, not a "did you mean" hint.
 func TestHiddenToolAnswersAsUnknown(t *testing.T) {
-	hiding, _ := endpoint{toolsets: []string{"core", "workshop"}, access: Access{Policy: hideCore}}.start(t)
+	hidingCore, _ := endpoint{toolsets: []string{"core", "workshop"}, access: Access{Policy: hideCore}}.start(t)
+	hidingConformance, _ := endpoint{toolsets: []string{"conformance", "workshop"}, access: Access{Policy: hideCore}}.start(t)
 	missing, _ := endpoint{toolsets: []string{"workshop"}, access: Access{Policy: allowAll}}.start(t)
 
 	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
@@ -83,6 +87,18 @@ func TestHiddenToolAnswersAsUnknown(t *testing.T) {
 			header: modern,
 		},
 		{
+			// The SDK checks Mcp-Param-* headers against the registered
+			// tool's schema (test_x_mcp_header mirrors region into
+			// Mcp-Param-Region) before any middleware runs.
+			name: "2026-07-28 with a mismatched Mcp-Param header",
+			body: func(tool string) string { return modernCall(tool, `{"region":"us"}`) },
+			header: func(tool string) map[string]string {
+				h := modern(tool)
+				h["Mcp-Param-Region"] = "eu"
+				return h
+			},
+		},
+		{
 			name: "2026-07-28 tools/list",
 			body: func(string) string { return modernList },
 			header: func(string) map[string]string {
@@ -90,22 +106,31 @@ func TestHiddenToolAnswersAsUnknown(t *testing.T) {
 			},
 		},
 	}
-	// echo: a hidden tool; ech and pingme: typos of hidden tools, which
-	// must not be suggested.
-	for _, tool := range []string{"echo", "ech", "pingme"} {
-		for _, tt := range tests {
-			t.Run(tt.name+"/"+tool, func(t *testing.T) {
-				got := answer(t, hiding.URL, tt.session, tt.body(tool), tt.header(tool))
-				want := answer(t, missing.URL, tt.session, tt.body(tool), tt.header(tool))
-				if got != want {
-					t.Fatalf("a hidden tool answers differently from a missing one:\nhidden:  %s\nmissing: %s", got, want)
-				}
-				for _, leak := range []string{"must-not-run", "core:use", "insufficient_scope", `"echo"?`, `"PingME"?`, "PingME,", "echo,"} {
-					if strings.Contains(got, leak) {
-						t.Errorf("answer contains %q: %s", leak, got)
+	// A hidden tool, and typos of hidden tools, which must not be
+	// suggested, on each hiding endpoint.
+	for _, h := range []struct {
+		name  string
+		url   string
+		tools []string
+	}{
+		{name: "core", url: hidingCore.URL, tools: []string{"echo", "ech", "pingme"}},
+		{name: "conformance", url: hidingConformance.URL, tools: []string{"test_x_mcp_header", "test_x_mcp_headr"}},
+	} {
+		for _, tool := range h.tools {
+			for _, tt := range tests {
+				t.Run(h.name+"/"+tt.name+"/"+tool, func(t *testing.T) {
+					got := answer(t, h.url, tt.session, tt.body(tool), tt.header(tool))
+					want := answer(t, missing.URL, tt.session, tt.body(tool), tt.header(tool))
+					if got != want {
+						t.Fatalf("a hidden tool answers differently from a missing one:\nhidden:  %s\nmissing: %s", got, want)
 					}
-				}
-			})
+					for _, leak := range []string{"must-not-run", "core:use", "insufficient_scope", `"echo"?`, `"PingME"?`, "PingME,", "echo,", `"test_x_mcp_header"?`} {
+						if strings.Contains(got, leak) {
+							t.Errorf("answer contains %q: %s", leak, got)
+						}
+					}
+				})
+			}
 		}
 	}
 }
