@@ -371,10 +371,11 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 }
 
 // headerToolName returns the tool a tools/call names in its Mcp-Name
-// header when the request is of revision 2026-07-28 or later, else "". The SDK
-// checks the header against the body, and the registered tool's parameter
-// headers against the request, before any middleware runs: so a name in
-// the header that the caller does not see is answered before the SDK.
+// header when the request is of revision 2026-07-28 or later, else "".
+// The SDK checks the header against the body, and the registered tool's
+// parameter headers against the request, before any middleware runs: so a
+// name in the header that the caller does not see is answered before the
+// SDK sees it.
 func headerToolName(header http.Header) string {
 	if header.Get(mcpheader.Method) != "tools/call" || header.Get(protocolVersionHeader) < statelessEra {
 		return ""
