@@ -52,9 +52,12 @@
 // [MetadataWellKnown] and at [MetadataPath](resource), and name
 // [MetadataURL](resource) in the challenge.
 //
-// [Policy] decides which tools a principal may see and call; the MCP layer
-// answers a denied call with [WriteInsufficientScope] naming
-// [Policy.Needed].
+// [Policy] decides which tools a principal may see and call. The MCP layer
+// hides a tool from a principal it refuses: the tool is not listed, and a
+// call of it is answered as a call of a tool that does not exist, never
+// with a 403 that would confirm it exists ([Policy.Needed] goes to the log
+// only). [WriteInsufficientScope] is the middleware's answer to a token
+// without [Options.RequiredScopes].
 //
 // # Development
 //

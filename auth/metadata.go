@@ -7,6 +7,8 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
 
 // MetadataWellKnown is the RFC 9728 well-known path prefix.
@@ -31,17 +33,45 @@ func Metadata(o Options) *oauthex.ProtectedResourceMetadata {
 
 // MetadataHandler serves the RFC 9728 JSON document (resource,
 // authorization_servers, scopes_supported, bearer_methods_supported
-// ["header"], resource_name) with CORS open to any origin and
-// Cache-Control: public, max-age=300. Mount it at both
-// [MetadataWellKnown] and [MetadataPath](o.Resource).
+// ["header"], resource_name) with Cache-Control: public, max-age=300. Mount
+// it at both [MetadataWellKnown] and [MetadataPath](o.Resource), for GET and
+// OPTIONS.
+//
+// CORS is open to every origin (Access-Control-Allow-Origin: *), whatever
+// mcp.allowed_origins says: the document is public (RFC 9728), carries no
+// credentials and reveals nothing a non-browser client cannot fetch, and a
+// browser-based MCP client on any origin needs it to find the
+// authorization server before it can be allowed anything. A preflight
+// (OPTIONS) gets 204 with the methods (GET, OPTIONS), the request headers
+// clients send here (MCP-Protocol-Version among them) and a Max-Age.
 func MetadataHandler(o Options) http.Handler {
 	h := sdkauth.ProtectedResourceMetadataHandler(Metadata(o))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
+		switch r.Method {
+		case http.MethodGet:
 			w.Header().Set("Cache-Control", "public, max-age=300")
+		case http.MethodOptions:
+			// Set after the SDK's handler sets its own, which names
+			// Content-Type only.
+			w = &metadataPreflight{ResponseWriter: w}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// metadataAllowHeaders are the request headers a browser may send to the
+// metadata endpoints.
+var metadataAllowHeaders = strings.Join([]string{"Content-Type", mcpheader.ProtocolVersion}, ", ")
+
+// metadataPreflight completes the SDK's preflight answer.
+type metadataPreflight struct{ http.ResponseWriter }
+
+func (p *metadataPreflight) WriteHeader(code int) {
+	h := p.Header()
+	h.Set("Access-Control-Allow-Headers", metadataAllowHeaders)
+	h.Set("Access-Control-Max-Age", "7200")
+	h.Set("Cache-Control", "public, max-age=300")
+	p.ResponseWriter.WriteHeader(code)
 }
 
 // MetadataPath returns the path-suffixed well-known path for resource,

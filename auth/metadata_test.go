@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -72,5 +73,53 @@ func TestMetadataHandler(t *testing.T) {
 	mux.ServeHTTP(rec, httptest.NewRequest("POST", MetadataWellKnown, nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST status = %d, want 405", rec.Code)
+	}
+}
+
+// TestMetadataCORS: the metadata is public, so a browser on any origin may
+// read it and its preflight is answered, with the headers MCP clients send.
+func TestMetadataCORS(t *testing.T) {
+	h := MetadataHandler(Options{Resource: "https://mcp.example.com/mcp"})
+	tests := []struct {
+		name       string
+		method     string
+		origin     string
+		wantStatus int
+		want       map[string]string // header -> a value it must contain
+	}{
+		{name: "preflight", method: http.MethodOptions, origin: "https://any.example", wantStatus: http.StatusNoContent, want: map[string]string{
+			"Access-Control-Allow-Origin":  "*",
+			"Access-Control-Allow-Methods": "GET, OPTIONS",
+			"Access-Control-Allow-Headers": "Mcp-Protocol-Version",
+			"Access-Control-Max-Age":       "7200",
+		}},
+		{name: "GET from a browser", method: http.MethodGet, origin: "https://any.example", wantStatus: http.StatusOK, want: map[string]string{
+			"Access-Control-Allow-Origin": "*",
+			"Cache-Control":               "public",
+		}},
+		{name: "GET without Origin", method: http.MethodGet, wantStatus: http.StatusOK, want: map[string]string{"Content-Type": "application/json"}},
+		{name: "POST", method: http.MethodPost, wantStatus: http.StatusMethodNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, MetadataWellKnown+"/mcp", nil)
+			if tt.origin != "" {
+				r.Header.Set("Origin", tt.origin)
+				if tt.method == http.MethodOptions {
+					r.Header.Set("Access-Control-Request-Method", "GET")
+					r.Header.Set("Access-Control-Request-Headers", "mcp-protocol-version")
+				}
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status %d, want %d", w.Code, tt.wantStatus)
+			}
+			for k, v := range tt.want {
+				if got := w.Header().Get(k); !strings.Contains(got, v) {
+					t.Errorf("%s = %q, want it to contain %q", k, got, v)
+				}
+			}
+		})
 	}
 }

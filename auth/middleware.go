@@ -225,8 +225,8 @@ func detailText(err error) string {
 }
 
 // WriteInsufficientScope writes a 403 with error="insufficient_scope"
-// naming scopes, so the client can ask for them (step-up). mcp/ uses it for
-// per-tool denials.
+// naming scopes, so the client can ask for them (step-up). [Middleware]
+// uses it for a token without the endpoint's required scopes.
 func WriteInsufficientScope(w http.ResponseWriter, metadataURL string, scopes []string) {
 	writeChallenge(w, http.StatusForbidden, metadataURL, scopes, "insufficient_scope", "the token lacks the scopes needed")
 }

@@ -6,7 +6,8 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 )
 
-// Policy decides which tools a principal may call.
+// Policy decides which tools a principal may call, and so see: a tool a
+// principal may not call is hidden from it (see the mcp package).
 //
 // The rule: a tool listed in Options.Policy is allowed when the principal
 // holds all of its Scopes, or any one of its Roles (either grants access
@@ -45,9 +46,10 @@ func (p *Policy) Allowed(pr *Principal, tool string) bool {
 	return len(tp.Roles) > 0 && pr.HasAnyRole(tp.Roles...)
 }
 
-// Needed returns the scopes a call of tool needs, for the 403
-// insufficient_scope challenge: the endpoint's required scopes plus the
-// tool's own, spelled as clients ask for them ([Options.AdvertisedScopes]).
+// Needed returns the scopes a call of tool needs, for the log line of a
+// denied call (never for the caller: see [Policy]): the endpoint's required
+// scopes plus the tool's own, spelled as clients ask for them
+// ([Options.AdvertisedScopes]).
 func (p *Policy) Needed(tool string) []string {
 	out := slices.Clone(p.required)
 	for _, s := range p.tools[tool].Scopes {

@@ -374,9 +374,10 @@ func TestAuthClientCredentials(t *testing.T) {
 // binary: 401 → Protected Resource Metadata → authorization server
 // metadata → dynamic client registration → authorization code + PKCE with
 // resource → token → tools/list and tools/call; then a call of echo, which
-// needs mcp:admin, is a 403 insufficient_scope that the SDK answers by
-// stepping up (a new authorization for the scopes the challenge names).
-// Both protocol eras: the SDK's latest (2026-07-28) and a legacy session.
+// needs mcp:admin and so is hidden from this caller, fails as a call of an
+// unknown tool would, without a 403 that would make the SDK step up (and
+// so confirm that echo exists). Both protocol eras: the SDK's latest
+// (2026-07-28) and a legacy session.
 func TestAuthConnectorFlowSDK(t *testing.T) {
 	idp := startIdP(t)
 	srv := startAuthServer(t, idp, nil, "core")
@@ -442,13 +443,14 @@ func TestAuthConnectorFlowSDK(t *testing.T) {
 			}
 			sdkCallText(t, ctx, cs, "PingME", nil, "BISMILLAH")
 
-			// echo needs mcp:admin: the 403's challenge makes the SDK step up.
-			sdkCallText(t, ctx, cs, "echo", map[string]any{"text": "stepped up"}, "stepped up")
-			if len(authorizations) != 2 || !slices.Contains(strings.Fields(authorizations[1]), "mcp:admin") {
-				t.Errorf("authorizations %q: want a second one (step-up) asking for mcp:admin", authorizations)
+			// echo needs mcp:admin: hidden, it answers as a missing tool.
+			_, hiddenErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hidden"}})
+			_, missingErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "ohce", Arguments: map[string]any{"text": "hidden"}})
+			if hiddenErr == nil || missingErr == nil || strings.ReplaceAll(hiddenErr.Error(), "echo", "ohce") != missingErr.Error() {
+				t.Errorf("hidden echo: %v; missing ohce: %v; want the same unknown-tool error", hiddenErr, missingErr)
 			}
-			if names := sdkToolNames(t, ctx, cs); !slices.Contains(names, "echo") {
-				t.Errorf("tools/list after step-up: %v, want echo", names)
+			if len(authorizations) != 1 {
+				t.Errorf("authorizations %q: a hidden tool must not start a step-up", authorizations)
 			}
 		})
 	}
@@ -464,28 +466,24 @@ func scopeOfAuthURL(u string) string {
 }
 
 // TestAuthPolicy: a caller without echo's scope (mcp:admin) does not see it
-// in tools/list and gets 403 insufficient_scope naming mcp:admin when it
-// calls it, in both protocol eras; a caller with it sees and calls echo.
+// in tools/list, and a call of it gets the unknown-tool error (not a 403
+// naming mcp:admin, which would confirm it exists), in both protocol eras;
+// a caller with it sees and calls echo.
 func TestAuthPolicy(t *testing.T) {
 	idp := startIdP(t)
 	srv := startAuthServer(t, idp, nil, "core")
 	limited := idp.ClientCredentialsToken(t, idpLimitedClient, idpLimitedClientSecret, srv.Resource)
 	full := idp.ClientCredentialsToken(t, idpClient, idpClientSecret, srv.Resource)
-	metadataURL := srv.BaseURL + "/.well-known/oauth-protected-resource/mcp"
 	const echoLegacy = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi there"}}}`
 	const listLegacy = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 
 	checkDenied := func(t *testing.T, resp *http.Response, body []byte) {
 		t.Helper()
-		if resp.StatusCode != http.StatusForbidden {
-			t.Fatalf("status %d, want 403: %s", resp.StatusCode, body)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `Unknown tool: \"echo\"`) {
+			t.Fatalf("status %d, want 200 with the unknown-tool error: %s", resp.StatusCode, body)
 		}
-		p := challengeParams(t, resp.Header)
-		if p["error"] != "insufficient_scope" || !slices.Contains(strings.Fields(p["scope"]), "mcp:admin") {
-			t.Errorf("WWW-Authenticate %q: want error=\"insufficient_scope\" and a scope naming mcp:admin", resp.Header.Get("WWW-Authenticate"))
-		}
-		if p["resource_metadata"] != metadataURL {
-			t.Errorf("WWW-Authenticate %q: resource_metadata %q, want %q", resp.Header.Get("WWW-Authenticate"), p["resource_metadata"], metadataURL)
+		if v := resp.Header.Get("WWW-Authenticate"); v != "" || strings.Contains(string(body), "mcp:admin") {
+			t.Errorf("the answer names the scope: WWW-Authenticate %q, body %s", v, body)
 		}
 		if strings.Contains(string(body), "hi there") {
 			t.Errorf("the denied call ran echo: %s", body)
@@ -529,6 +527,28 @@ func TestAuthPolicy(t *testing.T) {
 			t.Errorf("tools/list: %v, want echo", names)
 		}
 		checkToolText(t, callOK(t, srv.MCPURL(), modernToolCall(2, "echo", `{"text":"hi there"}`), modernHeaders(full, "tools/call", "echo")), "hi there")
+	})
+
+	// The three calls of echo above are counted under the tool's name and
+	// logged with the caller, never the token.
+	t.Run("denials are counted and logged", func(t *testing.T) {
+		if n := scrapeSum(t, srv.server, "portcullis_tool_calls_denied_total", `reason="policy"`, `tool="echo"`); n != 3 {
+			t.Errorf(`portcullis_tool_calls_denied_total{reason="policy",tool="echo"} = %v, want 3`, n)
+		}
+		if n := waitLogCount(srv.server, `"msg":"tool call denied"`, 3); n != 3 {
+			t.Fatalf("%d denial log lines, want 3:\n%s", n, srv.Tail(20))
+		}
+		for line := range strings.Lines(srv.Stderr()) {
+			if !strings.Contains(line, `"msg":"tool call denied"`) {
+				continue
+			}
+			if !strings.Contains(line, `"subject":"`+idpLimitedClient+`"`) || !strings.Contains(line, `"tool":"echo"`) || !strings.Contains(line, `"reason":"policy"`) {
+				t.Errorf("denial log line lacks the subject, tool or reason: %s", line)
+			}
+			if strings.Contains(line, limited) || strings.Contains(line, "hi there") {
+				t.Errorf("denial log line holds the token or an argument: %s", line)
+			}
+		}
 	})
 
 	t.Run("a legacy session is bound to its caller", func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 	"github.com/portcullis-mcp/portcullis/internal/mcpmethod"
 )
 
@@ -44,8 +45,10 @@ type Options struct {
 	// Zero means 4 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
-	// call /mcp. A request with an Origin header that is not listed gets 403.
-	// Requests without an Origin header (non-browser clients) are unaffected.
+	// call /mcp: their CORS preflights are answered and their responses
+	// carry CORS headers (see [Handler.OriginGuard]). A request with an
+	// Origin header that is not listed gets 403. Requests without an Origin
+	// header (non-browser clients) are unaffected.
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// RequestState configures sealing of MRTR requestState.
 	RequestState RequestStateOptions `yaml:"request_state"`
@@ -65,13 +68,21 @@ type Options struct {
 }
 
 // Access is how the endpoint enforces per-tool policy at the HTTP layer,
-// where a denial can be a 403 a client knows how to step up from.
+// before the SDK sees a request. A tools/call of a tool the caller may not
+// see is answered as an unknown tool, exactly as a name that is not
+// registered, never with a 403: that would confirm that the tool exists and
+// name the scopes it needs. (The endpoint's own required scopes, which are
+// public, still get the auth middleware's 403 insufficient_scope.)
 type Access struct {
-	// Policy decides per tool; nil allows everything.
+	// Policy decides per tool; nil allows everything, and then the SDK
+	// middleware answers unknown tools.
 	Policy ToolPolicy
-	// Deny writes the response for a denied tools/call (for OAuth, a 403
-	// with WWW-Authenticate: Bearer error="insufficient_scope").
-	Deny func(w http.ResponseWriter, r *http.Request, tool string, needed []string)
+	// Tools lists the registered tools (the catalog's ToolNames). With a
+	// Policy, a call of any other name is answered as an unknown tool.
+	Tools []string
+	// OnDenied receives every tools/call the handler answers as an unknown
+	// tool. Nil means none.
+	OnDenied DenialHook
 }
 
 // RequestStateOptions configures how MRTR requestState is sealed.
@@ -150,8 +161,8 @@ func checkOrigin(origin string) error {
 const RequestIDHeader = "Portcullis-Jsonrpc-Request-Id"
 
 const (
-	protocolVersionHeader = "Mcp-Protocol-Version"
-	sessionIDHeader       = "Mcp-Session-Id"
+	protocolVersionHeader = mcpheader.ProtocolVersion
+	sessionIDHeader       = mcpheader.SessionID
 	// statelessEra is the first protocol revision without an initialize
 	// handshake; the SDK serves it only from a stateless handler.
 	statelessEra = "2026-07-28"
@@ -174,7 +185,7 @@ type Handler struct {
 	origins   []string
 	maxBody   int64
 	logger    *slog.Logger
-	access    Access
+	gate      *toolGate // nil without a policy
 	sessions  *sessionCap
 	limitHook limits.Hook
 
@@ -205,7 +216,6 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 		origins:   opts.AllowedOrigins,
 		maxBody:   opts.MaxBodyBytes,
 		logger:    logger,
-		access:    access,
 		streams:   make(map[*context.CancelFunc]struct{}),
 		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Stateless:                    true,
@@ -221,6 +231,9 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 			PropagateRequestCancellation: true,
 		}),
 	}
+	if access.Policy != nil {
+		h.gate = newToolGate(access.Policy, access.Tools, access.OnDenied)
+	}
 	if opts.Sessions == nil || *opts.Sessions {
 		h.stateful = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Logger:              sdkLog,
@@ -234,7 +247,7 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 
 // ServeHTTP implements [http.Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.checkOrigin(w, r) {
+	if !h.cors(w, r) {
 		return
 	}
 	switch r.Method {
@@ -252,34 +265,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.stateful.ServeHTTP(w, r)
 	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 	}
 }
 
-// OriginGuard refuses, with 403, a browser request from an origin the
-// endpoint does not allow, before next runs. Put in front of the auth
+// OriginGuard applies the Origin allow-list and CORS (see cors.go) before
+// next runs: a browser request from an origin the endpoint does not allow
+// gets 403, a preflight from one it allows gets its answer, and actual
+// requests from it get the CORS response headers. Put in front of the auth
 // middleware, it refuses a page on another origin (a DNS-rebinding attack)
-// without looking at its token, and lets a client without a token (doctor)
-// see the refusal. The handler checks again itself, so it is safe alone.
+// without looking at its token, answers preflights (which carry no token),
+// and puts the CORS headers on auth's 401 and 403 too, so that a browser
+// client can read their WWW-Authenticate. The handler applies it again
+// itself, so it is safe alone.
 func (h *Handler) OriginGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.checkOrigin(w, r) {
+		if h.cors(w, r) {
 			next.ServeHTTP(w, r)
 		}
 	})
-}
-
-// checkOrigin reports whether r's Origin, if any, is allowed, writing the
-// refusal when it is not.
-func (h *Handler) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" || h.originAllowed(r, origin) {
-		return true
-	}
-	h.logger.WarnContext(r.Context(), "origin not allowed", "origin", origin)
-	http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
-	return false
 }
 
 // originAllowed reports whether a browser origin may call the endpoint: it
@@ -313,12 +318,6 @@ func isLoopbackHost(hostport string) bool {
 }
 
 func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
-	// A 2026-07-28 client names the tool in a header, so a denied call is
-	// refused before its body is read.
-	headerTool := headerToolName(r.Header)
-	if headerTool != "" && !h.allowTool(w, r, headerTool) {
-		return
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -347,23 +346,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	// For a single message, the SDK holds the body to the headers the
-	// policy already decided on (see headerToolName).
-	if h.access.Policy != nil && !(headerTool != "" && len(msgs) == 1) {
-		for _, m := range msgs {
-			if m.Method != "tools/call" {
-				continue
-			}
-			var p struct {
-				Name string `json:"name"`
-			}
-			// A malformed params object is the SDK's to reject; an unknown
-			// tool is decided by the policy's default.
-			decode(m.Params, &p)
-			if !h.allowTool(w, r, p.Name) {
-				return
-			}
-		}
+	if h.gate != nil && !h.gateTools(w, r, msgs) {
+		return
 	}
 	r.Body = &bodyReader{Reader: bytes.NewReader(body)}
 	r.ContentLength = int64(len(body))
@@ -388,16 +372,15 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 
 // headerToolName returns the tool a tools/call names in its Mcp-Name
 // header when the request is of revision 2026-07-28 or later, else "".
-// For a single message of those revisions, the SDK refuses a request whose
-// method differs from Mcp-Method, or a tools/call whose name (decoded as
-// the SDK decodes it) differs from Mcp-Name, and it refuses batches; so
-// the tool that runs is the one named here, and a policy decided on it
-// need not decode the body again.
+// The SDK checks the header against the body, and the registered tool's
+// parameter headers against the request, before any middleware runs: so a
+// name in the header that the caller does not see is answered before the
+// SDK sees it.
 func headerToolName(header http.Header) string {
-	if header.Get("Mcp-Method") != "tools/call" || header.Get(protocolVersionHeader) < statelessEra {
+	if header.Get(mcpheader.Method) != "tools/call" || header.Get(protocolVersionHeader) < statelessEra {
 		return ""
 	}
-	return header.Get("Mcp-Name")
+	return header.Get(mcpheader.Name)
 }
 
 // onlyResponse reports whether msgs, a POST of revision 2026-07-28 or
@@ -440,22 +423,45 @@ type bodyReader struct{ *bytes.Reader }
 // Close does nothing: the original body was read and closed by the server.
 func (*bodyReader) Close() error { return nil }
 
-// allowTool applies the per-tool policy to a tools/call, writing the denial
-// when it fails.
-func (h *Handler) allowTool(w http.ResponseWriter, r *http.Request, tool string) bool {
-	if h.access.Policy == nil {
-		return true
+// gateTools answers the request as a call of an unknown tool, and returns
+// false, when a tool it names is one the caller does not see: the tool of
+// any tools/call request in the body, or the Mcp-Name of a 2026-07-28
+// tools/call. The answer depends on the name only, never on whether the
+// tool exists, and comes after the checks that every request gets (body
+// size, JSON syntax), so that nothing earlier tells the two apart.
+// Notifications (no id) get no answer; the SDK middleware refuses them.
+func (h *Handler) gateTools(w http.ResponseWriter, r *http.Request, msgs []envelope) bool {
+	info := sdkauth.TokenInfoFromContext(r.Context())
+	deny := func(id json.RawMessage, tool string) bool {
+		jerr := h.gate.check(r.Context(), info, tool)
+		if jerr == nil {
+			return true
+		}
+		writeError(w, http.StatusOK, id, int(jerr.Code), jerr.Message)
+		return false
 	}
-	ok, needed := h.access.Policy(sdkauth.TokenInfoFromContext(r.Context()), tool)
-	if ok {
-		return true
+	if tool := headerToolName(r.Header); tool != "" && len(msgs) == 1 {
+		// The SDK holds a single message to its headers (a body naming
+		// another tool is refused alike whichever tools exist), so the
+		// body need not be decoded again.
+		return len(msgs[0].ID) == 0 || deny(msgs[0].ID, tool)
 	}
-	if h.access.Deny != nil {
-		h.access.Deny(w, r, tool, needed)
-	} else {
-		http.Error(w, "Forbidden", http.StatusForbidden)
+	for _, m := range msgs {
+		if m.Method != "tools/call" || len(m.ID) == 0 {
+			continue
+		}
+		var p struct {
+			Name string `json:"name"`
+		}
+		// A malformed params object is the SDK's to reject.
+		if decode(m.Params, &p) != nil {
+			continue
+		}
+		if !deny(m.ID, p.Name) {
+			return false
+		}
 	}
-	return false
+	return true
 }
 
 // serveStream serves a standalone GET stream, which Drain can end.

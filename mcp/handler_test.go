@@ -55,13 +55,17 @@ func (e endpoint) start(t *testing.T) (*httptest.Server, *Handler) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Policy: e.access.Policy, Logger: e.logger})
+	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Policy: e.access.Policy, OnDenied: e.access.OnDenied, Logger: e.logger})
+	access := e.access
+	if access.Tools == nil {
+		access.Tools = cat.ToolNames()
+	}
 	var opts Options
 	if e.edit != nil {
 		e.edit(&opts)
 	}
 	opts.Defaults()
-	h := NewHandler(server, opts, e.access, e.logger)
+	h := NewHandler(server, opts, access, e.logger)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	return ts, h
@@ -412,6 +416,9 @@ func TestSealStateMiddleware(t *testing.T) {
 	}
 }
 
+// TestPerToolPolicy checks what a caller the policy refuses a tool gets:
+// a list without it, marked private, and for a call the unknown-tool
+// answer, never a 403 that would name the tool's scopes.
 func TestPerToolPolicy(t *testing.T) {
 	// echo needs a scope nobody here has; everything else is open.
 	policy := func(info *sdkauth.TokenInfo, tool string) (bool, []string) {
@@ -420,11 +427,7 @@ func TestPerToolPolicy(t *testing.T) {
 		}
 		return true, nil
 	}
-	deny := func(w http.ResponseWriter, _ *http.Request, tool string, needed []string) {
-		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+strings.Join(needed, " ")+`"`)
-		http.Error(w, "denied "+tool, http.StatusForbidden)
-	}
-	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Access{Policy: policy, Deny: deny})
+	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Access{Policy: policy})
 	modern := func(method, name string) map[string]string {
 		h := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": method}
 		if name != "" {
@@ -447,18 +450,23 @@ func TestPerToolPolicy(t *testing.T) {
 			wantStatus: http.StatusOK, want: `"cacheScope":"private"`, dontWant: `"name":"echo"`,
 		},
 		{
-			name:       "legacy call is a 403 naming the scope",
+			name:       "legacy call is an unknown tool",
 			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
 			header:     map[string]string{"Mcp-Protocol-Version": "2025-06-18"},
-			wantStatus: http.StatusForbidden, want: "denied echo",
+			wantStatus: http.StatusOK, want: `Unknown tool: \"echo\". Available tools: PingME, calculator, time, whoami.`, dontWant: "echo:use",
 		},
 		{
-			// The body is over the limit: only a decision made from the
-			// headers, before reading it, gives 403 rather than 413.
-			name:       "2026-07-28 call is refused from its headers",
+			name:       "2026-07-28 call is an unknown tool",
+			body:       modernCall("echo", `{"text":"x"}`),
+			header:     modern("tools/call", "echo"),
+			wantStatus: http.StatusOK, want: `"code":-32602`, dontWant: "echo:use",
+		},
+		{
+			// The body limit applies as to a call of any other name.
+			name:       "2026-07-28 call over the body limit",
 			body:       modernCall("echo", `{"text":"`+strings.Repeat("x", 1024)+`"}`),
 			header:     modern("tools/call", "echo"),
-			wantStatus: http.StatusForbidden, want: "denied echo",
+			wantStatus: http.StatusRequestEntityTooLarge, want: "exceeds 512 bytes",
 		},
 		{
 			name:       "allowed tool",
@@ -475,8 +483,8 @@ func TestPerToolPolicy(t *testing.T) {
 			if !strings.Contains(r.body, tt.want) || (tt.dontWant != "" && strings.Contains(r.body, tt.dontWant)) {
 				t.Fatalf("body want %q, not %q:\n%s", tt.want, tt.dontWant, r.body)
 			}
-			if r.status == http.StatusForbidden && !strings.Contains(r.header.Get("WWW-Authenticate"), `scope="echo:use"`) {
-				t.Errorf("WWW-Authenticate = %q", r.header.Get("WWW-Authenticate"))
+			if v := r.header.Get("WWW-Authenticate"); v != "" {
+				t.Errorf("WWW-Authenticate = %q, want none", v)
 			}
 		})
 	}
@@ -522,7 +530,7 @@ func TestRequestIDHeader(t *testing.T) {
 
 // TestPerToolPolicyCannotBeBypassed sends tools/call requests for a denied
 // tool whose routing fields disagree (headers against body, differently
-// cased keys, batches): none may reach the tool.
+// cased keys, batches): none may reach the tool; each gets an error.
 func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
 	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) { return tool != "echo", []string{"echo:use"} }
 	ts, _ := newPolicyEndpoint(t, nil, Access{Policy: policy})
@@ -567,7 +575,7 @@ func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := post(t, ts.URL, tt.body, tt.header)
-			if strings.Contains(r.body, marker) || r.status < 400 {
+			if strings.Contains(r.body, marker) || (r.status < 400 && !strings.Contains(r.body, `"error"`)) {
 				t.Fatalf("denied tool answered: status %d\n%s", r.status, r.body)
 			}
 		})

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -16,7 +14,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
-	"github.com/portcullis-mcp/portcullis/internal/suggest"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -31,8 +28,12 @@ type ServerConfig struct {
 	// requestState a client sends is rejected.
 	Sealer *Sealer
 	// Policy decides which tools a caller may see and call. Nil allows
-	// every tool to everyone.
+	// every tool to everyone. A tool the policy refuses a caller is hidden
+	// from it: a call answers as an unknown tool (see [Denial]).
 	Policy ToolPolicy
+	// OnDenied receives every tools/call answered as an unknown tool. Nil
+	// means none.
+	OnDenied DenialHook
 	// Logger receives server-side errors (panics, sealing failures).
 	// Nil means discard.
 	Logger *slog.Logger
@@ -52,8 +53,8 @@ type ServerConfig struct {
 //
 // Besides the catalog's tools, resources and prompts, the server gets
 // receiving middleware that recovers panicking handlers into error results,
-// names the nearest tool when a client calls an unknown one, and seals and
-// opens MRTR requestState.
+// answers a call of a tool the caller may not see as an unknown tool (naming
+// the nearest tool it may see), and seals and opens MRTR requestState.
 func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 	logger := cfg.Logger
 	if logger == nil {
@@ -73,10 +74,11 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
+	gate := newToolGate(cfg.Policy, cat.ToolNames(), cfg.OnDenied)
 	mws := append([]sdk.Middleware{}, cfg.Middleware...)
 	mws = append(mws,
-		suggestToolMiddleware(cat.ToolNames, cfg.Policy),
-		filterToolsMiddleware(cfg.Policy, cat.ToolNames),
+		gateToolsMiddleware(gate),
+		filterToolsMiddleware(cfg.Policy),
 		sealStateMiddleware(cfg.Sealer, logger),
 		toolTimeoutMiddleware(cfg.ToolTimeout, toolTimeoutMap(cfg.ToolTimeouts), cfg.LimitHook, logger),
 		recoverMiddleware(logger),
@@ -120,69 +122,26 @@ func recoverMiddleware(logger *slog.Logger) sdk.Middleware {
 	}
 }
 
-// suggestToolMiddleware rewrites the SDK's unknown-tool error so that it
-// names the closest tool the caller may call, which lets a model correct a
-// typo. policy may be nil (every tool is visible).
-func suggestToolMiddleware(names func() []string, policy ToolPolicy) sdk.Middleware {
+// gateToolsMiddleware answers a tools/call of a tool the caller does not
+// see (unregistered, or refused by the policy) with the unknown-tool error,
+// before the SDK looks the tool up.
+func gateToolsMiddleware(gate *toolGate) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			res, err := next(ctx, method, req)
-			if err == nil || method != "tools/call" {
-				return res, err
-			}
-			var jerr *jsonrpc.Error // escapes: allocated only on the error path
-			if !errors.As(err, &jerr) || jerr.Code != jsonrpc.CodeInvalidParams ||
-				!strings.HasPrefix(jerr.Message, "unknown tool") {
-				return res, err
-			}
 			r, ok := req.(*sdk.CallToolRequest)
 			if !ok || r.Params == nil {
-				return res, err
+				return next(ctx, method, req)
 			}
-			return res, unknownToolError(r.Params.Name, visibleTools(policy, req, names()))
+			var info *sdkauth.TokenInfo
+			if extra := req.GetExtra(); extra != nil {
+				info = extra.TokenInfo
+			}
+			if jerr := gate.check(ctx, info, r.Params.Name); jerr != nil {
+				return nil, jerr
+			}
+			return next(ctx, method, req)
 		}
 	}
-}
-
-// unknownToolError is the error for a call of a tool that does not exist,
-// or that the caller may not see; known are the tools it may call.
-func unknownToolError(name string, known []string) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(name, known)}
-}
-
-// visibleTools returns the names the caller of req may call.
-func visibleTools(policy ToolPolicy, req sdk.Request, names []string) []string {
-	if policy == nil {
-		return names
-	}
-	info := tokenInfo(req)
-	visible := names[:0:0]
-	for _, n := range names {
-		if ok, _ := policy(info, n); ok {
-			visible = append(visible, n)
-		}
-	}
-	return visible
-}
-
-// tokenInfo returns the verified token of req's caller, or nil without one
-// (stdio, or auth off).
-func tokenInfo(req sdk.Request) *sdkauth.TokenInfo {
-	if extra := req.GetExtra(); extra != nil {
-		return extra.TokenInfo
-	}
-	return nil
-}
-
-func unknownToolMessage(name string, known []string) string {
-	msg := fmt.Sprintf("Unknown tool: %q.", name)
-	if best := suggest.Closest(name, known); best != "" {
-		return msg + fmt.Sprintf(" Did you mean %q?", best)
-	}
-	if len(known) > 0 && len(known) <= 20 {
-		return msg + " Available tools: " + strings.Join(known, ", ") + "."
-	}
-	return msg + " Call tools/list to see the available tools."
 }
 
 // sealStateMiddleware seals the requestState of outgoing MRTR results and
@@ -243,26 +202,22 @@ type ToolPolicy func(info *sdkauth.TokenInfo, tool string) (allowed bool, needed
 
 // filterToolsMiddleware removes from tools/list the tools the caller may not
 // call, and marks such a list private so that no shared cache serves it to
-// another caller. A tools/call of such a tool is refused as if the tool did
-// not exist: over HTTP the endpoint has already answered it with 403 (see
-// [Access]), but stdio has no such layer. names lists every tool.
-func filterToolsMiddleware(policy ToolPolicy, names func() []string) sdk.Middleware {
+// another caller.
+func filterToolsMiddleware(policy ToolPolicy) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		if policy == nil {
 			return next
 		}
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if call, ok := req.(*sdk.CallToolRequest); ok && call.Params != nil {
-				if ok, _ := policy(tokenInfo(req), call.Params.Name); !ok {
-					return nil, unknownToolError(call.Params.Name, visibleTools(policy, req, names()))
-				}
-			}
 			res, err := next(ctx, method, req)
 			list, ok := res.(*sdk.ListToolsResult)
 			if err != nil || !ok {
 				return res, err
 			}
-			info := tokenInfo(req)
+			var info *sdkauth.TokenInfo
+			if extra := req.GetExtra(); extra != nil {
+				info = extra.TokenInfo
+			}
 			visible := list.Tools[:0:0]
 			for _, t := range list.Tools {
 				if ok, _ := policy(info, t.Name); ok {

@@ -100,12 +100,11 @@ type stdioConn struct {
 
 // Write implements [sdk.Connection].
 func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	err := c.Connection.Write(ctx, msg)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch m := msg.(type) {
-	case *jsonrpc.Response:
-		if m.ID == c.initializeID && m.Error == nil {
+	// The negotiated version is recorded before the reply is written: a
+	// client may send its next line as soon as it reads the reply.
+	if m, ok := msg.(*jsonrpc.Response); ok && m.Error == nil {
+		c.mu.Lock()
+		if m.ID == c.initializeID {
 			var res struct {
 				ProtocolVersion string `json:"protocolVersion"`
 			}
@@ -113,6 +112,13 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 				c.version = res.ProtocolVersion
 			}
 		}
+		c.mu.Unlock()
+	}
+	err := c.Connection.Write(ctx, msg)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
 		// Answered, or the reply cannot be written: either way nothing more
 		// will come for this id.
 		delete(c.outstanding, m.ID)

@@ -35,14 +35,13 @@ func callLine(id int, tool string) string {
 // newStdioServer builds the core toolset's server with policy, plus a
 // tool "ask" that asks the client a question (elicitation/create) and
 // reports whether it got an answer.
-func newStdioServer(t *testing.T, policy ToolPolicy) *sdk.Server {
+func newStdioServer(t *testing.T, policy ToolPolicy, extra ...func(*tools.Catalog)) *sdk.Server {
 	t.Helper()
 	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewServer(cat, ServerConfig{Version: "test", Policy: policy})
-	sdk.AddTool(server, &sdk.Tool{Name: "ask"}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+	tools.AddTool(cat, &sdk.Tool{Name: "ask"}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 		_, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
 		text := "answered"
 		if err != nil {
@@ -50,7 +49,10 @@ func newStdioServer(t *testing.T, policy ToolPolicy) *sdk.Server {
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil, nil
 	})
-	return server
+	for _, add := range extra {
+		add(cat)
+	}
+	return NewServer(cat, ServerConfig{Version: "test", Policy: policy})
 }
 
 // frame is one JSON-RPC message written to stdout.
@@ -281,12 +283,13 @@ func TestStdioInput(t *testing.T) {
 // its id meanwhile is refused rather than answered under no id.
 func TestStdioSlowCallAtEOF(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		server := newStdioServer(t, nil)
 		started, release := make(chan struct{}), make(chan struct{})
-		sdk.AddTool(server, &sdk.Tool{Name: "slow"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
-			close(started)
-			<-release
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "slow done"}}}, nil, nil
+		server := newStdioServer(t, nil, func(cat *tools.Catalog) {
+			tools.AddTool(cat, &sdk.Tool{Name: "slow"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+				close(started)
+				<-release
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "slow done"}}}, nil, nil
+			})
 		})
 		input := initLine("2025-06-18") + "\n" + initializedLine + "\n" + callLine(2, "slow") + "\n" + callLine(2, "PingME") + "\n"
 		var out syncbuf.Buffer

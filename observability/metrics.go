@@ -47,6 +47,7 @@ type Metrics struct {
 	spansFailed    prometheus.Counter
 	spansDropped   prometheus.Counter
 	authAllowed    prometheus.Counter
+	toolDenials    *prometheus.CounterVec
 	limitCounters
 	conns connCounters
 }
@@ -87,6 +88,10 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 			Help:    "HTTP request duration until the handler returned, by route name and method.",
 			Buckets: DurationBuckets,
 		}, []string{"route", "method"}),
+		toolDenials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_tool_calls_denied_total",
+			Help: "tools/call requests answered as a call of an unknown tool, by reason: policy (the per-tool policy refused the caller a registered tool, named by tool) or unknown_tool (no tool of that name; tool is _OTHER).",
+		}, []string{"reason", "tool"}),
 		spans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_otel_spans_total",
 			Help: "Spans that left the trace pipeline: exported, failed (the exporter returned an error) or dropped (the export queue was full).",
@@ -96,6 +101,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.spansFailed = m.spans.WithLabelValues("failed")
 	m.spansDropped = m.spans.WithLabelValues("dropped")
 	m.authAllowed = m.authRequests.WithLabelValues("allowed", "")
+	m.toolDenials.WithLabelValues(ToolDenialUnknownTool, Other)
 
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "portcullis_build_info",
@@ -108,7 +114,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.conns = m.limitCounters.forConns()
 	reg.MustRegister(m.rateLimited, m.limitRejections, m.idleClosed)
 	reg.MustRegister(
-		m.operation, m.session, m.sessionsActive, m.authRequests,
+		m.operation, m.session, m.sessionsActive, m.authRequests, m.toolDenials,
 		m.httpInFlight, m.httpRequests, m.httpDuration, m.spans, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -142,6 +148,23 @@ func (m *Metrics) AuthEvent(outcome, reason string) {
 		return
 	}
 	m.authRequests.WithLabelValues(outcome, reason).Inc()
+}
+
+// Reasons of portcullis_tool_calls_denied_total.
+const (
+	ToolDenialPolicy      = "policy"
+	ToolDenialUnknownTool = "unknown_tool"
+)
+
+// ToolDenied counts one tools/call answered as a call of an unknown tool.
+// reason is [ToolDenialPolicy] or [ToolDenialUnknownTool] (any other value
+// is counted as [Other]); tool must be a registered tool's name or [Other],
+// as for [Metrics.ObserveOperation].
+func (m *Metrics) ToolDenied(reason, tool string) {
+	if reason != ToolDenialPolicy && reason != ToolDenialUnknownTool {
+		reason = Other
+	}
+	m.toolDenials.WithLabelValues(reason, tool).Inc()
 }
 
 // sessionStarted and sessionEnded track legacy sessions.

@@ -143,6 +143,9 @@ func TestExpositionGolden(t *testing.T) {
 	m.AuthEvent("denied", "expired")
 	m.AuthEvent("denied", "missing")
 	m.AuthEvent("denied", "missing")
+	m.ToolDenied(ToolDenialPolicy, "echo")
+	m.ToolDenied(ToolDenialUnknownTool, Other)
+	m.ToolDenied("made-up reason", Other)
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -151,7 +154,7 @@ func TestExpositionGolden(t *testing.T) {
 	var buf bytes.Buffer
 	for _, mf := range families {
 		switch mf.GetName() {
-		case "mcp_server_operation_duration_seconds", "portcullis_auth_requests_total", "portcullis_build_info":
+		case "mcp_server_operation_duration_seconds", "portcullis_auth_requests_total", "portcullis_build_info", "portcullis_tool_calls_denied_total":
 			if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
 				t.Fatal(err)
 			}

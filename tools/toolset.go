@@ -245,6 +245,21 @@ func newTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) tool {
 	return tool{name: t.Name, add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }}
 }
 
+// AddTool adds a tool with a typed handler to c, as [sdk.AddTool] adds one
+// to a server: the SDK infers the schemas it is not given from In and Out
+// and validates input before h runs. Add tools before building servers
+// from c: a server knows the tools its catalog had when it was built, and
+// answers a call of any other name as an unknown tool. AddTool panics if
+// c already has a tool of that name.
+func AddTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
+	for _, have := range c.tools {
+		if have.name == t.Name {
+			panic(fmt.Sprintf("tools: AddTool: a tool named %q is already in the catalog", t.Name))
+		}
+	}
+	c.tools = append(c.tools, newTool(t, h))
+}
+
 // encodedInputSchema returns t with its input schema encoded once, as JSON,
 // if it is a [jsonschema.Schema]; otherwise t itself. On every tools/call of
 // protocol 2026-07-28 and later the SDK encodes the tool's input schema

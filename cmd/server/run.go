@@ -205,6 +205,8 @@ type app struct {
 	server  *sdk.Server
 	metrics *observability.Metrics
 	tracing *observability.Tracing
+	// onDenied logs and counts tool calls answered as unknown tools.
+	onDenied mcp.DenialHook
 }
 
 // newApp builds the server and its telemetry. environ supplies the OTEL_*
@@ -253,6 +255,7 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, environ []s
 	for _, name := range cat.ToolNames() {
 		known[name] = true
 	}
+	onDenied := toolDeniedHook(logger, metrics, func(name string) bool { return known[name] })
 	telemetry := observability.MCPMiddleware(observability.MCPOptions{
 		Metrics:         metrics,
 		Tracing:         tracing,
@@ -268,12 +271,13 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, environ []s
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:       policy,
+		OnDenied:     onDenied,
 		Middleware:   []sdk.Middleware{telemetry},
 		ToolTimeout:  cfg.MCP.ToolTimeout,
 		ToolTimeouts: cfg.MCP.ToolTimeouts,
 		LimitHook:    limitHook(logger, metrics),
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing}, nil
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, onDenied: onDenied}, nil
 }
 
 // identity names the caller for traces and audit lines: the token's
@@ -558,7 +562,7 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		if o.InsecureAllowUnauthenticated {
 			a.logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
 		}
-		return func(h http.Handler) http.Handler { return h }, mcp.Access{Policy: policy}, nil
+		return func(h http.Handler) http.Handler { return h }, a.toolAccess(policy), nil
 	}
 	for i, iss := range o.Issuers {
 		if iss.AllowHTTP {
@@ -573,16 +577,54 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		health.AddCheck("auth", r.Ready)
 	}
 	metadataURL := auth.MetadataURL(o.Resource)
-	access := mcp.Access{
-		Policy: policy,
-		Deny: func(w http.ResponseWriter, r *http.Request, tool string, needed []string) {
-			a.logger.InfoContext(r.Context(), "tool call denied by policy", "tool", tool, "needed_scopes", needed)
-			auth.WriteInsufficientScope(w, metadataURL, needed)
-		},
-	}
+	access := a.toolAccess(policy)
 	hook := func(_ context.Context, e auth.Event) { a.metrics.AuthEvent(e.Outcome, string(e.Reason)) }
 	return auth.Middleware(v, o, metadataURL, hook, a.logger), access, nil
 }
+
+// toolAccess is how /mcp applies policy to tool calls: a call of a tool
+// the caller may not see is answered as an unknown tool.
+func (a *app) toolAccess(policy mcp.ToolPolicy) mcp.Access {
+	return mcp.Access{Policy: policy, Tools: a.catalog.ToolNames(), OnDenied: a.onDenied}
+}
+
+// toolDeniedHook receives every tools/call answered as an unknown tool: it
+// counts it in portcullis_tool_calls_denied_total (the tool label bounded
+// as the operation metric's: a registered name or _OTHER) and logs it with
+// the caller, as auth failures are logged: at Info when the policy refused
+// a registered tool, at Debug for a name that is not registered (so a
+// scanner cannot flood the log). Never the token or the arguments.
+func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, known func(string) bool) mcp.DenialHook {
+	return func(ctx context.Context, d mcp.Denial) {
+		tool := observability.Other
+		if known(d.Tool) {
+			tool = d.Tool
+		}
+		metrics.ToolDenied(d.Reason, tool)
+		level := slog.LevelDebug
+		if d.Reason == mcp.DenialPolicy {
+			level = slog.LevelInfo
+		}
+		if !logger.Enabled(ctx, level) {
+			return
+		}
+		name := d.Tool
+		if len(name) > maxLoggedName {
+			name = strings.ToValidUTF8(name[:maxLoggedName], "") + "…"
+		}
+		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", name)}
+		if p, ok := auth.PrincipalFromTokenInfo(d.Info); ok {
+			attrs = append(attrs, slog.String("issuer", p.Issuer), slog.String("client_id", p.ClientID), slog.String("subject", p.Subject))
+		}
+		if len(d.Needed) > 0 {
+			attrs = append(attrs, slog.Any("needed_scopes", d.Needed))
+		}
+		logger.LogAttrs(ctx, level, "tool call denied", attrs...)
+	}
+}
+
+// maxLoggedName bounds a caller-chosen tool name in the log.
+const maxLoggedName = 128
 
 // toolPolicy returns the per-tool policy, or nil when auth.policy is empty:
 // then every tool is open to whoever the middleware let in (which already
@@ -630,11 +672,16 @@ func (a *app) routes(health *observability.Health, mcpHandler http.Handler, dev 
 	mux.Handle("GET /readyz", inst.Route("readyz", http.HandlerFunc(health.ServeReady)))
 	if a.cfg.Auth.Enabled() {
 		// RFC 9728: the bare well-known path and the one suffixed with the
-		// resource's path; both public.
+		// resource's path; both public, with CORS open to every origin (see
+		// auth.MetadataHandler), so a preflight is never a 404.
 		meta := inst.Route("metadata", auth.MetadataHandler(a.cfg.Auth))
-		mux.Handle("GET "+auth.MetadataWellKnown, meta)
+		paths := []string{auth.MetadataWellKnown}
 		if p := auth.MetadataPath(a.cfg.Auth.Resource); p != auth.MetadataWellKnown {
+			paths = append(paths, p)
+		}
+		for _, p := range paths {
 			mux.Handle("GET "+p, meta)
+			mux.Handle("OPTIONS "+p, meta)
 		}
 	}
 	if dev != nil {

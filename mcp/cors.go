@@ -1,0 +1,102 @@
+package mcp
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+)
+
+// CORS on /mcp. A browser page may call the endpoint when its origin is
+// allowed ([Options.AllowedOrigins], or a loopback page talking to a
+// loopback server); any other origin gets 403 and no CORS headers. A
+// preflight (OPTIONS with Origin and Access-Control-Request-Method) from an
+// allowed origin is answered before auth, since browsers send no token on
+// a preflight. Actual responses to an allowed origin name it in
+// Access-Control-Allow-Origin (never "*": the answer depends on the
+// origin, hence Vary: Origin) and expose the protocol's response headers.
+// No cookies are involved (the token is a header), so
+// Access-Control-Allow-Credentials is not sent.
+
+// corsMaxAge is how long a browser may cache a preflight's answer. Browsers
+// cap it (Chromium at two hours).
+const corsMaxAge = 2 * time.Hour
+
+var (
+	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
+	corsAllowHeaders  = strings.Join(mcpheader.Request, ", ")
+	corsExposeHeaders = strings.Join(mcpheader.Response, ", ")
+	corsMaxAgeSeconds = strconv.Itoa(int(corsMaxAge / time.Second))
+)
+
+// isPreflight reports whether r is a CORS preflight request.
+func isPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// cors applies the Origin allow-list and CORS to r. It returns false when
+// it has answered: a refused origin (403) or a preflight (204).
+func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if !h.originAllowed(r, origin) {
+		h.logger.WarnContext(r.Context(), "origin not allowed", "origin", origin)
+		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+		return false
+	}
+	hdr := w.Header()
+	hdr.Set("Access-Control-Allow-Origin", origin)
+	addVary(hdr, "Origin")
+	if !isPreflight(r) {
+		hdr.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+		return true
+	}
+	addVary(hdr, "Access-Control-Request-Method")
+	addVary(hdr, "Access-Control-Request-Headers")
+	hdr.Set("Access-Control-Allow-Methods", corsAllowMethods)
+	hdr.Set("Access-Control-Allow-Headers", allowHeaders(r.Header.Get("Access-Control-Request-Headers")))
+	hdr.Set("Access-Control-Max-Age", corsMaxAgeSeconds)
+	w.WriteHeader(http.StatusNoContent)
+	return false
+}
+
+// allowHeaders is Access-Control-Allow-Headers for a preflight that asked
+// for requested: the transport's headers, plus each Mcp-Param-* header
+// asked for (their names depend on the tool, so they cannot be listed in
+// advance; a wildcard would not cover Authorization).
+func allowHeaders(requested string) string {
+	out := corsAllowHeaders
+	for name := range strings.SplitSeq(requested, ",") {
+		name = strings.TrimSpace(name)
+		if len(name) > len(mcpheader.ParamPrefix) && strings.EqualFold(name[:len(mcpheader.ParamPrefix)], mcpheader.ParamPrefix) && isToken(name) {
+			out += ", " + name
+		}
+	}
+	return out
+}
+
+// isToken reports whether s is an HTTP token (a valid header name).
+func isToken(s string) bool {
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// addVary adds name to the Vary header unless it is there.
+func addVary(hdr http.Header, name string) {
+	for _, v := range hdr.Values("Vary") {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), name) {
+				return
+			}
+		}
+	}
+	hdr.Add("Vary", name)
+}

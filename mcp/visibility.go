@@ -1,0 +1,115 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/portcullis-mcp/portcullis/internal/suggest"
+)
+
+// What a caller may learn about tools follows one rule: a caller sees a
+// tool when the tool is registered and the policy lets the caller call it.
+// tools/list lists only the tools the caller sees, and a tools/call of any
+// other name, registered or not, gets the answer an unknown tool gets: a
+// -32602 error whose hints are drawn from the tools the caller sees. So a
+// tool hidden from a caller answers exactly as a name that does not exist,
+// whichever era, transport or path the call takes, and its existence and
+// the scopes it needs do not leak.
+//
+// The HTTP handler applies the rule before the SDK sees a request (the
+// SDK's transport checks a 2026-07-28 call's parameter headers against the
+// registered tool, which would tell a hidden tool from a missing one); the
+// SDK middleware applies it again for stdio and as a second line.
+
+// Reasons of a [Denial].
+const (
+	// DenialPolicy: the tool is registered, and the policy refuses the caller.
+	DenialPolicy = "policy"
+	// DenialUnknownTool: no tool of that name is registered.
+	DenialUnknownTool = "unknown_tool"
+)
+
+// Denial is a tools/call answered as an unknown tool.
+type Denial struct {
+	// Tool is the name as the caller sent it; it is registered only when
+	// Reason is [DenialPolicy].
+	Tool string
+	// Reason is [DenialPolicy] or [DenialUnknownTool].
+	Reason string
+	// Needed are the scopes the policy says the call needs (for the log;
+	// never sent to the caller). Empty for an unknown tool.
+	Needed []string
+	// Info is the caller's token info; nil when auth is off.
+	Info *sdkauth.TokenInfo
+}
+
+// DenialHook receives every [Denial]. It must be fast and must not block.
+type DenialHook func(context.Context, Denial)
+
+// toolGate decides, per caller, which tools exist.
+type toolGate struct {
+	policy     ToolPolicy // nil: every registered tool is visible
+	registered map[string]bool
+	names      []string // registered, sorted
+	hook       DenialHook
+}
+
+func newToolGate(policy ToolPolicy, names []string, hook DenialHook) *toolGate {
+	g := &toolGate{policy: policy, registered: make(map[string]bool, len(names)), names: slices.Sorted(slices.Values(names)), hook: hook}
+	for _, n := range names {
+		g.registered[n] = true
+	}
+	return g
+}
+
+// check returns nil when the caller with info sees tool, and otherwise
+// reports the denial and returns the unknown-tool error.
+func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool string) *jsonrpc.Error {
+	d := Denial{Tool: tool, Info: info, Reason: DenialUnknownTool}
+	if g.registered[tool] {
+		if g.policy == nil {
+			return nil
+		}
+		ok, needed := g.policy(info, tool)
+		if ok {
+			return nil
+		}
+		d.Reason, d.Needed = DenialPolicy, needed
+	}
+	if g.hook != nil {
+		g.hook(ctx, d)
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(tool, g.visible(info))}
+}
+
+// visible returns the registered tools the caller sees, sorted.
+func (g *toolGate) visible(info *sdkauth.TokenInfo) []string {
+	if g.policy == nil {
+		return g.names
+	}
+	out := make([]string, 0, len(g.names))
+	for _, n := range g.names {
+		if ok, _ := g.policy(info, n); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// unknownToolMessage names the closest of the known tools, which lets a
+// model correct a typo, or lists them when there are few.
+func unknownToolMessage(name string, known []string) string {
+	msg := fmt.Sprintf("Unknown tool: %q.", name)
+	if best := suggest.Closest(name, known); best != "" {
+		return msg + fmt.Sprintf(" Did you mean %q?", best)
+	}
+	if len(known) > 0 && len(known) <= 20 {
+		return msg + " Available tools: " + strings.Join(known, ", ") + "."
+	}
+	return msg + " Call tools/list to see the available tools."
+}

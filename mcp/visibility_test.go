@@ -1,0 +1,254 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// coreTools are the core toolset's tools that the workshop toolset lacks
+// (both have calculator).
+var coreTools = []string{"PingME", "echo", "time", "whoami"}
+
+// workshopTools are the workshop toolset's tools.
+var workshopTools = []string{"calculator", "country_info", "weather"}
+
+// hideCore is a policy that refuses every caller every tool but the
+// workshop's, with a scope that must never reach a caller.
+func hideCore(_ *sdkauth.TokenInfo, tool string) (bool, []string) {
+	if !slices.Contains(workshopTools, tool) {
+		return false, []string{"core:use"}
+	}
+	return true, nil
+}
+
+func allowAll(*sdkauth.TokenInfo, string) (bool, []string) { return true, nil }
+
+// TestHiddenToolAnswersAsUnknown compares, path by path and in both eras,
+// the answer to a call of a tool the policy hides with the answer to the
+// same call on an endpoint where that tool does not exist: the hiding
+// endpoints serve core or conformance besides workshop and hide all but
+// workshop; the other serves workshop alone. The two must be the same bytes (modulo session and event
+// ids), so that nothing tells a hidden tool from a missing one: not the
+// status, not the error, not a "did you mean" hint.
+func TestHiddenToolAnswersAsUnknown(t *testing.T) {
+	hidingCore, _ := endpoint{toolsets: []string{"core", "workshop"}, access: Access{Policy: hideCore}}.start(t)
+	hidingConformance, _ := endpoint{toolsets: []string{"conformance", "workshop"}, access: Access{Policy: hideCore}}.start(t)
+	missing, _ := endpoint{toolsets: []string{"workshop"}, access: Access{Policy: allowAll}}.start(t)
+
+	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	modern := func(name string) map[string]string {
+		return map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": name}
+	}
+	legacyCall := func(name string) string {
+		return `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + name + `","arguments":{"text":"must-not-run"}}}`
+	}
+	modernList := `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	tests := []struct {
+		name    string
+		session bool // call in a legacy session
+		body    func(tool string) string
+		header  func(tool string) map[string]string
+	}{
+		{name: "legacy", body: legacyCall, header: func(string) map[string]string { return legacy }},
+		{name: "legacy without a version header", body: legacyCall, header: func(string) map[string]string { return nil }},
+		{name: "legacy in a session", session: true, body: legacyCall, header: func(string) map[string]string { return legacy }},
+		{
+			name: "legacy batch",
+			body: func(tool string) string {
+				return `[{"jsonrpc":"2.0","id":1,"method":"ping"},` + legacyCall(tool) + `]`
+			},
+			header: func(string) map[string]string { return map[string]string{"Mcp-Protocol-Version": "2025-03-26"} },
+		},
+		{name: "legacy tools/list", body: func(string) string { return `{"jsonrpc":"2.0","id":4,"method":"tools/list"}` }, header: func(string) map[string]string { return legacy }},
+		{name: "2026-07-28", body: func(tool string) string { return modernCall(tool, `{"text":"must-not-run"}`) }, header: modern},
+		{name: "2026-07-28 by _meta only", body: func(tool string) string { return modernCall(tool, `{"text":"must-not-run"}`) }, header: func(string) map[string]string { return nil }},
+		{
+			name:   "2026-07-28 over the body limit",
+			body:   func(tool string) string { return modernCall(tool, `{"text":"`+strings.Repeat("x", 5<<20)+`"}`) },
+			header: modern,
+		},
+		{
+			name:   "2026-07-28 Mcp-Name of a visible tool",
+			body:   func(tool string) string { return modernCall(tool, `{}`) },
+			header: func(string) map[string]string { return modern("country_info") },
+		},
+		{
+			name:   "2026-07-28 body naming a visible tool",
+			body:   func(string) string { return modernCall("country_info", `{}`) },
+			header: modern,
+		},
+		{
+			// The SDK checks Mcp-Param-* headers against the registered
+			// tool's schema (test_x_mcp_header mirrors region into
+			// Mcp-Param-Region) before any middleware runs.
+			name: "2026-07-28 with a mismatched Mcp-Param header",
+			body: func(tool string) string { return modernCall(tool, `{"region":"us"}`) },
+			header: func(tool string) map[string]string {
+				h := modern(tool)
+				h["Mcp-Param-Region"] = "eu"
+				return h
+			},
+		},
+		{
+			name: "2026-07-28 tools/list",
+			body: func(string) string { return modernList },
+			header: func(string) map[string]string {
+				return map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/list"}
+			},
+		},
+	}
+	// A hidden tool, and typos of hidden tools, which must not be
+	// suggested, on each hiding endpoint.
+	for _, h := range []struct {
+		name  string
+		url   string
+		tools []string
+	}{
+		{name: "core", url: hidingCore.URL, tools: []string{"echo", "ech", "pingme"}},
+		{name: "conformance", url: hidingConformance.URL, tools: []string{"test_x_mcp_header", "test_x_mcp_headr"}},
+	} {
+		for _, tool := range h.tools {
+			for _, tt := range tests {
+				t.Run(h.name+"/"+tt.name+"/"+tool, func(t *testing.T) {
+					got := answer(t, h.url, tt.session, tt.body(tool), tt.header(tool))
+					want := answer(t, missing.URL, tt.session, tt.body(tool), tt.header(tool))
+					if got != want {
+						t.Fatalf("a hidden tool answers differently from a missing one:\nhidden:  %s\nmissing: %s", got, want)
+					}
+					for _, leak := range []string{"must-not-run", "core:use", "insufficient_scope", `"echo"?`, `"PingME"?`, "PingME,", "echo,", `"test_x_mcp_header"?`} {
+						if strings.Contains(got, leak) {
+							t.Errorf("answer contains %q: %s", leak, got)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// sessionOrEventID matches what differs between two runs of the same
+// exchange: session ids, and SSE event ids.
+var sessionOrEventID = regexp.MustCompile(`(?m)^id: .*$|Mcp-Session-Id: \S+`)
+
+// answer posts body to url (in a new legacy session when session is set)
+// and returns the status, the headers a client acts on, and the body, as
+// one string to compare.
+func answer(t *testing.T, url string, session bool, body string, header map[string]string) string {
+	t.Helper()
+	if session {
+		init := post(t, url, legacyInit, nil)
+		sid := init.header.Get("Mcp-Session-Id")
+		if sid == "" {
+			t.Fatalf("initialize: %d %s", init.status, init.body)
+		}
+		h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
+		post(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
+		for k, v := range header {
+			h[k] = v
+		}
+		h["Mcp-Protocol-Version"] = "2025-06-18"
+		header = h
+	}
+	r := post(t, url, body, header)
+	var b strings.Builder
+	b.WriteString(http.StatusText(r.status))
+	for _, k := range []string{"Content-Type", "WWW-Authenticate", "Cache-Control", "Mcp-Session-Id"} {
+		if v := r.header.Get(k); v != "" {
+			b.WriteString("\n" + k + ": " + v)
+		}
+	}
+	b.WriteString("\n\n" + r.body)
+	return sessionOrEventID.ReplaceAllString(b.String(), "")
+}
+
+// TestHiddenToolOverStdio checks the rule where no HTTP handler runs (stdio,
+// in-memory): the server's own middleware answers a hidden tool as a
+// missing one, and the tool does not run.
+func TestHiddenToolOverStdio(t *testing.T) {
+	connect := func(toolsets []string, policy ToolPolicy) *sdk.ClientSession {
+		cat, err := tools.New(tools.Options{Toolsets: toolsets}, tools.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := NewServer(cat, ServerConfig{Version: "test", Policy: policy})
+		st, ct := sdk.NewInMemoryTransports()
+		ss, err := server.Connect(t.Context(), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss.Close() })
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	hiding := connect([]string{"core", "workshop"}, hideCore)
+	missing := connect([]string{"workshop"}, nil)
+	for _, tool := range []string{"echo", "ech"} {
+		params := &sdk.CallToolParams{Name: tool, Arguments: map[string]any{"text": "must-not-run"}}
+		res, gotErr := hiding.CallTool(t.Context(), params)
+		_, wantErr := missing.CallTool(t.Context(), params)
+		if gotErr == nil || wantErr == nil {
+			t.Fatalf("%s: errors %v and %v, want both; result %+v", tool, gotErr, wantErr, res)
+		}
+		if gotErr.Error() != wantErr.Error() {
+			t.Errorf("%s: hidden answers %q, missing %q", tool, gotErr, wantErr)
+		}
+	}
+	got, err := hiding.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range got.Tools {
+		if slices.Contains(coreTools, tl.Name) {
+			t.Errorf("tools/list shows hidden %s", tl.Name)
+		}
+	}
+}
+
+// TestDenialHook checks that every call answered as an unknown tool is
+// reported once, with the reason: the policy, or no such tool.
+func TestDenialHook(t *testing.T) {
+	denials := make(chan Denial, 10)
+	hook := func(_ context.Context, d Denial) { denials <- d }
+	ts, _ := endpoint{access: Access{Policy: hideCore, OnDenied: hook}}.start(t)
+	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	call := func(name string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{}}}`
+	}
+	post(t, ts.URL, call("echo"), legacy)
+	post(t, ts.URL, call("nope"), legacy)
+	post(t, ts.URL, modernCall("time", `{}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "time"})
+	post(t, ts.URL, call("weather"), legacy) // not registered here
+	want := []Denial{
+		{Tool: "echo", Reason: DenialPolicy, Needed: []string{"core:use"}},
+		{Tool: "nope", Reason: DenialUnknownTool},
+		{Tool: "time", Reason: DenialPolicy, Needed: []string{"core:use"}},
+		{Tool: "weather", Reason: DenialUnknownTool},
+	}
+	// The handler reports a denial before it answers.
+	close(denials)
+	var got []Denial
+	for d := range denials {
+		got = append(got, d)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d denials %+v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i].Tool != want[i].Tool || got[i].Reason != want[i].Reason || !slices.Equal(got[i].Needed, want[i].Needed) {
+			t.Errorf("denial %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
