@@ -208,12 +208,18 @@ type app struct {
 }
 
 // newApp builds the server and its telemetry. environ supplies the OTEL_*
-// settings; the OTLP exporter reads the process environment itself, which
-// is the same in production.
+// settings, and the service-link variables the configuration ignored, which
+// newApp logs; the OTLP exporter reads the process environment itself,
+// which is the same in production.
 func newApp(ctx context.Context, cfg *Config, environ []string, stderr io.Writer) (*app, error) {
 	logger, err := observability.NewLogger(stderr, cfg.Log.Level)
 	if err != nil {
 		return nil, err
+	}
+	// Variables the kubelet injects for a Service named portcullis or
+	// portcullis-*, which loadConfig skipped. Only the name is logged.
+	for _, name := range config.IgnoredEnv(&Config{}, environ, envPrefix) {
+		logger.Debug("ignoring a Kubernetes service-link variable", "variable", name)
 	}
 	metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{Version: version, Revision: revisionString()})
 	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{
