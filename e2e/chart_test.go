@@ -60,7 +60,8 @@ type manifest struct {
 }
 
 type podSpec struct {
-	Containers []struct {
+	EnableServiceLinks *bool `yaml:"enableServiceLinks"`
+	Containers         []struct {
 		Args []string `yaml:"args"`
 		Env  []struct {
 			Name      string `yaml:"name"`
@@ -95,7 +96,9 @@ type podVolume struct {
 
 type servicePort struct {
 	Name       string `yaml:"name"`
+	Port       int    `yaml:"port"`
 	TargetPort string `yaml:"targetPort"`
+	Protocol   string `yaml:"protocol"`
 }
 
 type keyToPath struct {
@@ -122,6 +125,21 @@ func (r rendered) get(t *testing.T, kind, name string) manifest {
 	return m
 }
 
+// only returns the one object of kind, and fails unless there is exactly one.
+func (r rendered) only(t *testing.T, kind string) manifest {
+	t.Helper()
+	var found []manifest
+	for _, m := range r {
+		if m.Kind == kind {
+			found = append(found, m)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("the chart rendered %d objects of kind %s, want 1", len(found), kind)
+	}
+	return found[0]
+}
+
 func (m manifest) decodeSpec(t *testing.T, v any) {
 	t.Helper()
 	if err := m.Spec.Decode(v); err != nil {
@@ -133,7 +151,14 @@ func (m manifest) decodeSpec(t *testing.T, v any) {
 // files, in order.
 func helmTemplate(t *testing.T, valuesFiles ...string) rendered {
 	t.Helper()
-	args := []string{"template", "portcullis", chartDir, "--namespace", "portcullis"}
+	return helmTemplateRelease(t, "portcullis", valuesFiles...)
+}
+
+// helmTemplateRelease renders the chart as the release named release, in
+// the namespace "portcullis", with the values files, in order.
+func helmTemplateRelease(t *testing.T, release string, valuesFiles ...string) rendered {
+	t.Helper()
+	args := []string{"template", release, chartDir, "--namespace", "portcullis"}
 	for _, f := range valuesFiles {
 		args = append(args, "-f", f)
 	}
@@ -258,8 +283,8 @@ type deployment struct {
 	config     map[string]any // its content, for the test to adjust
 }
 
-// prepareDeployment lays out the Deployment "portcullis" of r, with
-// secrets for the Secrets the chart expects to exist.
+// prepareDeployment lays out the one Deployment of r, with secrets for the
+// Secrets the chart expects to exist.
 func prepareDeployment(t *testing.T, r rendered, secrets map[string]map[string]string) *deployment {
 	t.Helper()
 	var dep struct {
@@ -267,7 +292,7 @@ func prepareDeployment(t *testing.T, r rendered, secrets map[string]map[string]s
 			Spec yaml.Node `yaml:"spec"`
 		} `yaml:"template"`
 	}
-	r.get(t, "Deployment", "portcullis").decodeSpec(t, &dep)
+	r.only(t, "Deployment").decodeSpec(t, &dep)
 	d := &deployment{ports: map[string]int{}}
 	if err := dep.Template.Spec.Decode(&d.pod); err != nil {
 		t.Fatalf("Deployment pod spec: %v", err)

@@ -144,7 +144,8 @@ func (c *Config) Validate() error {
 }
 
 // loadConfig reads the file at path (none if empty), overlays PORTCULLIS_*
-// variables from environ, applies defaults and validates. Every problem is
+// variables from environ (skipping Kubernetes service links, see
+// config.IgnoredEnv), applies defaults and validates. Every problem is
 // returned at once.
 func loadConfig(path string, environ []string, flags *commonFlags) (*Config, error) {
 	var c Config

@@ -210,14 +210,19 @@ type app struct {
 }
 
 // newApp builds the server and its telemetry. environ supplies the OTEL_*
-// settings; the OTLP exporter reads the process environment itself, which
-// is the same in production.
-// policy is the per-tool policy the server applies to what callers list and
-// call (nil: none).
+// settings, and the service-link variables the configuration ignored, which
+// newApp logs; the OTLP exporter reads the process environment itself,
+// which is the same in production. policy is the per-tool policy the server
+// applies to what callers list and call (nil: none).
 func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, environ []string, stderr io.Writer) (*app, error) {
 	logger, err := observability.NewLogger(stderr, cfg.Log.Level)
 	if err != nil {
 		return nil, err
+	}
+	// Variables the kubelet injects for a Service named portcullis or
+	// portcullis-*, which loadConfig skipped. Only the name is logged.
+	for _, name := range config.IgnoredEnv(&Config{}, environ, envPrefix) {
+		logger.Debug("ignoring a Kubernetes service-link variable", "variable", name)
 	}
 	metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{Version: version, Revision: revisionString()})
 	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,19 @@ func TestCheckConfig(t *testing.T) {
 			args:     []string{"--dev"},
 			wantCode: 1, want: []string{"auth.resource", "must name the served MCP endpoint", "server.shutdown_grace"},
 		},
+		{
+			name: "Kubernetes service links for Services named portcullis*",
+			env: []string{
+				"PORTCULLIS_SERVICE_HOST=10.96.0.10", "PORTCULLIS_SERVICE_PORT=8080", "PORTCULLIS_PORT=tcp://10.96.0.10:8080",
+				"PORTCULLIS_GW_SERVICE_PORT_HTTP=80", "PORTCULLIS_GW_PORT_80_TCP_ADDR=10.96.0.11",
+			},
+			wantCode: 0, want: []string{"configuration OK"},
+		},
+		{
+			name:     "a misspelt key next to service links",
+			env:      []string{"PORTCULLIS_SERVICE_HOST=10.96.0.10", "PORTCULLIS_SERVER_LISTN=127.0.0.1:1"},
+			wantCode: 1, want: []string{"PORTCULLIS_SERVER_LISTN", "PORTCULLIS_SERVER_LISTEN"},
+		},
 		{name: "missing file", args: []string{"--config", "/nonexistent/portcullis.yaml"}, wantCode: 1, want: []string{"/nonexistent/portcullis.yaml"}},
 		{name: "stray argument", args: []string{"extra"}, wantCode: 2, want: []string{"unexpected arguments"}},
 		{name: "keys", args: []string{"--keys"}, wantCode: 0, want: []string{"server.read_header_timeout", "PORTCULLIS_SERVER_READ_HEADER_TIMEOUT", "PORTCULLIS_TOOLS_WEATHER_BASE_URL"}},
@@ -113,6 +127,35 @@ func TestCheckConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestServiceLinksLoggedByName(t *testing.T) {
+	env := []string{
+		"PORTCULLIS_LOG_LEVEL=debug",
+		"PORTCULLIS_SERVICE_HOST=10.96.0.10",
+		"PORTCULLIS_MCP_GW_PORT_8080_TCP=tcp://10.96.0.11:8080",
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"stdio"}, env, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("stdio exited with %d:\n%s", code, stderr.String())
+	}
+	var logged []string
+	sc := bufio.NewScanner(&stderr)
+	for sc.Scan() {
+		var line struct{ Level, Msg, Variable string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "ignoring a Kubernetes service-link variable" {
+			if line.Level != "DEBUG" {
+				t.Errorf("logged at %s, want DEBUG: %s", line.Level, sc.Bytes())
+			}
+			logged = append(logged, line.Variable)
+		}
+		if strings.Contains(sc.Text(), "10.96.0.1") {
+			t.Errorf("a variable's value is logged: %s", sc.Bytes())
+		}
+	}
+	if want := []string{"PORTCULLIS_MCP_GW_PORT_8080_TCP", "PORTCULLIS_SERVICE_HOST"}; !slices.Equal(logged, want) {
+		t.Errorf("logged %q, want one line for each of %q:\n%s", logged, want, stderr.String())
 	}
 }
 

@@ -73,6 +73,14 @@
 // error for numbers, bools and durations. An empty prefix turns the
 // environment layer off.
 //
+// Kubernetes puts service-link variables into every container: the Service
+// "portcullis-gw" sets PORTCULLIS_GW_SERVICE_HOST,
+// PORTCULLIS_GW_PORT_8080_TCP_ADDR and more. A variable that matches no key
+// but has the shape of one of these, for a Service whose name starts with
+// the prefix, is not a Problem: it is ignored, and [IgnoredEnv] lists it so
+// that a program can log it. A key always wins over that shape, and a
+// misspelt key that happens to have it is ignored too.
+//
 // Load stops before decoding anything if the struct type itself cannot be
 // configured (an unsupported field type, or two keys that map to the same
 // variable name); those problems are programming errors and carry no Source.

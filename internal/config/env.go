@@ -12,18 +12,14 @@ import (
 )
 
 // applyEnv sets the keys named by the variables in environ that carry the
-// schema's prefix, and returns the problems, in variable name order.
+// schema's prefix, and returns the problems, in variable name order. An
+// exact key name wins; a variable that names no key but is a Kubernetes
+// service link ([IgnoredEnv]) is skipped; any other is a problem.
 func (s *schema) applyEnv(root reflect.Value, environ []string) []*Problem {
 	if s.prefix == "" {
 		return nil
 	}
-	vars := map[string]string{}
-	for _, kv := range environ {
-		name, value, ok := strings.Cut(kv, "=")
-		if ok && strings.HasPrefix(name, s.prefix) {
-			vars[name] = value // the last one wins
-		}
-	}
+	vars := s.envVars(environ)
 	var problems []*Problem
 	for _, name := range slices.Sorted(maps.Keys(vars)) {
 		source := "env " + name
@@ -31,6 +27,9 @@ func (s *schema) applyEnv(root reflect.Value, environ []string) []*Problem {
 		if !ok {
 			if path, ok := s.fileOnly[name]; ok {
 				problems = append(problems, &Problem{Key: path, Source: source, Err: errors.New("a list of mappings can be set only in the config file")})
+				continue
+			}
+			if s.ignored(name) {
 				continue
 			}
 			msg := "unknown environment variable"
@@ -45,6 +44,19 @@ func (s *schema) applyEnv(root reflect.Value, environ []string) []*Problem {
 		}
 	}
 	return problems
+}
+
+// envVars returns the variables in environ that carry the schema's prefix,
+// by name; when a name appears more than once, the last one wins.
+func (s *schema) envVars(environ []string) map[string]string {
+	vars := map[string]string{}
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if ok && strings.HasPrefix(name, s.prefix) {
+			vars[name] = value
+		}
+	}
+	return vars
 }
 
 // walkTo returns the field at index below root, allocating nil pointers to
