@@ -141,6 +141,8 @@ type field struct {
 	name  string
 	index []int // for reflect.Value.FieldByIndex
 	typ   reflect.Type
+	sf    reflect.StructField
+	owner reflect.Type // the struct that declares sf: t, or an inlined struct
 }
 
 // structFields returns the keys of struct type t, and records problems with
@@ -177,7 +179,7 @@ func (s *schema) structFields(t reflect.Type, path string) []field {
 				continue
 			}
 			seen[name] = true
-			fields = append(fields, field{name: name, index: idx, typ: sf.Type})
+			fields = append(fields, field{name: name, index: idx, typ: sf.Type, sf: sf, owner: t})
 		}
 	}
 	collect(t, nil)
