@@ -68,6 +68,8 @@ var Overrides = []Override{
 	{Key: "server.metrics_listen", ChartOwned: true},
 	{Key: "mcp.request_state.keys_file", ChartOwned: true},
 	{Key: "auth.introspection.client_secret_file", ChartOwned: true},
+	{Key: "mcp.request_state", Note: "Its keys come from the requestState values."},
+	{Key: "auth.introspection", Note: "Its client secret comes from the introspection values."},
 	// portcullis.validate adds these two up (portcullis.seconds) to check
 	// terminationGracePeriodSeconds, which only works for whole h, m and s.
 	{Key: "server.drain_delay", Pattern: wholeDuration, NonEmpty: true, Note: "Whole h, m and s only, e.g. 25s or 1m30s: the chart adds it to shutdown_grace to check terminationGracePeriodSeconds."},
@@ -288,8 +290,8 @@ func (d *docs) describe(owner reflect.Type, field reflect.StructField, key strin
 	}
 	var pkg doc.Package
 	s := pkg.Synopsis(text)
-	if rest, ok := strings.CutPrefix(s, field.Name+" "); ok {
-		s = key + " " + rest
+	if rest, ok := strings.CutPrefix(s, field.Name); ok && (rest == "" || !isWordByte(rest[0])) {
+		s = key + rest
 	}
 	return s
 }
@@ -346,4 +348,8 @@ func (d *docs) pkg(path string) (map[string]string, error) {
 	}
 	d.fields[path] = fields
 	return fields, nil
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

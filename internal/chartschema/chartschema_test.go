@@ -23,9 +23,11 @@ type testOptions struct {
 	Grace time.Duration `yaml:"grace"`
 	// Rules lists per-tool timeouts.
 	Rules []testRule `yaml:"rules"`
-	// Level is debug or info.
+	// Level, debug or info, sets what is logged.
 	Level string `yaml:"level" schema:"enum=debug|info"`
-	Plain int    `yaml:"plain"`
+	// LevelNamesByCode is not renamed: only the field's whole name is.
+	LevelNames []string `yaml:"level_names"`
+	Plain      int      `yaml:"plain"`
 }
 
 type testRule struct {
@@ -102,11 +104,18 @@ func TestGenerate(t *testing.T) {
             },
             "level": {
               "type": "string",
-              "description": "level is debug or info.",
+              "description": "level, debug or info, sets what is logged.",
               "enum": [
                 "debug",
                 "info"
               ]
+            },
+            "level_names": {
+              "type": "array",
+              "items": {
+                "type": "string"
+              },
+              "description": "LevelNamesByCode is not renamed: only the field's whole name is."
             },
             "plain": {
               "type": "integer"
