@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -256,6 +257,7 @@ func findConfig(values []byte) (start, end int, err error) {
 type docs struct {
 	root, module string
 	fields       map[string]map[string]string // package path → "Type.Field" → doc
+	names        map[reflect.Type]*wordReplacer
 	err          error
 }
 
@@ -266,16 +268,17 @@ func newDocs(root string) (*docs, error) {
 	}
 	for line := range strings.Lines(string(mod)) {
 		if m, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
-			return &docs{root: root, module: strings.Trim(strings.TrimSpace(m), `"`), fields: map[string]map[string]string{}}, nil
+			return &docs{root: root, module: strings.Trim(strings.TrimSpace(m), `"`), fields: map[string]map[string]string{}, names: map[reflect.Type]*wordReplacer{}}, nil
 		}
 	}
 	return nil, fmt.Errorf("chartschema: %s/go.mod names no module", root)
 }
 
 // describe returns the first sentence of the doc comment of field (of
-// struct type owner), with the field's Go name replaced by key, the name
-// an operator writes: "jwks_max_age is how long fetched keys are trusted…".
-func (d *docs) describe(owner reflect.Type, field reflect.StructField, key string) string {
+// struct type owner), with the Go names of owner's fields in it replaced by
+// their keys, the names an operator writes: "jwks_max_age is how long
+// fetched keys are trusted…", "tool_timeouts overrides tool_timeout…".
+func (d *docs) describe(owner reflect.Type, field reflect.StructField, _ string) string {
 	if owner.Name() == "" || owner.PkgPath() == "" {
 		return "" // an anonymous struct has no doc to find
 	}
@@ -289,14 +292,34 @@ func (d *docs) describe(owner reflect.Type, field reflect.StructField, key strin
 		return ""
 	}
 	var pkg doc.Package
-	s := pkg.Synopsis(text)
-	if rest, ok := strings.CutPrefix(s, field.Name); ok && (rest == "" || !isWordByte(rest[0])) {
-		s = key + rest
-	}
-	return s
+	return d.keyNames(owner).Replace(pkg.Synopsis(text))
 }
 
-// pkg returns the field docs of the package at path, a package of the module.
+// keyNames returns a replacer of the Go names of the fields of struct
+// type owner, as whole words, by their keys.
+func (d *docs) keyNames(owner reflect.Type) *wordReplacer {
+	if r, ok := d.names[owner]; ok {
+		return r
+	}
+	r := &wordReplacer{words: map[string]string{}}
+	var alts []string
+	for i := range owner.NumField() {
+		f := owner.Field(i)
+		if key := config.FieldKey(f); key != "" {
+			r.words[f.Name] = key
+			alts = append(alts, regexp.QuoteMeta(f.Name))
+		}
+	}
+	if len(alts) > 0 {
+		r.re = regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
+	}
+	d.names[owner] = r
+	return r
+}
+
+// pkg returns the field docs of the package at path, a package of the
+// module. Its _test.go files are read too, for the types tests declare;
+// an external test package (name_test) is not.
 func (d *docs) pkg(path string) (map[string]string, error) {
 	if fields, ok := d.fields[path]; ok {
 		return fields, nil
@@ -350,6 +373,30 @@ func (d *docs) pkg(path string) (map[string]string, error) {
 	return fields, nil
 }
 
-func isWordByte(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+// wordReplacer replaces Go field names, as whole words, by their keys. It
+// leaves alone a name in a doc link ("see [Policy]", the type) and an
+// all-capitals name past the start ("the MCP endpoint", "an RFC 6570 URI
+// template"), which is more likely the word than the field.
+type wordReplacer struct {
+	re    *regexp.Regexp // nil: no words
+	words map[string]string
+}
+
+func (r *wordReplacer) Replace(s string) string {
+	if r.re == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range r.re.FindAllStringIndex(s, -1) {
+		word := s[m[0]:m[1]]
+		if m[0] > 0 && (s[m[0]-1] == '[' || word == strings.ToUpper(word)) {
+			continue
+		}
+		b.WriteString(s[last:m[0]])
+		b.WriteString(r.words[word])
+		last = m[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }

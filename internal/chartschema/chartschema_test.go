@@ -19,7 +19,7 @@ import (
 type testOptions struct {
 	// Listen is the address to serve on. The chart sets it.
 	Listen string `yaml:"listen"`
-	// Grace bounds shutdown. Default 25s.
+	// Grace bounds shutdown once Listen is closed. Default 25s.
 	Grace time.Duration `yaml:"grace"`
 	// Rules lists per-tool timeouts.
 	Rules []testRule `yaml:"rules"`
@@ -28,6 +28,8 @@ type testOptions struct {
 	// LevelNamesByCode is not renamed: only the field's whole name is.
 	LevelNames []string `yaml:"level_names"`
 	Plain      int      `yaml:"plain"`
+	// URL is where the URL of [Plain] is; see [Listen].
+	URL string `yaml:"url"`
 }
 
 type testRule struct {
@@ -80,7 +82,7 @@ func TestGenerate(t *testing.T) {
             },
             "grace": {
               "type": "string",
-              "description": "grace bounds shutdown.",
+              "description": "grace bounds shutdown once listen is closed.",
               "pattern": "` + jsonEscape(config.DurationPattern) + `"
             },
             "rules": {
@@ -119,6 +121,10 @@ func TestGenerate(t *testing.T) {
             },
             "plain": {
               "type": "integer"
+            },
+            "url": {
+              "type": "string",
+              "description": "url is where the URL of [Plain] is; see [Listen]."
             }
           },
           "description": "server configures serving.",
