@@ -77,6 +77,18 @@ func JSONSchema(dst any, opts *SchemaOptions) (*jsonschema.Schema, error) {
 	return out, errors.Join(g.errs...)
 }
 
+// SchemaEnum returns the values of the enum option of field's `schema` tag
+// (nil without one), for tests that hold it against the values the code
+// accepts.
+func SchemaEnum(field reflect.StructField) []string {
+	for opt := range strings.SplitSeq(field.Tag.Get("schema"), ",") {
+		if values, ok := strings.CutPrefix(opt, "enum="); ok {
+			return strings.Split(values, "|")
+		}
+	}
+	return nil
+}
+
 type schemaGen struct {
 	s     *schema
 	opts  *SchemaOptions

@@ -294,3 +294,17 @@ func TestJSONSchemaKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestSchemaEnum(t *testing.T) {
+	type fields struct {
+		Level string `yaml:"level" schema:"required,enum=debug|info"`
+		Plain string `yaml:"plain" schema:"url"`
+	}
+	typ := reflect.TypeFor[fields]()
+	if got := SchemaEnum(typ.Field(0)); !reflect.DeepEqual(got, []string{"debug", "info"}) {
+		t.Errorf("SchemaEnum(Level) = %v", got)
+	}
+	if got := SchemaEnum(typ.Field(1)); got != nil {
+		t.Errorf("SchemaEnum(Plain) = %v, want nil", got)
+	}
+}
