@@ -26,7 +26,8 @@ const envPrefix = "PORTCULLIS_"
 // Config is the whole configuration file. Each package owns its section.
 //
 // The config part of the Helm chart's values.schema.json is generated from
-// these types and their doc comments; after changing a key, run go generate.
+// these types and their doc comments: after changing a key, run
+// `go generate ./cmd/server` (make generate) and commit the result.
 //
 //go:generate go test -run ^TestGenerateChartSchema -count=1 . -args -update
 type Config struct {
