@@ -32,7 +32,7 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build run test check lint tools go-test e2e vet clean \
+.PHONY: help build run test check lint generate generate-check tools go-test e2e vet clean \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
@@ -51,8 +51,8 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 
 # ---- tests -------------------------------------------------------------
 
-test: tools ## Install the test tools, then run everything CI checks: Go tests (-race, e2e included), chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint go-test obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
+test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included), chart, rules, dashboard, fuzzing, load and soak smoke runs.
+	$(MAKE) --no-print-directory lint generate-check go-test obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
@@ -72,6 +72,16 @@ lint: ## gofmt and go vet every package.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+# GENERATED lists the files go generate writes; generate-check fails when
+# one differs from what is committed.
+GENERATED := helm/portcullis/values.schema.json
+
+generate: ## Regenerate what is generated from the Go code (the config part of the chart's values.schema.json).
+	$(GO) generate ./...
+
+generate-check: generate ## Fail if go generate changes a committed file.
+	git diff --exit-code -- $(GENERATED)
 
 vet: ## Run go vet on every package.
 	$(GO) vet ./...

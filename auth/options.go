@@ -15,7 +15,7 @@ import (
 // Options is the `auth:` section of the configuration. The zero value means
 // "auth off"; call [Options.Defaults] then [Options.Validate] before use.
 type Options struct {
-	// Resource is the public URL of the MCP endpoint, e.g.
+	// Resource is the public URL of the MCP endpoint, such as
 	// https://mcp.example.com/mcp. It is the "resource" of the Protected
 	// Resource Metadata and always an accepted token audience. Required when
 	// auth is on.
@@ -40,7 +40,7 @@ type Options struct {
 	// ClockSkew is the tolerance on exp, nbf and iat. Default 30s, at most 5m.
 	ClockSkew time.Duration `yaml:"clock_skew"`
 	// CacheSize bounds the verified-token cache. Default 10000.
-	CacheSize int `yaml:"cache_size"`
+	CacheSize int `yaml:"cache_size" schema:"min=0"`
 	// CacheTTL is the longest a verification is reused (never beyond the
 	// token's exp). Default 5m.
 	CacheTTL time.Duration `yaml:"cache_ttl"`
@@ -71,16 +71,16 @@ type Options struct {
 type IssuerOptions struct {
 	// Issuer is the exact "iss" value. It must be https unless AllowHTTP is
 	// set or its host is loopback.
-	Issuer string `yaml:"issuer"`
+	Issuer string `yaml:"issuer" schema:"required,url"`
 	// JWKSURL is the key set; when empty it is found by OpenID Connect
 	// discovery, then RFC 8414 authorization server metadata.
-	JWKSURL string `yaml:"jwks_url"`
+	JWKSURL string `yaml:"jwks_url" schema:"url"`
 	// Audiences are accepted "aud" values besides Options.Resource (for
 	// example the application id Entra ID puts in v1 tokens).
 	Audiences []string `yaml:"audiences"`
 	// Algorithms is the signing-algorithm allow-list. Default RS256, ES256,
 	// PS256. "none" and HMAC (HS*) are refused.
-	Algorithms []string `yaml:"algorithms"`
+	Algorithms []string `yaml:"algorithms" schema:"enum=RS256|RS384|RS512|ES256|ES384|ES512|PS256|PS384|PS512|EdDSA"`
 	// RequiredClaims must be present in every token of this issuer.
 	RequiredClaims []string `yaml:"required_claims"`
 	// AllowHTTP permits an http:// issuer (and JWKS URL) on a non-loopback
@@ -95,7 +95,7 @@ type IssuerOptions struct {
 // IntrospectionOptions configures RFC 7662 token introspection.
 type IntrospectionOptions struct {
 	// URL is the introspection endpoint; empty means opaque tokens are refused.
-	URL string `yaml:"url"`
+	URL string `yaml:"url" schema:"url"`
 	// ClientID is this server's own client at the authorization server.
 	ClientID string `yaml:"client_id"`
 	// ClientSecretFile holds the client secret (secrets never live in the
@@ -103,9 +103,9 @@ type IntrospectionOptions struct {
 	ClientSecretFile string `yaml:"client_secret_file"`
 	// AuthMethod is "client_secret_basic" (default) or "bearer": a token got
 	// with client_credentials from TokenURL.
-	AuthMethod string `yaml:"auth_method"`
+	AuthMethod string `yaml:"auth_method" schema:"enum=client_secret_basic|bearer"`
 	// TokenURL is the token endpoint for AuthMethod "bearer".
-	TokenURL string `yaml:"token_url"`
+	TokenURL string `yaml:"token_url" schema:"url"`
 	// Timeout bounds one introspection call. Default 5s.
 	Timeout time.Duration `yaml:"timeout"`
 }
@@ -114,7 +114,7 @@ type IntrospectionOptions struct {
 // either grants access: all the Scopes, or any one of the Roles. A tool
 // with neither is open to every authenticated caller.
 type ToolPolicy struct {
-	Tool   string   `yaml:"tool"`
+	Tool   string   `yaml:"tool" schema:"required"`
 	Scopes []string `yaml:"scopes"`
 	Roles  []string `yaml:"roles"`
 }

@@ -43,18 +43,18 @@ type Options struct {
 	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"`
 	// MaxBodyBytes bounds a request body; larger bodies get 413.
 	// Zero means 4 MiB.
-	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	MaxBodyBytes int64 `yaml:"max_body_bytes" schema:"min=0"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
-	// call /mcp: their CORS preflights are answered and their responses
-	// carry CORS headers (see [Handler.OriginGuard]). A request with an
+	// call /mcp and get CORS answers: their preflights are answered and
+	// their responses carry CORS headers ([Handler.OriginGuard] applies it). A request with an
 	// Origin header that is not listed gets 403. Requests without an Origin
 	// header (non-browser clients) are unaffected.
-	AllowedOrigins []string `yaml:"allowed_origins"`
+	AllowedOrigins []string `yaml:"allowed_origins" schema:"origin"`
 	// RequestState configures sealing of MRTR requestState.
 	RequestState RequestStateOptions `yaml:"request_state"`
 	// MaxSessions bounds the legacy sessions open at once; an initialize
 	// over the cap gets 503 with Retry-After. Zero means 10000.
-	MaxSessions int `yaml:"max_sessions"`
+	MaxSessions int `yaml:"max_sessions" schema:"min=0"`
 	// ToolTimeout bounds one tools/call: when it is up the tool's context
 	// is cancelled and the caller gets an error result saying so. Zero
 	// means 60s.

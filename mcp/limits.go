@@ -23,9 +23,9 @@ const DefaultMaxSessions = 10000
 // ToolTimeout overrides mcp.tool_timeout for one tool.
 type ToolTimeout struct {
 	// Tool is the tool's name.
-	Tool string `yaml:"tool"`
+	Tool string `yaml:"tool" schema:"required"`
 	// Timeout bounds one call of the tool.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration `yaml:"timeout" schema:"required"`
 }
 
 // toolTimeoutMap returns the per-tool overrides as a map.

@@ -42,7 +42,7 @@ type ResourceSpec struct {
 	// template. Exactly one of URI and URITemplate.
 	URITemplate string `yaml:"uri_template"`
 	// Name identifies the resource; required.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" schema:"required"`
 	// Title is a display name.
 	Title string `yaml:"title"`
 	// Description tells the model what the resource holds.
@@ -83,7 +83,7 @@ type CompletionSpec struct {
 //	    text: "Summarize the following for {{audience}}:\n\n{{text}}"
 type PromptSpec struct {
 	// Name identifies the prompt; required, letters, digits, '_', '-', '.'.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" schema:"required"`
 	// Title is a display name.
 	Title string `yaml:"title"`
 	// Description tells the user what the prompt is for.
@@ -91,7 +91,7 @@ type PromptSpec struct {
 	// Arguments the prompt accepts.
 	Arguments []PromptArgumentSpec `yaml:"arguments"`
 	// Role of the message: "user" (empty means user) or "assistant".
-	Role string `yaml:"role"`
+	Role string `yaml:"role" schema:"enum=user|assistant"`
 	// Text is the message template inline. Exactly one of Text and File.
 	Text string `yaml:"text"`
 	// File is the path of a UTF-8 file holding the message template, at
@@ -103,7 +103,7 @@ type PromptSpec struct {
 type PromptArgumentSpec struct {
 	// Name is the argument's name, used as {{name}} in the text; required,
 	// letters, digits and '_', not starting with a digit.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" schema:"required"`
 	// Title is a display name.
 	Title string `yaml:"title"`
 	// Description tells the user what to pass.

@@ -46,7 +46,7 @@ type Options struct {
 	// Toolsets lists the enabled toolsets. Nil or empty means ["core"].
 	// Known: core, workshop, conformance. The conformance toolset exists for
 	// the official MCP conformance suite and is off unless listed.
-	Toolsets []string `yaml:"toolsets"`
+	Toolsets []string `yaml:"toolsets" schema:"enum=core|workshop|conformance,unique"`
 	// Weather configures the workshop toolset's weather tool.
 	Weather WeatherOptions `yaml:"weather"`
 	// Resources are resources declared in config, served whatever toolsets
@@ -62,10 +62,10 @@ type Options struct {
 type WeatherOptions struct {
 	// BaseURL is the forecast API root; the tool calls {BaseURL}/v1/forecast.
 	// Empty means [DefaultWeatherBaseURL].
-	BaseURL string `yaml:"base_url"`
+	BaseURL string `yaml:"base_url" schema:"url"`
 	// GeocodingURL is the geocoding API root; the tool calls
 	// {GeocodingURL}/v1/search. Empty means [DefaultWeatherGeocodingURL].
-	GeocodingURL string `yaml:"geocoding_url"`
+	GeocodingURL string `yaml:"geocoding_url" schema:"url"`
 	// Timeout bounds each upstream call. Zero means [DefaultWeatherTimeout];
 	// at most one minute.
 	Timeout time.Duration `yaml:"timeout"`

@@ -24,13 +24,25 @@ const mcpPath = "/mcp"
 const envPrefix = "PORTCULLIS_"
 
 // Config is the whole configuration file. Each package owns its section.
+//
+// The config part of the Helm chart's values.schema.json is generated from
+// these types and their doc comments: after changing a key, run
+// `go generate ./cmd/server` (make generate) and commit the result.
+//
+//go:generate go test -run ^TestGenerateChartSchema -count=1 . -args -update
 type Config struct {
-	Server ServerOptions  `yaml:"server"`
-	MCP    mcp.Options    `yaml:"mcp"`
-	Tools  tools.Options  `yaml:"tools"`
-	Auth   auth.Options   `yaml:"auth"`
+	// Server configures the listeners and how the server stops.
+	Server ServerOptions `yaml:"server"`
+	// MCP configures the MCP endpoint: sessions, request limits, timeouts.
+	MCP mcp.Options `yaml:"mcp"`
+	// Tools selects the toolsets and declares resources and prompts.
+	Tools tools.Options `yaml:"tools"`
+	// Auth configures how bearer tokens are verified and what they grant.
+	Auth auth.Options `yaml:"auth"`
+	// Limits bounds the requests served at once and per caller.
 	Limits limits.Options `yaml:"limits"`
-	Log    LogOptions     `yaml:"log"`
+	// Log configures the structured log on stderr.
+	Log LogOptions `yaml:"log"`
 }
 
 // ServerOptions configures the HTTP listener and its lifecycle.
@@ -52,7 +64,7 @@ type ServerOptions struct {
 	// IdleTimeout closes idle keep-alive connections. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxHeaderBytes bounds request headers. Default 64 KiB.
-	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	MaxHeaderBytes int `yaml:"max_header_bytes" schema:"min=0"`
 	// DrainDelay is how long readiness fails before the listener closes on
 	// SIGTERM, so load balancers stop routing first. Default 0.
 	DrainDelay time.Duration `yaml:"drain_delay"`
@@ -64,7 +76,7 @@ type ServerOptions struct {
 // LogOptions configures the structured log on stderr.
 type LogOptions struct {
 	// Level is debug, info, warn or error. Default info.
-	Level string `yaml:"level"`
+	Level string `yaml:"level" schema:"enum=debug|info|warn|error"`
 }
 
 func (c *Config) defaults() {

@@ -81,6 +81,13 @@
 // that a program can log it. A key always wins over that shape, and a
 // misspelt key that happens to have it is ignored too.
 //
+// # JSON Schema
+//
+// [JSONSchema] describes the same document as a JSON Schema, by the same
+// rules, for tools that check a file before Load sees it (an editor, a Helm
+// chart's values.schema.json). A `schema` struct tag adds enums, URL
+// patterns, minimums and required keys, which the Go type cannot say.
+//
 // Load stops before decoding anything if the struct type itself cannot be
 // configured (an unsupported field type, or two keys that map to the same
 // variable name); those problems are programming errors and carry no Source.

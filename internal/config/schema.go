@@ -141,6 +141,8 @@ type field struct {
 	name  string
 	index []int // for reflect.Value.FieldByIndex
 	typ   reflect.Type
+	sf    reflect.StructField
+	owner reflect.Type // the struct that declares sf: t, or an inlined struct
 }
 
 // structFields returns the keys of struct type t, and records problems with
@@ -155,13 +157,8 @@ func (s *schema) structFields(t reflect.Type, path string) []field {
 	collect = func(t reflect.Type, index []int) {
 		for i := range t.NumField() {
 			sf := t.Field(i)
-			tag, hasTag := sf.Tag.Lookup("yaml")
-			name, opts, _ := strings.Cut(tag, ",")
-			if !sf.IsExported() || name == "-" && opts == "" {
-				continue
-			}
 			idx := append(index[:len(index):len(index)], i)
-			if hasOption(opts, "inline") {
+			if _, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ","); sf.IsExported() && hasOption(opts, "inline") {
 				if sf.Type.Kind() != reflect.Struct {
 					s.problem(joinPath(path, sf.Name), "inline field %s must be a struct, not %s", sf.Name, sf.Type)
 					continue
@@ -169,20 +166,38 @@ func (s *schema) structFields(t reflect.Type, path string) []field {
 				collect(sf.Type, idx)
 				continue
 			}
-			if !hasTag || name == "" {
-				name = strings.ToLower(sf.Name)
+			name := FieldKey(sf)
+			if name == "" {
+				continue
 			}
 			if seen[name] {
 				s.problem(joinPath(path, name), "key %q is defined twice in %s", name, t)
 				continue
 			}
 			seen[name] = true
-			fields = append(fields, field{name: name, index: idx, typ: sf.Type})
+			fields = append(fields, field{name: name, index: idx, typ: sf.Type, sf: sf, owner: t})
 		}
 	}
 	collect(t, nil)
 	s.fields[t] = fields
 	return fields
+}
+
+// FieldKey returns the name of the key that struct field f sets: its yaml
+// tag's name, or its Go name lower-cased when the tag gives none. It
+// returns "" for a field that sets no key of its own: one that is
+// unexported, tagged `yaml:"-"`, or inlined (its fields are keys of the
+// struct that holds it).
+func FieldKey(f reflect.StructField) string {
+	tag, hasTag := f.Tag.Lookup("yaml")
+	name, opts, _ := strings.Cut(tag, ",")
+	switch {
+	case !f.IsExported() || name == "-" && opts == "" || hasOption(opts, "inline"):
+		return ""
+	case !hasTag || name == "":
+		return strings.ToLower(f.Name)
+	}
+	return name
 }
 
 func hasOption(opts, want string) bool {

@@ -171,3 +171,31 @@ func TestSuggest(t *testing.T) {
 		})
 	}
 }
+
+func TestFieldKey(t *testing.T) {
+	type fields struct {
+		Tagged    string `yaml:"tagged_name"`
+		Untagged  string
+		EmptyName string `yaml:",omitempty"`
+		Skipped   string `yaml:"-"`
+		Dash      string `yaml:"-,omitempty"`
+		Embedded  `yaml:",inline"`
+		private   string
+	}
+	want := map[string]string{
+		"Tagged":    "tagged_name",
+		"Untagged":  "untagged",
+		"EmptyName": "emptyname",
+		"Skipped":   "",
+		"Dash":      "-",
+		"Embedded":  "",
+		"private":   "",
+	}
+	typ := reflect.TypeFor[fields]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if got := FieldKey(f); got != want[f.Name] {
+			t.Errorf("FieldKey(%s) = %q, want %q", f.Name, got, want[f.Name])
+		}
+	}
+}

@@ -34,20 +34,20 @@ type Options struct {
 	// MaxInFlight bounds requests being served at once, over all callers;
 	// more get 503 with Retry-After. Long-lived GET streams are not counted
 	// (mcp.max_sessions bounds them). Default 512.
-	MaxInFlight int `yaml:"max_in_flight"`
+	MaxInFlight int `yaml:"max_in_flight" schema:"min=0"`
 	// MaxInFlightPerPrincipal bounds one caller's requests at once; more get
 	// 429 with Retry-After. Default 32.
-	MaxInFlightPerPrincipal int `yaml:"max_in_flight_per_principal"`
+	MaxInFlightPerPrincipal int `yaml:"max_in_flight_per_principal" schema:"min=0"`
 	// RatePerPrincipal is the sustained requests per second one caller may
 	// make (a token bucket keyed on issuer, subject and client id); faster
 	// callers get 429 with Retry-After. Default 50.
-	RatePerPrincipal float64 `yaml:"rate_per_principal"`
+	RatePerPrincipal float64 `yaml:"rate_per_principal" schema:"min=0"`
 	// BurstPerPrincipal is the bucket size: how many requests a caller may
 	// make at once after a pause. Default 100.
-	BurstPerPrincipal int `yaml:"burst_per_principal"`
+	BurstPerPrincipal int `yaml:"burst_per_principal" schema:"min=0"`
 	// MaxPrincipals bounds the callers whose state is kept; the least
 	// recently seen is forgotten first. Default 10000.
-	MaxPrincipals int `yaml:"max_principals"`
+	MaxPrincipals int `yaml:"max_principals" schema:"min=0"`
 }
 
 // Defaults for [Options].
