@@ -46,7 +46,7 @@ type Options struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes" schema:"min=0"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
 	// call /mcp and get CORS answers: their preflights are answered and
-	// their responses carry CORS headers ([Handler.OriginGuard] applies it). A request with an
+	// their responses carry CORS headers. [Handler.OriginGuard] applies it. A request with an
 	// Origin header that is not listed gets 403. Requests without an Origin
 	// header (non-browser clients) are unaffected.
 	AllowedOrigins []string `yaml:"allowed_origins" schema:"origin"`
