@@ -60,18 +60,20 @@ tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
 	$(MAKE) --no-print-directory obs-tools helm-tools
 
-go-test: ## Run every Go test with the race detector (needs make tools).
+go-test: ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included (needs make tools).
 	rm -f results/conformance.txt
-	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
 	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
-	$(GO) test -race -count=1 $(GOTESTFLAGS) ./e2e/...
+	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...
 
-lint: ## gofmt and go vet every package.
+lint: ## gofmt and go vet every package (end-to-end tests included); every e2e test file carries the e2e build tag.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
+	@untagged=$$(for f in e2e/*_test.go; do head -n1 "$$f" | grep -qx '//go:build e2e' || echo "$$f"; done); \
+	if [ -n "$$untagged" ]; then echo "e2e test files without the e2e build tag (go test ./... must need only Go):"; echo "$$untagged"; exit 1; fi
+	$(GO) vet -tags e2e ./...
 
 # GENERATED lists the files go generate writes; generate-check fails when
 # one differs from what is committed.
@@ -83,8 +85,8 @@ generate: ## Regenerate what is generated from the Go code (the config part of t
 generate-check: generate ## Fail if go generate changes a committed file.
 	git diff --exit-code -- $(GENERATED)
 
-vet: ## Run go vet on every package.
-	$(GO) vet ./...
+vet: ## Run go vet on every package, end-to-end tests included.
+	$(GO) vet -tags e2e ./...
 
 clean: ## Remove build output, test results and the tools cache.
 	rm -rf bin results .cache

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // End-to-end tests of auth (issue 3, "Shown by" points 2 and 4): the real

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // The chart-to-binary test: render the Helm chart, run the real binary the

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // Fault tests (issue 7): the real binary while what it depends on fails —

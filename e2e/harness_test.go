@@ -1,14 +1,5 @@
-// Package e2e holds the end-to-end tests: they build the real portcullis
-// binary once, run it as a separate process on 127.0.0.1:0, and drive it
-// with real clients — plain HTTP (as curl would), the official Go SDK over
-// stdio, the MCP conformance suite and the MCP Inspector.
-//
-// The Node tools are installed by `make tools` (scripts/install-node-tools.sh)
-// into $PORTCULLIS_NODE_TOOLS, by default <repo>/.cache/node-tools. A test
-// that needs one fails, never skips, when it is missing.
-//
-// Set PORTCULLIS_E2E_BINARY to test a binary built elsewhere instead of
-// building ./cmd/server.
+//go:build e2e
+
 package e2e
 
 import (

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // A real OpenID provider for the end-to-end tests: oidc-provider (Node),

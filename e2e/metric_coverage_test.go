@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // The dashboard and the alert rules query only what the binary exports

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // End-to-end tracing (issue 4, "Shown by" point 3): the real binary
