@@ -11,16 +11,18 @@ import (
 	"time"
 )
 
-// TestConnectionLimitsRealBinary hits the limits net/http enforces before
-// a handler runs, on the real binary's MCP listener, and checks each is
-// counted under its own name while TCP probes are not: a header over
-// server.max_header_bytes (431), a header trickled past
-// server.read_header_timeout, and a kept-alive connection left idle past
-// server.idle_timeout.
+// TestConnectionLimitsRealBinary hits the connection limits on the real
+// binary's MCP listener, and checks each is counted under its own name
+// while TCP probes are not: a header over server.max_header_bytes (431), a
+// header trickled past server.read_header_timeout (on a new connection and
+// on a kept-alive one's second request), a body that never ends past
+// server.read_body_timeout (408), and a kept-alive connection left idle
+// past server.idle_timeout.
 func TestConnectionLimitsRealBinary(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	srv := startServer(t, []string{
 		"PORTCULLIS_SERVER_READ_HEADER_TIMEOUT=" + timeout.String(),
+		"PORTCULLIS_SERVER_READ_BODY_TIMEOUT=" + timeout.String(),
 		"PORTCULLIS_SERVER_IDLE_TIMEOUT=" + timeout.String(),
 		"PORTCULLIS_SERVER_MAX_HEADER_BYTES=2048",
 	})
@@ -68,20 +70,52 @@ func TestConnectionLimitsRealBinary(t *testing.T) {
 	io.WriteString(conn, "X-Slow: a\r\n")
 	hangUpWithin(conn, br, 10*time.Second)
 
+	// keptAlive sends a request for /healthz on conn and reads its answer,
+	// which must keep the connection open.
+	keptAlive := func(conn net.Conn, br *bufio.Reader) {
+		t.Helper()
+		io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: portcullis\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Close {
+			t.Fatalf("healthz: status %d, close %v; want a kept-alive 200", resp.StatusCode, resp.Close)
+		}
+	}
+
+	// The second request on a kept-alive connection gets no more time for
+	// its header than the first.
 	conn, br = dial()
-	io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: portcullis\r\n\r\n")
+	keptAlive(conn, br)
+	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: portcullis\r\n")
+	hangUpWithin(conn, br, 10*time.Second)
+
+	// A body that never ends: 408 once server.read_body_timeout is up,
+	// then the connection closes. No token is needed to try.
+	conn, br = dial()
+	start := time.Now()
+	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: portcullis\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err = http.ReadResponse(br, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("slow body: no answer within 10s: %v", err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Close {
-		t.Fatalf("healthz: status %d, close %v; want a kept-alive 200", resp.StatusCode, resp.Close)
+	if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || !resp.Close || took < timeout {
+		t.Errorf("slow body: status %d, close %v after %v; want 408 and close after server.read_body_timeout %v", resp.StatusCode, resp.Close, took, timeout)
 	}
 	hangUpWithin(conn, br, 10*time.Second)
 
-	for limit, want := range map[string]float64{"header_size": 1, "read_header_timeout": 1} {
+	conn, br = dial()
+	keptAlive(conn, br)
+	hangUpWithin(conn, br, 10*time.Second)
+
+	for limit, want := range map[string]float64{"header_size": 1, "read_header_timeout": 2, "body_read_timeout": 1} {
 		if n := scrapeSum(t, srv, "portcullis_limit_rejections_total", `limit="`+limit+`"`); n != want {
 			t.Errorf("portcullis_limit_rejections_total{limit=%q} = %v, want %v", limit, n, want)
 		}

@@ -328,6 +328,11 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("Request body exceeds %d bytes.", mbe.Limit))
 			return
 		}
+		if errors.Is(err, limits.ErrBodyReadTimeout) {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, nil, -32000, "Request Timeout: the request body did not arrive in time.")
+			return
+		}
 		writeError(w, http.StatusBadRequest, nil, -32700, "Could not read the request body.")
 		return
 	}

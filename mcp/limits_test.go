@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -230,5 +232,31 @@ func TestLimitOptionsValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v\nwant it to mention %q", err, want)
 		}
+	}
+}
+
+// timedOutBody is a request body whose client stopped sending: a read
+// fails as it does under limits.BodyDeadline.
+type timedOutBody struct{}
+
+func (timedOutBody) Read([]byte) (int, error) { return 0, limits.ErrBodyReadTimeout }
+func (timedOutBody) Close() error             { return nil }
+
+// TestBodyReadTimeoutGets408 checks the answer to a body that did not
+// arrive in time: 408 with a JSON-RPC error, and the connection closed,
+// since the rest of the body may still be on its way.
+func TestBodyReadTimeoutGets408(t *testing.T) {
+	_, h := newTestEndpoint(t, nil)
+	r := httptest.NewRequest(http.MethodPost, "/mcp", timedOutBody{})
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusRequestTimeout || w.Header().Get("Connection") != "close" {
+		t.Fatalf("status %d, Connection %q; want 408 and close: %s", w.Code, w.Header().Get("Connection"), w.Body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || errorCode(m) != -32000 || !strings.Contains(errorMessage(m), "did not arrive in time") {
+		t.Errorf("body %s, want a JSON-RPC error saying the body did not arrive in time", w.Body)
 	}
 }

@@ -15,11 +15,13 @@ func TestLimitCounters(t *testing.T) {
 	m.RateLimited("principal")
 	m.LimitRejected("inflight_total")
 	m.LimitRejected("tool_timeout")
+	m.LimitRejected("body_read_timeout")
 	m.LimitRejected("made-up") // a bounded label: counted as _OTHER
 	want := `
-# HELP portcullis_limit_rejections_total Requests refused (or, for tool_timeout, tool calls cut off) by a limit: inflight_total (503), inflight_principal (429), sessions (503), body_size (413), tool_timeout, header_size (431), read_header_timeout (connection closed before its request header was complete).
+# HELP portcullis_limit_rejections_total Requests refused (or, for tool_timeout, tool calls cut off) by a limit: inflight_total (503), inflight_principal (429), sessions (503), body_size (413), body_read_timeout (408 or connection closed: the request body did not arrive in time), tool_timeout, header_size (431), read_header_timeout (connection closed before its request header was complete).
 # TYPE portcullis_limit_rejections_total counter
 portcullis_limit_rejections_total{limit="_OTHER"} 1
+portcullis_limit_rejections_total{limit="body_read_timeout"} 1
 portcullis_limit_rejections_total{limit="body_size"} 0
 portcullis_limit_rejections_total{limit="header_size"} 0
 portcullis_limit_rejections_total{limit="inflight_principal"} 0

@@ -111,6 +111,7 @@ const (
 	LimitRate              Limit = "rate"
 	LimitSessions          Limit = "sessions"
 	LimitBodySize          Limit = "body_size"
+	LimitBodyReadTimeout   Limit = "body_read_timeout"
 	LimitToolTimeout       Limit = "tool_timeout"
 )
 
