@@ -413,6 +413,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	hook := limitHook(a.logger, a.metrics)
 	mcpOpts := a.cfg.MCP
 	mcpOpts.LimitHook = hook
+	mcpOpts.PrincipalKey = principalKey
 	mcpHandler := mcp.NewHandler(a.server, mcpOpts, access, a.logger)
 	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
 	if err != nil {

@@ -110,6 +110,7 @@ const (
 	LimitInFlightPrincipal Limit = "inflight_principal"
 	LimitRate              Limit = "rate"
 	LimitSessions          Limit = "sessions"
+	LimitSessionsPrincipal Limit = "sessions_principal"
 	LimitBodySize          Limit = "body_size"
 	LimitBodyReadTimeout   Limit = "body_read_timeout"
 	LimitToolTimeout       Limit = "tool_timeout"
