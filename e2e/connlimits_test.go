@@ -11,18 +11,17 @@ import (
 	"time"
 )
 
-// TestConnectionLimitsRealBinary hits the connection limits on the real
-// binary's MCP listener, and checks each is counted under its own name
-// while TCP probes are not: a header over server.max_header_bytes (431), a
-// header trickled past server.read_header_timeout (on a new connection and
-// on a kept-alive one's second request), a body that never ends past
-// server.read_body_timeout (408), and a kept-alive connection left idle
-// past server.idle_timeout.
+// TestConnectionLimitsRealBinary hits the limits net/http enforces before
+// a handler runs, on the real binary's MCP listener, and checks each is
+// counted under its own name while TCP probes are not: a header over
+// server.max_header_bytes (431), a header trickled past
+// server.read_header_timeout (on a new connection and on a kept-alive
+// one's second request), and a kept-alive connection left idle past
+// server.idle_timeout.
 func TestConnectionLimitsRealBinary(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	srv := startServer(t, []string{
 		"PORTCULLIS_SERVER_READ_HEADER_TIMEOUT=" + timeout.String(),
-		"PORTCULLIS_SERVER_READ_BODY_TIMEOUT=" + timeout.String(),
 		"PORTCULLIS_SERVER_IDLE_TIMEOUT=" + timeout.String(),
 		"PORTCULLIS_SERVER_MAX_HEADER_BYTES=2048",
 	})
@@ -93,34 +92,56 @@ func TestConnectionLimitsRealBinary(t *testing.T) {
 	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: portcullis\r\n")
 	hangUpWithin(conn, br, 10*time.Second)
 
-	// A body that never ends: 408 once server.read_body_timeout is up,
-	// then the connection closes. No token is needed to try.
-	conn, br = dial()
-	start := time.Now()
-	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: portcullis\r\nContent-Type: application/json\r\n"+
-		"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":")
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err = http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("slow body: no answer within 10s: %v", err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || !resp.Close || took < timeout {
-		t.Errorf("slow body: status %d, close %v after %v; want 408 and close after server.read_body_timeout %v", resp.StatusCode, resp.Close, took, timeout)
-	}
-	hangUpWithin(conn, br, 10*time.Second)
-
 	conn, br = dial()
 	keptAlive(conn, br)
 	hangUpWithin(conn, br, 10*time.Second)
 
-	for limit, want := range map[string]float64{"header_size": 1, "read_header_timeout": 2, "body_read_timeout": 1} {
+	for limit, want := range map[string]float64{"header_size": 1, "read_header_timeout": 2} {
 		if n := scrapeSum(t, srv, "portcullis_limit_rejections_total", `limit="`+limit+`"`); n != want {
 			t.Errorf("portcullis_limit_rejections_total{limit=%q} = %v, want %v", limit, n, want)
 		}
 	}
 	if n := scrapeSum(t, srv, "portcullis_http_idle_connections_closed_total"); n != 1 {
 		t.Errorf("portcullis_http_idle_connections_closed_total = %v, want 1", n)
+	}
+}
+
+// TestSlowBodyRealBinary sends a request's headers and then a body that
+// never ends, with no token: the real binary answers 408 once
+// server.read_body_timeout is up and closes the connection, and counts it
+// as limit="body_read_timeout".
+func TestSlowBodyRealBinary(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	srv := startServer(t, []string{"PORTCULLIS_SERVER_READ_BODY_TIMEOUT=" + timeout.String()})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.BaseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	start := time.Now()
+	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: portcullis\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer within 10s: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || !resp.Close || took < timeout {
+		t.Errorf("status %d, close %v after %v; want 408 and close after server.read_body_timeout %v: %s", resp.StatusCode, resp.Close, took, timeout, body)
+	}
+	if !strings.Contains(string(body), `"code":-32000`) {
+		t.Errorf("body %s, want a JSON-RPC error", body)
+	}
+	if n, err := io.Copy(io.Discard, br); n != 0 || err != nil {
+		t.Errorf("after the 408: read %d bytes, %v; want the connection closed", n, err)
+	}
+	if n := scrapeSum(t, srv, "portcullis_limit_rejections_total", `limit="body_read_timeout"`); n != 1 {
+		t.Errorf(`portcullis_limit_rejections_total{limit="body_read_timeout"} = %v, want 1`, n)
+	}
+	if n := scrapeSum(t, srv, "portcullis_http_requests_in_flight"); n != 0 {
+		t.Errorf("portcullis_http_requests_in_flight = %v after the 408, want 0", n)
 	}
 }
