@@ -445,6 +445,29 @@ func TestLimitsRealBinary(t *testing.T) {
 			t.Errorf("portcullis_rate_limited_total = %v, want 1", n)
 		}
 	})
+	t.Run("sessions per principal", func(t *testing.T) {
+		srv := startServer(t, []string{
+			"PORTCULLIS_MCP_MAX_SESSIONS=4",
+			"PORTCULLIS_MCP_MAX_SESSIONS_PER_PRINCIPAL=1",
+		}, "--dev")
+		alice, bob := devToken(t, srv, "alice"), devToken(t, srv, "bob")
+		// Sessions that send initialize and never initialized.
+		initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"portcullis-e2e","version":"0.0.1"}}}`
+		if resp, body, _ := timedPost(t, srv.MCPURL(), initialize, bearer(alice), 5*time.Second); resp.StatusCode != http.StatusOK {
+			t.Fatalf("alice's initialize: status %d: %s", resp.StatusCode, body)
+		}
+		resp, body, _ := timedPost(t, srv.MCPURL(), initialize, bearer(alice), 5*time.Second)
+		checkRefused(t, resp, body, http.StatusTooManyRequests, "5")
+		if resp, body, _ := timedPost(t, srv.MCPURL(), initialize, bearer(bob), 5*time.Second); resp.StatusCode != http.StatusOK {
+			t.Fatalf("bob's initialize beside alice's full share: status %d: %s", resp.StatusCode, body)
+		}
+		if n := scrapeSum(t, srv, "portcullis_limit_rejections_total", `limit="sessions_principal"`); n != 1 {
+			t.Errorf(`portcullis_limit_rejections_total{limit="sessions_principal"} = %v, want 1`, n)
+		}
+		if n := scrapeSum(t, srv, "portcullis_mcp_sessions_active"); n != 2 {
+			t.Errorf("portcullis_mcp_sessions_active = %v with two sessions never initialized, want 2", n)
+		}
+	})
 	t.Run("in flight", func(t *testing.T) {
 		entered := make(chan struct{}, 4)
 		release := make(chan struct{})

@@ -55,6 +55,11 @@ type Options struct {
 	// MaxSessions bounds the legacy sessions open at once; an initialize
 	// over the cap gets 503 with Retry-After. Zero means 10000.
 	MaxSessions int `yaml:"max_sessions" schema:"min=0"`
+	// MaxSessionsPerPrincipal bounds the legacy sessions one caller (see
+	// PrincipalKey) holds at once, initialized or not; its initialize over
+	// the share gets 429 with Retry-After. Zero means a tenth of
+	// MaxSessions (1000 by default), at least 1.
+	MaxSessionsPerPrincipal int `yaml:"max_sessions_per_principal" schema:"min=0"`
 	// ToolTimeout bounds one tools/call: when it is up the tool's context
 	// is cancelled and the caller gets an error result saying so. Zero
 	// means 60s.
@@ -65,6 +70,11 @@ type Options struct {
 	// LimitHook receives an event whenever a limit refuses a request (body
 	// size, session cap). Nil means none. Not configurable from YAML.
 	LimitHook limits.Hook `yaml:"-"`
+	// PrincipalKey names the caller that MaxSessionsPerPrincipal counts
+	// under; an empty key (no principal, as with auth off) is held to
+	// MaxSessions only. Nil means no per-principal share. Not configurable
+	// from YAML.
+	PrincipalKey limits.KeyFunc `yaml:"-"`
 }
 
 // Access is how the endpoint enforces per-tool policy at the HTTP layer,
@@ -113,6 +123,9 @@ func (o *Options) Defaults() {
 	}
 	if o.MaxSessions == 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerPrincipal == 0 {
+		o.MaxSessionsPerPrincipal = max(o.MaxSessions/defaultSessionShare, 1)
 	}
 	if o.ToolTimeout == 0 {
 		o.ToolTimeout = DefaultToolTimeout
@@ -211,7 +224,7 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 		hook = func(context.Context, limits.Event) {}
 	}
 	h := &Handler{
-		sessions:  newSessionCap(maxSessions, server),
+		sessions:  newSessionCap(maxSessions, min(opts.MaxSessionsPerPrincipal, maxSessions), opts.PrincipalKey, server),
 		limitHook: hook,
 		origins:   opts.AllowedOrigins,
 		maxBody:   opts.MaxBodyBytes,
@@ -325,6 +338,11 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 			h.limitHook(r.Context(), limits.Event{Limit: limits.LimitBodySize})
 			writeError(w, http.StatusRequestEntityTooLarge, nil, -32600,
 				fmt.Sprintf("Request body exceeds %d bytes.", mbe.Limit))
+			return
+		}
+		if errors.Is(err, limits.ErrBodyReadTimeout) {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, nil, -32000, "Request Timeout: the request body did not arrive in time.")
 			return
 		}
 		writeError(w, http.StatusBadRequest, nil, -32700, "Could not read the request body.")

@@ -43,6 +43,16 @@ type endpoint struct {
 // start serves e through NewServer and NewHandler until the test ends.
 func (e endpoint) start(t *testing.T) (*httptest.Server, *Handler) {
 	t.Helper()
+	h := e.handler(t)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts, h
+}
+
+// handler builds e's handler without serving it, for tests that call it
+// directly (inside a synctest bubble, where a real listener cannot run).
+func (e endpoint) handler(t *testing.T) *Handler {
+	t.Helper()
 	toolsets := e.toolsets
 	if toolsets == nil {
 		toolsets = []string{"core"}
@@ -65,10 +75,7 @@ func (e endpoint) start(t *testing.T) (*httptest.Server, *Handler) {
 		e.edit(&opts)
 	}
 	opts.Defaults()
-	h := NewHandler(server, opts, access, e.logger)
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	return ts, h
+	return NewHandler(server, opts, access, e.logger)
 }
 
 type response struct {

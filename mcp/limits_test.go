@@ -2,10 +2,13 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -142,7 +145,7 @@ func TestSessionCap(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	if n := h.sessions.open(); n != 2 {
+	if n, _ := h.sessions.open(""); n != 2 {
 		t.Errorf("open sessions = %d, want 2", n)
 	}
 	r := post(t, ts.URL, legacyInit, nil)
@@ -164,7 +167,7 @@ func TestSessionCap(t *testing.T) {
 		t.Fatalf("DELETE session: status %d: %s", r.status, r.body)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for h.sessions.open() != 1 && time.Now().Before(deadline) {
+	for n, _ := h.sessions.open(""); n != 1 && time.Now().Before(deadline); n, _ = h.sessions.open("") {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
@@ -187,7 +190,7 @@ func TestSessionIdleTimeoutFreesTheCap(t *testing.T) {
 		t.Fatalf("second initialize at once: status %d, want 503", r.status)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for h.sessions.open() != 0 && time.Now().Before(deadline) {
+	for n, _ := h.sessions.open(""); n != 0 && time.Now().Before(deadline); n, _ = h.sessions.open("") {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
@@ -221,14 +224,197 @@ func TestLimitOptionsValidate(t *testing.T) {
 		},
 	}
 	o.Defaults()
+	o.MaxSessionsPerPrincipal = -1
 	err := o.Validate()
 	for _, want := range []string{
 		"tool_timeout: must not be negative", "max_sessions: must not be negative",
+		"max_sessions_per_principal: must not be negative",
 		"tool_timeouts[0].tool: required", "tool_timeouts[1].timeout: must be positive",
 		`tool_timeouts[2].tool: duplicate tool "a"`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v\nwant it to mention %q", err, want)
 		}
+	}
+}
+
+// timedOutBody is a request body whose client stopped sending: a read
+// fails as it does under limits.BodyDeadline.
+type timedOutBody struct{}
+
+func (timedOutBody) Read([]byte) (int, error) { return 0, limits.ErrBodyReadTimeout }
+func (timedOutBody) Close() error             { return nil }
+
+// TestBodyReadTimeoutGets408 checks the answer to a body that did not
+// arrive in time: 408 with a JSON-RPC error, and the connection closed,
+// since the rest of the body may still be on its way.
+func TestBodyReadTimeoutGets408(t *testing.T) {
+	_, h := newTestEndpoint(t, nil)
+	r := httptest.NewRequest(http.MethodPost, "/mcp", timedOutBody{})
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusRequestTimeout || w.Header().Get("Connection") != "close" {
+		t.Fatalf("status %d, Connection %q; want 408 and close: %s", w.Code, w.Header().Get("Connection"), w.Body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || errorCode(m) != -32000 || !strings.Contains(errorMessage(m), "did not arrive in time") {
+		t.Errorf("body %s, want a JSON-RPC error saying the body did not arrive in time", w.Body)
+	}
+}
+
+// TestSessionSharePerPrincipal runs on a fake clock: one principal that
+// fills its share of sessions gets 429 while another still gets in; the
+// server's cap gets 503; sessions that were never initialized count; and
+// every count returns to zero when sessions are deleted or expire.
+func TestSessionSharePerPrincipal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = time.Minute
+		ev := &limitEvents{}
+		h := endpoint{edit: func(o *Options) {
+			o.MaxSessions = 4
+			o.MaxSessionsPerPrincipal = 2
+			o.SessionIdleTimeout = idle
+			o.LimitHook = ev.hook
+			o.PrincipalKey = func(r *http.Request) string { return r.Header.Get("X-Who") }
+		}}.handler(t)
+		// initialize sends a legacy initialize as who and never follows it
+		// with notifications/initialized.
+		initialize := func(who string) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(legacyInit))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Accept", "application/json, text/event-stream")
+			r.Header.Set("X-Who", who)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w
+		}
+		counts := func(who string, wantTotal, wantWho int) {
+			t.Helper()
+			if total, n := h.sessions.open(who); total != wantTotal || n != wantWho {
+				t.Errorf("open sessions: %d in all, %d of %q; want %d and %d", total, n, who, wantTotal, wantWho)
+			}
+		}
+		var aliceIDs []string
+		for i := range 2 {
+			w := initialize("alice")
+			if w.Code != http.StatusOK || w.Header().Get(sessionIDHeader) == "" {
+				t.Fatalf("alice's initialize %d: status %d: %s", i+1, w.Code, w.Body)
+			}
+			aliceIDs = append(aliceIDs, w.Header().Get(sessionIDHeader))
+		}
+		counts("alice", 2, 2)
+
+		w := initialize("alice")
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("alice's third initialize: status %d, Retry-After %q; want 429 with Retry-After: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+		}
+		var m map[string]any
+		if json.Unmarshal(w.Body.Bytes(), &m); errorCode(m) != -32000 || !strings.Contains(errorMessage(m), "already has 2 sessions open") {
+			t.Errorf("alice's third initialize: body %s, want a JSON-RPC error naming the share", w.Body)
+		}
+		for i := range 2 {
+			if w := initialize("bob"); w.Code != http.StatusOK {
+				t.Fatalf("bob's initialize %d beside alice's full share: status %d: %s", i+1, w.Code, w.Body)
+			}
+		}
+		counts("bob", 4, 2)
+		if w := initialize("carol"); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("carol's initialize at the server's cap: status %d, want 503: %s", w.Code, w.Body)
+		}
+
+		// Deleting one of alice's sessions gives her room again.
+		r := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
+		r.Header.Set(sessionIDHeader, aliceIDs[0])
+		r.Header.Set(protocolVersionHeader, "2025-06-18")
+		r.Header.Set("X-Who", "alice")
+		dw := httptest.NewRecorder()
+		h.ServeHTTP(dw, r)
+		if dw.Code/100 != 2 {
+			t.Fatalf("DELETE: status %d: %s", dw.Code, dw.Body)
+		}
+		synctest.Wait()
+		counts("alice", 3, 1)
+		if w := initialize("alice"); w.Code != http.StatusOK {
+			t.Fatalf("alice's initialize after a DELETE: status %d: %s", w.Code, w.Body)
+		}
+
+		// Idle sessions expire, and with them every count.
+		time.Sleep(idle + time.Second)
+		synctest.Wait()
+		counts("alice", 0, 0)
+		counts("bob", 0, 0)
+		if n := len(h.sessions.byKey); n != 0 {
+			t.Errorf("principals still counted after every session expired: %d", n)
+		}
+
+		want := []limits.Limit{limits.LimitSessionsPrincipal, limits.LimitSessions}
+		got := ev.list()
+		if len(got) != len(want) {
+			t.Fatalf("events %+v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i].Limit != want[i] {
+				t.Errorf("event %d: %q, want %q", i, got[i].Limit, want[i])
+			}
+		}
+	})
+}
+
+// TestSessionsWithoutPrincipal: with auth off there is no principal, and
+// only the server's cap applies, not a share of it.
+func TestSessionsWithoutPrincipal(t *testing.T) {
+	_, h := newTestEndpoint(t, func(o *Options) {
+		o.MaxSessions = 3
+		o.MaxSessionsPerPrincipal = 1
+		o.PrincipalKey = func(*http.Request) string { return "" }
+	})
+	for i := range 4 {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(legacyInit))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		want := http.StatusOK
+		if i == 3 {
+			want = http.StatusServiceUnavailable
+		}
+		if w.Code != want {
+			t.Fatalf("initialize %d without a principal: status %d, want %d: %s", i+1, w.Code, want, w.Body)
+		}
+	}
+}
+
+func TestSessionShareDefaults(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      Options
+		wantShare int
+		wantErr   string
+	}{
+		{name: "a tenth of the default cap", opts: Options{}, wantShare: 1000},
+		{name: "a tenth of a set cap", opts: Options{MaxSessions: 50}, wantShare: 5},
+		{name: "at least one", opts: Options{MaxSessions: 5}, wantShare: 1},
+		{name: "share above the cap", opts: Options{MaxSessions: 5, MaxSessionsPerPrincipal: 6},
+			wantErr: "max_sessions_per_principal: 6 is more than max_sessions 5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Defaults()
+			err := tc.opts.Validate()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Validate: %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.opts.MaxSessionsPerPrincipal; got != tc.wantShare {
+				t.Errorf("max_sessions_per_principal = %d, want %d", got, tc.wantShare)
+			}
+		})
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // LimitNames are the values of the limit label of
 // portcullis_limit_rejections_total. Other values are counted as [Other].
-var LimitNames = []string{"inflight_total", "inflight_principal", "sessions", "body_size", "tool_timeout", LimitHeaderSize, LimitReadHeaderTimeout}
+var LimitNames = []string{"inflight_total", "inflight_principal", "sessions", "sessions_principal", "body_size", "body_read_timeout", "tool_timeout", LimitHeaderSize, LimitReadHeaderTimeout}
 
 // limitCounters count what the server's limits refuse.
 type limitCounters struct {
@@ -25,7 +25,7 @@ func newLimitCounters() limitCounters {
 		}, []string{"scope"}),
 		limitRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_limit_rejections_total",
-			Help: "Requests refused (or, for tool_timeout, tool calls cut off) by a limit: inflight_total (503), inflight_principal (429), sessions (503), body_size (413), tool_timeout, header_size (431), read_header_timeout (connection closed before its request header was complete).",
+			Help: "Requests refused (or, for tool_timeout, tool calls cut off) by a limit: inflight_total (503), inflight_principal (429), sessions (503), sessions_principal (429: one caller holds its share of sessions), body_size (413), body_read_timeout (408 or connection closed: the request body did not arrive in time), tool_timeout, header_size (431), read_header_timeout (connection closed before its request header was complete).",
 		}, []string{"limit"}),
 		idleClosed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "portcullis_http_idle_connections_closed_total",

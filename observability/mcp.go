@@ -169,7 +169,7 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		if method == "tools/call" {
 			t.audit(ctx, c, req, errType, desc, d)
 		}
-		if method == "notifications/initialized" && err == nil {
+		if method == "initialize" && err == nil {
 			t.trackSession(req)
 		}
 		return res, err
@@ -406,14 +406,15 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 	t.Logger.LogAttrs(ctx, slog.LevelInfo, "tool call", attrs...)
 }
 
-// trackSession counts a legacy session from its initialized notification
-// until it closes. Stateless requests carry no session id and are not
-// sessions in this sense. It runs once per session: only a successful
-// notification is tracked, and the SDK refuses a second one.
+// trackSession counts a legacy session from its initialize until it
+// closes, whether or not the client goes on to send initialized: a session
+// that never does holds the server's memory all the same. Stateless
+// requests have no session id and are not sessions in this sense. It runs
+// once per session: only a successful initialize is tracked, and the SDK
+// refuses a second one.
 func (t *mcpTelemetry) trackSession(req sdk.Request) {
-	extra := req.GetExtra()
 	ss, ok := req.GetSession().(*sdk.ServerSession)
-	if t.Metrics == nil || !ok || ss == nil || extra == nil || extra.Header.Get("Mcp-Session-Id") == "" {
+	if t.Metrics == nil || !ok || ss == nil || ss.ID() == "" {
 		return
 	}
 

@@ -64,12 +64,12 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 		}, []string{"mcp_method_name", "gen_ai_tool_name", "error_type"}),
 		session: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcp_server_session_duration_seconds",
-			Help:    "Duration of legacy (stateful) MCP sessions, from initialization to close.",
+			Help:    "Duration of legacy (stateful) MCP sessions, from initialize to close.",
 			Buckets: DurationBuckets,
 		}, []string{"mcp_protocol_version"}),
 		sessionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "portcullis_mcp_sessions_active",
-			Help: "Legacy (stateful) MCP sessions open now.",
+			Help: "Legacy (stateful) MCP sessions open now, initialized or not.",
 		}),
 		authRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_auth_requests_total",

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -394,7 +395,7 @@ func TestLegacySessions(t *testing.T) {
 		t.Errorf("session duration series = %d, want 1", n)
 	}
 	want := `
-# HELP portcullis_mcp_sessions_active Legacy (stateful) MCP sessions open now.
+# HELP portcullis_mcp_sessions_active Legacy (stateful) MCP sessions open now, initialized or not.
 # TYPE portcullis_mcp_sessions_active gauge
 portcullis_mcp_sessions_active 0
 `
@@ -404,6 +405,52 @@ portcullis_mcp_sessions_active 0
 	if c := sampleCount(t, reg, "mcp_server_session_duration_seconds", "2025-11-25"); c != 1 {
 		t.Errorf("sessions measured for 2025-11-25 = %d, want 1", c)
 	}
+}
+
+// TestUninitializedSessionIsCounted checks that a session counts from its
+// initialize, before (and without) the client's initialized notification,
+// until it is deleted, and that a stateless initialize is not a session.
+func TestUninitializedSessionIsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := NewMetrics(reg, BuildInfo{})
+		s := newServer(t, MCPOptions{Metrics: m})
+		get := func(*http.Request) *sdk.Server { return s }
+		stateful := sdk.NewStreamableHTTPHandler(get, nil)
+		stateless := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Stateless: true})
+		serve := func(h http.Handler, method, sessionID string) *httptest.ResponseRecorder {
+			t.Helper()
+			body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+			if method != http.MethodPost {
+				body = ""
+			}
+			req := httptest.NewRequest(method, "/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if sessionID != "" {
+				req.Header.Set("Mcp-Session-Id", sessionID)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code/100 != 2 {
+				t.Fatalf("%s: status %d: %s", method, w.Code, w.Body)
+			}
+			synctest.Wait()
+			return w
+		}
+		serve(stateless, http.MethodPost, "")
+		if got := testutil.ToFloat64(m.sessionsActive); got != 0 {
+			t.Errorf("sessions active = %v after a stateless initialize, want 0", got)
+		}
+		id := serve(stateful, http.MethodPost, "").Header().Get("Mcp-Session-Id")
+		if got := testutil.ToFloat64(m.sessionsActive); got != 1 {
+			t.Errorf("sessions active = %v with one session that sent only initialize, want 1", got)
+		}
+		serve(stateful, http.MethodDelete, id)
+		if got := testutil.ToFloat64(m.sessionsActive); got != 0 {
+			t.Errorf("sessions active = %v after DELETE, want 0", got)
+		}
+	})
 }
 
 func sampleCount(t *testing.T, reg *prometheus.Registry, name, version string) uint64 {

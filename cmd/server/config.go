@@ -61,6 +61,12 @@ type ServerOptions struct {
 	AllowPprof bool `yaml:"allow_pprof"`
 	// ReadHeaderTimeout bounds reading request headers. Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadBodyTimeout bounds reading a request body, from the end of its
+	// headers: a body still incomplete then gets 408 (or, if its handler
+	// did not read it, the connection is closed) and is counted as
+	// limit="body_read_timeout". Responses, SSE streams among them, are
+	// not bounded. Default 30s.
+	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
 	// IdleTimeout closes idle keep-alive connections. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxHeaderBytes bounds request headers. Default 64 KiB.
@@ -89,6 +95,9 @@ func (c *Config) defaults() {
 	}
 	if s.ReadHeaderTimeout == 0 {
 		s.ReadHeaderTimeout = 10 * time.Second
+	}
+	if s.ReadBodyTimeout == 0 {
+		s.ReadBodyTimeout = limits.DefaultReadBodyTimeout
 	}
 	if s.IdleTimeout == 0 {
 		s.IdleTimeout = 120 * time.Second
@@ -132,6 +141,7 @@ func (c *Config) Validate() error {
 	}
 	for key, d := range map[string]time.Duration{
 		"server.read_header_timeout": s.ReadHeaderTimeout,
+		"server.read_body_timeout":   s.ReadBodyTimeout,
 		"server.idle_timeout":        s.IdleTimeout,
 		"server.shutdown_grace":      s.ShutdownGrace,
 	} {

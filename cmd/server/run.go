@@ -433,6 +433,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	hook := limitHook(a.logger, a.metrics)
 	mcpOpts := a.cfg.MCP
 	mcpOpts.LimitHook = hook
+	mcpOpts.PrincipalKey = principalKey
 	mcpHandler := mcp.NewHandler(a.server, mcpOpts, access, a.logger)
 	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
 	if err != nil {
@@ -442,7 +443,11 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	// The Origin check runs first: a page on another origin is refused
 	// before its token is looked at. The limits run after auth, which puts
 	// the principal they key on in the request context.
-	srv := newHTTPServer(s, a.routes(health, mcpHandler.OriginGuard(guard(limiter.Middleware(mcpHandler))), dev), a.logger)
+	//
+	// The body deadline wraps everything, auth included: a client that
+	// never finishes its body needs no token to hold a connection.
+	bodyDeadline := limits.BodyDeadline(s.ReadBodyTimeout, hook)
+	srv := newHTTPServer(s, bodyDeadline(a.routes(health, mcpHandler.OriginGuard(guard(limiter.Middleware(mcpHandler))), dev)), a.logger)
 	// net/http enforces the header size, header and idle timeouts itself;
 	// the watched listener counts what they close.
 	ln = a.metrics.WatchConns(srv, ln)
@@ -495,8 +500,11 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 
 // newHTTPServer returns the MCP listener's server with the connection
 // limits of s: a slowloris client that trickles headers is cut off after
-// ReadHeaderTimeout, idle keep-alive connections after IdleTimeout, and
-// headers over MaxHeaderBytes get 431.
+// ReadHeaderTimeout (on every request of a kept-alive connection, not only
+// the first), idle keep-alive connections after IdleTimeout, and headers
+// over MaxHeaderBytes get 431. The body's time limit is not ReadTimeout,
+// which fails reads silently, but [limits.BodyDeadline], which answers 408
+// and counts what it cuts off.
 func newHTTPServer(s ServerOptions, h http.Handler, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,

@@ -1,5 +1,6 @@
 // Package limits bounds the work one server takes on: requests in flight
-// overall and per principal, and a token-bucket rate per principal.
+// overall and per principal, a token-bucket rate per principal, and the
+// time a request body may take to arrive ([BodyDeadline]).
 //
 // [Limiter.Middleware] wraps the /mcp handler after authentication, so it
 // knows who is calling. An excess request is answered at once, never
@@ -110,7 +111,9 @@ const (
 	LimitInFlightPrincipal Limit = "inflight_principal"
 	LimitRate              Limit = "rate"
 	LimitSessions          Limit = "sessions"
+	LimitSessionsPrincipal Limit = "sessions_principal"
 	LimitBodySize          Limit = "body_size"
+	LimitBodyReadTimeout   Limit = "body_read_timeout"
 	LimitToolTimeout       Limit = "tool_timeout"
 )
 
