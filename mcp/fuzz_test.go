@@ -44,7 +44,7 @@ func fuzzHandler(f *testing.F) *Handler {
 		SessionIdleTimeout: 200 * time.Millisecond,
 	}
 	opts.Defaults()
-	return NewHandler(server, opts, Access{Policy: policy, Tools: cat.ToolNames()}, nil)
+	return NewHandler(server, opts, Access{Policy: policy, Tools: cat}, nil)
 }
 
 // FuzzHandler sends arbitrary bodies and MCP headers to /mcp in both

@@ -87,9 +87,9 @@ type Access struct {
 	// Policy decides per tool; nil allows everything, and then the SDK
 	// middleware answers unknown tools.
 	Policy ToolPolicy
-	// Tools lists the registered tools (the catalog's ToolNames). With a
-	// Policy, a call of any other name is answered as an unknown tool.
-	Tools []string
+	// Tools is the registry of tools (the catalog); required with a Policy,
+	// when a call of a name it does not have is answered as an unknown tool.
+	Tools Tools
 	// OnDenied receives every tools/call the handler answers as an unknown
 	// tool. Nil means none.
 	OnDenied DenialHook
@@ -245,6 +245,9 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 		}),
 	}
 	if access.Policy != nil {
+		if access.Tools == nil {
+			panic("mcp: NewHandler: Access.Policy is set without Access.Tools")
+		}
 		h.gate = newToolGate(access.Policy, access.Tools, access.OnDenied)
 	}
 	if opts.Sessions == nil || *opts.Sessions {

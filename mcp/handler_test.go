@@ -68,7 +68,7 @@ func (e endpoint) handler(t *testing.T) *Handler {
 	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Policy: e.access.Policy, OnDenied: e.access.OnDenied, Logger: e.logger})
 	access := e.access
 	if access.Tools == nil {
-		access.Tools = cat.ToolNames()
+		access.Tools = cat
 	}
 	var opts Options
 	if e.edit != nil {

@@ -74,7 +74,7 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
-	gate := newToolGate(cfg.Policy, cat.ToolNames(), cfg.OnDenied)
+	gate := newToolGate(cfg.Policy, cat, cfg.OnDenied)
 	mws := append([]sdk.Middleware{}, cfg.Middleware...)
 	mws = append(mws,
 		gateToolsMiddleware(gate),

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -51,27 +50,29 @@ type Denial struct {
 // DenialHook receives every [Denial]. It must be fast and must not block.
 type DenialHook func(context.Context, Denial)
 
-// toolGate decides, per caller, which tools exist.
-type toolGate struct {
-	policy     ToolPolicy // nil: every registered tool is visible
-	registered map[string]bool
-	names      []string // registered, sorted
-	hook       DenialHook
+// Tools is the registry the gate asks which tools exist; *tools.Catalog
+// is one. It must answer for tools added while the server runs too.
+type Tools interface {
+	HasTool(name string) bool
+	ToolNames() []string // sorted
 }
 
-func newToolGate(policy ToolPolicy, names []string, hook DenialHook) *toolGate {
-	g := &toolGate{policy: policy, registered: make(map[string]bool, len(names)), names: slices.Sorted(slices.Values(names)), hook: hook}
-	for _, n := range names {
-		g.registered[n] = true
-	}
-	return g
+// toolGate decides, per caller, which tools exist.
+type toolGate struct {
+	policy ToolPolicy // nil: every registered tool is visible
+	tools  Tools
+	hook   DenialHook
+}
+
+func newToolGate(policy ToolPolicy, tools Tools, hook DenialHook) *toolGate {
+	return &toolGate{policy: policy, tools: tools, hook: hook}
 }
 
 // check returns nil when the caller with info sees tool, and otherwise
 // reports the denial and returns the unknown-tool error.
 func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool string) *jsonrpc.Error {
 	d := Denial{Tool: tool, Info: info, Reason: DenialUnknownTool}
-	if g.registered[tool] {
+	if g.tools.HasTool(tool) {
 		if g.policy == nil {
 			return nil
 		}
@@ -89,11 +90,12 @@ func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool stri
 
 // visible returns the registered tools the caller sees, sorted.
 func (g *toolGate) visible(info *sdkauth.TokenInfo) []string {
+	names := g.tools.ToolNames()
 	if g.policy == nil {
-		return g.names
+		return names
 	}
-	out := make([]string, 0, len(g.names))
-	for _, n := range g.names {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
 		if ok, _ := g.policy(info, n); ok {
 			out = append(out, n)
 		}

@@ -252,3 +252,38 @@ func TestDenialHook(t *testing.T) {
 		}
 	}
 }
+
+// TestToolAddedWhileServing checks that the gate knows a tool a tool adds
+// while the server runs (the conformance toolset's list_changed trigger),
+// with a policy and without one, over both eras: before the trigger its
+// name is unknown, after it the call runs.
+func TestToolAddedWhileServing(t *testing.T) {
+	const transient = "__transient_tool_for_list_changed"
+	for _, tt := range []struct {
+		name   string
+		access Access
+	}{
+		{name: "policy", access: Access{Policy: allowAll}},
+		{name: "no policy"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ts, _ := endpoint{toolsets: []string{"conformance"}, access: tt.access}.start(t)
+			call := func(tool string) response {
+				return post(t, ts.URL, modernCall(tool, `{}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "  " + tool + "  "})
+			}
+			if r := call(transient); !strings.Contains(errorMessage(r.message), "Unknown tool") {
+				t.Fatalf("before the trigger: %d %s, want an unknown-tool error", r.status, r.body)
+			}
+			if r := call("test_trigger_tool_change"); r.status != http.StatusOK || errorCode(r.message) != 0 {
+				t.Fatalf("trigger: %d %s", r.status, r.body)
+			}
+			if r := call(transient); r.status != http.StatusOK || errorCode(r.message) != 0 {
+				t.Fatalf("after the trigger: %d %s, want a result", r.status, r.body)
+			}
+			legacy := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + transient + `","arguments":{}}}`
+			if r := post(t, ts.URL, legacy, map[string]string{"Mcp-Protocol-Version": "2025-11-25"}); r.status != http.StatusOK || errorCode(r.message) != 0 {
+				t.Fatalf("legacy call after the trigger: %d %s, want a result", r.status, r.body)
+			}
+		})
+	}
+}

@@ -66,7 +66,7 @@ func reply(content ...sdk.Content) sdk.ToolHandlerFor[any, any] {
 	}
 }
 
-func conformanceTools() []tool {
+func conformanceTools(c *Catalog) []tool {
 	ts := []tool{
 		newTool(conformanceTool("test_simple_text", "simple text", "Returns one text block."),
 			reply(&sdk.TextContent{Text: "This is a simple text response for testing."})),
@@ -137,7 +137,7 @@ func conformanceTools() []tool {
 		{name: "test_trigger_tool_change", add: func(s *sdk.Server) {
 			t := conformanceTool("test_trigger_tool_change", "tool list change", "Adds a tool, so that subscribed clients get notifications/tools/list_changed (SEP-2575).")
 			t.Annotations.ReadOnlyHint = false
-			sdk.AddTool(s, t, triggerToolChange(s))
+			sdk.AddTool(s, t, triggerToolChange(c, s))
 		}},
 		{name: "test_trigger_prompt_change", add: func(s *sdk.Server) {
 			t := conformanceTool("test_trigger_prompt_change", "prompt list change", "Adds a prompt, so that subscribed clients get notifications/prompts/list_changed (SEP-2575).")
@@ -329,10 +329,10 @@ func toolMissingCapability(_ context.Context, req *sdk.CallToolRequest, _ any) (
 
 // triggerToolChange (re)adds a no-op tool: every AddTool notifies
 // tools/list_changed, even when it replaces a tool of the same name.
-func triggerToolChange(s *sdk.Server) sdk.ToolHandlerFor[any, any] {
+func triggerToolChange(c *Catalog, s *sdk.Server) sdk.ToolHandlerFor[any, any] {
 	return func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
 		t := conformanceTool(transientToolName, "transient tool", "Does nothing; exists to change the tool list.")
-		sdk.AddTool(s, t, reply())
+		addRunningTool(c, s, t, reply())
 		return textResult("tools_list_changed published"), nil, nil
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -208,6 +209,13 @@ type Catalog struct {
 	watchInterval time.Duration
 
 	logger *slog.Logger
+
+	// names holds the names of tools, for HasTool. running holds those of
+	// tools added to a server while it serves (see addRunningTool), which
+	// exist as much as the others.
+	names   map[string]bool
+	mu      sync.RWMutex
+	running map[string]bool
 }
 
 // tool is one tool, ready to add to any server. add receives the server so
@@ -252,12 +260,20 @@ func newTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) tool {
 // answers a call of any other name as an unknown tool. AddTool panics if
 // c already has a tool of that name.
 func AddTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
-	for _, have := range c.tools {
-		if have.name == t.Name {
-			panic(fmt.Sprintf("tools: AddTool: a tool named %q is already in the catalog", t.Name))
-		}
+	if c.names[t.Name] {
+		panic(fmt.Sprintf("tools: AddTool: a tool named %q is already in the catalog", t.Name))
 	}
+	c.names[t.Name] = true
 	c.tools = append(c.tools, newTool(t, h))
+}
+
+// addRunningTool adds a tool to s while s serves, and records it in c, so
+// that HasTool and ToolNames know it as they know the catalog's own tools.
+func addRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
+	c.mu.Lock()
+	c.running[t.Name] = true
+	c.mu.Unlock()
+	sdk.AddTool(s, t, h)
 }
 
 // encodedInputSchema returns t with its input schema encoded once, as JSON,
@@ -293,13 +309,14 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 	c := &Catalog{
 		completions: map[completionKey][]string{},
 		logger:      deps.Logger,
+		names:       map[string]bool{},
+		running:     map[string]bool{},
 	}
-	byName := map[string]bool{}
 	addTools := func(ts ...tool) {
 		for _, t := range ts {
 			// A tool shared by two toolsets (calculator) is registered once.
-			if !byName[t.name] {
-				byName[t.name] = true
+			if !c.names[t.name] {
+				c.names[t.name] = true
 				c.tools = append(c.tools, t)
 			}
 		}
@@ -311,7 +328,7 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 		case ToolsetWorkshop:
 			addTools(workshopTools(opts.Weather, deps)...)
 		case ToolsetConformance:
-			addTools(conformanceTools()...)
+			addTools(conformanceTools(c)...)
 			c.addConformanceContent()
 		}
 	}
@@ -360,14 +377,34 @@ func (c *Catalog) Register(s *sdk.Server) {
 	}
 }
 
-// ToolNames returns the names of the tools Register adds, sorted.
+// ToolNames returns the names of the tools that servers built from c
+// have, sorted: those Register adds, and those the tools add while the
+// servers run.
 func (c *Catalog) ToolNames() []string {
 	names := make([]string, 0, len(c.tools))
 	for _, t := range c.tools {
 		names = append(names, t.name)
 	}
+	c.mu.RLock()
+	for n := range c.running {
+		if !c.names[n] {
+			names = append(names, n)
+		}
+	}
+	c.mu.RUnlock()
 	slices.Sort(names)
 	return names
+}
+
+// HasTool reports whether servers built from c have a tool of that name,
+// as ToolNames would list it.
+func (c *Catalog) HasTool(name string) bool {
+	if c.names[name] {
+		return true
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.running[name]
 }
 
 // Run does the background work the catalog needs until ctx is done: with the

@@ -598,7 +598,7 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 // toolAccess is how /mcp applies policy to tool calls: a call of a tool
 // the caller may not see is answered as an unknown tool.
 func (a *app) toolAccess(policy mcp.ToolPolicy) mcp.Access {
-	return mcp.Access{Policy: policy, Tools: a.catalog.ToolNames(), OnDenied: a.onDenied}
+	return mcp.Access{Policy: policy, Tools: a.catalog, OnDenied: a.onDenied}
 }
 
 // toolDeniedHook receives every tools/call answered as an unknown tool: it
