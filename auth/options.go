@@ -101,6 +101,22 @@ type IntrospectionOptions struct {
 	TokenURL string `yaml:"token_url"`
 	// Timeout bounds one introspection call. Default 5s.
 	Timeout time.Duration `yaml:"timeout"`
+	// Issuer is the authorization server's issuer identifier. When set, an
+	// "iss" in an introspection response must equal it, and introspected
+	// principals carry it as their issuer. When empty, their issuer is URL
+	// (whatever "iss" the response names), so an introspection response
+	// can never take on the identity of a JWT issuer's subjects.
+	Issuer string `yaml:"issuer"`
+	// Audiences are accepted "aud" values besides Options.Resource and the
+	// issuers' Audiences, which introspected tokens are also held to.
+	Audiences []string `yaml:"audiences"`
+	// AllowMissingAudience accepts an active introspection response with
+	// no "aud" at all (RFC 7662 makes it optional). Off, such a token is
+	// refused: without an audience nothing says it was issued for this
+	// resource rather than for another service of the same authorization
+	// server. Only for authorization servers that never return "aud"; the
+	// server warns when it is on.
+	AllowMissingAudience bool `yaml:"allow_missing_audience"`
 }
 
 // ToolPolicy is what one tool needs. When Scopes and Roles are both listed,
@@ -268,7 +284,17 @@ func (o *Options) Validate() error {
 		if in.Timeout < 0 || in.Timeout > time.Minute {
 			add("introspection.timeout", "must be between 0 and 1m, got %v", in.Timeout)
 		}
-	} else if in.ClientID != "" || in.ClientSecretFile != "" || in.TokenURL != "" {
+		if in.Issuer != "" {
+			if err := checkURL(in.Issuer, false); err != nil {
+				add("introspection.issuer", "%v", err)
+			}
+		}
+		for j, a := range in.Audiences {
+			if strings.TrimSpace(a) == "" {
+				add(fmt.Sprintf("introspection.audiences[%d]", j), "empty audience")
+			}
+		}
+	} else if in.ClientID != "" || in.ClientSecretFile != "" || in.TokenURL != "" || in.Issuer != "" || len(in.Audiences) > 0 || in.AllowMissingAudience {
 		add("introspection.url", "required when other introspection settings are set")
 	}
 	if o.ClockSkew < 0 || o.ClockSkew > MaxClockSkew {

@@ -552,6 +552,9 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 			a.logger.Warn("an issuer is allowed over plain http; tokens and keys can be tampered with in transit", "key", fmt.Sprintf("auth.issuers[%d].allow_http", i), "issuer", iss.Issuer)
 		}
 	}
+	if o.Introspection.AllowMissingAudience {
+		a.logger.Warn("introspected tokens without an audience are accepted; a token the authorization server issued for another service is accepted here too", "key", "auth.introspection.allow_missing_audience")
+	}
 	v, err := auth.NewVerifier(ctx, o, nil, nil)
 	if err != nil {
 		return nil, mcp.Access{}, err
