@@ -79,6 +79,15 @@ type IssuerOptions struct {
 	// AllowHTTP permits an http:// issuer (and JWKS URL) on a non-loopback
 	// host: for tests and labs only; the server warns when it is on.
 	AllowHTTP bool `yaml:"allow_http"`
+	// AllowUntypedAccessTokens accepts this issuer's JWTs whose JOSE header
+	// "typ" is missing or the generic "JWT", for IdPs that do not type
+	// their access tokens "at+jwt" (RFC 9068). Off, such tokens are
+	// refused, since nothing then tells an access token from an ID token
+	// the same issuer signed. On, tokens with the marks of an OpenID
+	// Connect ID token (a nonce, at_hash, c_hash or s_hash claim, or
+	// Keycloak's "typ": "ID") are still refused, and so is any other typ.
+	// The server warns when it is on.
+	AllowUntypedAccessTokens bool `yaml:"allow_untyped_access_tokens"`
 
 	// KeySet, when set, is used instead of fetching the JWKS (the dev
 	// issuer's in-process keys, tests). Not configurable from YAML.

@@ -64,6 +64,7 @@ func NewVerifier(ctx context.Context, o Options, httpClient *http.Client, now fu
 			algs:      slices.Clone(algs),
 			audiences: append([]string{o.Resource}, is.Audiences...),
 			required:  is.RequiredClaims,
+			untyped:   is.AllowUntypedAccessTokens,
 			roles:     o.RolesClaims,
 			skew:      o.ClockSkew,
 			now:       now,

@@ -551,6 +551,9 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		if iss.AllowHTTP {
 			a.logger.Warn("an issuer is allowed over plain http; tokens and keys can be tampered with in transit", "key", fmt.Sprintf("auth.issuers[%d].allow_http", i), "issuer", iss.Issuer)
 		}
+		if iss.AllowUntypedAccessTokens {
+			a.logger.Warn("an issuer's JWTs are accepted without typ at+jwt; only the ID-token claims tell its ID tokens from its access tokens", "key", fmt.Sprintf("auth.issuers[%d].allow_untyped_access_tokens", i), "issuer", iss.Issuer)
+		}
 	}
 	if o.Introspection.AllowMissingAudience {
 		a.logger.Warn("introspected tokens without an audience are accepted; a token the authorization server issued for another service is accepted here too", "key", "auth.introspection.allow_missing_audience")
