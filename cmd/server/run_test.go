@@ -91,6 +91,30 @@ func TestCheckConfig(t *testing.T) {
 			args:     []string{"--dev"},
 			wantCode: 1, want: []string{"auth.resource", "must name the served MCP endpoint", "server.shutdown_grace"},
 		},
+		{
+			name:     "--dev with a public resource",
+			config:   "auth:\n  resource: https://mcp.example.com/mcp\n",
+			args:     []string{"--dev"},
+			wantCode: 1, want: []string{`auth.resource: "https://mcp.example.com/mcp" is not on a loopback host`},
+		},
+		{
+			name:     "--dev with a resource whose name resolves to loopback",
+			config:   "auth:\n  resource: http://127.0.0.1.nip.io:8080/mcp\n",
+			args:     []string{"--dev"},
+			wantCode: 1, want: []string{"auth.resource", "not on a loopback host"},
+		},
+		{
+			name:     "--dev with a public resource from the environment",
+			env:      []string{"PORTCULLIS_AUTH_RESOURCE=http://10.0.0.1:8080/mcp"},
+			args:     []string{"--dev"},
+			wantCode: 1, want: []string{"auth.resource", "not on a loopback host"},
+		},
+		{
+			name:     "--dev with a loopback resource",
+			config:   "auth:\n  resource: http://localhost:8080/mcp\n",
+			args:     []string{"--dev"},
+			wantCode: 0, want: []string{"configuration OK"},
+		},
 		{name: "missing file", args: []string{"--config", "/nonexistent/portcullis.yaml"}, wantCode: 1, want: []string{"/nonexistent/portcullis.yaml"}},
 		{name: "stray argument", args: []string{"extra"}, wantCode: 2, want: []string{"unexpected arguments"}},
 		{name: "keys", args: []string{"--keys"}, wantCode: 0, want: []string{"server.read_header_timeout", "PORTCULLIS_SERVER_READ_HEADER_TIMEOUT", "PORTCULLIS_TOOLS_WEATHER_BASE_URL"}},
@@ -243,6 +267,15 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 		[]string{"PORTCULLIS_AUTH_INSECURE_ALLOW_UNAUTHENTICATED=true"}, strings.NewReader(""), &out, &out)
 	if code != 1 || !strings.Contains(out.String(), "--dev serves only on a loopback address") {
 		t.Fatalf("--dev on 0.0.0.0: exit code %d, output:\n%s", code, out.String())
+	}
+	out.Reset()
+	// Bounded: a server that wrongly starts stops when ctx ends, and exits 0.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	code = run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"},
+		[]string{"PORTCULLIS_AUTH_RESOURCE=https://mcp.example.com/mcp"}, strings.NewReader(""), &out, &out)
+	if code != 1 || !strings.Contains(out.String(), `auth.resource: "https://mcp.example.com/mcp" is not on a loopback host`) {
+		t.Fatalf("--dev with a public auth.resource: exit code %d, output:\n%s", code, out.String())
 	}
 }
 
