@@ -563,7 +563,9 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		return nil, mcp.Access{}, err
 	}
 	if r, ok := v.(auth.Readier); ok {
-		health.AddCheck("auth", r.Ready)
+		// The key sets log why (see auth.NewVerifier); /readyz, which
+		// anyone may call, says only what is not ready.
+		health.AddCheck("issuer keys not loaded", r.Ready)
 	}
 	metadataURL := auth.MetadataURL(o.Resource)
 	access := mcp.Access{

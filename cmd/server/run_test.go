@@ -9,6 +9,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -512,5 +513,39 @@ func TestPprofOnlyWhenAllowed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadyzHidesIssuerErrors shows that /readyz, which anyone may call,
+// says which check is not ready but nothing of the IdP's error: neither
+// its URL nor its answer.
+func TestReadyzHidesIssuerErrors(t *testing.T) {
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream connect error: tenant-secret-detail", http.StatusBadGateway)
+	}))
+	defer idp.Close()
+	cfg := writeConfig(t, "auth:\n  resource: http://127.0.0.1:1/mcp\n  issuers:\n    - issuer: "+idp.URL+"/realms/corp\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncbuf.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-exited }()
+	base := "http://" + listenAddr(t, &stderr, exited)
+
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "not ready: issuer keys not loaded\n" {
+		t.Errorf("/readyz = %d %q, want 503 %q", resp.StatusCode, body, "not ready: issuer keys not loaded\n")
+	}
+	for _, leak := range []string{strings.TrimPrefix(idp.URL, "http://"), "realms", "502", "Bad Gateway", "tenant-secret-detail", "upstream"} {
+		if strings.Contains(string(body), leak) {
+			t.Errorf("/readyz body %q shows %q from the IdP", body, leak)
+		}
 	}
 }
