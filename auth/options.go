@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
@@ -58,6 +59,11 @@ type Options struct {
 	// InsecureAllowUnauthenticated serves the endpoint with no auth on a
 	// non-loopback address. The server logs a warning at start when it is on.
 	InsecureAllowUnauthenticated bool `yaml:"insecure_allow_unauthenticated"`
+
+	// Logger receives what the verifier notices about the issuers: one
+	// warning when fetching an issuer's keys starts failing, one line
+	// when it works again. Nil means no logging. Not configurable from YAML.
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // IssuerOptions describes one trusted issuer.

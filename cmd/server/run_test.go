@@ -518,7 +518,8 @@ func TestPprofOnlyWhenAllowed(t *testing.T) {
 
 // TestReadyzHidesIssuerErrors shows that /readyz, which anyone may call,
 // says which check is not ready but nothing of the IdP's error: neither
-// its URL nor its answer.
+// its URL nor its answer. The log has them, once however often it is
+// probed.
 func TestReadyzHidesIssuerErrors(t *testing.T) {
 	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream connect error: tenant-secret-detail", http.StatusBadGateway)
@@ -534,18 +535,30 @@ func TestReadyzHidesIssuerErrors(t *testing.T) {
 	defer func() { cancel(); <-exited }()
 	base := "http://" + listenAddr(t, &stderr, exited)
 
-	resp, err := http.Get(base + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "not ready: issuer keys not loaded\n" {
-		t.Errorf("/readyz = %d %q, want 503 %q", resp.StatusCode, body, "not ready: issuer keys not loaded\n")
-	}
-	for _, leak := range []string{strings.TrimPrefix(idp.URL, "http://"), "realms", "502", "Bad Gateway", "tenant-secret-detail", "upstream"} {
-		if strings.Contains(string(body), leak) {
-			t.Errorf("/readyz body %q shows %q from the IdP", body, leak)
+	for range 3 {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "not ready: issuer keys not loaded\n" {
+			t.Errorf("/readyz = %d %q, want 503 %q", resp.StatusCode, body, "not ready: issuer keys not loaded\n")
+		}
+		for _, leak := range []string{strings.TrimPrefix(idp.URL, "http://"), "realms", "502", "Bad Gateway", "tenant-secret-detail", "upstream"} {
+			if strings.Contains(string(body), leak) {
+				t.Errorf("/readyz body %q shows %q from the IdP", body, leak)
+			}
+		}
+	}
+	// A probe that fetched returns after the fetch's log line is written.
+	var lines []string
+	for l := range strings.Lines(stderr.String()) {
+		if strings.Contains(l, `"msg":"auth: issuer unreachable`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `"issuer":"`+idp.URL+`/realms/corp"`) || !strings.Contains(lines[0], "502 Bad Gateway") {
+		t.Errorf("want one log line naming the issuer and its error, got %d:\n%s", len(lines), stderr.String())
 	}
 }
