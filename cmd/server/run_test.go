@@ -562,3 +562,79 @@ func TestReadyzHidesIssuerErrors(t *testing.T) {
 		t.Errorf("want one log line naming the issuer and its error, got %d:\n%s", len(lines), stderr.String())
 	}
 }
+
+// TestWeakeningKnobsWarn shows that the auth knobs that weaken a check are
+// each named in a warning at start.
+func TestWeakeningKnobsWarn(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, `auth:
+  resource: http://127.0.0.1:1/mcp
+  issuers:
+    - issuer: http://127.0.0.1:1/realms/corp
+      allow_untyped_access_tokens: true
+  introspection:
+    url: https://as.example.com/introspect
+    client_id: portcullis
+    client_secret_file: `+secret+`
+    allow_missing_audience: true
+`)
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncbuf.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-exited }()
+	listenAddr(t, &stderr, exited) // the warnings come before this line
+	for _, key := range []string{"auth.issuers[0].allow_untyped_access_tokens", "auth.introspection.allow_missing_audience"} {
+		found := false
+		for l := range strings.Lines(stderr.String()) {
+			if strings.Contains(l, `"level":"WARN"`) && strings.Contains(l, `"key":"`+key+`"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no warning naming %s:\n%s", key, stderr.String())
+		}
+	}
+}
+
+// TestDevIssuerMountedLoopbackOnly shows the served dev issuer refusing a
+// request whose Host or Origin is not loopback (DNS rebinding).
+func TestDevIssuerMountedLoopbackOnly(t *testing.T) {
+	_, issuer := startDev(t)
+	for _, tt := range []struct {
+		name, host, origin string
+		want               int
+	}{
+		{name: "loopback", want: http.StatusOK},
+		{name: "Host evil.example", host: "evil.example", want: http.StatusMisdirectedRequest},
+		{name: "Host 127.0.0.1.nip.io", host: "127.0.0.1.nip.io", want: http.StatusMisdirectedRequest},
+		{name: "Origin evil.example", origin: "http://evil.example", want: http.StatusForbidden},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, issuer+"/jwks", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("GET /dev-issuer/jwks: status %d, want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+}
