@@ -20,7 +20,7 @@ import (
 // subject, exp, nbf and iat within the skew, and the configured issuer.
 type introspector struct {
 	url        string
-	issuer     string // IntrospectionOptions.Issuer; "" means any iss, principal issuer url
+	issuer     string // IntrospectionOptions.Issuer; "" accepts any iss, and principals carry url
 	clientID   string
 	secret     string
 	tokens     oauth2.TokenSource // for AuthMethodBearer
