@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -121,8 +122,24 @@ func (d *DevIssuer) Mint(subject, audience string, scopes []string, ttl time.Dur
 // without http.StripPrefix): /.well-known/openid-configuration,
 // /.well-known/oauth-authorization-server, /jwks and /token
 // (grant_type=client_credentials, any client, optional resource and scope).
+//
+// Listening on loopback is not enough against DNS rebinding: a web page
+// whose own name the attacker points at 127.0.0.1 can reach the port,
+// and its requests then carry that name. So every endpoint first checks
+// that the Host header names a loopback host ("localhost" or a loopback
+// IP, nothing else: not 127.0.0.1.nip.io, not *.localhost), answering 421
+// Misdirected Request otherwise, and that an Origin header, when there is
+// one, names a loopback http(s) origin, answering 403 otherwise.
 func (d *DevIssuer) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHostPort(r.Host) {
+			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "invalid_request", "error_description": "the dev issuer answers only to a loopback Host"})
+			return
+		}
+		if o := r.Header.Values("Origin"); len(o) > 0 && (len(o) > 1 || !loopbackOrigin(o[0])) {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "invalid_request", "error_description": "the dev issuer answers only to a loopback Origin"})
+			return
+		}
 		p := r.URL.Path
 		if d.path != "" {
 			p = strings.TrimPrefix(p, d.path)
@@ -199,6 +216,32 @@ func (d *DevIssuer) token(w http.ResponseWriter, r *http.Request) {
 		resp["scope"] = strings.Join(scopes, " ")
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// loopbackHostPort reports whether hostport (a Host header: a host with
+// an optional port) names "localhost" or a loopback IP literal. Names that
+// merely resolve to loopback are refused: whoever controls their DNS can
+// rebind them.
+func loopbackHostPort(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackOrigin reports whether origin (an Origin header) is an http(s)
+// origin on a loopback host; "null" and anything else are not.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return false
+	}
+	return loopbackHostPort(u.Host)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

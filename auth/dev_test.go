@@ -110,3 +110,76 @@ func TestDevIssuerHTTP(t *testing.T) {
 		t.Errorf("password grant: status %d, want 400", bad.StatusCode)
 	}
 }
+
+// TestDevIssuerLoopbackOnly shows the DNS-rebinding defence: every
+// endpoint answers only requests whose Host names a loopback host, and
+// whose Origin, when sent, is a loopback origin.
+func TestDevIssuerLoopbackOnly(t *testing.T) {
+	d, err := NewDevIssuer("http://127.0.0.1:8080/dev", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.DefaultAudience = "http://127.0.0.1:8080/mcp"
+	h := d.Handler()
+	tests := []struct {
+		name   string
+		host   string
+		origin []string
+		want   int
+	}{
+		{name: "127.0.0.1 with port", host: "127.0.0.1:8080", want: 200},
+		{name: "localhost", host: "localhost:8080", want: 200},
+		{name: "LOCALHOST without port", host: "LOCALHOST", want: 200},
+		{name: "[::1]", host: "[::1]:8080", want: 200},
+		{name: "127.0.0.2", host: "127.0.0.2:8080", want: 200},
+		{name: "loopback origin", host: "127.0.0.1:8080", origin: []string{"http://localhost:6274"}, want: 200},
+		{name: "loopback https origin", host: "127.0.0.1:8080", origin: []string{"https://127.0.0.1"}, want: 200},
+
+		{name: "Host evil.example", host: "evil.example", want: 421},
+		{name: "Host evil.example with port", host: "evil.example:8080", want: 421},
+		{name: "Host 127.0.0.1.nip.io", host: "127.0.0.1.nip.io:8080", want: 421},
+		{name: "Host localhost.evil.example", host: "localhost.evil.example", want: 421},
+		{name: "Host rebind.localhost", host: "rebind.localhost:8080", want: 421},
+		{name: "Host 0.0.0.0", host: "0.0.0.0:8080", want: 421},
+		{name: "Host 10.0.0.1", host: "10.0.0.1:8080", want: 421},
+		{name: "Host empty", host: "", want: 421},
+		{name: "Origin evil.example", host: "127.0.0.1:8080", origin: []string{"http://evil.example"}, want: 403},
+		{name: "Origin 127.0.0.1.nip.io", host: "127.0.0.1:8080", origin: []string{"http://127.0.0.1.nip.io:8080"}, want: 403},
+		{name: "Origin null", host: "127.0.0.1:8080", origin: []string{"null"}, want: 403},
+		{name: "Origin not http", host: "127.0.0.1:8080", origin: []string{"file://localhost"}, want: 403},
+		{name: "Origin with userinfo", host: "127.0.0.1:8080", origin: []string{"http://evil.example@localhost"}, want: 403},
+		{name: "two Origins", host: "127.0.0.1:8080", origin: []string{"http://localhost", "http://evil.example"}, want: 403},
+		{name: "Origin empty", host: "127.0.0.1:8080", origin: []string{""}, want: 403},
+	}
+	endpoints := []struct {
+		method, path string
+		body         string
+	}{
+		{"GET", "/dev/.well-known/openid-configuration", ""},
+		{"GET", "/dev/.well-known/oauth-authorization-server", ""},
+		{"GET", "/dev/jwks", ""},
+		{"POST", "/dev/token", "grant_type=client_credentials"},
+	}
+	for _, tt := range tests {
+		for _, ep := range endpoints {
+			t.Run(tt.name+" "+ep.path, func(t *testing.T) {
+				req := httptest.NewRequest(ep.method, "http://127.0.0.1:8080"+ep.path, strings.NewReader(ep.body))
+				req.Host = tt.host
+				if ep.body != "" {
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				}
+				for _, o := range tt.origin {
+					req.Header.Add("Origin", o)
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != tt.want {
+					t.Fatalf("status %d, want %d: %s", rec.Code, tt.want, rec.Body)
+				}
+				if tt.want != 200 && (strings.Contains(rec.Body.String(), "access_token") || strings.Contains(rec.Body.String(), "keys")) {
+					t.Errorf("refused request got a token or keys: %s", rec.Body)
+				}
+			})
+		}
+	}
+}

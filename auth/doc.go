@@ -25,15 +25,20 @@
 // [NewVerifier] builds a [Verifier]: for a JWT it picks the issuer by the
 // (unverified) "iss", then go-oidc checks the signature against the
 // issuer's key set with the configured algorithm allow-list ("none" and HMAC
-// are never accepted); auth itself checks exp (required), nbf and iat with
-// [Options.ClockSkew], the audience ([Options.Resource] plus
-// [IssuerOptions.Audiences]; an empty list accepts nothing) and required
-// claims. Key sets are fetched on first use (or by [Readier.Ready]), found
+// are never accepted); auth itself checks that the token is an access
+// token (JOSE typ at+jwt, RFC 9068; see
+// [IssuerOptions.AllowUntypedAccessTokens]), exp (required), nbf and iat
+// with [Options.ClockSkew], the audience ([Options.Resource] plus
+// [IssuerOptions.Audiences]; an empty list accepts nothing), sub and
+// required claims. Key sets are fetched on first use (or by [Readier.Ready]), found
 // by OpenID Connect discovery or RFC 8414 unless a JWKS URL is given, and
 // refreshed when a token names an unknown kid, at most once per
 // [Options.JWKSRefreshInterval] whatever the number of kids. When the IdP is
 // down, the keys already loaded keep working. Tokens that are not JWTs go to
-// RFC 7662 introspection when it is configured. Successful verifications
+// RFC 7662 introspection when it is configured, whose answer is held to
+// the same rules: an audience naming this resource (see
+// [IntrospectionOptions.AllowMissingAudience]), a sub, and exp, nbf, iat
+// and iss when present. Successful verifications
 // are cached by the SHA-256 of the token until the earlier of the token's
 // exp and [Options.CacheTTL].
 //

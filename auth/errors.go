@@ -19,6 +19,7 @@ const (
 	ReasonBadSignature        Reason = "bad_signature"        // signature does not verify, or a disallowed algorithm
 	ReasonWrongAudience       Reason = "wrong_audience"       // aud names none of the accepted audiences
 	ReasonWrongIssuer         Reason = "wrong_issuer"         // iss is not a configured issuer
+	ReasonWrongTokenType      Reason = "wrong_token_type"     // a JWT that is not an access token (typ not at+jwt, an ID token)
 	ReasonUnknownKey          Reason = "unknown_key"          // kid not in the issuer's key set, even after a refresh
 	ReasonInsufficientScope   Reason = "insufficient_scope"   // valid token without the scopes or roles needed
 	ReasonIntrospectionFailed Reason = "introspection_failed" // the introspection endpoint could not answer
@@ -60,6 +61,7 @@ var (
 	ErrBadSignature        = &Error{Reason: ReasonBadSignature}
 	ErrWrongAudience       = &Error{Reason: ReasonWrongAudience}
 	ErrWrongIssuer         = &Error{Reason: ReasonWrongIssuer}
+	ErrWrongTokenType      = &Error{Reason: ReasonWrongTokenType}
 	ErrUnknownKey          = &Error{Reason: ReasonUnknownKey}
 	ErrInsufficientScope   = &Error{Reason: ReasonInsufficientScope}
 	ErrIntrospectionFailed = &Error{Reason: ReasonIntrospectionFailed}

@@ -74,10 +74,21 @@ func (k testKey) jwk() jose.JSONWebKey {
 	return jose.JSONWebKey{Key: k.key.Public(), KeyID: k.kid, Algorithm: string(k.alg), Use: "sig"}
 }
 
-// sign signs claims with k.
+// sign signs claims with k as an access token (JOSE header typ at+jwt,
+// RFC 9068).
 func (k testKey) sign(t testing.TB, claims map[string]any) string {
 	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: jose.JSONWebKey{Key: k.key, KeyID: k.kid}}, nil)
+	return k.signTyped(t, "at+jwt", claims)
+}
+
+// signTyped signs claims with k and the JOSE header typ ("" for none).
+func (k testKey) signTyped(t testing.TB, typ string, claims map[string]any) string {
+	t.Helper()
+	opts := &jose.SignerOptions{}
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: jose.JSONWebKey{Key: k.key, KeyID: k.kid}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

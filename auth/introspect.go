@@ -15,18 +15,22 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// introspector verifies opaque tokens with RFC 7662.
+// introspector verifies opaque tokens with RFC 7662. An active response
+// is held to the rules a JWT is: an audience naming this resource, a
+// subject, exp, nbf and iat within the skew, and the configured issuer.
 type introspector struct {
-	url       string
-	clientID  string
-	secret    string
-	tokens    oauth2.TokenSource // for AuthMethodBearer
-	client    *http.Client
-	timeout   time.Duration
-	audiences []string
-	roles     []string
-	skew      time.Duration
-	now       func() time.Time
+	url        string
+	issuer     string // IntrospectionOptions.Issuer; "" accepts any iss, and principals carry url
+	clientID   string
+	secret     string
+	tokens     oauth2.TokenSource // for AuthMethodBearer
+	client     *http.Client
+	timeout    time.Duration
+	audiences  []string
+	allowNoAud bool
+	roles      []string
+	skew       time.Duration
+	now        func() time.Time
 }
 
 func newIntrospector(ctx context.Context, o Options, client *http.Client, now func() time.Time) (*introspector, error) {
@@ -39,13 +43,16 @@ func newIntrospector(ctx context.Context, o Options, client *http.Client, now fu
 	if secret == "" {
 		return nil, fmt.Errorf("auth: introspection.client_secret_file %s is empty", in.ClientSecretFile)
 	}
+	// The audiences any JWT issuer accepts, plus introspection's own.
 	auds := []string{o.Resource}
 	for _, is := range o.Issuers {
 		auds = append(auds, is.Audiences...)
 	}
+	auds = append(auds, in.Audiences...)
 	ix := &introspector{
-		url: in.URL, clientID: in.ClientID, secret: secret, client: client,
-		timeout: in.Timeout, audiences: auds, roles: o.RolesClaims, skew: o.ClockSkew, now: now,
+		url: in.URL, issuer: in.Issuer, clientID: in.ClientID, secret: secret, client: client,
+		timeout: in.Timeout, audiences: auds, allowNoAud: in.AllowMissingAudience,
+		roles: o.RolesClaims, skew: o.ClockSkew, now: now,
 	}
 	if in.AuthMethod == AuthMethodBearer {
 		cc := &clientcredentials.Config{ClientID: in.ClientID, ClientSecret: secret, TokenURL: in.TokenURL}
@@ -98,6 +105,7 @@ func (ix *introspector) verify(ctx context.Context, token string) (*Principal, e
 		Aud    audience     `json:"aud"`
 		Exp    *numericDate `json:"exp"`
 		Nbf    *numericDate `json:"nbf"`
+		Iat    *numericDate `json:"iat"`
 	}
 	if err := json.Unmarshal(body, &std); err != nil {
 		return nil, fail(ReasonIntrospectionFailed, "decoding response: %v", err)
@@ -106,23 +114,41 @@ func (ix *introspector) verify(ctx context.Context, token string) (*Principal, e
 		return nil, fail(ReasonInactive, "introspection: token is not active")
 	}
 	now := ix.now()
-	p := principalFromClaims(claims, ix.roles)
-	p.Subject, p.Issuer = std.Sub, std.Iss
-	if p.Issuer == "" {
-		p.Issuer = ix.url
-	}
+	var exp time.Time
 	if std.Exp != nil {
-		p.Expiry = time.Time(*std.Exp)
-		if !now.Before(p.Expiry.Add(ix.skew)) {
-			return nil, fail(ReasonExpired, "introspection: expired at %s", p.Expiry.UTC().Format(time.RFC3339))
+		exp = time.Time(*std.Exp)
+		if !now.Before(exp.Add(ix.skew)) {
+			return nil, fail(ReasonExpired, "introspection: expired at %s", exp.UTC().Format(time.RFC3339))
 		}
 	}
 	if std.Nbf != nil && now.Add(ix.skew).Before(time.Time(*std.Nbf)) {
-		return nil, fail(ReasonNotYetValid, "introspection: nbf in the future")
+		return nil, fail(ReasonNotYetValid, "introspection: nbf %s is in the future", time.Time(*std.Nbf).UTC().Format(time.RFC3339))
 	}
-	// aud is optional in RFC 7662; when present it must name us.
-	if len(std.Aud) > 0 && !audienceOK(std.Aud, ix.audiences) {
+	if std.Iat != nil && now.Add(ix.skew).Before(time.Time(*std.Iat)) {
+		return nil, fail(ReasonNotYetValid, "introspection: iat %s is in the future", time.Time(*std.Iat).UTC().Format(time.RFC3339))
+	}
+	if ix.issuer != "" && std.Iss != "" && std.Iss != ix.issuer {
+		return nil, fail(ReasonWrongIssuer, "introspection: iss %q is not %q", std.Iss, ix.issuer)
+	}
+	// RFC 7662 makes aud optional; this server does not: a token with no
+	// audience may have been issued for any service of the authorization
+	// server, unless the operator says this one never sets it.
+	switch {
+	case len(std.Aud) == 0 && !ix.allowNoAud:
+		return nil, fail(ReasonWrongAudience, "introspection: response has no aud (set introspection.allow_missing_audience if the authorization server never returns one)")
+	case len(std.Aud) > 0 && !audienceOK(std.Aud, ix.audiences):
 		return nil, fail(ReasonWrongAudience, "introspection: aud %q names none of the accepted audiences", []string(std.Aud))
+	}
+	// As for JWTs: without sub, every such token would share one identity,
+	// and with it sessions, MRTR state and rate limits.
+	if std.Sub == "" {
+		return nil, fail(ReasonInvalid, "introspection: response has no sub")
+	}
+	p := principalFromClaims(claims, ix.roles)
+	p.Subject, p.Expiry = std.Sub, exp
+	p.Issuer = ix.issuer
+	if p.Issuer == "" {
+		p.Issuer = ix.url
 	}
 	return p, nil
 }

@@ -19,10 +19,28 @@ type fakeIntrospection struct {
 	srv   *httptest.Server
 	calls atomic.Int32
 	hang  chan struct{}
+	// answers maps a token to the active response the endpoint gives,
+	// besides the built-in ones below.
+	answers map[string]map[string]any
+}
+
+// activeAnswer is an active introspection response for token "opaque-good"
+// at t0, with overrides applied (a nil value deletes the member).
+func activeAnswer(over map[string]any) map[string]any {
+	a := map[string]any{"active": true, "sub": "bob", "iss": "https://as.example.com", "client_id": "cli",
+		"scope": "mcp:tools", "exp": t0.Add(time.Hour).Unix(), "aud": testResource, "groups": []string{"ops"}}
+	for k, v := range over {
+		if v == nil {
+			delete(a, k)
+		} else {
+			a[k] = v
+		}
+	}
+	return a
 }
 
 func newFakeIntrospection(t *testing.T) *fakeIntrospection {
-	f := &fakeIntrospection{hang: make(chan struct{})}
+	f := &fakeIntrospection{hang: make(chan struct{}), answers: map[string]map[string]any{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
 		id, secret, _ := r.BasicAuth()
@@ -44,12 +62,15 @@ func newFakeIntrospection(t *testing.T) *fakeIntrospection {
 			writeJSON(w, 400, map[string]string{"error": "invalid_request"})
 			return
 		}
+		if a, ok := f.answers[r.FormValue("token")]; ok {
+			writeJSON(w, 200, a)
+			return
+		}
 		switch r.FormValue("token") {
 		case "opaque-good":
-			writeJSON(w, 200, map[string]any{"active": true, "sub": "bob", "iss": "https://as.example.com", "client_id": "cli",
-				"scope": "mcp:tools", "exp": t0.Add(time.Hour).Unix(), "aud": testResource, "groups": []string{"ops"}})
+			writeJSON(w, 200, activeAnswer(nil))
 		case "opaque-short":
-			writeJSON(w, 200, map[string]any{"active": true, "sub": "bob", "exp": t0.Add(20 * time.Second).Unix()})
+			writeJSON(w, 200, map[string]any{"active": true, "sub": "bob", "aud": testResource, "exp": t0.Add(20 * time.Second).Unix()})
 		case "opaque-other-aud":
 			writeJSON(w, 200, map[string]any{"active": true, "sub": "bob", "exp": t0.Add(time.Hour).Unix(), "aud": "https://other"})
 		case "opaque-500":
@@ -86,7 +107,10 @@ func TestIntrospection(t *testing.T) {
 		name       string
 		method     string
 		token      string
+		answer     map[string]any // the response for token "opaque-answer"
+		mutate     func(*Options)
 		wantReason Reason
+		wantIssuer string // "" = the introspection URL
 	}{
 		{name: "active, client_secret_basic", method: AuthMethodClientSecretBasic, token: "opaque-good"},
 		{name: "active, bearer from client_credentials", method: AuthMethodBearer, token: "opaque-good"},
@@ -94,17 +118,68 @@ func TestIntrospection(t *testing.T) {
 		{name: "wrong audience", token: "opaque-other-aud", wantReason: ReasonWrongAudience},
 		{name: "endpoint error", token: "opaque-500", wantReason: ReasonIntrospectionFailed},
 		{name: "endpoint timeout", token: "opaque-hang", wantReason: ReasonIntrospectionFailed},
+
+		// The audience: a string or an array, one of the accepted values.
+		{name: "aud missing", answer: activeAnswer(map[string]any{"aud": nil}), wantReason: ReasonWrongAudience},
+		{name: "aud empty string", answer: activeAnswer(map[string]any{"aud": ""}), wantReason: ReasonWrongAudience},
+		{name: "aud empty array", answer: activeAnswer(map[string]any{"aud": []string{}}), wantReason: ReasonWrongAudience},
+		{name: "aud missing, allowed by the knob", answer: activeAnswer(map[string]any{"aud": nil}),
+			mutate: func(o *Options) { o.Introspection.AllowMissingAudience = true }},
+		{name: "aud wrong, the knob does not help", answer: activeAnswer(map[string]any{"aud": "https://other/mcp"}),
+			mutate: func(o *Options) { o.Introspection.AllowMissingAudience = true }, wantReason: ReasonWrongAudience},
+		{name: "aud wrong array", answer: activeAnswer(map[string]any{"aud": []string{"https://other/mcp", "api://other"}}), wantReason: ReasonWrongAudience},
+		{name: "aud array naming the resource", answer: activeAnswer(map[string]any{"aud": []string{"https://other/mcp", testResource}})},
+		{name: "aud an issuer's extra audience", answer: activeAnswer(map[string]any{"aud": "api://portcullis-app-id"}),
+			mutate: func(o *Options) {
+				o.Issuers = []IssuerOptions{{Issuer: "https://idp.example.com", Audiences: []string{"api://portcullis-app-id"}}}
+				o.Defaults()
+			}},
+		{name: "aud introspection's extra audience", answer: activeAnswer(map[string]any{"aud": []string{"portcullis-api"}}),
+			mutate: func(o *Options) { o.Introspection.Audiences = []string{"portcullis-api"} }},
+		{name: "aud a prefix of the resource", answer: activeAnswer(map[string]any{"aud": "https://mcp.example.com"}), wantReason: ReasonWrongAudience},
+
+		// The subject: required, so two callers never share one identity.
+		{name: "sub missing", answer: activeAnswer(map[string]any{"sub": nil}), wantReason: ReasonInvalid},
+		{name: "sub empty", answer: activeAnswer(map[string]any{"sub": ""}), wantReason: ReasonInvalid},
+		{name: "sub missing, client_id is no substitute", answer: activeAnswer(map[string]any{"sub": nil, "client_id": "cli"}),
+			mutate: func(o *Options) { o.Introspection.AllowMissingAudience = true }, wantReason: ReasonInvalid},
+
+		// Times and issuer, as for JWTs.
+		{name: "exp past", answer: activeAnswer(map[string]any{"exp": t0.Add(-time.Minute).Unix()}), wantReason: ReasonExpired},
+		{name: "nbf future", answer: activeAnswer(map[string]any{"nbf": t0.Add(time.Minute).Unix()}), wantReason: ReasonNotYetValid},
+		{name: "iat future", answer: activeAnswer(map[string]any{"iat": t0.Add(time.Minute).Unix()}), wantReason: ReasonNotYetValid},
+		{name: "iss is the configured issuer", answer: activeAnswer(nil),
+			mutate: func(o *Options) { o.Introspection.Issuer = "https://as.example.com" }, wantIssuer: "https://as.example.com"},
+		{name: "iss absent, configured issuer", answer: activeAnswer(map[string]any{"iss": nil}),
+			mutate: func(o *Options) { o.Introspection.Issuer = "https://as.example.com" }, wantIssuer: "https://as.example.com"},
+		{name: "iss other than the configured issuer", answer: activeAnswer(map[string]any{"iss": "https://idp.example.com"}),
+			mutate: func(o *Options) { o.Introspection.Issuer = "https://as.example.com" }, wantReason: ReasonWrongIssuer},
+		{name: "iss naming a JWT issuer does not take on its identities",
+			answer: activeAnswer(map[string]any{"iss": "https://idp.example.com"}),
+			mutate: func(o *Options) {
+				o.Issuers = []IssuerOptions{{Issuer: "https://idp.example.com"}}
+				o.Defaults()
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeIntrospection(t)
-			v, err := NewVerifier(context.Background(), introspectionOptions(t, f, tt.method), nil, newClock().Now)
+			o := introspectionOptions(t, f, tt.method)
+			if tt.mutate != nil {
+				tt.mutate(&o)
+			}
+			token := tt.token
+			if tt.answer != nil {
+				token = "opaque-answer"
+				f.answers[token] = tt.answer
+			}
+			v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := v.Verify(context.Background(), tt.token)
+			p, err := v.Verify(context.Background(), token)
 			if tt.wantReason != "" {
-				if ReasonOf(err) != tt.wantReason {
+				if err == nil || ReasonOf(err) != tt.wantReason {
 					t.Fatalf("err = %v, want %s", err, tt.wantReason)
 				}
 				return
@@ -114,6 +189,13 @@ func TestIntrospection(t *testing.T) {
 			}
 			if p.Subject != "bob" || p.ClientID != "cli" || !slices.Equal(p.Scopes, []string{"mcp:tools"}) || !slices.Equal(p.Roles, []string{"ops"}) {
 				t.Errorf("principal = %+v", p)
+			}
+			wantIssuer := tt.wantIssuer
+			if wantIssuer == "" {
+				wantIssuer = o.Introspection.URL
+			}
+			if p.Issuer != wantIssuer {
+				t.Errorf("principal issuer = %q, want %q", p.Issuer, wantIssuer)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,6 +33,11 @@ var errRateLimited = errors.New("key set refresh rate limited")
 // maxAge are refreshed in the background, without holding the request that
 // noticed, so a key the IdP removes stops being trusted within about
 // maxAge.
+//
+// Whether the issuer answers is logged once per change: the first failed
+// fetch (at start, on an unknown kid, in the background, or for
+// readiness) as a warning with the issuer and the error, then the first
+// fetch that works again; not once per request or probe.
 type keySet struct {
 	issuer    string
 	jwksURL   string // from config, or discovered
@@ -40,6 +46,7 @@ type keySet struct {
 	now       func() time.Time
 	limiter   *rate.Limiter
 	maxAge    time.Duration // 0: never refresh known keys
+	logger    *slog.Logger
 
 	mu        sync.Mutex
 	keys      []jose.JSONWebKey
@@ -48,7 +55,8 @@ type keySet struct {
 	loaded    bool
 	lastErr   error
 	inflight  *fetchCall
-	fetches   int // number of JWKS fetches attempted (tests)
+	fetches   int  // number of JWKS fetches attempted (tests)
+	failing   bool // the last fetch failed (what was logged last)
 }
 
 type fetchCall struct {
@@ -56,12 +64,16 @@ type fetchCall struct {
 	err  error
 }
 
-func newKeySet(issuer, jwksURL string, allowHTTP bool, client *http.Client, now func() time.Time, interval, maxAge time.Duration) *keySet {
+// newKeySet returns the key set of issuer; logger nil means no logging.
+func newKeySet(issuer, jwksURL string, allowHTTP bool, client *http.Client, now func() time.Time, interval, maxAge time.Duration, logger *slog.Logger) *keySet {
 	lim := rate.NewLimiter(rate.Every(interval), 1)
 	if interval <= 0 {
 		lim = rate.NewLimiter(rate.Inf, 1)
 	}
-	return &keySet{issuer: issuer, jwksURL: jwksURL, allowHTTP: allowHTTP, client: client, now: now, limiter: lim, maxAge: maxAge}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &keySet{issuer: issuer, jwksURL: jwksURL, allowHTTP: allowHTTP, client: client, now: now, limiter: lim, maxAge: maxAge, logger: logger}
 }
 
 // refreshIfStale starts one background refresh when the keys held are
@@ -182,10 +194,35 @@ func (k *keySet) refresh(ctx context.Context) error {
 		k.lastErr = err // keep the keys we have
 	}
 	k.inflight = nil
+	changed := k.failing != (err != nil)
+	k.failing = err != nil
+	held := len(k.keys)
 	k.mu.Unlock()
+	if changed {
+		// Only this fetch saw the change: concurrent callers share it.
+		k.logChange(err, held)
+	}
 	c.err = err
 	close(c.done)
 	return err
+}
+
+// maxLoggedError bounds the error text logged for a failed fetch, which
+// may quote the IdP's answer.
+const maxLoggedError = 500
+
+// logChange logs that fetching the issuer's keys started failing (err)
+// or works again (err nil).
+func (k *keySet) logChange(err error, held int) {
+	if err == nil {
+		k.logger.Info("auth: issuer keys fetched again", "issuer", k.issuer, "keys", held)
+		return
+	}
+	msg := err.Error()
+	if len(msg) > maxLoggedError {
+		msg = msg[:maxLoggedError] + "…"
+	}
+	k.logger.Warn("auth: issuer unreachable: cannot fetch its keys; tokens with keys already held still verify", "issuer", k.issuer, "error", msg, "keys_held", held)
 }
 
 // Ready reports whether keys are loaded, trying one (rate-limited, bounded)

@@ -19,6 +19,7 @@ type issuerVerifier struct {
 	algs      []string
 	audiences []string // Options.Resource first, then IssuerOptions.Audiences
 	required  []string
+	untyped   bool // IssuerOptions.AllowUntypedAccessTokens
 	roles     []string
 	skew      time.Duration
 	now       func() time.Time
@@ -30,6 +31,7 @@ type issuerVerifier struct {
 type jwtHeader struct {
 	Alg string `json:"alg"`
 	Kid string `json:"kid"`
+	Typ string `json:"typ"`
 }
 
 // splitJWT returns the header and payload of a compact JWS, or ok=false when
@@ -86,6 +88,11 @@ func (v *issuerVerifier) verify(ctx context.Context, raw string, header []byte) 
 	if err := tok.Claims(&claims); err != nil {
 		return nil, fail(ReasonMalformed, "claims: %v", err)
 	}
+	// The header is part of what the signature covers: typ is the
+	// issuer's word, checked once the signature is.
+	if err := v.checkTokenType(h.Typ, claims); err != nil {
+		return nil, err
+	}
 	var std struct {
 		Exp *numericDate `json:"exp"`
 		Nbf *numericDate `json:"nbf"`
@@ -126,6 +133,46 @@ func (v *issuerVerifier) verify(ctx context.Context, raw string, header []byte) 
 	p.Subject = tok.Subject
 	p.Expiry = exp
 	return p, nil
+}
+
+// isAccessTokenType reports whether a JOSE header typ names a JWT access
+// token (RFC 9068 section 2.1; media types compare case-insensitively).
+func isAccessTokenType(typ string) bool {
+	return strings.EqualFold(typ, "at+jwt") || strings.EqualFold(typ, "application/at+jwt")
+}
+
+// idTokenClaims are claims only OpenID Connect ID tokens carry (OIDC Core
+// sections 2 and 3.3.2.11, FAPI's s_hash): an access token has no use for
+// them.
+var idTokenClaims = []string{"nonce", "at_hash", "c_hash", "s_hash"}
+
+// checkTokenType refuses a JWT that is not an access token, so an ID
+// token (or a logout or event token) the issuer signed for some client
+// cannot be replayed here. RFC 9068 section 4: the typ must be at+jwt or
+// application/at+jwt. For an issuer with AllowUntypedAccessTokens, a
+// missing typ or the generic "JWT" is accepted too, unless the claims
+// carry the marks of an ID token: one of idTokenClaims, or Keycloak's
+// "typ": "ID". Any other typ is refused in every mode.
+func (v *issuerVerifier) checkTokenType(typ string, claims map[string]json.RawMessage) error {
+	if isAccessTokenType(typ) {
+		return nil
+	}
+	if !v.untyped {
+		return fail(ReasonWrongTokenType, "JOSE header typ %q is not at+jwt (RFC 9068); issuer %s needs allow_untyped_access_tokens if it does not type its access tokens", typ, v.issuer)
+	}
+	if typ != "" && !strings.EqualFold(typ, "JWT") && !strings.EqualFold(typ, "application/jwt") {
+		return fail(ReasonWrongTokenType, "JOSE header typ %q is not an access token type", typ)
+	}
+	for _, c := range idTokenClaims {
+		if _, ok := claims[c]; ok {
+			return fail(ReasonWrongTokenType, "untyped token carries the ID token claim %q", c)
+		}
+	}
+	var kc string
+	if raw, ok := claims["typ"]; ok && json.Unmarshal(raw, &kc) == nil && strings.EqualFold(kc, "ID") {
+		return fail(ReasonWrongTokenType, `untyped token has the claim "typ": "ID" (a Keycloak ID token)`)
+	}
+	return nil
 }
 
 // audienceOK reports whether any aud value is accepted. An empty accepted

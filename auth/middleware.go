@@ -204,6 +204,8 @@ func describe(r Reason) string {
 		return "audience does not include this resource"
 	case ReasonWrongIssuer:
 		return "issuer not trusted"
+	case ReasonWrongTokenType:
+		return "is not an access token"
 	case ReasonUnknownKey:
 		return "signed with an unknown key"
 	case ReasonInactive:

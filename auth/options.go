@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
@@ -65,6 +66,11 @@ type Options struct {
 	// whoever can start the process may use every tool. The server logs a
 	// warning at start when it is on.
 	AllowStdioAllTools bool `yaml:"allow_stdio_all_tools"`
+
+	// Logger receives what the verifier notices about the issuers: one
+	// warning when fetching an issuer's keys starts failing, one line
+	// when it works again. Nil means no logging. Not configurable from YAML.
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // IssuerOptions describes one trusted issuer.
@@ -86,6 +92,15 @@ type IssuerOptions struct {
 	// AllowHTTP permits an http:// issuer (and JWKS URL) on a non-loopback
 	// host: for tests and labs only; the server warns when it is on.
 	AllowHTTP bool `yaml:"allow_http"`
+	// AllowUntypedAccessTokens accepts this issuer's JWTs whose JOSE header
+	// "typ" is missing or the generic "JWT", for IdPs that do not type
+	// their access tokens "at+jwt" (RFC 9068). Off, such tokens are
+	// refused, since nothing then tells an access token from an ID token
+	// the same issuer signed. On, tokens with the marks of an OpenID
+	// Connect ID token (a nonce, at_hash, c_hash or s_hash claim, or
+	// Keycloak's "typ": "ID") are still refused, and so is any other typ.
+	// The server warns when it is on.
+	AllowUntypedAccessTokens bool `yaml:"allow_untyped_access_tokens"`
 
 	// KeySet, when set, is used instead of fetching the JWKS (the dev
 	// issuer's in-process keys, tests). Not configurable from YAML.
@@ -108,6 +123,22 @@ type IntrospectionOptions struct {
 	TokenURL string `yaml:"token_url" schema:"url"`
 	// Timeout bounds one introspection call. Default 5s.
 	Timeout time.Duration `yaml:"timeout"`
+	// Issuer is the authorization server's issuer identifier. When set, an
+	// "iss" in an introspection response must equal it, and introspected
+	// principals carry it as their issuer. When empty, their issuer is URL
+	// (whatever "iss" the response names), so an introspection response
+	// can never take on the identity of a JWT issuer's subjects.
+	Issuer string `yaml:"issuer"`
+	// Audiences are accepted "aud" values besides Options.Resource and the
+	// issuers' Audiences, which introspected tokens are also held to.
+	Audiences []string `yaml:"audiences"`
+	// AllowMissingAudience accepts an active introspection response with
+	// no "aud" at all (RFC 7662 makes it optional). Off, such a token is
+	// refused: without an audience nothing says it was issued for this
+	// resource rather than for another service of the same authorization
+	// server. Only for authorization servers that never return "aud"; the
+	// server warns when it is on.
+	AllowMissingAudience bool `yaml:"allow_missing_audience"`
 }
 
 // ToolPolicy is what one tool needs. When Scopes and Roles are both listed,
@@ -275,7 +306,17 @@ func (o *Options) Validate() error {
 		if in.Timeout < 0 || in.Timeout > time.Minute {
 			add("introspection.timeout", "must be between 0 and 1m, got %v", in.Timeout)
 		}
-	} else if in.ClientID != "" || in.ClientSecretFile != "" || in.TokenURL != "" {
+		if in.Issuer != "" {
+			if err := checkURL(in.Issuer, false); err != nil {
+				add("introspection.issuer", "%v", err)
+			}
+		}
+		for j, a := range in.Audiences {
+			if strings.TrimSpace(a) == "" {
+				add(fmt.Sprintf("introspection.audiences[%d]", j), "empty audience")
+			}
+		}
+	} else if in.ClientID != "" || in.ClientSecretFile != "" || in.TokenURL != "" || in.Issuer != "" || len(in.Audiences) > 0 || in.AllowMissingAudience {
 		add("introspection.url", "required when other introspection settings are set")
 	}
 	if o.ClockSkew < 0 || o.ClockSkew > MaxClockSkew {

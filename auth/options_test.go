@@ -40,6 +40,13 @@ func TestValidate(t *testing.T) {
 		{name: "bad auth method", mutate: func(o *Options) {
 			o.Introspection = IntrospectionOptions{URL: "https://as/i", ClientID: "c", ClientSecretFile: "/s", AuthMethod: "post"}
 		}, want: []string{"introspection.auth_method"}},
+		{name: "introspection issuer and audiences", mutate: func(o *Options) {
+			o.Introspection = IntrospectionOptions{URL: "https://as/i", ClientID: "c", ClientSecretFile: "/s",
+				Issuer: "http://as.example.com", Audiences: []string{" "}}
+		}, want: []string{"introspection.issuer: must be https", "introspection.audiences[0]: empty audience"}},
+		{name: "introspection knob without introspection", mutate: func(o *Options) {
+			o.Introspection = IntrospectionOptions{AllowMissingAudience: true}
+		}, want: []string{"introspection.url: required"}},
 		{name: "policy problems", mutate: func(o *Options) {
 			o.Policy = []ToolPolicy{{Tool: "a", Scopes: []string{"bad scope"}}, {Tool: "a"}, {Scopes: []string{"x"}}}
 		}, want: []string{"policy[0].scopes[0]: invalid scope", "policy[1].tool: duplicate", "policy[2].tool: required"}},

@@ -14,8 +14,9 @@ import (
 type Principal struct {
 	// Subject is the token's "sub" claim.
 	Subject string
-	// Issuer is the token's "iss" claim (for introspected tokens without
-	// "iss", the introspection endpoint URL).
+	// Issuer is the token's "iss" claim; for introspected tokens, the
+	// configured introspection.issuer, or else the introspection endpoint
+	// URL (never an "iss" the response names unchecked).
 	Issuer string
 	// ClientID is the OAuth client the token was issued to, from
 	// "client_id", "azp" or "cid", in that order.

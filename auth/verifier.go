@@ -64,6 +64,7 @@ func NewVerifier(ctx context.Context, o Options, httpClient *http.Client, now fu
 			algs:      slices.Clone(algs),
 			audiences: append([]string{o.Resource}, is.Audiences...),
 			required:  is.RequiredClaims,
+			untyped:   is.AllowUntypedAccessTokens,
 			roles:     o.RolesClaims,
 			skew:      o.ClockSkew,
 			now:       now,
@@ -73,7 +74,7 @@ func NewVerifier(ctx context.Context, o Options, httpClient *http.Client, now fu
 			ks = staticKeySet{is.KeySet}
 			iv.ready = func(context.Context) error { return nil }
 		} else {
-			rk := newKeySet(is.Issuer, is.JWKSURL, is.AllowHTTP, httpClient, now, o.JWKSRefreshInterval, o.JWKSMaxAge)
+			rk := newKeySet(is.Issuer, is.JWKSURL, is.AllowHTTP, httpClient, now, o.JWKSRefreshInterval, o.JWKSMaxAge, o.Logger)
 			ks = rk
 			iv.ready = rk.Ready
 			mv.keySets = append(mv.keySets, rk)

@@ -372,6 +372,53 @@ func TestAuthClientCredentials(t *testing.T) {
 	})
 }
 
+// TestAuthIDTokenRefused shows that an ID token from the real IdP is no
+// access token here, even when its aud (the client's id) is an accepted
+// audience, so only its type gives it away: 401 invalid_token, counted as
+// wrong_token_type. With allow_untyped_access_tokens off its typ (not
+// at+jwt) refuses it; on, its nonce does. An access token of the same
+// issuer is accepted by the same server.
+func TestAuthIDTokenRefused(t *testing.T) {
+	idp := startIdP(t)
+	tr := idp.AuthorizationCodeFlow(t, "alice", otherResource, "openid", "mcp:tools")
+	if tr.IDToken == "" {
+		t.Fatal("authorization code flow with scope openid: no id_token")
+	}
+	header, claims := decodeJWT(t, tr.IDToken)
+	if typ, _ := header["typ"].(string); strings.EqualFold(typ, "at+jwt") {
+		t.Fatalf("ID token header typ %q: the IdP types its ID tokens as access tokens", typ)
+	}
+	if claims["nonce"] == nil {
+		t.Fatalf("ID token claims %v: no nonce", claims)
+	}
+	clientAud := jwtAudience(claims)
+	for _, untyped := range []bool{false, true} {
+		t.Run("allow_untyped_access_tokens="+strconv.FormatBool(untyped), func(t *testing.T) {
+			addr := freeLoopbackAddr(t)
+			resource := "http://" + addr + "/mcp"
+			section := authConfig(idp, resource)
+			section["issuers"] = []map[string]any{{"issuer": idp.Issuer(), "audiences": clientAud, "allow_untyped_access_tokens": untyped}}
+			cfg := writeConfigFile(t, map[string]any{"auth": section, "tools": map[string]any{"toolsets": []string{"core"}}})
+			srv := startServer(t, nil, "--config", cfg, "--listen", addr)
+
+			resp, b := postMCP(t, http.DefaultClient, srv.MCPURL(), pingCallLegacy, bearer(tr.IDToken))
+			if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(b), "BISMILLAH") {
+				t.Fatalf("ID token: status %d, want 401: %s", resp.StatusCode, b)
+			}
+			p := challengeParams(t, resp.Header)
+			if p["error"] != "invalid_token" || p["error_description"] != "token is not an access token" {
+				t.Errorf("WWW-Authenticate %q: want invalid_token, \"token is not an access token\"", resp.Header.Get("WWW-Authenticate"))
+			}
+			if n := scrapeSum(t, srv, "portcullis_auth_requests_total", `outcome="denied"`, `reason="wrong_token_type"`); n != 1 {
+				t.Errorf(`portcullis_auth_requests_total{reason="wrong_token_type"} = %v, want 1`, n)
+			}
+
+			token := idp.ClientCredentialsToken(t, idpClient, idpClientSecret, resource)
+			checkToolText(t, callOK(t, srv.MCPURL(), pingCallLegacy, bearer(token)), "BISMILLAH")
+		})
+	}
+}
+
 // TestAuthConnectorFlowSDK runs the Go SDK's OAuth client against the
 // binary: 401 → Protected Resource Metadata → authorization server
 // metadata → dynamic client registration → authorization code + PKCE with

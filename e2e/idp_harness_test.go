@@ -413,9 +413,10 @@ func (p *IdP) AuthorizationCodeToken(t *testing.T, resource string, scopes ...st
 // http://127.0.0.1:PORT/callback, never served: the redirect is caught, as
 // the Go SDK's auth client registers for a loopback redirect), PKCE S256,
 // the authorization request with resource (scopes empty: the IdP's default,
-// every resource-server scope), the dev-interactions login form as user and
-// the consent form (Authorize), then the code exchange with the
-// code_verifier and resource. It returns the token response.
+// every resource-server scope; with "openid" also a nonce, and the answer
+// then has an ID token), the dev-interactions login form as user and the
+// consent form (Authorize), then the code exchange with the code_verifier
+// and resource. It returns the token response.
 func (p *IdP) AuthorizationCodeFlow(t *testing.T, user, resource string, scopes ...string) tokenResponse {
 	t.Helper()
 	redirectURI := "http://" + freeLoopbackAddr(t) + "/callback"
@@ -462,6 +463,10 @@ func (p *IdP) AuthorizationCodeFlow(t *testing.T, user, resource string, scopes 
 	}
 	if len(scopes) > 0 {
 		q.Set("scope", strings.Join(scopes, " "))
+	}
+	if slices.Contains(scopes, "openid") {
+		// An OpenID Connect client binds its ID token to the request.
+		q.Set("nonce", rand.Text())
 	}
 	callback, err := p.Authorize(ctx, p.issuer+"/auth?"+q.Encode(), user)
 	if err != nil {

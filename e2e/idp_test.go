@@ -216,9 +216,9 @@ func TestIdPIntrospection(t *testing.T) {
 	p := startIdP(t)
 	token := p.OpaqueToken(t, idpResource, "mcp:tools")
 	res := p.Introspect(t, token)
-	if res["active"] != true || res["aud"] != idpResource || res["scope"] != "mcp:tools" ||
+	if res["active"] != true || res["aud"] != idpResource || res["scope"] != "mcp:tools" || res["sub"] != idpOpaqueClient ||
 		res["client_id"] != idpOpaqueClient || res["iss"] != p.Issuer() || res["token_type"] != "Bearer" {
-		t.Errorf("introspection %v: want active, aud %s, scope mcp:tools, client_id %s, iss %s", res, idpResource, idpOpaqueClient, p.Issuer())
+		t.Errorf("introspection %v: want active, aud %s, scope mcp:tools, sub and client_id %s, iss %s", res, idpResource, idpOpaqueClient, p.Issuer())
 	}
 	if exp, _ := res["exp"].(float64); time.Unix(int64(exp), 0).Before(time.Now()) {
 		t.Errorf("introspection exp %v is in the past", res["exp"])

@@ -28,7 +28,10 @@ type Health struct {
 	checks []ReadinessCheck
 }
 
-// AddCheck registers a readiness check under name.
+// AddCheck registers a readiness check under name, which is all /readyz
+// says when the check fails (say "issuer keys not loaded"). The check's
+// error is never shown: /readyz is public, and the error may carry a
+// dependency's own error text or URLs; the dependency logs it.
 func (h *Health) AddCheck(name string, check ReadinessCheck) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -49,8 +52,8 @@ func (h *Health) ServeLive(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// ServeReady answers readiness probes: 200 when ready, 503 with the reasons
-// otherwise.
+// ServeReady answers readiness probes: 200 when ready, 503 naming what is
+// not ready (draining, or the names of the failing checks) otherwise.
 func (h *Health) ServeReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -65,7 +68,7 @@ func (h *Health) ServeReady(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 	for i, check := range checks {
 		if err := check(ctx); err != nil {
-			problems = append(problems, names[i]+": "+err.Error())
+			problems = append(problems, names[i])
 		}
 	}
 	if len(problems) > 0 {

@@ -14,7 +14,9 @@ import (
 )
 
 func TestHealth(t *testing.T) {
-	keysLoaded := errors.New("no signing keys yet")
+	// What an unreachable IdP makes a key-set check return: its URL and
+	// its own error text, neither of which /readyz may show.
+	idpDown := errors.New(`auth: issuer https://idp.internal.example:8443/realms/x: no keys loaded: fetching JWKS: GET https://idp.internal.example:8443/certs?tenant=secret: 502 Bad Gateway: upstream connect error`)
 	tests := []struct {
 		name      string
 		check     error
@@ -22,14 +24,15 @@ func TestHealth(t *testing.T) {
 		wantReady int
 		wantBody  string
 	}{
-		{name: "ready", wantReady: http.StatusOK, wantBody: "ok"},
-		{name: "check failing", check: keysLoaded, wantReady: http.StatusServiceUnavailable, wantBody: "keys: no signing keys yet"},
-		{name: "draining", draining: true, wantReady: http.StatusServiceUnavailable, wantBody: "draining"},
+		{name: "ready", wantReady: http.StatusOK, wantBody: "ok\n"},
+		{name: "check failing", check: idpDown, wantReady: http.StatusServiceUnavailable, wantBody: "not ready: issuer keys not loaded\n"},
+		{name: "draining", draining: true, wantReady: http.StatusServiceUnavailable, wantBody: "not ready: draining\n"},
+		{name: "draining and check failing", check: idpDown, draining: true, wantReady: http.StatusServiceUnavailable, wantBody: "not ready: draining; issuer keys not loaded\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var h Health
-			h.AddCheck("keys", func(context.Context) error { return tt.check })
+			h.AddCheck("issuer keys not loaded", func(context.Context) error { return tt.check })
 			if tt.draining {
 				h.SetDraining()
 			}
@@ -40,8 +43,13 @@ func TestHealth(t *testing.T) {
 			}
 			ready := httptest.NewRecorder()
 			h.ServeReady(ready, httptest.NewRequest("GET", "/readyz", nil))
-			if ready.Code != tt.wantReady || !strings.Contains(ready.Body.String(), tt.wantBody) {
-				t.Errorf("readiness = %d %q, want %d containing %q", ready.Code, ready.Body.String(), tt.wantReady, tt.wantBody)
+			if ready.Code != tt.wantReady || ready.Body.String() != tt.wantBody {
+				t.Errorf("readiness = %d %q, want %d %q", ready.Code, ready.Body.String(), tt.wantReady, tt.wantBody)
+			}
+			for _, leak := range []string{"idp.internal", "502", "upstream", "secret", "https://"} {
+				if strings.Contains(ready.Body.String(), leak) {
+					t.Errorf("readiness body %q shows the check's error text (%q)", ready.Body.String(), leak)
+				}
 			}
 		})
 	}

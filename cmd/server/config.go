@@ -192,18 +192,26 @@ func loadConfig(path string, environ []string, flags *commonFlags) (*Config, err
 // embedded issuer, and auth.resource when unset, once the listener's
 // address is known; until then a stand-in for them lets what needs an
 // issuer (auth.required_scopes) pass.
+//
+// The resource must be on a loopback host too: the embedded issuer mints
+// a token for anyone who asks, so a resource reached through a proxy or
+// tunnel would be open to everyone who can reach that.
 func (c *Config) validateDev() error {
+	var resourceErr error
+	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !auth.IsLoopbackHost(u.Hostname()) {
+		resourceErr = fmt.Errorf("auth.resource: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave auth.resource unset, or run without --dev)", c.Auth.Resource)
+	}
 	if checkAddr(c.Server.Listen) != nil || !isLoopback(c.Server.Listen) {
 		// Reported by Validate, or --dev refuses it itself: no dev issuer
 		// is made for it.
-		return c.Validate()
+		return errors.Join(resourceErr, c.Validate())
 	}
 	d := *c
 	d.Auth.Issuers = append(slices.Clone(c.Auth.Issuers), auth.IssuerOptions{Issuer: "http://" + c.Server.Listen + devIssuerPath})
 	if d.Auth.Resource == "" {
 		d.Auth.Resource = "http://" + c.Server.Listen + mcpPath
 	}
-	return d.Validate()
+	return errors.Join(resourceErr, d.Validate())
 }
 
 // unjoin flattens an errors.Join tree into its leaves.

@@ -581,13 +581,25 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		if iss.AllowHTTP {
 			a.logger.Warn("an issuer is allowed over plain http; tokens and keys can be tampered with in transit", "key", fmt.Sprintf("auth.issuers[%d].allow_http", i), "issuer", iss.Issuer)
 		}
+		if iss.AllowUntypedAccessTokens {
+			a.logger.Warn("an issuer's JWTs are accepted without typ at+jwt; only the ID-token claims tell its ID tokens from its access tokens", "key", fmt.Sprintf("auth.issuers[%d].allow_untyped_access_tokens", i), "issuer", iss.Issuer)
+		}
 	}
+	if o.Introspection.AllowMissingAudience {
+		a.logger.Warn("introspected tokens without an audience are accepted; a token the authorization server issued for another service is accepted here too", "key", "auth.introspection.allow_missing_audience")
+	}
+	o.Logger = a.logger
 	v, err := auth.NewVerifier(ctx, o, nil, nil)
 	if err != nil {
 		return nil, mcp.Access{}, err
 	}
 	if r, ok := v.(auth.Readier); ok {
-		health.AddCheck("auth", r.Ready)
+		// The key sets log why (see auth.Options.Logger); /readyz, which
+		// anyone may call, says only what is not ready.
+		health.AddCheck("issuer keys not loaded", r.Ready)
+		// Fetch the keys now, in the background: the first request need
+		// not wait for them, and an unreachable issuer is logged at start.
+		go func() { _ = r.Ready(ctx) }()
 	}
 	metadataURL := auth.MetadataURL(o.Resource)
 	access := a.toolAccess(policy)

@@ -9,6 +9,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -104,6 +105,30 @@ func TestCheckConfig(t *testing.T) {
 			name:     "a misspelt key next to service links",
 			env:      []string{"PORTCULLIS_SERVICE_HOST=10.96.0.10", "PORTCULLIS_SERVER_LISTN=127.0.0.1:1"},
 			wantCode: 1, want: []string{"PORTCULLIS_SERVER_LISTN", "PORTCULLIS_SERVER_LISTEN"},
+		},
+		{
+			name:     "--dev with a public resource",
+			config:   "auth:\n  resource: https://mcp.example.com/mcp\n",
+			args:     []string{"--dev"},
+			wantCode: 1, want: []string{`auth.resource: "https://mcp.example.com/mcp" is not on a loopback host`},
+		},
+		{
+			name:     "--dev with a resource whose name resolves to loopback",
+			config:   "auth:\n  resource: http://127.0.0.1.nip.io:8080/mcp\n",
+			args:     []string{"--dev"},
+			wantCode: 1, want: []string{"auth.resource", "not on a loopback host"},
+		},
+		{
+			name:     "--dev with a public resource from the environment",
+			env:      []string{"PORTCULLIS_AUTH_RESOURCE=http://10.0.0.1:8080/mcp"},
+			args:     []string{"--dev"},
+			wantCode: 1, want: []string{"auth.resource", "not on a loopback host"},
+		},
+		{
+			name:     "--dev with a loopback resource",
+			config:   "auth:\n  resource: http://localhost:8080/mcp\n",
+			args:     []string{"--dev"},
+			wantCode: 0, want: []string{"configuration OK"},
 		},
 		{name: "missing file", args: []string{"--config", "/nonexistent/portcullis.yaml"}, wantCode: 1, want: []string{"/nonexistent/portcullis.yaml"}},
 		{name: "stray argument", args: []string{"extra"}, wantCode: 2, want: []string{"unexpected arguments"}},
@@ -286,6 +311,15 @@ func TestServeRefusesNonLoopbackWithoutAuth(t *testing.T) {
 		[]string{"PORTCULLIS_AUTH_INSECURE_ALLOW_UNAUTHENTICATED=true"}, strings.NewReader(""), &out, &out)
 	if code != 1 || !strings.Contains(out.String(), "--dev serves only on a loopback address") {
 		t.Fatalf("--dev on 0.0.0.0: exit code %d, output:\n%s", code, out.String())
+	}
+	out.Reset()
+	// Bounded: a server that wrongly starts stops when ctx ends, and exits 0.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	code = run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"},
+		[]string{"PORTCULLIS_AUTH_RESOURCE=https://mcp.example.com/mcp"}, strings.NewReader(""), &out, &out)
+	if code != 1 || !strings.Contains(out.String(), `auth.resource: "https://mcp.example.com/mcp" is not on a loopback host`) {
+		t.Fatalf("--dev with a public auth.resource: exit code %d, output:\n%s", code, out.String())
 	}
 }
 
@@ -581,6 +615,129 @@ func TestStdioToolPolicy(t *testing.T) {
 			}
 			if warned := strings.Contains(stderr.String(), "allow_stdio_all_tools is on"); warned != tt.allow {
 				t.Errorf("warning logged: %v, want %v\n%s", warned, tt.allow, stderr.String())
+			}
+		})
+	}
+}
+
+// TestReadyzHidesIssuerErrors shows that /readyz, which anyone may call,
+// says which check is not ready but nothing of the IdP's error: neither
+// its URL nor its answer. The log has them, once however often it is
+// probed.
+func TestReadyzHidesIssuerErrors(t *testing.T) {
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream connect error: tenant-secret-detail", http.StatusBadGateway)
+	}))
+	defer idp.Close()
+	cfg := writeConfig(t, "auth:\n  resource: http://127.0.0.1:1/mcp\n  issuers:\n    - issuer: "+idp.URL+"/realms/corp\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncbuf.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-exited }()
+	base := "http://" + listenAddr(t, &stderr, exited)
+
+	for range 3 {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || string(body) != "not ready: issuer keys not loaded\n" {
+			t.Errorf("/readyz = %d %q, want 503 %q", resp.StatusCode, body, "not ready: issuer keys not loaded\n")
+		}
+		for _, leak := range []string{strings.TrimPrefix(idp.URL, "http://"), "realms", "502", "Bad Gateway", "tenant-secret-detail", "upstream"} {
+			if strings.Contains(string(body), leak) {
+				t.Errorf("/readyz body %q shows %q from the IdP", body, leak)
+			}
+		}
+	}
+	// A probe that fetched returns after the fetch's log line is written.
+	var lines []string
+	for l := range strings.Lines(stderr.String()) {
+		if strings.Contains(l, `"msg":"auth: issuer unreachable`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `"issuer":"`+idp.URL+`/realms/corp"`) || !strings.Contains(lines[0], "502 Bad Gateway") {
+		t.Errorf("want one log line naming the issuer and its error, got %d:\n%s", len(lines), stderr.String())
+	}
+}
+
+// TestWeakeningKnobsWarn shows that the auth knobs that weaken a check are
+// each named in a warning at start.
+func TestWeakeningKnobsWarn(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, `auth:
+  resource: http://127.0.0.1:1/mcp
+  issuers:
+    - issuer: http://127.0.0.1:1/realms/corp
+      allow_untyped_access_tokens: true
+  introspection:
+    url: https://as.example.com/introspect
+    client_id: portcullis
+    client_secret_file: `+secret+`
+    allow_missing_audience: true
+`)
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncbuf.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-exited }()
+	listenAddr(t, &stderr, exited) // the warnings come before this line
+	for _, key := range []string{"auth.issuers[0].allow_untyped_access_tokens", "auth.introspection.allow_missing_audience"} {
+		found := false
+		for l := range strings.Lines(stderr.String()) {
+			if strings.Contains(l, `"level":"WARN"`) && strings.Contains(l, `"key":"`+key+`"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no warning naming %s:\n%s", key, stderr.String())
+		}
+	}
+}
+
+// TestDevIssuerMountedLoopbackOnly shows the served dev issuer refusing a
+// request whose Host or Origin is not loopback (DNS rebinding).
+func TestDevIssuerMountedLoopbackOnly(t *testing.T) {
+	_, issuer := startDev(t)
+	for _, tt := range []struct {
+		name, host, origin string
+		want               int
+	}{
+		{name: "loopback", want: http.StatusOK},
+		{name: "Host evil.example", host: "evil.example", want: http.StatusMisdirectedRequest},
+		{name: "Host 127.0.0.1.nip.io", host: "127.0.0.1.nip.io", want: http.StatusMisdirectedRequest},
+		{name: "Origin evil.example", origin: "http://evil.example", want: http.StatusForbidden},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, issuer+"/jwks", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("GET /dev-issuer/jwks: status %d, want %d", resp.StatusCode, tt.want)
 			}
 		})
 	}

@@ -50,7 +50,8 @@
 //   - Extra claims: a user's token (authorization code) has
 //     groups ["users"], plus "admins" when the login name starts with
 //     "admin"; a client_credentials token of portcullis-e2e has roles
-//     ["mcp-admin"].
+//     ["mcp-admin"]; a client_credentials token's introspection answer
+//     has sub = client_id, as its JWT has.
 //
 // The JWKS publishes an RS256 and an ES256 key.
 
@@ -226,10 +227,15 @@ const provider = new Provider(issuer, {
     if (token.accountId) {
       return { groups: token.accountId.startsWith('admin') ? ['users', 'admins'] : ['users'] };
     }
+    // A client_credentials token's subject is its client (RFC 9068
+    // section 2.2), as in this provider's JWT access tokens; its
+    // introspection answer names no sub for a token without an account,
+    // and Portcullis refuses an introspected token without one.
+    const extra = { sub: token.clientId };
     if (token.clientId === 'portcullis-e2e') {
-      return { roles: ['mcp-admin'] };
+      extra.roles = ['mcp-admin'];
     }
-    return undefined;
+    return extra;
   },
   features: {
     devInteractions: { enabled: true },
