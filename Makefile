@@ -130,7 +130,7 @@ image: ## docker build the image IMAGE (default ghcr.io/portcullis-mcp/portculli
 
 # FUZZ_EXECS bounds each fuzz target in `make fuzz`: an execution count,
 # never a duration (see scripts/fuzz.sh for why).
-FUZZ_EXECS ?= 2000x
+FUZZ_EXECS ?= 10000x
 
 fuzz: ## Run every fuzz target (found by go test -list) for FUZZ_EXECS executions, one by one; crashers land in testdata/fuzz.
 	GO=$(GO) bash scripts/fuzz.sh $(FUZZ_EXECS)

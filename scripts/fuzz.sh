@@ -11,12 +11,12 @@
 # Go 1.27). A count has no deadline to race, so on a loaded machine the run
 # only takes longer.
 #
-# Usage: scripts/fuzz.sh [EXECS]   (default $FUZZ_EXECS, else 2000x)
+# Usage: scripts/fuzz.sh [EXECS]   (default $FUZZ_EXECS, else 10000x)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-execs=${1:-${FUZZ_EXECS:-2000x}}
-[[ $execs =~ ^[0-9]+x$ ]] || { echo "fuzz.sh: the budget must be an execution count such as 2000x, got $execs" >&2; exit 2; }
+execs=${1:-${FUZZ_EXECS:-10000x}}
+[[ $execs =~ ^[0-9]+x$ ]] || { echo "fuzz.sh: the budget must be an execution count such as 10000x, got $execs" >&2; exit 2; }
 go=${GO:-go}
 
 n=0
