@@ -272,18 +272,25 @@ func (is *Issuer) SetFailure(f Failure) { is.failure.Store(int32(f)) }
 func (is *Issuer) JWKSFetches() int32 { return is.fetches.Load() }
 
 // Claims returns the claims of o.Claims, with "iss" set to the issuer,
-// and over applied on top: a nil value deletes the claim.
+// and over applied on top as [Override] does.
 func (is *Issuer) Claims(over map[string]any) map[string]any {
 	c := map[string]any{"iss": is.url}
 	maps.Copy(c, is.claims)
+	return Override(c, over)
+}
+
+// Override sets the members of over in base and returns base; a nil value
+// deletes the member. It makes the variants of a valid claim set or
+// introspection answer that tests refuse.
+func Override(base, over map[string]any) map[string]any {
 	for k, v := range over {
 		if v == nil {
-			delete(c, k)
+			delete(base, k)
 		} else {
-			c[k] = v
+			base[k] = v
 		}
 	}
-	return c
+	return base
 }
 
 // ServeHTTP serves the metadata document and the JWKS.
