@@ -185,6 +185,10 @@ type Options struct {
 	Path string
 	// Discovery is the metadata document served.
 	Discovery Discovery
+	// Metadata is applied to the metadata document as [Override] does:
+	// members set, replaced, or (nil) deleted, for an authorization server
+	// that names another issuer or lacks PKCE.
+	Metadata map[string]any
 	// Claims are the claims [Issuer.Claims] starts from; "iss" is the
 	// issuer's URL unless Claims sets it.
 	Claims map[string]any
@@ -197,6 +201,7 @@ type Issuer struct {
 	url       string
 	path      string // the issuer URL's path, "" or "/tenant"
 	discovery Discovery
+	override  map[string]any
 	claims    map[string]any
 	srv       *httptest.Server
 
@@ -209,7 +214,7 @@ type Issuer struct {
 // New returns an issuer configured by o; unless o.URL is set it listens on
 // a loopback httptest server, which Close stops.
 func New(o Options) *Issuer {
-	is := &Issuer{discovery: o.Discovery, claims: o.Claims, keys: append([]*Key(nil), o.Keys...)}
+	is := &Issuer{discovery: o.Discovery, override: o.Metadata, claims: o.Claims, keys: append([]*Key(nil), o.Keys...)}
 	if o.URL != "" {
 		is.url = strings.TrimSuffix(o.URL, "/")
 	} else {
@@ -329,14 +334,15 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (is *Issuer) metadata(extra map[string]any) map[string]any {
 	m := map[string]any{
-		"issuer":                   is.url,
-		"jwks_uri":                 is.JWKSURL(),
-		"authorization_endpoint":   is.url + "/authorize",
-		"token_endpoint":           is.url + "/token",
-		"response_types_supported": []string{"code"},
+		"issuer":                           is.url,
+		"jwks_uri":                         is.JWKSURL(),
+		"authorization_endpoint":           is.url + "/authorize",
+		"token_endpoint":                   is.url + "/token",
+		"response_types_supported":         []string{"code"},
+		"code_challenge_methods_supported": []string{"S256"},
 	}
 	maps.Copy(m, extra)
-	return m
+	return Override(m, is.override)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
