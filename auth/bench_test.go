@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 )
 
 // benchVerifier returns the production verifier (keys fetched by discovery
 // from an httptest issuer, go-oidc, the verified-token cache) and a token
 // signed with k, already verified once so its keys are loaded.
-func benchVerifier(b *testing.B, k testKey) (Verifier, string) {
+func benchVerifier(b *testing.B, k *oidctest.Key) (Verifier, string) {
 	b.Helper()
 	f := newFakeIssuer(b, k)
 	clk := newClock()
@@ -19,7 +20,7 @@ func benchVerifier(b *testing.B, k testKey) (Verifier, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok := k.sign(b, f.claims(nil))
+	tok := k.Sign(f.Claims(nil))
 	if _, err := v.Verify(context.Background(), tok); err != nil {
 		b.Fatal(err)
 	}
@@ -32,13 +33,13 @@ func benchVerifier(b *testing.B, k testKey) (Verifier, string) {
 func BenchmarkVerifyCold(b *testing.B) {
 	for _, tt := range []struct {
 		name string
-		key  func(testing.TB, string) testKey
+		key  func(string) *oidctest.Key
 	}{
-		{name: "RS256", key: newRSAKey},
-		{name: "ES256", key: newECKey},
+		{name: "RS256", key: oidctest.NewRSAKey},
+		{name: "ES256", key: oidctest.NewECKey},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			v, tok := benchVerifier(b, tt.key(b, "k1"))
+			v, tok := benchVerifier(b, tt.key("k1"))
 			uncached := v.(*cachingVerifier).next
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -62,7 +63,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // BenchmarkMiddleware measures the bearer middleware on an allowed request
 // with a cached token, up to the handler it guards.
 func BenchmarkMiddleware(b *testing.B) {
-	k := newECKey(b, "k1")
+	k := oidctest.NewECKey("k1")
 	f := newFakeIssuer(b, k)
 	o := testOptions(f)
 	o.RequiredScopes = []string{"mcp:tools"}
@@ -71,7 +72,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok := k.sign(b, f.claims(nil))
+	tok := k.Sign(f.Claims(nil))
 	var seen bool
 	h := Middleware(v, o, "https://mcp.example.com/.well-known/oauth-protected-resource/mcp", nil, nil)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

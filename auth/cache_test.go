@@ -12,6 +12,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 )
 
 // countingKeySet counts signature verifications.
@@ -26,7 +27,7 @@ func (c *countingKeySet) VerifySignature(ctx context.Context, jwt string) ([]byt
 }
 
 func TestCache(t *testing.T) {
-	k := newECKey(t, "k")
+	k := oidctest.NewECKey("k")
 	const iss = "https://idp.example.com"
 	claims := func(exp time.Time) map[string]any {
 		return map[string]any{"iss": iss, "sub": "alice", "aud": testResource, "exp": exp.Unix()}
@@ -48,7 +49,7 @@ func TestCache(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ks := &countingKeySet{KeySet: &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{k.key.Public()}}}
+			ks := &countingKeySet{KeySet: &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{k.Public()}}}
 			o := Options{Resource: testResource, CacheTTL: tt.cacheTTL,
 				Issuers: []IssuerOptions{{Issuer: iss, KeySet: ks}}}
 			o.Defaults()
@@ -57,7 +58,7 @@ func TestCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tok := k.sign(t, claims(tt.exp))
+			tok := k.Sign(claims(tt.exp))
 			var last error
 			for _, d := range tt.steps {
 				clk.Advance(d)
@@ -109,15 +110,15 @@ func TestCacheBounded(t *testing.T) {
 }
 
 func BenchmarkCacheHit(b *testing.B) {
-	k := newECKey(b, "k")
+	k := oidctest.NewECKey("k")
 	const iss = "https://idp.example.com"
-	o := Options{Resource: testResource, Issuers: []IssuerOptions{{Issuer: iss, KeySet: &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{k.key.Public()}}}}}
+	o := Options{Resource: testResource, Issuers: []IssuerOptions{{Issuer: iss, KeySet: &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{k.Public()}}}}}
 	o.Defaults()
 	v, err := NewVerifier(context.Background(), o, nil, func() time.Time { return t0 })
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok := k.sign(b, map[string]any{"iss": iss, "sub": "alice", "aud": testResource, "exp": t0.Add(time.Hour).Unix()})
+	tok := k.Sign(map[string]any{"iss": iss, "sub": "alice", "aud": testResource, "exp": t0.Add(time.Hour).Unix()})
 	ctx := context.Background()
 	if _, err := v.Verify(ctx, tok); err != nil {
 		b.Fatal(err)
@@ -133,7 +134,7 @@ func BenchmarkCacheHit(b *testing.B) {
 // A cached principal carries one TokenInfo, made when it was cached, that
 // the middleware hands the SDK on every request with that token.
 func TestCachedPrincipalSharesTokenInfo(t *testing.T) {
-	k := newECKey(t, "k")
+	k := oidctest.NewECKey("k")
 	f := newFakeIssuer(t, k)
 	o := testOptions(f)
 	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
@@ -150,7 +151,7 @@ func TestCachedPrincipalSharesTokenInfo(t *testing.T) {
 		}
 		infos = append(infos, ti)
 	}))
-	tokens := map[string]string{"alice": k.sign(t, f.claims(nil)), "bob": k.sign(t, f.claims(map[string]any{"sub": "bob"}))}
+	tokens := map[string]string{"alice": k.Sign(f.Claims(nil)), "bob": k.Sign(f.Claims(map[string]any{"sub": "bob"}))}
 	for _, want = range []string{"alice", "alice", "bob"} {
 		tok := tokens[want]
 		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)

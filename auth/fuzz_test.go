@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"context"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,7 +29,7 @@ var knownReasons = []Reason{
 // URL, so there a seed's issued token is just another refused one; the
 // issued tokens are checked as such in the process that made them.
 func fuzzVerifier(f *testing.F) (v Verifier, o Options, issued, bad []string) {
-	key := newECKey(f, "k1")
+	key := oidctest.NewECKey("k1")
 	iss := newFakeIssuer(f, key)
 	o = testOptions(iss)
 	o.RequiredScopes = []string{"mcp:tools"}
@@ -37,25 +38,25 @@ func fuzzVerifier(f *testing.F) (v Verifier, o Options, issued, bad []string) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	good := key.sign(f, iss.claims(nil))
+	good := key.Sign(iss.Claims(nil))
 	issued = []string{
 		good,
 		// Scopes are the middleware's to check.
-		key.sign(f, iss.claims(map[string]any{"scope": "read"})),
+		key.Sign(iss.Claims(map[string]any{"scope": "read"})),
 	}
-	other := newECKey(f, "k1") // same kid, unpublished key
-	rsa := newRSAKey(f, "k2")
+	other := oidctest.NewECKey("k1") // same kid, unpublished key
+	rsa := oidctest.NewRSAKey("k2")
 	bad = []string{
 		// RFC 9068 requires sub: without it every such token of an issuer
 		// would share one identity.
-		key.sign(f, iss.claims(map[string]any{"sub": nil})),
-		key.sign(f, iss.claims(map[string]any{"aud": "https://other.example/mcp"})),
-		key.sign(f, iss.claims(map[string]any{"exp": t0.Add(-time.Hour).Unix()})),
-		key.sign(f, iss.claims(map[string]any{"iss": "https://evil.example"})),
-		other.sign(f, iss.claims(nil)),
-		rsa.sign(f, iss.claims(nil)),
-		rawJWT(map[string]any{"alg": "none", "kid": "k1"}, iss.claims(nil), func([]byte) []byte { return nil }),
-		rawJWT(map[string]any{"alg": "HS256", "kid": "k1"}, iss.claims(nil), hmacWithPublicKey(f, key)),
+		key.Sign(iss.Claims(map[string]any{"sub": nil})),
+		key.Sign(iss.Claims(map[string]any{"aud": "https://other.example/mcp"})),
+		key.Sign(iss.Claims(map[string]any{"exp": t0.Add(-time.Hour).Unix()})),
+		key.Sign(iss.Claims(map[string]any{"iss": "https://evil.example"})),
+		other.Sign(iss.Claims(nil)),
+		rsa.Sign(iss.Claims(nil)),
+		oidctest.Forge(map[string]any{"alg": "none", "kid": "k1"}, iss.Claims(nil), func([]byte) []byte { return nil }),
+		oidctest.Forge(map[string]any{"alg": "HS256", "kid": "k1"}, iss.Claims(nil), oidctest.HMACWithPublicKey(key)),
 		good[:len(good)-2] + "AA",
 		good + ".x",
 		"opaque-token-0123456789",

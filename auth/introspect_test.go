@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 )
 
 // fakeIntrospection is an RFC 7662 endpoint (and a token endpoint for the
@@ -27,16 +29,8 @@ type fakeIntrospection struct {
 // activeAnswer is an active introspection response for token "opaque-good"
 // at t0, with overrides applied (a nil value deletes the member).
 func activeAnswer(over map[string]any) map[string]any {
-	a := map[string]any{"active": true, "sub": "bob", "iss": "https://as.example.com", "client_id": "cli",
-		"scope": "mcp:tools", "exp": t0.Add(time.Hour).Unix(), "aud": testResource, "groups": []string{"ops"}}
-	for k, v := range over {
-		if v == nil {
-			delete(a, k)
-		} else {
-			a[k] = v
-		}
-	}
-	return a
+	return oidctest.Override(map[string]any{"active": true, "sub": "bob", "iss": "https://as.example.com", "client_id": "cli",
+		"scope": "mcp:tools", "exp": t0.Add(time.Hour).Unix(), "aud": testResource, "groups": []string{"ops"}}, over)
 }
 
 func newFakeIntrospection(t *testing.T) *fakeIntrospection {

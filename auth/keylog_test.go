@@ -2,40 +2,17 @@ package auth
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
-
-// memJWKS is an issuer's JWKS endpoint as an http.RoundTripper: fetches
-// run in memory, so background refreshes finish inside a synctest bubble.
-type memJWKS struct {
-	key     testKey
-	down    atomic.Bool
-	fetches atomic.Int32
-}
-
-func (m *memJWKS) RoundTrip(r *http.Request) (*http.Response, error) {
-	m.fetches.Add(1)
-	if m.down.Load() {
-		return nil, errors.New("dial tcp 192.0.2.1:443: connect: connection refused")
-	}
-	b, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{m.key.jwk()}})
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(bytes.NewReader(b)), Request: r}, nil
-}
 
 // logLines counts the log lines per message and returns the lines whose
 // message is msg.
@@ -67,18 +44,18 @@ const (
 func TestIssuerReachabilityLoggedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const issuer = "https://idp.example.com/realms/corp"
-		k := newRSAKey(t, "k1")
-		idp := &memJWKS{key: k}
-		idp.down.Store(true)
+		k := oidctest.NewRSAKey("k1")
+		idp := oidctest.New(oidctest.Options{URL: issuer, Discovery: oidctest.NoDiscovery, Keys: []*oidctest.Key{k}})
+		idp.SetFailure(oidctest.Refused)
 		var logs syncbuf.Buffer
 		clk := newClock()
 		o := Options{
 			Resource: testResource,
-			Issuers:  []IssuerOptions{{Issuer: issuer, JWKSURL: issuer + "/certs"}},
+			Issuers:  []IssuerOptions{{Issuer: issuer, JWKSURL: idp.JWKSURL()}},
 			Logger:   slog.New(slog.NewJSONHandler(&logs, nil)),
 		}
 		o.Defaults()
-		v, err := NewVerifier(context.Background(), o, &http.Client{Transport: idp}, clk.Now)
+		v, err := NewVerifier(context.Background(), o, idp.Client(), clk.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +65,7 @@ func TestIssuerReachabilityLoggedOnce(t *testing.T) {
 		n := 0
 		token := func() string {
 			n++
-			return k.sign(t, map[string]any{"iss": issuer, "sub": "alice", "aud": testResource,
+			return k.Sign(map[string]any{"iss": issuer, "sub": "alice", "aud": testResource,
 				"exp": t0.Add(24 * time.Hour).Unix(), "iat": t0.Unix(), "jti": strings.Repeat("x", n)})
 		}
 		counts := func(wantDown, wantUp int) {
@@ -123,13 +100,13 @@ func TestIssuerReachabilityLoggedOnce(t *testing.T) {
 				t.Fatalf("Verify with the IdP down: %v, want unknown_key", err)
 			}
 		}
-		if got := idp.fetches.Load(); got != 11 {
+		if got := idp.JWKSFetches(); got != 11 {
 			t.Fatalf("fetches = %d, want 11: every probe and request tried", got)
 		}
 		counts(1, 0)
 
 		// The IdP is back: one line.
-		idp.down.Store(false)
+		idp.SetFailure(oidctest.Up)
 		clk.Advance(o.JWKSRefreshInterval)
 		if err := ready(ctx); err != nil {
 			t.Fatalf("Ready with the IdP up: %v", err)
@@ -143,7 +120,7 @@ func TestIssuerReachabilityLoggedOnce(t *testing.T) {
 
 		// Down during a background refresh of stale keys: logged once,
 		// and the keys held keep verifying.
-		idp.down.Store(true)
+		idp.SetFailure(oidctest.Refused)
 		for range 3 {
 			clk.Advance(o.JWKSMaxAge)
 			if _, err := v.Verify(ctx, token()); err != nil {
@@ -151,13 +128,13 @@ func TestIssuerReachabilityLoggedOnce(t *testing.T) {
 			}
 			synctest.Wait() // the background refresh has run
 		}
-		if got := idp.fetches.Load(); got != 15 {
+		if got := idp.JWKSFetches(); got != 15 {
 			t.Fatalf("fetches = %d, want 15: three background refreshes", got)
 		}
 		counts(2, 1)
 
 		// Back again, noticed by a background refresh.
-		idp.down.Store(false)
+		idp.SetFailure(oidctest.Up)
 		clk.Advance(o.JWKSMaxAge)
 		if _, err := v.Verify(ctx, token()); err != nil {
 			t.Fatal(err)

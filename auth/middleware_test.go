@@ -14,6 +14,7 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 )
 
 const testMetadataURL = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
@@ -172,7 +173,7 @@ func TestMiddleware(t *testing.T) {
 // TestMiddlewareRealTokensNotLogged runs real signed tokens through the real
 // verifier and checks that no part of a token reaches the logs.
 func TestMiddlewareRealTokensNotLogged(t *testing.T) {
-	k := newRSAKey(t, "k")
+	k := oidctest.NewRSAKey("k")
 	f := newFakeIssuer(t, k)
 	now := time.Now().Truncate(time.Second)
 	o := testOptions(f)
@@ -189,18 +190,18 @@ func TestMiddlewareRealTokensNotLogged(t *testing.T) {
 		for k, v := range over {
 			m[k] = v
 		}
-		return f.claims(m)
+		return f.Claims(m)
 	}
 	tests := []struct {
 		name       string
 		token      string
 		wantStatus int
 	}{
-		{name: "valid", token: k.sign(t, with(nil)), wantStatus: 200},
-		{name: "expired", token: k.sign(t, with(map[string]any{"exp": now.Add(-time.Hour).Unix()})), wantStatus: 401},
-		{name: "wrong audience", token: k.sign(t, with(map[string]any{"aud": "x"})), wantStatus: 401},
-		{name: "forged", token: newRSAKey(t, "k").sign(t, with(nil)), wantStatus: 401},
-		{name: "alg none", token: rawJWT(map[string]any{"alg": "none"}, with(nil), func([]byte) []byte { return nil }), wantStatus: 401},
+		{name: "valid", token: k.Sign(with(nil)), wantStatus: 200},
+		{name: "expired", token: k.Sign(with(map[string]any{"exp": now.Add(-time.Hour).Unix()})), wantStatus: 401},
+		{name: "wrong audience", token: k.Sign(with(map[string]any{"aud": "x"})), wantStatus: 401},
+		{name: "forged", token: oidctest.NewRSAKey("k").Sign(with(nil)), wantStatus: 401},
+		{name: "alg none", token: oidctest.Forge(map[string]any{"alg": "none"}, with(nil), func([]byte) []byte { return nil }), wantStatus: 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

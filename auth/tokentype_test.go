@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"context"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +15,7 @@ import (
 // default; with allow_untyped_access_tokens also an untyped or "JWT" token,
 // but never one with the marks of an ID token, nor another typ.
 func TestTokenType(t *testing.T) {
-	k := newRSAKey(t, "rsa-1")
+	k := oidctest.NewRSAKey("rsa-1")
 	f := newFakeIssuer(t, k)
 	// idToken is what an OpenID provider returns next to an access token:
 	// aud the client, a nonce, at_hash.
@@ -68,9 +69,9 @@ func TestTokenType(t *testing.T) {
 			}
 			key := k
 			if tt.forge {
-				key = newRSAKey(t, "rsa-1")
+				key = oidctest.NewRSAKey("rsa-1")
 			}
-			_, err = v.Verify(context.Background(), key.signTyped(t, tt.typ, f.claims(tt.claims)))
+			_, err = v.Verify(context.Background(), key.Sign(f.Claims(tt.claims), oidctest.Type(tt.typ)))
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)
@@ -91,7 +92,7 @@ func TestTokenType(t *testing.T) {
 // an ID token: 401 invalid_token saying it is not an access token, and the
 // reason wrong_token_type.
 func TestTokenTypeMiddleware(t *testing.T) {
-	k := newRSAKey(t, "k")
+	k := oidctest.NewRSAKey("k")
 	f := newFakeIssuer(t, k)
 	o := testOptions(f)
 	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
@@ -104,7 +105,7 @@ func TestTokenTypeMiddleware(t *testing.T) {
 	h := Middleware(v, o, MetadataURL(o.Resource), hook, slog.New(slog.NewJSONHandler(&logs, nil)))(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("next handler ran for an ID token") }))
 	req := httptest.NewRequest("POST", "/mcp", nil)
-	req.Header.Set("Authorization", "Bearer "+k.signTyped(t, "JWT", f.claims(map[string]any{"nonce": "n"})))
+	req.Header.Set("Authorization", "Bearer "+k.Sign(f.Claims(map[string]any{"nonce": "n"}), oidctest.Type("JWT")))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusUnauthorized {

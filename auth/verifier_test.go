@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"slices"
 	"strings"
 	"testing"
@@ -10,10 +11,10 @@ import (
 )
 
 func TestVerifyJWT(t *testing.T) {
-	rsaKey := newRSAKey(t, "rsa-1")
-	ecKey := newECKey(t, "ec-1")
+	rsaKey := oidctest.NewRSAKey("rsa-1")
+	ecKey := oidctest.NewECKey("ec-1")
 	f := newFakeIssuer(t, rsaKey, ecKey)
-	other := newRSAKey(t, "rsa-1") // same kid, different key: a forgery
+	other := oidctest.NewRSAKey("rsa-1") // same kid, different key: a forgery
 
 	tests := []struct {
 		name       string
@@ -25,7 +26,7 @@ func TestVerifyJWT(t *testing.T) {
 	}{
 		{
 			name:  "valid RS256",
-			token: func() string { return rsaKey.sign(t, f.claims(nil)) },
+			token: func() string { return rsaKey.Sign(f.Claims(nil)) },
 			check: func(t *testing.T, p *Principal) {
 				if p.Subject != "alice" || p.Issuer != f.URL() || p.ClientID != "claude" {
 					t.Errorf("principal = %+v", p)
@@ -38,20 +39,20 @@ func TestVerifyJWT(t *testing.T) {
 				}
 			},
 		},
-		{name: "valid ES256", token: func() string { return ecKey.sign(t, f.claims(nil)) }},
+		{name: "valid ES256", token: func() string { return ecKey.Sign(f.Claims(nil)) }},
 		{
 			name: "forged signature (same kid, other key)",
 			token: func() string {
-				return other.sign(t, f.claims(nil))
+				return other.Sign(f.Claims(nil))
 			},
 			wantReason: ReasonBadSignature,
 		},
 		{
 			name: "altered payload",
 			token: func() string {
-				tok := rsaKey.sign(t, f.claims(nil))
+				tok := rsaKey.Sign(f.Claims(nil))
 				parts := strings.Split(tok, ".")
-				evil := rawJWT(map[string]any{"alg": "RS256", "kid": "rsa-1"}, f.claims(map[string]any{"sub": "root"}), func([]byte) []byte { return nil })
+				evil := oidctest.Forge(map[string]any{"alg": "RS256", "kid": "rsa-1"}, f.Claims(map[string]any{"sub": "root"}), func([]byte) []byte { return nil })
 				return strings.Join([]string{parts[0], strings.Split(evil, ".")[1], parts[2]}, ".")
 			},
 			wantReason: ReasonBadSignature,
@@ -59,107 +60,107 @@ func TestVerifyJWT(t *testing.T) {
 		{
 			name: "alg none",
 			token: func() string {
-				return rawJWT(map[string]any{"alg": "none"}, f.claims(nil), func([]byte) []byte { return nil })
+				return oidctest.Forge(map[string]any{"alg": "none"}, f.Claims(nil), func([]byte) []byte { return nil })
 			},
 			wantReason: ReasonBadSignature,
 		},
 		{
 			name: "HS256 signed with the public key",
 			token: func() string {
-				return rawJWT(map[string]any{"alg": "HS256", "kid": "rsa-1"}, f.claims(nil), hmacWithPublicKey(t, rsaKey))
+				return oidctest.Forge(map[string]any{"alg": "HS256", "kid": "rsa-1"}, f.Claims(nil), oidctest.HMACWithPublicKey(rsaKey))
 			},
 			wantReason: ReasonBadSignature,
 		},
 		{
 			name:       "ES256 not in the allow-list",
-			token:      func() string { return ecKey.sign(t, f.claims(nil)) },
+			token:      func() string { return ecKey.Sign(f.Claims(nil)) },
 			mutate:     func(o *Options) { o.Issuers[0].Algorithms = []string{"RS256"} },
 			wantReason: ReasonBadSignature,
 		},
 		{
 			name:       "unknown kid",
-			token:      func() string { return newRSAKey(t, "nobody").sign(t, f.claims(nil)) },
+			token:      func() string { return oidctest.NewRSAKey("nobody").Sign(f.Claims(nil)) },
 			wantReason: ReasonUnknownKey,
 		},
 		{
 			name:       "expired",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"exp": t0.Add(-time.Minute).Unix()})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"exp": t0.Add(-time.Minute).Unix()})) },
 			wantReason: ReasonExpired,
 		},
 		{
 			name: "expired within skew",
 			token: func() string {
-				return rsaKey.sign(t, f.claims(map[string]any{"exp": t0.Add(-10 * time.Second).Unix()}))
+				return rsaKey.Sign(f.Claims(map[string]any{"exp": t0.Add(-10 * time.Second).Unix()}))
 			},
 		},
 		{
 			name:    "expires as the clock moves past exp plus skew",
-			token:   func() string { return rsaKey.sign(t, f.claims(map[string]any{"exp": t0.Add(time.Minute).Unix()})) },
+			token:   func() string { return rsaKey.Sign(f.Claims(map[string]any{"exp": t0.Add(time.Minute).Unix()})) },
 			advance: 91 * time.Second,
 			// 60s to exp, 30s of skew
 			wantReason: ReasonExpired,
 		},
 		{
 			name:       "not yet valid (nbf)",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"nbf": t0.Add(time.Minute).Unix()})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"nbf": t0.Add(time.Minute).Unix()})) },
 			wantReason: ReasonNotYetValid,
 		},
 		{
 			name:       "issued in the future (iat)",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"iat": t0.Add(time.Minute).Unix()})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"iat": t0.Add(time.Minute).Unix()})) },
 			wantReason: ReasonNotYetValid,
 		},
 		{
 			name:  "nbf within skew",
-			token: func() string { return rsaKey.sign(t, f.claims(map[string]any{"nbf": t0.Add(20 * time.Second).Unix()})) },
+			token: func() string { return rsaKey.Sign(f.Claims(map[string]any{"nbf": t0.Add(20 * time.Second).Unix()})) },
 		},
 		{
 			name:       "zero skew is strict",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"nbf": t0.Add(20 * time.Second).Unix()})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"nbf": t0.Add(20 * time.Second).Unix()})) },
 			mutate:     func(o *Options) { o.ClockSkew = time.Nanosecond },
 			wantReason: ReasonNotYetValid,
 		},
 		{
 			name:       "missing exp",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"exp": nil})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"exp": nil})) },
 			wantReason: ReasonInvalid,
 		},
 		{
 			name:       "wrong issuer",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"iss": "https://evil.example.com"})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"iss": "https://evil.example.com"})) },
 			wantReason: ReasonWrongIssuer,
 		},
 		{
 			name:       "wrong audience",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"aud": "https://other.example.com/mcp"})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"aud": "https://other.example.com/mcp"})) },
 			wantReason: ReasonWrongAudience,
 		},
 		{
 			name:       "no audience",
-			token:      func() string { return rsaKey.sign(t, f.claims(map[string]any{"aud": nil})) },
+			token:      func() string { return rsaKey.Sign(f.Claims(map[string]any{"aud": nil})) },
 			wantReason: ReasonWrongAudience,
 		},
 		{
 			name: "Entra-style extra audience",
 			token: func() string {
-				return rsaKey.sign(t, f.claims(map[string]any{"aud": []string{"api://portcullis-app-id"}}))
+				return rsaKey.Sign(f.Claims(map[string]any{"aud": []string{"api://portcullis-app-id"}}))
 			},
 		},
 		{
 			name:       "required claim missing",
-			token:      func() string { return rsaKey.sign(t, f.claims(nil)) },
+			token:      func() string { return rsaKey.Sign(f.Claims(nil)) },
 			mutate:     func(o *Options) { o.Issuers[0].RequiredClaims = []string{"tid"} },
 			wantReason: ReasonInvalid,
 		},
 		{
 			name:   "required claim present",
-			token:  func() string { return rsaKey.sign(t, f.claims(map[string]any{"tid": "tenant"})) },
+			token:  func() string { return rsaKey.Sign(f.Claims(map[string]any{"tid": "tenant"})) },
 			mutate: func(o *Options) { o.Issuers[0].RequiredClaims = []string{"tid"} },
 		},
 		{
 			name: "scp array, azp, roles and groups",
 			token: func() string {
-				return rsaKey.sign(t, f.claims(map[string]any{"scope": nil, "client_id": nil, "azp": "entra-app",
+				return rsaKey.Sign(f.Claims(map[string]any{"scope": nil, "client_id": nil, "azp": "entra-app",
 					"scp": []string{"a", "b"}, "roles": []string{"admin"}, "groups": "ops admin"}))
 			},
 			check: func(t *testing.T, p *Principal) {
@@ -171,7 +172,7 @@ func TestVerifyJWT(t *testing.T) {
 		{
 			name: "scp string and cid",
 			token: func() string {
-				return rsaKey.sign(t, f.claims(map[string]any{"scope": nil, "client_id": nil, "cid": "okta-app", "scp": "x y"}))
+				return rsaKey.Sign(f.Claims(map[string]any{"scope": nil, "client_id": nil, "cid": "okta-app", "scp": "x y"}))
 			},
 			check: func(t *testing.T, p *Principal) {
 				if !slices.Equal(p.Scopes, []string{"x", "y"}) || p.ClientID != "okta-app" {

@@ -175,10 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	is, err := newIssuer()
-	if err != nil {
-		return err
-	}
+	is := newIssuer()
 	defer is.close()
 	sink, err := newOTLPSink()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/doctor"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
@@ -27,44 +28,23 @@ type deployment struct {
 	allowedOrigins  []string
 	// wrap, when set, wraps /mcp outside the auth middleware (a proxy).
 	wrap func(http.Handler) http.Handler
-	// asMeta returns the authorization server's RFC 8414 document for
-	// issuer, or nil for 404. Nil means a good one (PKCE S256).
-	asMeta func(issuer string) any
-}
-
-func goodASMeta(issuer string) any {
-	return map[string]any{
-		"issuer":                           issuer,
-		"authorization_endpoint":           issuer + "/authorize",
-		"token_endpoint":                   issuer + "/token",
-		"code_challenge_methods_supported": []string{"S256"},
-	}
+	// asMeta overrides members of the authorization server's RFC 8414
+	// document (a nil value deletes one); the default is a good one (PKCE
+	// S256).
+	asMeta map[string]any
+	// noASMeta serves no authorization server metadata.
+	noASMeta bool
 }
 
 // start serves d and returns the MCP URL and a token its issuer minted.
 func (d deployment) start(t *testing.T) (mcpURL, token string) {
 	t.Helper()
-	asMeta := d.asMeta
-	if asMeta == nil {
-		asMeta = goodASMeta
+	discovery := oidctest.RFC8414
+	if d.noASMeta {
+		discovery = oidctest.NoDiscovery
 	}
-	as := httptest.NewUnstartedServer(nil)
-	asURL := "http://" + as.Listener.Addr().String()
-	as.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m := asMeta(asURL)
-		if r.URL.Path != "/.well-known/oauth-authorization-server" || m == nil {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(m)
-	})
-	as.Start()
-	t.Cleanup(as.Close)
-	issuer, err := auth.NewDevIssuer(asURL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := oidctest.NewECKey("doctor")
+	as := oidctest.Start(t, oidctest.Options{Keys: []*oidctest.Key{key}, Discovery: discovery, Metadata: d.asMeta})
 
 	srv := httptest.NewUnstartedServer(nil)
 	mcpURL = "http://" + srv.Listener.Addr().String() + "/mcp"
@@ -73,16 +53,19 @@ func (d deployment) start(t *testing.T) (mcpURL, token string) {
 		o.Resource = mcpURL
 	}
 	if !d.authOff {
-		o.Issuers = []auth.IssuerOptions{issuer.IssuerOptions()}
+		o.Issuers = []auth.IssuerOptions{{Issuer: as.URL(), JWKSURL: as.JWKSURL()}}
 	}
 	o.Defaults()
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	token, err = issuer.Mint("doctor-test", o.Resource, append(d.scopesSupported, d.requiredScopes...), time.Hour)
-	if err != nil {
-		t.Fatal(err)
+	now := time.Now()
+	claims := map[string]any{"sub": "doctor-test", "client_id": "doctor-test", "aud": o.Resource,
+		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+	if scopes := append(d.scopesSupported, d.requiredScopes...); len(scopes) > 0 {
+		claims["scope"] = strings.Join(scopes, " ")
 	}
+	token = key.Sign(as.Claims(claims))
 
 	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
 	if err != nil {
@@ -245,23 +228,21 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:       "authorization server names another issuer",
-			deploy:     deployment{asMeta: func(string) any { return goodASMeta("https://other.example") }},
+			deploy:     deployment{asMeta: map[string]any{"issuer": "https://other.example"}},
 			wantFailed: true,
 			want:       map[string]doctor.Status{doctor.CheckAuthServer: doctor.Fail, doctor.CheckToolsList: doctor.Pass},
 			wantDetail: map[string]string{doctor.CheckAuthServer: `names issuer "https://other.example"`},
 		},
 		{
 			name:       "authorization server without metadata",
-			deploy:     deployment{asMeta: func(string) any { return nil }},
+			deploy:     deployment{noASMeta: true},
 			wantFailed: true,
 			want:       map[string]doctor.Status{doctor.CheckAuthServer: doctor.Fail},
 			wantDetail: map[string]string{doctor.CheckAuthServer: "no metadata at any of"},
 		},
 		{
-			name: "authorization server without PKCE",
-			deploy: deployment{asMeta: func(iss string) any {
-				return map[string]any{"issuer": iss, "token_endpoint": iss + "/token"}
-			}},
+			name:       "authorization server without PKCE",
+			deploy:     deployment{asMeta: map[string]any{"authorization_endpoint": nil, "code_challenge_methods_supported": nil}},
 			want:       map[string]doctor.Status{doctor.CheckAuthServer: doctor.Warn},
 			wantDetail: map[string]string{doctor.CheckAuthServer: "PKCE S256"},
 		},
