@@ -14,7 +14,6 @@ package limits
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
 	"golang.org/x/time/rate"
 )
 
@@ -274,12 +274,6 @@ func WriteRefusal(w http.ResponseWriter, status int, retry time.Duration, msg st
 	}
 	h := w.Header()
 	h.Set("Retry-After", strconv.FormatInt(secs, 10))
-	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      any    `json:"id"`
-		Error   any    `json:"error"`
-	}{"2.0", nil, map[string]any{"code": -32000, "message": msg}})
+	jsonrpcerr.Write(w, status, nil, jsonrpcerr.ServerError, msg)
 }
