@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
 
 // DefaultToolTimeout bounds a tool call when mcp.tool_timeout is not set.
@@ -277,13 +278,13 @@ type sessionIDRecorder struct {
 }
 
 func (s *sessionIDRecorder) WriteHeader(code int) {
-	s.id = s.Header().Get(sessionIDHeader)
+	s.id = s.Header().Get(mcpheader.SessionID)
 	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *sessionIDRecorder) Write(b []byte) (int, error) {
 	if s.id == "" {
-		s.id = s.Header().Get(sessionIDHeader)
+		s.id = s.Header().Get(mcpheader.SessionID)
 	}
 	return s.ResponseWriter.Write(b)
 }

@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
 
 // limitEvents records limit events.
@@ -139,7 +140,7 @@ func TestSessionCap(t *testing.T) {
 	var ids []string
 	for i := range 2 {
 		r := post(t, ts.URL, legacyInit, nil)
-		id := r.header.Get(sessionIDHeader)
+		id := r.header.Get(mcpheader.SessionID)
 		if r.status != http.StatusOK || id == "" {
 			t.Fatalf("initialize %d: status %d, session %q: %s", i+1, r.status, id, r.body)
 		}
@@ -161,8 +162,8 @@ func TestSessionCap(t *testing.T) {
 	}
 	// Closing a session frees its slot.
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, ts.URL, nil)
-	req.Header.Set(sessionIDHeader, ids[0])
-	req.Header.Set(protocolVersionHeader, "2025-06-18")
+	req.Header.Set(mcpheader.SessionID, ids[0])
+	req.Header.Set(mcpheader.ProtocolVersion, "2025-06-18")
 	if r := do(t, req); r.status/100 != 2 {
 		t.Fatalf("DELETE session: status %d: %s", r.status, r.body)
 	}
@@ -299,10 +300,10 @@ func TestSessionSharePerPrincipal(t *testing.T) {
 		var aliceIDs []string
 		for i := range 2 {
 			w := initialize("alice")
-			if w.Code != http.StatusOK || w.Header().Get(sessionIDHeader) == "" {
+			if w.Code != http.StatusOK || w.Header().Get(mcpheader.SessionID) == "" {
 				t.Fatalf("alice's initialize %d: status %d: %s", i+1, w.Code, w.Body)
 			}
-			aliceIDs = append(aliceIDs, w.Header().Get(sessionIDHeader))
+			aliceIDs = append(aliceIDs, w.Header().Get(mcpheader.SessionID))
 		}
 		counts("alice", 2, 2)
 
@@ -326,8 +327,8 @@ func TestSessionSharePerPrincipal(t *testing.T) {
 
 		// Deleting one of alice's sessions gives her room again.
 		r := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
-		r.Header.Set(sessionIDHeader, aliceIDs[0])
-		r.Header.Set(protocolVersionHeader, "2025-06-18")
+		r.Header.Set(mcpheader.SessionID, aliceIDs[0])
+		r.Header.Set(mcpheader.ProtocolVersion, "2025-06-18")
 		r.Header.Set("X-Who", "alice")
 		dw := httptest.NewRecorder()
 		h.ServeHTTP(dw, r)
