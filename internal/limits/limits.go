@@ -105,7 +105,8 @@ func (o *Options) Validate() error {
 // Limit names what refused a request, as reported in an [Event].
 type Limit string
 
-// The limits [Limiter] and the MCP layer enforce.
+// The limits [Limiter], the MCP layer and net/http enforce; [Table]
+// describes each.
 const (
 	LimitInFlightTotal     Limit = "inflight_total"
 	LimitInFlightPrincipal Limit = "inflight_principal"
@@ -115,6 +116,8 @@ const (
 	LimitBodySize          Limit = "body_size"
 	LimitBodyReadTimeout   Limit = "body_read_timeout"
 	LimitToolTimeout       Limit = "tool_timeout"
+	LimitHeaderSize        Limit = "header_size"
+	LimitReadHeaderTimeout Limit = "read_header_timeout"
 )
 
 // Event is one refusal (or, for [LimitToolTimeout], one call cut off).
