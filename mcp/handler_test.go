@@ -88,6 +88,19 @@ type response struct {
 // the JSON-RPC response whether it comes as JSON or as SSE.
 func post(t *testing.T, url, body string, header map[string]string) response {
 	t.Helper()
+	return do(t, newPost(t, url, body, header))
+}
+
+// postTo is post served by h directly, without a listener, for tests in a
+// synctest bubble.
+func postTo(t *testing.T, h http.Handler, body string, header map[string]string) response {
+	t.Helper()
+	return serve(h, newPost(t, "http://example.test/mcp", body, header))
+}
+
+// newPost builds the request post sends.
+func newPost(t *testing.T, url, body string, header map[string]string) *http.Request {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +114,7 @@ func post(t *testing.T, url, body string, header map[string]string) response {
 		}
 		req.Header.Set(k, v)
 	}
-	return do(t, req)
+	return req
 }
 
 func do(t *testing.T, req *http.Request) response {
@@ -112,8 +125,21 @@ func do(t *testing.T, req *http.Request) response {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := response{status: resp.StatusCode, header: resp.Header, body: string(raw)}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	return decodeResponse(resp.StatusCode, resp.Header, raw)
+}
+
+// serve is do with h answering req directly.
+func serve(h http.Handler, req *http.Request) response {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return decodeResponse(w.Code, w.Header(), w.Body.Bytes())
+}
+
+// decodeResponse reads the last JSON-RPC message of a response, whether
+// it comes as JSON or as SSE.
+func decodeResponse(status int, header http.Header, raw []byte) response {
+	r := response{status: status, header: header, body: string(raw)}
+	if strings.HasPrefix(header.Get("Content-Type"), "text/event-stream") {
 		sc := bufio.NewScanner(strings.NewReader(r.body))
 		for sc.Scan() {
 			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {

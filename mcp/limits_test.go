@@ -35,168 +35,194 @@ func (e *limitEvents) list() []limits.Event {
 	return append([]limits.Event(nil), e.got...)
 }
 
+// TestToolTimeout runs on a fake clock: a call's timeout passes as soon as
+// every goroutine waits, and a call takes exactly its timeout.
 func TestToolTimeout(t *testing.T) {
-	// slow waits for its context, or ignores it (stubborn) until released.
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	cancelled := make(chan error, 4)
-	server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
-	type in struct {
-		Stubborn bool `json:"stubborn,omitempty"`
-	}
-	handler := func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
-		if a.Stubborn {
-			<-release
-			return nil, nil, nil
+	synctest.Test(t, func(t *testing.T) {
+		// slow waits for its context, or ignores it (stubborn) until released.
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		cancelled := make(chan error, 4)
+		server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+		type in struct {
+			Stubborn bool `json:"stubborn,omitempty"`
 		}
-		<-ctx.Done()
-		cancelled <- ctx.Err()
-		return nil, nil, ctx.Err()
-	}
-	sdk.AddTool(server, &sdk.Tool{Name: "slow"}, handler)
-	sdk.AddTool(server, &sdk.Tool{Name: "slower"}, handler)
-	sdk.AddTool(server, &sdk.Tool{Name: "quick"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
-	})
-	ev := &limitEvents{}
-	server.AddReceivingMiddleware(toolTimeoutMiddleware(50*time.Millisecond,
-		toolTimeoutMap([]ToolTimeout{{Tool: "slower", Timeout: 150 * time.Millisecond}}), ev.hook, nil))
-	cs := connect(t, server)
-
-	tests := []struct {
-		name    string
-		tool    string
-		args    map[string]any
-		timeout time.Duration
-	}{
-		{name: "default timeout, handler honours its context", tool: "slow", timeout: 50 * time.Millisecond},
-		{name: "per-tool override", tool: "slower", timeout: 150 * time.Millisecond},
-		{name: "handler ignores its context", tool: "slow", args: map[string]any{"stubborn": true}, timeout: 50 * time.Millisecond},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tc.tool, Arguments: tc.args})
-			took := time.Since(start)
-			if err != nil {
-				t.Fatalf("CallTool: %v", err)
+		handler := func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+			if a.Stubborn {
+				<-release
+				return nil, nil, nil
 			}
-			text := res.Content[0].(*sdk.TextContent).Text
-			want := `"` + tc.tool + `" did not finish within ` + tc.timeout.String()
-			if !res.IsError || !strings.Contains(text, want) {
-				t.Fatalf("result %+v %q; want an error result saying %q", res, text, want)
-			}
-			if took < tc.timeout || took > tc.timeout+2*time.Second {
-				t.Errorf("call took %v, want about %v", took, tc.timeout)
-			}
-			if tc.args == nil {
-				select {
-				case err := <-cancelled:
-					if err != context.DeadlineExceeded {
-						t.Errorf("handler's context ended with %v, want deadline exceeded", err)
-					}
-				case <-time.After(2 * time.Second):
-					t.Error("handler's context was not cancelled")
-				}
-			}
+			<-ctx.Done()
+			cancelled <- ctx.Err()
+			return nil, nil, ctx.Err()
+		}
+		sdk.AddTool(server, &sdk.Tool{Name: "slow"}, handler)
+		sdk.AddTool(server, &sdk.Tool{Name: "slower"}, handler)
+		sdk.AddTool(server, &sdk.Tool{Name: "quick"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
 		})
-	}
-	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "quick"})
-	if err != nil || res.IsError {
-		t.Fatalf("quick: %v %+v", err, res)
-	}
-	// A caller that goes away first is not a timeout: the handler's context
-	// is cancelled, and nothing is counted.
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slower"}); err == nil {
-		t.Fatal("CallTool with a cancelled context: no error")
-	}
-	select {
-	case err := <-cancelled:
-		if err != context.Canceled {
-			t.Errorf("handler's context ended with %v, want canceled (the caller left)", err)
+		ev := &limitEvents{}
+		server.AddReceivingMiddleware(toolTimeoutMiddleware(50*time.Millisecond,
+			toolTimeoutMap([]ToolTimeout{{Tool: "slower", Timeout: 150 * time.Millisecond}}), ev.hook, nil))
+		cs := connect(t, server)
+
+		tests := []struct {
+			name    string
+			tool    string
+			args    map[string]any
+			timeout time.Duration
+		}{
+			{name: "default timeout, handler honours its context", tool: "slow", timeout: 50 * time.Millisecond},
+			{name: "per-tool override", tool: "slower", timeout: 150 * time.Millisecond},
+			{name: "handler ignores its context", tool: "slow", args: map[string]any{"stubborn": true}, timeout: 50 * time.Millisecond},
 		}
-	case <-time.After(2 * time.Second):
-		t.Error("handler's context was not cancelled when the caller left")
-	}
-	got := ev.list()
-	if len(got) != len(tests) {
-		t.Fatalf("events %+v, want %d tool_timeout events", got, len(tests))
-	}
-	for i, e := range got {
-		if e.Limit != limits.LimitToolTimeout || e.Tool != tests[i].tool {
-			t.Errorf("event %d = %+v, want tool_timeout for %s", i, e, tests[i].tool)
+		for _, tc := range tests {
+			func() { // t.Run is not allowed in a bubble
+				start := time.Now()
+				res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tc.tool, Arguments: tc.args})
+				took := time.Since(start)
+				if err != nil {
+					t.Errorf("%s: CallTool: %v", tc.name, err)
+					return
+				}
+				text := res.Content[0].(*sdk.TextContent).Text
+				want := `"` + tc.tool + `" did not finish within ` + tc.timeout.String()
+				if !res.IsError || !strings.Contains(text, want) {
+					t.Errorf("%s: result %+v %q; want an error result saying %q", tc.name, res, text, want)
+					return
+				}
+				if took < tc.timeout || took > tc.timeout+2*time.Second {
+					t.Errorf("%s: call took %v, want about %v", tc.name, took, tc.timeout)
+				}
+				if tc.args == nil {
+					select {
+					case err := <-cancelled:
+						if err != context.DeadlineExceeded {
+							t.Errorf("%s: handler's context ended with %v, want deadline exceeded", tc.name, err)
+						}
+					case <-time.After(2 * time.Second):
+						t.Errorf("%s: handler's context was not cancelled", tc.name)
+					}
+				}
+			}()
 		}
-	}
+		res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "quick"})
+		if err != nil || res.IsError {
+			t.Fatalf("quick: %v %+v", err, res)
+		}
+		// A caller that goes away first is not a timeout: the handler's context
+		// is cancelled, and nothing is counted.
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slower"}); err == nil {
+			t.Fatal("CallTool with a cancelled context: no error")
+		}
+		select {
+		case err := <-cancelled:
+			if err != context.Canceled {
+				t.Errorf("handler's context ended with %v, want canceled (the caller left)", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Error("handler's context was not cancelled when the caller left")
+		}
+		got := ev.list()
+		if len(got) != len(tests) {
+			t.Fatalf("events %+v, want %d tool_timeout events", got, len(tests))
+		}
+		for i, e := range got {
+			if e.Limit != limits.LimitToolTimeout || e.Tool != tests[i].tool {
+				t.Errorf("event %d = %+v, want tool_timeout for %s", i, e, tests[i].tool)
+			}
+		}
+	})
 }
 
+// TestSessionCap runs on a fake clock, so that a closed session's slot is
+// seen free as soon as every goroutine has settled.
 func TestSessionCap(t *testing.T) {
-	ev := &limitEvents{}
-	ts, h := newTestEndpoint(t, func(o *Options) {
-		o.MaxSessions = 2
-		o.LimitHook = ev.hook
-	})
-	var ids []string
-	for i := range 2 {
-		r := post(t, ts.URL, legacyInit, nil)
-		id := r.header.Get(mcpheader.SessionID)
-		if r.status != http.StatusOK || id == "" {
-			t.Fatalf("initialize %d: status %d, session %q: %s", i+1, r.status, id, r.body)
+	synctest.Test(t, func(t *testing.T) {
+		ev := &limitEvents{}
+		h := endpoint{edit: func(o *Options) {
+			o.MaxSessions = 2
+			o.LimitHook = ev.hook
+		}}.handler(t)
+		post := func(_ *testing.T, _, body string, header map[string]string) response {
+			return postTo(t, h, body, header)
 		}
-		ids = append(ids, id)
-	}
-	if n, _ := h.sessions.open(""); n != 2 {
-		t.Errorf("open sessions = %d, want 2", n)
-	}
-	r := post(t, ts.URL, legacyInit, nil)
-	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
-		t.Fatalf("third initialize: status %d, Retry-After %q, want 503 with Retry-After: %s", r.status, r.header.Get("Retry-After"), r.body)
-	}
-	if errorCode(r.message) != -32000 || !strings.Contains(errorMessage(r.message), "2 sessions open") {
-		t.Errorf("third initialize: body %s, want a JSON-RPC error naming the limit", r.body)
-	}
-	// Stateless requests are not sessions: still served.
-	if r := post(t, ts.URL, modernCall("echo", `{"text":"hi"}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}); r.status != http.StatusOK {
-		t.Errorf("stateless call at the cap: status %d: %s", r.status, r.body)
-	}
-	// Closing a session frees its slot.
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, ts.URL, nil)
-	req.Header.Set(mcpheader.SessionID, ids[0])
-	req.Header.Set(mcpheader.ProtocolVersion, "2025-06-18")
-	if r := do(t, req); r.status/100 != 2 {
-		t.Fatalf("DELETE session: status %d: %s", r.status, r.body)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := h.sessions.open(""); n != 1 && time.Now().Before(deadline); n, _ = h.sessions.open("") {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
-		t.Fatalf("initialize after DELETE: status %d: %s", r.status, r.body)
-	}
-	if got := ev.list(); len(got) != 1 || got[0].Limit != limits.LimitSessions {
-		t.Errorf("events %+v, want one sessions event", got)
-	}
+		var ids []string
+		for i := range 2 {
+			r := post(t, "", legacyInit, nil)
+			id := r.header.Get(mcpheader.SessionID)
+			if r.status != http.StatusOK || id == "" {
+				t.Fatalf("initialize %d: status %d, session %q: %s", i+1, r.status, id, r.body)
+			}
+			ids = append(ids, id)
+		}
+		if n, _ := h.sessions.open(""); n != 2 {
+			t.Errorf("open sessions = %d, want 2", n)
+		}
+		r := post(t, "", legacyInit, nil)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("third initialize: status %d, Retry-After %q, want 503 with Retry-After: %s", r.status, r.header.Get("Retry-After"), r.body)
+		}
+		if errorCode(r.message) != -32000 || !strings.Contains(errorMessage(r.message), "2 sessions open") {
+			t.Errorf("third initialize: body %s, want a JSON-RPC error naming the limit", r.body)
+		}
+		// Stateless requests are not sessions: still served.
+		if r := post(t, "", modernCall("echo", `{"text":"hi"}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}); r.status != http.StatusOK {
+			t.Errorf("stateless call at the cap: status %d: %s", r.status, r.body)
+		}
+		// Closing a session frees its slot.
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "/mcp", nil)
+		req.Header.Set(mcpheader.SessionID, ids[0])
+		req.Header.Set(mcpheader.ProtocolVersion, "2025-06-18")
+		if r := serve(h, req); r.status/100 != 2 {
+			t.Fatalf("DELETE session: status %d: %s", r.status, r.body)
+		}
+		synctest.Wait()
+		if n, _ := h.sessions.open(""); n != 1 {
+			t.Errorf("open sessions after DELETE = %d, want 1", n)
+		}
+		if r := post(t, "", legacyInit, nil); r.status != http.StatusOK {
+			t.Fatalf("initialize after DELETE: status %d: %s", r.status, r.body)
+		}
+		if got := ev.list(); len(got) != 1 || got[0].Limit != limits.LimitSessions {
+			t.Errorf("events %+v, want one sessions event", got)
+		}
+		// The bubble ends when every goroutine has: let the default idle
+		// timeout close the sessions still open.
+		time.Sleep(10*time.Minute + time.Second)
+		synctest.Wait()
+	})
 }
 
+// TestSessionIdleTimeoutFreesTheCap runs on a fake clock: the idle timeout
+// passes in an instant, and the session is gone once every goroutine has
+// settled.
 func TestSessionIdleTimeoutFreesTheCap(t *testing.T) {
-	ts, h := newTestEndpoint(t, func(o *Options) {
-		o.MaxSessions = 1
-		o.SessionIdleTimeout = 100 * time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 100 * time.Millisecond
+		h := endpoint{edit: func(o *Options) {
+			o.MaxSessions = 1
+			o.SessionIdleTimeout = idle
+		}}.handler(t)
+		if r := postTo(t, h, legacyInit, nil); r.status != http.StatusOK {
+			t.Fatalf("initialize: status %d: %s", r.status, r.body)
+		}
+		if r := postTo(t, h, legacyInit, nil); r.status != http.StatusServiceUnavailable {
+			t.Fatalf("second initialize at once: status %d, want 503", r.status)
+		}
+		time.Sleep(idle + time.Second) // the fake clock: no real wait
+		synctest.Wait()
+		if n, _ := h.sessions.open(""); n != 0 {
+			t.Errorf("open sessions after the idle timeout = %d, want 0", n)
+		}
+		if r := postTo(t, h, legacyInit, nil); r.status != http.StatusOK {
+			t.Fatalf("initialize after the idle timeout: status %d: %s", r.status, r.body)
+		}
+		time.Sleep(idle + time.Second) // and that session's
+		synctest.Wait()
 	})
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
-		t.Fatalf("initialize: status %d: %s", r.status, r.body)
-	}
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusServiceUnavailable {
-		t.Fatalf("second initialize at once: status %d, want 503", r.status)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := h.sessions.open(""); n != 0 && time.Now().Before(deadline); n, _ = h.sessions.open("") {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
-		t.Fatalf("initialize after the idle timeout: status %d: %s", r.status, r.body)
-	}
 }
 
 func TestBodySizeLimitIsReported(t *testing.T) {
