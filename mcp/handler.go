@@ -129,16 +129,16 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			h.limitHook(r.Context(), limits.Event{Limit: limits.LimitBodySize})
-			jsonrpcerr.Write(w, http.StatusRequestEntityTooLarge, nil, -32600,
+			jsonrpcerr.Write(w, http.StatusRequestEntityTooLarge, nil, jsonrpcerr.InvalidRequest,
 				fmt.Sprintf("Request body exceeds %d bytes.", mbe.Limit))
 			return
 		}
 		if errors.Is(err, limits.ErrBodyReadTimeout) {
 			w.Header().Set("Connection", "close")
-			jsonrpcerr.Write(w, http.StatusRequestTimeout, nil, -32000, "Request Timeout: the request body did not arrive in time.")
+			jsonrpcerr.Write(w, http.StatusRequestTimeout, nil, jsonrpcerr.ServerError, "Request Timeout: the request body did not arrive in time.")
 			return
 		}
-		jsonrpcerr.Write(w, http.StatusBadRequest, nil, -32700, "Could not read the request body.")
+		jsonrpcerr.Write(w, http.StatusBadRequest, nil, jsonrpcerr.ParseError, "Could not read the request body.")
 		return
 	}
 	msgs, jerr := parseMessages(body)
@@ -152,7 +152,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		// clients are owed a JSON-RPC error naming the method.
 		for _, m := range msgs {
 			if m.Method != "" && len(m.ID) > 0 && !mcpmethod.IsRequest(m.Method) {
-				jsonrpcerr.Write(w, http.StatusBadRequest, m.ID, -32601, fmt.Sprintf("Method not found: %q.", m.Method))
+				jsonrpcerr.Write(w, http.StatusBadRequest, m.ID, jsonrpcerr.MethodNotFound, fmt.Sprintf("Method not found: %q.", m.Method))
 				return
 			}
 		}

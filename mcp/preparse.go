@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
 	segjson "github.com/segmentio/encoding/json"
 )
 
@@ -49,7 +50,7 @@ func decode(data []byte, v any) error {
 // for JSON that is not a JSON-RPC 2.0 request, notification or response.
 func parseMessages(body []byte) ([]envelope, *parseError) {
 	if tooDeep(body, maxDepth) {
-		return nil, &parseError{code: -32700, msg: fmt.Sprintf("Parse error: the request body nests arrays and objects more than %d levels deep.", maxDepth)}
+		return nil, &parseError{code: jsonrpcerr.ParseError, msg: fmt.Sprintf("Parse error: the request body nests arrays and objects more than %d levels deep.", maxDepth)}
 	}
 	msgs, err := decodeMessages(body)
 	if err != nil {
@@ -58,21 +59,21 @@ func parseMessages(body []byte) ([]envelope, *parseError) {
 		case errors.As(err, &syntax) || !segjson.Valid(body):
 			// A type error can come first in the body; the body is still
 			// not JSON if it is invalid further on.
-			return nil, &parseError{code: -32700, msg: "Parse error: the request body is not valid JSON."}
+			return nil, &parseError{code: jsonrpcerr.ParseError, msg: "Parse error: the request body is not valid JSON."}
 		case msgs == nil:
-			return nil, &parseError{code: -32600, msg: "Invalid Request: a batch must be a non-empty array of JSON-RPC messages."}
+			return nil, &parseError{code: jsonrpcerr.InvalidRequest, msg: "Invalid Request: a batch must be a non-empty array of JSON-RPC messages."}
 		default:
-			return nil, &parseError{code: -32600, msg: "Invalid Request: the body must be a JSON-RPC 2.0 message object."}
+			return nil, &parseError{code: jsonrpcerr.InvalidRequest, msg: "Invalid Request: the body must be a JSON-RPC 2.0 message object."}
 		}
 	}
 	for _, m := range msgs {
 		switch {
 		case m.JSONRPC != "2.0":
-			return nil, &parseError{id: m.ID, code: -32600, msg: `Invalid Request: "jsonrpc" must be "2.0".`}
+			return nil, &parseError{id: m.ID, code: jsonrpcerr.InvalidRequest, msg: `Invalid Request: "jsonrpc" must be "2.0".`}
 		case m.Method == "" && len(m.ID) > 0 && (len(m.Result) > 0 || len(m.Error) > 0):
 			// A response to a server→client request.
 		case m.Method == "":
-			return nil, &parseError{id: m.ID, code: -32600, msg: `Invalid Request: a request needs a "method".`}
+			return nil, &parseError{id: m.ID, code: jsonrpcerr.InvalidRequest, msg: `Invalid Request: a request needs a "method".`}
 		}
 	}
 	return msgs, nil
