@@ -106,15 +106,15 @@ func addVary(hdr http.Header, name string) {
 	hdr.Add("Vary", name)
 }
 
-// OriginGuard applies the Origin allow-list and CORS (see cors.go) before
-// next runs: a browser request from an origin the endpoint does not allow
-// gets 403, a preflight from one it allows gets its answer, and actual
-// requests from it get the CORS response headers. Put in front of the auth
-// middleware, it refuses a page on another origin (a DNS-rebinding attack)
-// without looking at its token, answers preflights (which carry no token),
-// and puts the CORS headers on auth's 401 and 403 too, so that a browser
-// client can read their WWW-Authenticate. The handler applies it again
-// itself, so it is safe alone.
+// OriginGuard applies the Origin allow-list and CORS before next runs: a
+// browser request from an origin the endpoint does not allow gets 403, a
+// preflight from one it allows gets its answer, and actual requests from
+// it get the CORS response headers. Put in front of the auth middleware,
+// it refuses a page on another origin (a DNS-rebinding attack) without
+// looking at its token, answers preflights (which carry no token), and
+// puts the CORS headers on auth's 401 and 403 too, so that a browser client
+// can read their WWW-Authenticate. The handler applies it again itself, so
+// it is safe alone.
 func (h *Handler) OriginGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.cors(w, r) {
