@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
 
 // DevIssuer is the embedded token issuer of `serve --dev`: an ES256 key
@@ -132,7 +132,7 @@ func (d *DevIssuer) Mint(subject, audience string, scopes []string, ttl time.Dur
 // one, names a loopback http(s) origin, answering 403 otherwise.
 func (d *DevIssuer) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackHostPort(r.Host) {
+		if !loopback.Host(r.Host) {
 			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "invalid_request", "error_description": "the dev issuer answers only to a loopback Host"})
 			return
 		}
@@ -218,22 +218,6 @@ func (d *DevIssuer) token(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// loopbackHostPort reports whether hostport (a Host header: a host with
-// an optional port) names "localhost" or a loopback IP literal. Names that
-// merely resolve to loopback are refused: whoever controls their DNS can
-// rebind them.
-func loopbackHostPort(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	return ip != nil && ip.IsLoopback()
-}
-
 // loopbackOrigin reports whether origin (an Origin header) is an http(s)
 // origin on a loopback host; "null" and anything else are not.
 func loopbackOrigin(origin string) bool {
@@ -241,7 +225,7 @@ func loopbackOrigin(origin string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return false
 	}
-	return loopbackHostPort(u.Host)
+	return loopback.Host(u.Host)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

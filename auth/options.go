@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
 
 // Options is the `auth:` section of the configuration. The zero value means
@@ -409,13 +409,12 @@ func checkURL(raw string, allowHTTP bool) error {
 }
 
 // IsLoopbackHost reports whether host (a name or IP, without port) is
-// "localhost" or a loopback address.
+// "localhost", a name under .localhost (which RFC 6761 reserves for
+// loopback), or a loopback address. Unlike the dev issuer's Host check it
+// accepts *.localhost: it decides whether an http URL is allowed, not
+// whether a request may have come from a rebound name.
 func IsLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return loopback.Host(host) || strings.HasSuffix(strings.ToLower(host), ".localhost")
 }
 
 // AdvertisedScopes returns scopes as a client must ask the authorization

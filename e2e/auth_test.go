@@ -2,7 +2,7 @@
 
 package e2e
 
-// End-to-end tests of auth (issue 3, "Shown by" points 2 and 4): the real
+// End-to-end tests of auth: the real
 // binary as an OAuth 2.1 resource server in front of a real OpenID provider
 // (e2e/idp, oidc-provider), driven by plain HTTP, the Go SDK's OAuth client
 // and the MCP Inspector; and `serve --dev` with its printed token and

@@ -2,7 +2,7 @@
 
 package e2e
 
-// Fault tests (issue 7): the real binary while what it depends on fails —
+// Fault tests: the real binary while what it depends on fails —
 // the IdP's key set, the introspection endpoint, a tool's upstream, a tool
 // itself — and while callers push past its limits. Each fault is injected
 // from outside the process, as it would happen in production: a proxy that

@@ -427,7 +427,7 @@ func rpcResult(t *testing.T, msgs []rpcMessage, id string) json.RawMessage {
 	return nil
 }
 
-// postMCP sends one JSON-RPC body to url the way the seed's curl commands
+// postMCP sends one JSON-RPC body to url the way plain curl commands
 // do, plus the extra headers, and returns the response with its body read.
 func postMCP(t *testing.T, client *http.Client, url, body string, header http.Header) (*http.Response, []byte) {
 	t.Helper()

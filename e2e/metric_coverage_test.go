@@ -2,8 +2,8 @@
 
 package e2e
 
-// The dashboard and the alert rules query only what the binary exports
-// (issue 4, "Shown by" point 4): every metric name in the PromQL of
+// The dashboard and the alert rules query only what the binary exports:
+// every metric name in the PromQL of
 // helm/portcullis/files/dashboard.json and alerts.yaml must be in a real
 // scrape of the running binary. And a flood of caller-chosen names (tools,
 // methods, session ids, paths) must not create series.

@@ -2,7 +2,7 @@
 
 package e2e
 
-// End-to-end tracing (issue 4, "Shown by" point 3): the real binary
+// End-to-end tracing: the real binary
 // exports its spans over OTLP, configured only by the standard OTEL_*
 // variables, to a real OpenTelemetry Collector (otelcol-portcullis, built
 // by scripts/install-otelcol.sh). The collector batches them and forwards

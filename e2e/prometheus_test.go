@@ -2,7 +2,7 @@
 
 package e2e
 
-// End-to-end metrics (issue 4, "Shown by" point 3): a real Prometheus
+// End-to-end metrics: a real Prometheus
 // (Debian's package, installed by scripts/install-prometheus.sh) scrapes
 // the binary's metrics listener every second under job "portcullis", and
 // after a few tool calls its HTTP query API returns the series the

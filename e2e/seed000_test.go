@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The four curl calls of seed 000's "Test with curl" walkthrough, bodies
+// The four curl calls of a first "test with curl" walkthrough, bodies
 // verbatim. Like curl, the test sends no Mcp-Session-Id and no
 // MCP-Protocol-Version header: each call stands alone.
 const (

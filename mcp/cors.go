@@ -1,10 +1,15 @@
 package mcp
 
 import (
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
 
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
@@ -99,4 +104,37 @@ func addVary(hdr http.Header, name string) {
 		}
 	}
 	hdr.Add("Vary", name)
+}
+
+// OriginGuard applies the Origin allow-list and CORS before next runs: a
+// browser request from an origin the endpoint does not allow gets 403, a
+// preflight from one it allows gets its answer, and actual requests from
+// it get the CORS response headers. Put in front of the auth middleware,
+// it refuses a page on another origin (a DNS-rebinding attack) without
+// looking at its token, answers preflights (which carry no token), and
+// puts the CORS headers on auth's 401 and 403 too, so that a browser client
+// can read their WWW-Authenticate. The handler applies it again itself, so
+// it is safe alone.
+func (h *Handler) OriginGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.cors(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// originAllowed reports whether a browser origin may call the endpoint: it
+// is listed, or both it and the address the request arrived at are loopback
+// (a local page talking to a local server; a DNS-rebinding page has a
+// non-loopback origin).
+func (h *Handler) originAllowed(r *http.Request, origin string) bool {
+	if slices.Contains(h.origins, origin) {
+		return true
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || !loopback.Host(local.String()) {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && loopback.Host(u.Host)
 }

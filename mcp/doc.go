@@ -10,9 +10,6 @@
 // initialize handshake and optional sessions. [ServeStdio] serves it over
 // stdin and stdout for local use.
 //
-//	cat, _ := tools.New(tools.Options{}, tools.Deps{})
-//	server := mcp.NewServer(cat, mcp.ServerConfig{Version: "dev", Sealer: sealer})
-//	opts := mcp.Options{}
-//	opts.Defaults()
-//	http.Handle("/mcp", mcp.NewHandler(server, opts, logger))
+// The examples of [NewHandler] and [ServeStdio] build a server from a
+// catalog and serve it each way.
 package mcp

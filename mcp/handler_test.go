@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -89,6 +88,19 @@ type response struct {
 // the JSON-RPC response whether it comes as JSON or as SSE.
 func post(t *testing.T, url, body string, header map[string]string) response {
 	t.Helper()
+	return do(t, newPost(t, url, body, header))
+}
+
+// postTo is post served by h directly, without a listener, for tests in a
+// synctest bubble.
+func postTo(t *testing.T, h http.Handler, body string, header map[string]string) response {
+	t.Helper()
+	return serve(h, newPost(t, "http://example.test/mcp", body, header))
+}
+
+// newPost builds the request post sends.
+func newPost(t *testing.T, url, body string, header map[string]string) *http.Request {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +114,7 @@ func post(t *testing.T, url, body string, header map[string]string) response {
 		}
 		req.Header.Set(k, v)
 	}
-	return do(t, req)
+	return req
 }
 
 func do(t *testing.T, req *http.Request) response {
@@ -113,8 +125,21 @@ func do(t *testing.T, req *http.Request) response {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := response{status: resp.StatusCode, header: resp.Header, body: string(raw)}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	return decodeResponse(resp.StatusCode, resp.Header, raw)
+}
+
+// serve is do with h answering req directly.
+func serve(h http.Handler, req *http.Request) response {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return decodeResponse(w.Code, w.Header(), w.Body.Bytes())
+}
+
+// decodeResponse reads the last JSON-RPC message of a response, whether
+// it comes as JSON or as SSE.
+func decodeResponse(status int, header http.Header, raw []byte) response {
+	r := response{status: status, header: header, body: string(raw)}
+	if strings.HasPrefix(header.Get("Content-Type"), "text/event-stream") {
 		sc := bufio.NewScanner(strings.NewReader(r.body))
 		for sc.Scan() {
 			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
@@ -341,34 +366,6 @@ func TestHandlerMethods(t *testing.T) {
 	}
 }
 
-func TestDrainEndsStreams(t *testing.T) {
-	ts, h := newTestEndpoint(t, nil)
-	init := post(t, ts.URL, legacyInit, nil)
-	sid := init.header.Get("Mcp-Session-Id")
-	post(t, ts.URL, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, map[string]string{"Mcp-Session-Id": sid})
-
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.URL, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET stream status %d", resp.StatusCode)
-	}
-	h.Drain()
-	// The stream must end: ReadAll returns once the server closes it.
-	if _, err := io.ReadAll(resp.Body); err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		t.Logf("stream ended with %v", err)
-	}
-	r := do(t, req.Clone(context.Background()))
-	if r.status != http.StatusServiceUnavailable {
-		t.Fatalf("GET while draining: status %d, want 503", r.status)
-	}
-}
-
 // A tool's plain requestState leaves sealed and comes back opened, bound to
 // the request that produced it.
 func TestSealStateMiddleware(t *testing.T) {
@@ -420,242 +417,6 @@ func TestSealStateMiddleware(t *testing.T) {
 	}
 	if want := []string{"", "step1"}; !slices.Equal(seen, want) {
 		t.Fatalf("handler saw states %q, want %q (rejected states must not reach it)", seen, want)
-	}
-}
-
-// TestPerToolPolicy checks what a caller the policy refuses a tool gets:
-// a list without it, marked private, and for a call the unknown-tool
-// answer, never a 403 that would name the tool's scopes.
-func TestPerToolPolicy(t *testing.T) {
-	// echo needs a scope nobody here has; everything else is open.
-	policy := func(info *sdkauth.TokenInfo, tool string) (bool, []string) {
-		if tool == "echo" {
-			return false, []string{"echo:use"}
-		}
-		return true, nil
-	}
-	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Access{Policy: policy})
-	modern := func(method, name string) map[string]string {
-		h := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": method}
-		if name != "" {
-			h["Mcp-Name"] = name
-		}
-		return h
-	}
-	tests := []struct {
-		name       string
-		body       string
-		header     map[string]string
-		wantStatus int
-		want       string
-		dontWant   string
-	}{
-		{
-			name:       "list hides the tool and is private",
-			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
-			header:     modern("tools/list", ""),
-			wantStatus: http.StatusOK, want: `"cacheScope":"private"`, dontWant: `"name":"echo"`,
-		},
-		{
-			name:       "legacy call is an unknown tool",
-			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
-			header:     map[string]string{"Mcp-Protocol-Version": "2025-06-18"},
-			wantStatus: http.StatusOK, want: `Unknown tool: \"echo\". Available tools: PingME, calculator, time, whoami.`, dontWant: "echo:use",
-		},
-		{
-			name:       "2026-07-28 call is an unknown tool",
-			body:       modernCall("echo", `{"text":"x"}`),
-			header:     modern("tools/call", "echo"),
-			wantStatus: http.StatusOK, want: `"code":-32602`, dontWant: "echo:use",
-		},
-		{
-			// The body limit applies as to a call of any other name.
-			name:       "2026-07-28 call over the body limit",
-			body:       modernCall("echo", `{"text":"`+strings.Repeat("x", 1024)+`"}`),
-			header:     modern("tools/call", "echo"),
-			wantStatus: http.StatusRequestEntityTooLarge, want: "exceeds 512 bytes",
-		},
-		{
-			name:       "allowed tool",
-			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
-			wantStatus: http.StatusOK, want: "BISMILLAH",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := post(t, ts.URL, tt.body, tt.header)
-			if r.status != tt.wantStatus {
-				t.Fatalf("status %d, want %d\n%s", r.status, tt.wantStatus, r.body)
-			}
-			if !strings.Contains(r.body, tt.want) || (tt.dontWant != "" && strings.Contains(r.body, tt.dontWant)) {
-				t.Fatalf("body want %q, not %q:\n%s", tt.want, tt.dontWant, r.body)
-			}
-			if v := r.header.Get("WWW-Authenticate"); v != "" {
-				t.Errorf("WWW-Authenticate = %q, want none", v)
-			}
-		})
-	}
-}
-
-// TestRequestIDHeader checks that the SDK's middleware sees the JSON-RPC id
-// of a single request in RequestIDHeader, and never a value the client set.
-func TestRequestIDHeader(t *testing.T) {
-	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := make(chan string, 1)
-	record := func(next sdk.MethodHandler) sdk.MethodHandler {
-		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if method == "tools/call" {
-				seen <- req.GetExtra().Header.Get(RequestIDHeader)
-			}
-			return next(ctx, method, req)
-		}
-	}
-	server := NewServer(cat, ServerConfig{Version: "test", Middleware: []sdk.Middleware{record}})
-	var opts Options
-	opts.Defaults()
-	ts := httptest.NewServer(NewHandler(server, opts, Access{}, nil))
-	defer ts.Close()
-
-	for _, tt := range []struct{ id, want string }{
-		{`7`, "7"},
-		{`"abc-1"`, "abc-1"},
-		{`"line\nbreak"`, `"line\nbreak"`},
-	} {
-		body := `{"jsonrpc":"2.0","id":` + tt.id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
-		r := post(t, ts.URL, body, map[string]string{RequestIDHeader: "spoofed"})
-		if r.status != http.StatusOK {
-			t.Fatalf("id %s: status %d %s", tt.id, r.status, r.body)
-		}
-		if got := <-seen; got != tt.want {
-			t.Errorf("id %s: middleware saw %q, want %q", tt.id, got, tt.want)
-		}
-	}
-}
-
-// TestPerToolPolicyCannotBeBypassed sends tools/call requests for a denied
-// tool whose routing fields disagree (headers against body, differently
-// cased keys, batches): none may reach the tool; each gets an error.
-func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
-	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) { return tool != "echo", []string{"echo:use"} }
-	ts, _ := newPolicyEndpoint(t, nil, Access{Policy: policy})
-	const marker = "must-not-echo"
-	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
-	call := func(params string) string {
-		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `}}`
-	}
-	echoArgs := `"arguments":{"text":"` + marker + `"}`
-	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
-	modern := func(method, name string) map[string]string {
-		h := map[string]string{"Mcp-Protocol-Version": modernHdr}
-		if method != "" {
-			h["Mcp-Method"] = method
-		}
-		if name != "" {
-			h["Mcp-Name"] = name
-		}
-		return h
-	}
-	tests := []struct {
-		name   string
-		body   string
-		header map[string]string
-	}{
-		{name: "legacy", body: call(`"name":"echo",` + echoArgs), header: legacy},
-		{name: "legacy without a version header", body: call(`"name":"echo",` + echoArgs)},
-		{name: "legacy with a differently cased key after", body: call(`"name":"echo","Name":"PingME",` + echoArgs), header: legacy},
-		{name: "legacy with a differently cased key before", body: call(`"NAME":"PingME","name":"echo",` + echoArgs), header: legacy},
-		{name: "legacy with a differently cased method key", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"ping","params":{"name":"echo",` + echoArgs + `}}`, header: legacy},
-		{name: "legacy with a duplicate key", body: call(`"name":"PingME","name":"echo",` + echoArgs), header: legacy},
-		{name: "legacy batch", body: `[` + call(`"name":"PingME","arguments":{}`) + `,` + call(`"name":"echo",`+echoArgs) + `]`, header: map[string]string{"Mcp-Protocol-Version": "2025-03-26"}},
-		{name: "2026-07-28 by _meta only", body: call(`"name":"echo",` + echoArgs + `,` + meta)},
-		{name: "2026-07-28", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "echo")},
-		{name: "2026-07-28 Mcp-Name of an allowed tool", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "PingME")},
-		{name: "2026-07-28 without Mcp-Name", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "")},
-		{name: "2026-07-28 without Mcp-Method", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("", "PingME")},
-		{name: "2026-07-28 other Mcp-Method", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/list", "PingME")},
-		{name: "2026-07-28 differently cased key", body: call(`"name":"echo","Name":"PingME",` + echoArgs + `,` + meta), header: modern("tools/call", "PingME")},
-		{name: "2026-07-28 batch", body: `[` + call(`"name":"echo",`+echoArgs+`,`+meta) + `]`, header: modern("tools/call", "PingME")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := post(t, ts.URL, tt.body, tt.header)
-			if strings.Contains(r.body, marker) || (r.status < 400 && !strings.Contains(r.body, `"error"`)) {
-				t.Fatalf("denied tool answered: status %d\n%s", r.status, r.body)
-			}
-		})
-	}
-}
-
-// TestTooDeep: the router refuses a body nested deeper than the SDK allows
-// before decoding it, because its decoder recurses once per level: a 4 MiB
-// body two million levels deep overflowed the stack and killed the
-// process.
-func TestTooDeep(t *testing.T) {
-	deep := func(open, close string, n int) string {
-		return `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":` + strings.Repeat(open, n) + "1" + strings.Repeat(close, n) + `}}`
-	}
-	tests := []struct {
-		name string
-		body string
-		want bool
-	}{
-		{name: "flat", body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`},
-		{name: "at the limit", body: deep("[", "]", maxDepth-2)},
-		{name: "one over", body: deep("[", "]", maxDepth-1), want: true},
-		{name: "objects", body: deep(`{"a":`, "}", maxDepth), want: true},
-		{name: "brackets in strings do not count", body: `{"a":"` + strings.Repeat("[", 2*maxDepth) + `"}`},
-		{name: "escaped quotes do not end a string", body: `{"a":"\\\"` + strings.Repeat("{", 2*maxDepth) + `"}`},
-		{name: "an escaped backslash ends before the quote", body: `{"a":"\\\\"` + strings.Repeat("[", 2*maxDepth), want: true},
-		{name: "invalid JSON is still measured", body: strings.Repeat("[", maxDepth+1) + "}", want: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tooDeep([]byte(tt.body), maxDepth); got != tt.want {
-				t.Errorf("tooDeep = %v, want %v", got, tt.want)
-			}
-		})
-	}
-	// What crashed the process: a body of the default maximum size, nested
-	// as deeply as it can be.
-	n := (sdk.DefaultMaxRequestBodyBytes - 100) / 2
-	body := deep("[", "]", n)
-	if _, perr := parseMessages([]byte(body)); perr == nil || perr.code != -32700 {
-		t.Errorf("a %d-byte body %d levels deep: %+v, want -32700", len(body), n, perr)
-	}
-}
-
-func TestOnlyResponse(t *testing.T) {
-	meta := func(extra string) string {
-		return `{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"` + extra + `}}`
-	}
-	tests := []struct {
-		name string
-		msgs []envelope
-		want bool
-	}{
-		{name: "a call", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(""))}}, want: true},
-		{name: "no params", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/list"}}, want: true},
-		{name: "a progress token", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"progressToken":"p"`))}}},
-		{name: "a null progress token", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"progressToken":null`))}}},
-		{name: "a log level", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"io.modelcontextprotocol/logLevel":"debug"`))}}},
-		// The SDK matches _meta keys exactly, so it sends no progress for
-		// this request either.
-		{name: "a progress token in another case", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(meta(`,"ProgressToken":"p"`))}}, want: true},
-		{name: "subscriptions/listen", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "subscriptions/listen", Params: json.RawMessage(meta(""))}}},
-		{name: "a notification", msgs: []envelope{{Method: "notifications/cancelled", Params: json.RawMessage(`{}`)}}},
-		{name: "a response", msgs: []envelope{{ID: json.RawMessage(`1`), Result: json.RawMessage(`{}`)}}},
-		{name: "a batch", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "ping"}, {ID: json.RawMessage(`2`), Method: "ping"}}},
-		{name: "params not an object", msgs: []envelope{{ID: json.RawMessage(`1`), Method: "tools/call", Params: json.RawMessage(`[1]`)}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := onlyResponse(tt.msgs); got != tt.want {
-				t.Errorf("onlyResponse = %v, want %v", got, tt.want)
-			}
-		})
 	}
 }
 

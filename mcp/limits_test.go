@@ -34,168 +34,106 @@ func (e *limitEvents) list() []limits.Event {
 	return append([]limits.Event(nil), e.got...)
 }
 
+// TestToolTimeout runs on a fake clock: a call's timeout passes as soon as
+// every goroutine waits, and a call takes exactly its timeout.
 func TestToolTimeout(t *testing.T) {
-	// slow waits for its context, or ignores it (stubborn) until released.
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	cancelled := make(chan error, 4)
-	server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
-	type in struct {
-		Stubborn bool `json:"stubborn,omitempty"`
-	}
-	handler := func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
-		if a.Stubborn {
-			<-release
-			return nil, nil, nil
+	synctest.Test(t, func(t *testing.T) {
+		// slow waits for its context, or ignores it (stubborn) until released.
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		cancelled := make(chan error, 4)
+		server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+		type in struct {
+			Stubborn bool `json:"stubborn,omitempty"`
 		}
-		<-ctx.Done()
-		cancelled <- ctx.Err()
-		return nil, nil, ctx.Err()
-	}
-	sdk.AddTool(server, &sdk.Tool{Name: "slow"}, handler)
-	sdk.AddTool(server, &sdk.Tool{Name: "slower"}, handler)
-	sdk.AddTool(server, &sdk.Tool{Name: "quick"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
-	})
-	ev := &limitEvents{}
-	server.AddReceivingMiddleware(toolTimeoutMiddleware(50*time.Millisecond,
-		toolTimeoutMap([]ToolTimeout{{Tool: "slower", Timeout: 150 * time.Millisecond}}), ev.hook, nil))
-	cs := connect(t, server)
-
-	tests := []struct {
-		name    string
-		tool    string
-		args    map[string]any
-		timeout time.Duration
-	}{
-		{name: "default timeout, handler honours its context", tool: "slow", timeout: 50 * time.Millisecond},
-		{name: "per-tool override", tool: "slower", timeout: 150 * time.Millisecond},
-		{name: "handler ignores its context", tool: "slow", args: map[string]any{"stubborn": true}, timeout: 50 * time.Millisecond},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tc.tool, Arguments: tc.args})
-			took := time.Since(start)
-			if err != nil {
-				t.Fatalf("CallTool: %v", err)
+		handler := func(ctx context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+			if a.Stubborn {
+				<-release
+				return nil, nil, nil
 			}
-			text := res.Content[0].(*sdk.TextContent).Text
-			want := `"` + tc.tool + `" did not finish within ` + tc.timeout.String()
-			if !res.IsError || !strings.Contains(text, want) {
-				t.Fatalf("result %+v %q; want an error result saying %q", res, text, want)
-			}
-			if took < tc.timeout || took > tc.timeout+2*time.Second {
-				t.Errorf("call took %v, want about %v", took, tc.timeout)
-			}
-			if tc.args == nil {
-				select {
-				case err := <-cancelled:
-					if err != context.DeadlineExceeded {
-						t.Errorf("handler's context ended with %v, want deadline exceeded", err)
-					}
-				case <-time.After(2 * time.Second):
-					t.Error("handler's context was not cancelled")
-				}
-			}
+			<-ctx.Done()
+			cancelled <- ctx.Err()
+			return nil, nil, ctx.Err()
+		}
+		sdk.AddTool(server, &sdk.Tool{Name: "slow"}, handler)
+		sdk.AddTool(server, &sdk.Tool{Name: "slower"}, handler)
+		sdk.AddTool(server, &sdk.Tool{Name: "quick"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil, nil
 		})
-	}
-	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "quick"})
-	if err != nil || res.IsError {
-		t.Fatalf("quick: %v %+v", err, res)
-	}
-	// A caller that goes away first is not a timeout: the handler's context
-	// is cancelled, and nothing is counted.
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slower"}); err == nil {
-		t.Fatal("CallTool with a cancelled context: no error")
-	}
-	select {
-	case err := <-cancelled:
-		if err != context.Canceled {
-			t.Errorf("handler's context ended with %v, want canceled (the caller left)", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Error("handler's context was not cancelled when the caller left")
-	}
-	got := ev.list()
-	if len(got) != len(tests) {
-		t.Fatalf("events %+v, want %d tool_timeout events", got, len(tests))
-	}
-	for i, e := range got {
-		if e.Limit != limits.LimitToolTimeout || e.Tool != tests[i].tool {
-			t.Errorf("event %d = %+v, want tool_timeout for %s", i, e, tests[i].tool)
-		}
-	}
-}
+		ev := &limitEvents{}
+		server.AddReceivingMiddleware(toolTimeoutMiddleware(50*time.Millisecond,
+			toolTimeoutMap([]ToolTimeout{{Tool: "slower", Timeout: 150 * time.Millisecond}}), ev.hook, nil))
+		cs := connect(t, server)
 
-func TestSessionCap(t *testing.T) {
-	ev := &limitEvents{}
-	ts, h := newTestEndpoint(t, func(o *Options) {
-		o.MaxSessions = 2
-		o.LimitHook = ev.hook
-	})
-	var ids []string
-	for i := range 2 {
-		r := post(t, ts.URL, legacyInit, nil)
-		id := r.header.Get(sessionIDHeader)
-		if r.status != http.StatusOK || id == "" {
-			t.Fatalf("initialize %d: status %d, session %q: %s", i+1, r.status, id, r.body)
+		tests := []struct {
+			name    string
+			tool    string
+			args    map[string]any
+			timeout time.Duration
+		}{
+			{name: "default timeout, handler honours its context", tool: "slow", timeout: 50 * time.Millisecond},
+			{name: "per-tool override", tool: "slower", timeout: 150 * time.Millisecond},
+			{name: "handler ignores its context", tool: "slow", args: map[string]any{"stubborn": true}, timeout: 50 * time.Millisecond},
 		}
-		ids = append(ids, id)
-	}
-	if n, _ := h.sessions.open(""); n != 2 {
-		t.Errorf("open sessions = %d, want 2", n)
-	}
-	r := post(t, ts.URL, legacyInit, nil)
-	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
-		t.Fatalf("third initialize: status %d, Retry-After %q, want 503 with Retry-After: %s", r.status, r.header.Get("Retry-After"), r.body)
-	}
-	if errorCode(r.message) != -32000 || !strings.Contains(errorMessage(r.message), "2 sessions open") {
-		t.Errorf("third initialize: body %s, want a JSON-RPC error naming the limit", r.body)
-	}
-	// Stateless requests are not sessions: still served.
-	if r := post(t, ts.URL, modernCall("echo", `{"text":"hi"}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}); r.status != http.StatusOK {
-		t.Errorf("stateless call at the cap: status %d: %s", r.status, r.body)
-	}
-	// Closing a session frees its slot.
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, ts.URL, nil)
-	req.Header.Set(sessionIDHeader, ids[0])
-	req.Header.Set(protocolVersionHeader, "2025-06-18")
-	if r := do(t, req); r.status/100 != 2 {
-		t.Fatalf("DELETE session: status %d: %s", r.status, r.body)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := h.sessions.open(""); n != 1 && time.Now().Before(deadline); n, _ = h.sessions.open("") {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
-		t.Fatalf("initialize after DELETE: status %d: %s", r.status, r.body)
-	}
-	if got := ev.list(); len(got) != 1 || got[0].Limit != limits.LimitSessions {
-		t.Errorf("events %+v, want one sessions event", got)
-	}
-}
-
-func TestSessionIdleTimeoutFreesTheCap(t *testing.T) {
-	ts, h := newTestEndpoint(t, func(o *Options) {
-		o.MaxSessions = 1
-		o.SessionIdleTimeout = 100 * time.Millisecond
+		for _, tc := range tests {
+			func() { // t.Run is not allowed in a bubble
+				start := time.Now()
+				res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tc.tool, Arguments: tc.args})
+				took := time.Since(start)
+				if err != nil {
+					t.Errorf("%s: CallTool: %v", tc.name, err)
+					return
+				}
+				text := res.Content[0].(*sdk.TextContent).Text
+				want := `"` + tc.tool + `" did not finish within ` + tc.timeout.String()
+				if !res.IsError || !strings.Contains(text, want) {
+					t.Errorf("%s: result %+v %q; want an error result saying %q", tc.name, res, text, want)
+					return
+				}
+				if took < tc.timeout || took > tc.timeout+2*time.Second {
+					t.Errorf("%s: call took %v, want about %v", tc.name, took, tc.timeout)
+				}
+				if tc.args == nil {
+					select {
+					case err := <-cancelled:
+						if err != context.DeadlineExceeded {
+							t.Errorf("%s: handler's context ended with %v, want deadline exceeded", tc.name, err)
+						}
+					case <-time.After(2 * time.Second):
+						t.Errorf("%s: handler's context was not cancelled", tc.name)
+					}
+				}
+			}()
+		}
+		res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "quick"})
+		if err != nil || res.IsError {
+			t.Fatalf("quick: %v %+v", err, res)
+		}
+		// A caller that goes away first is not a timeout: the handler's context
+		// is cancelled, and nothing is counted.
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slower"}); err == nil {
+			t.Fatal("CallTool with a cancelled context: no error")
+		}
+		select {
+		case err := <-cancelled:
+			if err != context.Canceled {
+				t.Errorf("handler's context ended with %v, want canceled (the caller left)", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Error("handler's context was not cancelled when the caller left")
+		}
+		got := ev.list()
+		if len(got) != len(tests) {
+			t.Fatalf("events %+v, want %d tool_timeout events", got, len(tests))
+		}
+		for i, e := range got {
+			if e.Limit != limits.LimitToolTimeout || e.Tool != tests[i].tool {
+				t.Errorf("event %d = %+v, want tool_timeout for %s", i, e, tests[i].tool)
+			}
+		}
 	})
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
-		t.Fatalf("initialize: status %d: %s", r.status, r.body)
-	}
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusServiceUnavailable {
-		t.Fatalf("second initialize at once: status %d, want 503", r.status)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := h.sessions.open(""); n != 0 && time.Now().Before(deadline); n, _ = h.sessions.open("") {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if r := post(t, ts.URL, legacyInit, nil); r.status != http.StatusOK {
-		t.Fatalf("initialize after the idle timeout: status %d: %s", r.status, r.body)
-	}
 }
 
 func TestBodySizeLimitIsReported(t *testing.T) {
@@ -261,160 +199,5 @@ func TestBodyReadTimeoutGets408(t *testing.T) {
 	var m map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || errorCode(m) != -32000 || !strings.Contains(errorMessage(m), "did not arrive in time") {
 		t.Errorf("body %s, want a JSON-RPC error saying the body did not arrive in time", w.Body)
-	}
-}
-
-// TestSessionSharePerPrincipal runs on a fake clock: one principal that
-// fills its share of sessions gets 429 while another still gets in; the
-// server's cap gets 503; sessions that were never initialized count; and
-// every count returns to zero when sessions are deleted or expire.
-func TestSessionSharePerPrincipal(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const idle = time.Minute
-		ev := &limitEvents{}
-		h := endpoint{edit: func(o *Options) {
-			o.MaxSessions = 4
-			o.MaxSessionsPerPrincipal = 2
-			o.SessionIdleTimeout = idle
-			o.LimitHook = ev.hook
-			o.PrincipalKey = func(r *http.Request) string { return r.Header.Get("X-Who") }
-		}}.handler(t)
-		// initialize sends a legacy initialize as who and never follows it
-		// with notifications/initialized.
-		initialize := func(who string) *httptest.ResponseRecorder {
-			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(legacyInit))
-			r.Header.Set("Content-Type", "application/json")
-			r.Header.Set("Accept", "application/json, text/event-stream")
-			r.Header.Set("X-Who", who)
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			return w
-		}
-		counts := func(who string, wantTotal, wantWho int) {
-			t.Helper()
-			if total, n := h.sessions.open(who); total != wantTotal || n != wantWho {
-				t.Errorf("open sessions: %d in all, %d of %q; want %d and %d", total, n, who, wantTotal, wantWho)
-			}
-		}
-		var aliceIDs []string
-		for i := range 2 {
-			w := initialize("alice")
-			if w.Code != http.StatusOK || w.Header().Get(sessionIDHeader) == "" {
-				t.Fatalf("alice's initialize %d: status %d: %s", i+1, w.Code, w.Body)
-			}
-			aliceIDs = append(aliceIDs, w.Header().Get(sessionIDHeader))
-		}
-		counts("alice", 2, 2)
-
-		w := initialize("alice")
-		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
-			t.Fatalf("alice's third initialize: status %d, Retry-After %q; want 429 with Retry-After: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
-		}
-		var m map[string]any
-		if json.Unmarshal(w.Body.Bytes(), &m); errorCode(m) != -32000 || !strings.Contains(errorMessage(m), "already has 2 sessions open") {
-			t.Errorf("alice's third initialize: body %s, want a JSON-RPC error naming the share", w.Body)
-		}
-		for i := range 2 {
-			if w := initialize("bob"); w.Code != http.StatusOK {
-				t.Fatalf("bob's initialize %d beside alice's full share: status %d: %s", i+1, w.Code, w.Body)
-			}
-		}
-		counts("bob", 4, 2)
-		if w := initialize("carol"); w.Code != http.StatusServiceUnavailable {
-			t.Fatalf("carol's initialize at the server's cap: status %d, want 503: %s", w.Code, w.Body)
-		}
-
-		// Deleting one of alice's sessions gives her room again.
-		r := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
-		r.Header.Set(sessionIDHeader, aliceIDs[0])
-		r.Header.Set(protocolVersionHeader, "2025-06-18")
-		r.Header.Set("X-Who", "alice")
-		dw := httptest.NewRecorder()
-		h.ServeHTTP(dw, r)
-		if dw.Code/100 != 2 {
-			t.Fatalf("DELETE: status %d: %s", dw.Code, dw.Body)
-		}
-		synctest.Wait()
-		counts("alice", 3, 1)
-		if w := initialize("alice"); w.Code != http.StatusOK {
-			t.Fatalf("alice's initialize after a DELETE: status %d: %s", w.Code, w.Body)
-		}
-
-		// Idle sessions expire, and with them every count.
-		time.Sleep(idle + time.Second)
-		synctest.Wait()
-		counts("alice", 0, 0)
-		counts("bob", 0, 0)
-		if n := len(h.sessions.byKey); n != 0 {
-			t.Errorf("principals still counted after every session expired: %d", n)
-		}
-
-		want := []limits.Limit{limits.LimitSessionsPrincipal, limits.LimitSessions}
-		got := ev.list()
-		if len(got) != len(want) {
-			t.Fatalf("events %+v, want %v", got, want)
-		}
-		for i := range want {
-			if got[i].Limit != want[i] {
-				t.Errorf("event %d: %q, want %q", i, got[i].Limit, want[i])
-			}
-		}
-	})
-}
-
-// TestSessionsWithoutPrincipal: with auth off there is no principal, and
-// only the server's cap applies, not a share of it.
-func TestSessionsWithoutPrincipal(t *testing.T) {
-	_, h := newTestEndpoint(t, func(o *Options) {
-		o.MaxSessions = 3
-		o.MaxSessionsPerPrincipal = 1
-		o.PrincipalKey = func(*http.Request) string { return "" }
-	})
-	for i := range 4 {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(legacyInit))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		want := http.StatusOK
-		if i == 3 {
-			want = http.StatusServiceUnavailable
-		}
-		if w.Code != want {
-			t.Fatalf("initialize %d without a principal: status %d, want %d: %s", i+1, w.Code, want, w.Body)
-		}
-	}
-}
-
-func TestSessionShareDefaults(t *testing.T) {
-	tests := []struct {
-		name      string
-		opts      Options
-		wantShare int
-		wantErr   string
-	}{
-		{name: "a tenth of the default cap", opts: Options{}, wantShare: 1000},
-		{name: "a tenth of a set cap", opts: Options{MaxSessions: 50}, wantShare: 5},
-		{name: "at least one", opts: Options{MaxSessions: 5}, wantShare: 1},
-		{name: "share above the cap", opts: Options{MaxSessions: 5, MaxSessionsPerPrincipal: 6},
-			wantErr: "max_sessions_per_principal: 6 is more than max_sessions 5"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.opts.Defaults()
-			err := tc.opts.Validate()
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Validate: %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := tc.opts.MaxSessionsPerPrincipal; got != tc.wantShare {
-				t.Errorf("max_sessions_per_principal = %d, want %d", got, tc.wantShare)
-			}
-		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
 )
 
 // ServeStdio serves server over newline-delimited JSON-RPC on in and out
@@ -326,20 +327,9 @@ func (c *stdioConn) drain(ctx context.Context, pw *io.PipeWriter) {
 // reply writes an error response that the SDK never sees: to a line it
 // could not have decoded. id nil means null.
 func (c *stdioConn) reply(id json.RawMessage, code int64, message string) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	data, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *jsonrpc.Error  `json:"error"`
-	}{"2.0", id, &jsonrpc.Error{Code: code, Message: message}})
-	if err != nil {
-		return
-	}
 	// A failed write means stdout is gone; the SDK's next write ends the
 	// connection.
-	c.out.Write(append(data, '\n'))
+	c.out.Write(jsonrpcerr.Line(id, code, message))
 }
 
 // idOf returns the id of a JSON object that is not a valid JSON-RPC

@@ -2,12 +2,15 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
 	"github.com/portcullis-mcp/portcullis/internal/suggest"
 )
 
@@ -114,4 +117,45 @@ func unknownToolMessage(name string, known []string) string {
 		return msg + " Available tools: " + strings.Join(known, ", ") + "."
 	}
 	return msg + " Call tools/list to see the available tools."
+}
+
+// gateTools answers the request as a call of an unknown tool, and returns
+// false, when a tool it names is one the caller does not see: the tool of
+// any tools/call request in the body, or the Mcp-Name of a 2026-07-28
+// tools/call. The answer depends on the name only, never on whether the
+// tool exists, and comes after the checks that every request gets (body
+// size, JSON syntax), so that nothing earlier tells the two apart.
+// Notifications (no id) get no answer; the SDK middleware refuses them.
+func (h *Handler) gateTools(w http.ResponseWriter, r *http.Request, msgs []envelope) bool {
+	info := sdkauth.TokenInfoFromContext(r.Context())
+	deny := func(id json.RawMessage, tool string) bool {
+		jerr := h.gate.check(r.Context(), info, tool)
+		if jerr == nil {
+			return true
+		}
+		jsonrpcerr.Write(w, http.StatusOK, id, jerr.Code, jerr.Message)
+		return false
+	}
+	if tool := headerToolName(r.Header); tool != "" && len(msgs) == 1 {
+		// The SDK holds a single message to its headers (a body naming
+		// another tool is refused alike whichever tools exist), so the
+		// body need not be decoded again.
+		return len(msgs[0].ID) == 0 || deny(msgs[0].ID, tool)
+	}
+	for _, m := range msgs {
+		if m.Method != "tools/call" || len(m.ID) == 0 {
+			continue
+		}
+		var p struct {
+			Name string `json:"name"`
+		}
+		// A malformed params object is the SDK's to reject.
+		if decode(m.Params, &p) != nil {
+			continue
+		}
+		if !deny(m.ID, p.Name) {
+			return false
+		}
+	}
+	return true
 }

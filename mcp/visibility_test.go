@@ -287,3 +287,131 @@ func TestToolAddedWhileServing(t *testing.T) {
 		})
 	}
 }
+
+// TestPerToolPolicy checks what a caller the policy refuses a tool gets:
+// a list without it, marked private, and for a call the unknown-tool
+// answer, never a 403 that would name the tool's scopes.
+func TestPerToolPolicy(t *testing.T) {
+	// echo needs a scope nobody here has; everything else is open.
+	policy := func(info *sdkauth.TokenInfo, tool string) (bool, []string) {
+		if tool == "echo" {
+			return false, []string{"echo:use"}
+		}
+		return true, nil
+	}
+	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Access{Policy: policy})
+	modern := func(method, name string) map[string]string {
+		h := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": method}
+		if name != "" {
+			h["Mcp-Name"] = name
+		}
+		return h
+	}
+	tests := []struct {
+		name       string
+		body       string
+		header     map[string]string
+		wantStatus int
+		want       string
+		dontWant   string
+	}{
+		{
+			name:       "list hides the tool and is private",
+			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header:     modern("tools/list", ""),
+			wantStatus: http.StatusOK, want: `"cacheScope":"private"`, dontWant: `"name":"echo"`,
+		},
+		{
+			name:       "legacy call is an unknown tool",
+			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
+			header:     map[string]string{"Mcp-Protocol-Version": "2025-06-18"},
+			wantStatus: http.StatusOK, want: `Unknown tool: \"echo\". Available tools: PingME, calculator, time, whoami.`, dontWant: "echo:use",
+		},
+		{
+			name:       "2026-07-28 call is an unknown tool",
+			body:       modernCall("echo", `{"text":"x"}`),
+			header:     modern("tools/call", "echo"),
+			wantStatus: http.StatusOK, want: `"code":-32602`, dontWant: "echo:use",
+		},
+		{
+			// The body limit applies as to a call of any other name.
+			name:       "2026-07-28 call over the body limit",
+			body:       modernCall("echo", `{"text":"`+strings.Repeat("x", 1024)+`"}`),
+			header:     modern("tools/call", "echo"),
+			wantStatus: http.StatusRequestEntityTooLarge, want: "exceeds 512 bytes",
+		},
+		{
+			name:       "allowed tool",
+			body:       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`,
+			wantStatus: http.StatusOK, want: "BISMILLAH",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, ts.URL, tt.body, tt.header)
+			if r.status != tt.wantStatus {
+				t.Fatalf("status %d, want %d\n%s", r.status, tt.wantStatus, r.body)
+			}
+			if !strings.Contains(r.body, tt.want) || (tt.dontWant != "" && strings.Contains(r.body, tt.dontWant)) {
+				t.Fatalf("body want %q, not %q:\n%s", tt.want, tt.dontWant, r.body)
+			}
+			if v := r.header.Get("WWW-Authenticate"); v != "" {
+				t.Errorf("WWW-Authenticate = %q, want none", v)
+			}
+		})
+	}
+}
+
+// TestPerToolPolicyCannotBeBypassed sends tools/call requests for a denied
+// tool whose routing fields disagree (headers against body, differently
+// cased keys, batches): none may reach the tool; each gets an error.
+func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
+	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) { return tool != "echo", []string{"echo:use"} }
+	ts, _ := newPolicyEndpoint(t, nil, Access{Policy: policy})
+	const marker = "must-not-echo"
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `}}`
+	}
+	echoArgs := `"arguments":{"text":"` + marker + `"}`
+	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	modern := func(method, name string) map[string]string {
+		h := map[string]string{"Mcp-Protocol-Version": modernHdr}
+		if method != "" {
+			h["Mcp-Method"] = method
+		}
+		if name != "" {
+			h["Mcp-Name"] = name
+		}
+		return h
+	}
+	tests := []struct {
+		name   string
+		body   string
+		header map[string]string
+	}{
+		{name: "legacy", body: call(`"name":"echo",` + echoArgs), header: legacy},
+		{name: "legacy without a version header", body: call(`"name":"echo",` + echoArgs)},
+		{name: "legacy with a differently cased key after", body: call(`"name":"echo","Name":"PingME",` + echoArgs), header: legacy},
+		{name: "legacy with a differently cased key before", body: call(`"NAME":"PingME","name":"echo",` + echoArgs), header: legacy},
+		{name: "legacy with a differently cased method key", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"ping","params":{"name":"echo",` + echoArgs + `}}`, header: legacy},
+		{name: "legacy with a duplicate key", body: call(`"name":"PingME","name":"echo",` + echoArgs), header: legacy},
+		{name: "legacy batch", body: `[` + call(`"name":"PingME","arguments":{}`) + `,` + call(`"name":"echo",`+echoArgs) + `]`, header: map[string]string{"Mcp-Protocol-Version": "2025-03-26"}},
+		{name: "2026-07-28 by _meta only", body: call(`"name":"echo",` + echoArgs + `,` + meta)},
+		{name: "2026-07-28", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "echo")},
+		{name: "2026-07-28 Mcp-Name of an allowed tool", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "PingME")},
+		{name: "2026-07-28 without Mcp-Name", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "")},
+		{name: "2026-07-28 without Mcp-Method", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("", "PingME")},
+		{name: "2026-07-28 other Mcp-Method", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/list", "PingME")},
+		{name: "2026-07-28 differently cased key", body: call(`"name":"echo","Name":"PingME",` + echoArgs + `,` + meta), header: modern("tools/call", "PingME")},
+		{name: "2026-07-28 batch", body: `[` + call(`"name":"echo",`+echoArgs+`,`+meta) + `]`, header: modern("tools/call", "PingME")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, ts.URL, tt.body, tt.header)
+			if strings.Contains(r.body, marker) || (r.status < 400 && !strings.Contains(r.body, `"error"`)) {
+				t.Fatalf("denied tool answered: status %d\n%s", r.status, r.body)
+			}
+		})
+	}
+}

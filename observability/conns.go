@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -18,12 +19,12 @@ import (
 const (
 	// LimitHeaderSize counts requests refused with 431 because their
 	// header exceeded http.Server.MaxHeaderBytes.
-	LimitHeaderSize = "header_size"
+	LimitHeaderSize = string(limits.LimitHeaderSize)
 	// LimitReadHeaderTimeout counts connections closed because a
 	// request's header was not complete within
 	// http.Server.ReadHeaderTimeout (a slowloris client, or one that
 	// connects and says nothing).
-	LimitReadHeaderTimeout = "read_header_timeout"
+	LimitReadHeaderTimeout = string(limits.LimitReadHeaderTimeout)
 )
 
 // connCounters count what net/http's connection limits close.

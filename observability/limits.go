@@ -3,12 +3,14 @@ package observability
 import (
 	"slices"
 
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // LimitNames are the values of the limit label of
-// portcullis_limit_rejections_total. Other values are counted as [Other].
-var LimitNames = []string{"inflight_total", "inflight_principal", "sessions", "sessions_principal", "body_size", "body_read_timeout", "tool_timeout", LimitHeaderSize, LimitReadHeaderTimeout}
+// portcullis_limit_rejections_total, from the table of limits. Other values
+// are counted as [Other].
+var LimitNames = limits.RejectionLabels()
 
 // limitCounters count what the server's limits refuse.
 type limitCounters struct {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 	"github.com/portcullis-mcp/portcullis/internal/mcpmethod"
 )
 
@@ -239,7 +240,7 @@ func (t *mcpTelemetry) attributes(method string, c call, req sdk.Request) []attr
 		if id := extra.Header.Get(t.RequestIDHeader); t.RequestIDHeader != "" && id != "" {
 			attrs = append(attrs, semconv.JSONRPCRequestID(truncate(id)))
 		}
-		if sid := extra.Header.Get("Mcp-Session-Id"); sid != "" {
+		if sid := extra.Header.Get(mcpheader.SessionID); sid != "" {
 			attrs = append(attrs, attrMCPSessionID.String(truncate(sid)))
 		}
 	}
@@ -332,7 +333,7 @@ func requestMeta(req sdk.Request) map[string]any {
 // per-request _meta of 2026-07-28, or what the session negotiated.
 func protocolVersion(req sdk.Request) string {
 	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
-		if v := extra.Header.Get("Mcp-Protocol-Version"); v != "" {
+		if v := extra.Header.Get(mcpheader.ProtocolVersion); v != "" {
 			return v
 		}
 	}

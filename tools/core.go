@@ -13,7 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// magicWord is what PingME returns (seed 000).
+// magicWord is what PingME returns.
 const magicWord = "BISMILLAH"
 
 // maxEchoLen bounds the echo tool's text, in characters.
@@ -25,7 +25,7 @@ func coreTools(deps Deps) []tool {
 	return []tool{pingTool(), echoTool(), calculatorTool(), timeTool(deps.Now), whoamiTool()}
 }
 
-// pingTool is the seed guide's PingME: no arguments, one text block.
+// pingTool is PingME: no arguments, one text block holding magicWord.
 func pingTool() tool {
 	return newTool(&sdk.Tool{
 		Name:  "PingME",
@@ -68,7 +68,7 @@ type calculatorOutput struct {
 	Result float64 `json:"result" jsonschema:"The result of the operation."`
 }
 
-// calculatorTool is shared by the core and workshop toolsets (seed 004).
+// calculatorTool is shared by the core and workshop toolsets.
 func calculatorTool() tool {
 	return newTool(&sdk.Tool{
 		Name:  "calculator",

@@ -4,15 +4,10 @@
 // A server gets them in three calls. [New] builds a [Catalog] from
 // [Options] (the `tools:` section of the config) and [Deps] (an HTTP client,
 // a clock, a logger); [Catalog.Apply] sets the server option handlers the
-// catalog needs; [Catalog.Register] adds everything to an SDK server:
-//
-//	cat, err := tools.New(opts, tools.Deps{Logger: logger})
-//	if err != nil { … }
-//	so := &sdk.ServerOptions{}
-//	cat.Apply(so)
-//	s := sdk.NewServer(impl, so)
-//	cat.Register(s)
-//	go cat.Run(ctx, s) // background work, such as resource update notifications
+// catalog needs; [Catalog.Register] adds everything to an SDK server. The
+// package example does all three and calls a tool. [Catalog.Run] then does
+// the catalog's background work, such as resource update notifications,
+// until its context ends.
 //
 // # Toolsets
 //
@@ -55,7 +50,7 @@
 //	}
 //
 // Then list it in a toolset function (coreTools, workshopTools) and add a
-// case to its test table.
+// case to its test table. (doc_test.go compiles and calls this very tool.)
 //
 // Write the Description for the model: what the tool does, when to call it
 // and when not, and what it returns. Name tools in snake_case. Set the

@@ -10,7 +10,7 @@ import (
 )
 
 // Example builds the default catalog, serves it on an in-memory transport
-// and calls the seed guide's PingME tool.
+// and calls its PingME tool.
 func Example() {
 	ctx := context.Background()
 

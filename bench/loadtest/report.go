@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Targets from issue 6.
+// The targets a load run is measured against.
 const (
 	targetThroughputRatio = 1.0
 	targetP99             = 5 * time.Millisecond

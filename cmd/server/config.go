@@ -6,12 +6,12 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -128,7 +128,7 @@ func (c *Config) Validate() error {
 	s := c.Server
 	if err := checkAddr(s.Listen); err != nil {
 		add("server.listen: ", err)
-	} else if !isLoopback(s.Listen) && !c.Auth.Enabled() && !c.Auth.InsecureAllowUnauthenticated {
+	} else if !loopback.Host(s.Listen) && !c.Auth.Enabled() && !c.Auth.InsecureAllowUnauthenticated {
 		add("server.listen: ", fmt.Errorf("%q is not a loopback address: configure auth.issuers or auth.introspection, or set auth.insecure_allow_unauthenticated (never in production); without auth Portcullis serves only on loopback (127.0.0.1, [::1], localhost)", s.Listen))
 	}
 	if c.Auth.Enabled() && c.Auth.Resource != "" {
@@ -201,7 +201,7 @@ func (c *Config) validateDev() error {
 	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !auth.IsLoopbackHost(u.Hostname()) {
 		resourceErr = fmt.Errorf("auth.resource: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave auth.resource unset, or run without --dev)", c.Auth.Resource)
 	}
-	if checkAddr(c.Server.Listen) != nil || !isLoopback(c.Server.Listen) {
+	if checkAddr(c.Server.Listen) != nil || !loopback.Host(c.Server.Listen) {
 		// Reported by Validate, or --dev refuses it itself: no dev issuer
 		// is made for it.
 		return errors.Join(resourceErr, c.Validate())
@@ -234,18 +234,4 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("%q is not host:port: %w", addr, err)
 	}
 	return nil
-}
-
-// isLoopback reports whether addr's host is a loopback IP or "localhost".
-// An empty host means every interface, which is not loopback.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

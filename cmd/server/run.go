@@ -24,6 +24,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/config"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -359,7 +360,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	if f.dev && !isLoopback(cfg.Server.Listen) {
+	if f.dev && !loopback.Host(cfg.Server.Listen) {
 		return fmt.Errorf("--dev serves only on a loopback address, not %q: its embedded issuer mints tokens for anyone who asks", cfg.Server.Listen)
 	}
 	// Listen first: the address (port 0 in tests) decides dev mode's URLs.

@@ -30,6 +30,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
 
 // Status is the outcome of one [Check].
@@ -505,7 +506,7 @@ func (d *doctor) mcpMethod(ctx context.Context) {
 	if d.blocked(CheckMcpMethod) || d.needsToken(CheckMcpMethod, "/mcp asks for a token before it reads headers") {
 		return
 	}
-	hdr := map[string]string{"Mcp-Protocol-Version": modernVersion, "Mcp-Method": "tools/list"}
+	hdr := map[string]string{mcpheader.ProtocolVersion: modernVersion, mcpheader.Method: "tools/list"}
 	r, err := d.post(ctx, modernList, true, hdr)
 	if err != nil {
 		d.fail(CheckMcpMethod, "2026-07-28 tools/list: %v", err)
@@ -515,7 +516,7 @@ func (d *doctor) mcpMethod(ctx context.Context) {
 		d.fail(CheckMcpMethod, "a well-formed 2026-07-28 tools/list got %s, want 200", r.describe())
 		return
 	}
-	hdr["Mcp-Method"] = "ping"
+	hdr[mcpheader.Method] = "ping"
 	r, err = d.post(ctx, modernList, true, hdr)
 	switch {
 	case err != nil:

@@ -14,7 +14,6 @@ package limits
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
 	"golang.org/x/time/rate"
 )
 
@@ -105,7 +105,8 @@ func (o *Options) Validate() error {
 // Limit names what refused a request, as reported in an [Event].
 type Limit string
 
-// The limits [Limiter] and the MCP layer enforce.
+// The limits [Limiter], the MCP layer and net/http enforce; [Table]
+// describes each.
 const (
 	LimitInFlightTotal     Limit = "inflight_total"
 	LimitInFlightPrincipal Limit = "inflight_principal"
@@ -115,6 +116,8 @@ const (
 	LimitBodySize          Limit = "body_size"
 	LimitBodyReadTimeout   Limit = "body_read_timeout"
 	LimitToolTimeout       Limit = "tool_timeout"
+	LimitHeaderSize        Limit = "header_size"
+	LimitReadHeaderTimeout Limit = "read_header_timeout"
 )
 
 // Event is one refusal (or, for [LimitToolTimeout], one call cut off).
@@ -274,12 +277,6 @@ func WriteRefusal(w http.ResponseWriter, status int, retry time.Duration, msg st
 	}
 	h := w.Header()
 	h.Set("Retry-After", strconv.FormatInt(secs, 10))
-	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      any    `json:"id"`
-		Error   any    `json:"error"`
-	}{"2.0", nil, map[string]any{"code": -32000, "message": msg}})
+	jsonrpcerr.Write(w, status, nil, jsonrpcerr.ServerError, msg)
 }

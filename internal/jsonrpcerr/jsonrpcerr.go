@@ -1,0 +1,51 @@
+// Package jsonrpcerr writes the JSON-RPC 2.0 error responses that
+// Portcullis answers itself, before the SDK sees a message: limits, the
+// /mcp pre-parser, the tool gate and the stdio line reader all use it, so
+// that every such answer has one shape.
+package jsonrpcerr
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Error codes of JSON-RPC 2.0 that Portcullis answers with.
+const (
+	ParseError     = -32700
+	InvalidRequest = -32600
+	MethodNotFound = -32601
+	// ServerError is the implementation-defined server error, used for
+	// refusals (limits, timeouts).
+	ServerError = -32000
+)
+
+// Line returns the error response for id (nil or empty means null) as one
+// line of JSON ending in a newline.
+func Line(id json.RawMessage, code int64, message string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	type wireError struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	}
+	data, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   wireError       `json:"error"`
+	}{"2.0", id, wireError{code, message}})
+	if err != nil {
+		// Only an id that is not valid JSON fails; answer as unknown.
+		return Line(nil, code, message)
+	}
+	return append(data, '\n')
+}
+
+// Write writes status and the error response for id (nil or empty means
+// null) as an application/json body. Headers set on w before the call are
+// sent too.
+func Write(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(Line(id, code, message))
+}

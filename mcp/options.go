@@ -1,0 +1,152 @@
+package mcp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/limits"
+)
+
+// Options configures the /mcp endpoint. It is the `mcp:` section of the
+// configuration file; the zero value of each field is documented.
+type Options struct {
+	// Sessions enables legacy (2024-11-05 … 2025-11-25) sessions: an
+	// initialize request gets an Mcp-Session-Id, and requests carrying it
+	// reach that session, which allows the GET stream, server→client
+	// requests and stream resumption. Sessions live in one replica's memory:
+	// with several replicas, use session affinity on Mcp-Session-Id or a
+	// client that re-initializes on 404. Requests without a session id are
+	// always served statelessly. Nil means true.
+	Sessions *bool `yaml:"sessions"`
+	// SessionIdleTimeout closes a legacy session that has seen no request
+	// for this long. Zero means 10 minutes.
+	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"`
+	// MaxBodyBytes bounds a request body; larger bodies get 413.
+	// Zero means 4 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" schema:"min=0"`
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
+	// call /mcp and get CORS answers: their preflights are answered and
+	// their responses carry CORS headers. [Handler.OriginGuard] applies it. A request with an
+	// Origin header that is not listed gets 403. Requests without an Origin
+	// header (non-browser clients) are unaffected.
+	AllowedOrigins []string `yaml:"allowed_origins" schema:"origin"`
+	// RequestState configures sealing of MRTR requestState.
+	RequestState RequestStateOptions `yaml:"request_state"`
+	// MaxSessions bounds the legacy sessions open at once; an initialize
+	// over the cap gets 503 with Retry-After. Zero means 10000.
+	MaxSessions int `yaml:"max_sessions" schema:"min=0"`
+	// MaxSessionsPerPrincipal bounds the legacy sessions one caller (see
+	// PrincipalKey) holds at once, initialized or not; its initialize over
+	// the share gets 429 with Retry-After. Zero means a tenth of
+	// MaxSessions (1000 by default), at least 1.
+	MaxSessionsPerPrincipal int `yaml:"max_sessions_per_principal" schema:"min=0"`
+	// ToolTimeout bounds one tools/call: when it is up the tool's context
+	// is cancelled and the caller gets an error result saying so. Zero
+	// means 60s.
+	ToolTimeout time.Duration `yaml:"tool_timeout"`
+	// ToolTimeouts overrides ToolTimeout for the tools listed.
+	ToolTimeouts []ToolTimeout `yaml:"tool_timeouts"`
+
+	// LimitHook receives an event whenever a limit refuses a request (body
+	// size, session cap). Nil means none. Not configurable from YAML.
+	LimitHook limits.Hook `yaml:"-"`
+	// PrincipalKey names the caller that MaxSessionsPerPrincipal counts
+	// under; an empty key (no principal, as with auth off) is held to
+	// MaxSessions only. Nil means no per-principal share. Not configurable
+	// from YAML.
+	PrincipalKey limits.KeyFunc `yaml:"-"`
+}
+
+// Access is how the endpoint enforces per-tool policy at the HTTP layer,
+// before the SDK sees a request. A tools/call of a tool the caller may not
+// see is answered as an unknown tool, exactly as a name that is not
+// registered, never with a 403: that would confirm that the tool exists and
+// name the scopes it needs. (The endpoint's own required scopes, which are
+// public, still get the auth middleware's 403 insufficient_scope.)
+type Access struct {
+	// Policy decides per tool; nil allows everything, and then the SDK
+	// middleware answers unknown tools.
+	Policy ToolPolicy
+	// Tools is the registry of tools (the catalog); required with a Policy,
+	// when a call of a name it does not have is answered as an unknown tool.
+	Tools Tools
+	// OnDenied receives every tools/call the handler answers as an unknown
+	// tool. Nil means none.
+	OnDenied DenialHook
+}
+
+// RequestStateOptions configures how MRTR requestState is sealed.
+type RequestStateOptions struct {
+	// KeysFile holds one base64-encoded 32-byte key per line, newest first.
+	// Every replica must read the same keys (mount one Secret). Empty means
+	// a random key made at start, which only one process can open: fine for
+	// development and a single replica, wrong for several.
+	KeysFile string `yaml:"keys_file"`
+	// TTL is how long a sealed state stays valid. Zero means 10 minutes.
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// Defaults fills in zero values.
+func (o *Options) Defaults() {
+	if o.Sessions == nil {
+		t := true
+		o.Sessions = &t
+	}
+	if o.SessionIdleTimeout == 0 {
+		o.SessionIdleTimeout = 10 * time.Minute
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = sdk.DefaultMaxRequestBodyBytes
+	}
+	if o.RequestState.TTL == 0 {
+		o.RequestState.TTL = 10 * time.Minute
+	}
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerPrincipal == 0 {
+		o.MaxSessionsPerPrincipal = max(o.MaxSessions/defaultSessionShare, 1)
+	}
+	if o.ToolTimeout == 0 {
+		o.ToolTimeout = DefaultToolTimeout
+	}
+}
+
+// Validate reports every problem with o, each prefixed with its key relative
+// to the mcp section.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SessionIdleTimeout < 0 {
+		errs = append(errs, errors.New("session_idle_timeout: must not be negative"))
+	}
+	if o.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("max_body_bytes: must not be negative"))
+	}
+	if o.RequestState.TTL < 0 {
+		errs = append(errs, errors.New("request_state.ttl: must not be negative"))
+	}
+	errs = append(errs, o.validateLimits()...)
+	for i, origin := range o.AllowedOrigins {
+		if err := checkOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("allowed_origins[%d]: %w", i, err))
+		}
+	}
+	if o.RequestState.KeysFile != "" {
+		if _, err := LoadKeys(o.RequestState.KeysFile); err != nil {
+			errs = append(errs, fmt.Errorf("request_state.keys_file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkOrigin(origin string) error {
+	scheme, rest, ok := strings.Cut(origin, "://")
+	if !ok || (scheme != "http" && scheme != "https") || rest == "" || strings.ContainsAny(rest, "/?#") {
+		return fmt.Errorf("%q is not an origin (want scheme://host[:port], no path)", origin)
+	}
+	return nil
+}

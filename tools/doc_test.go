@@ -1,0 +1,93 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The tool of the package doc's "Adding a tool", as written there.
+
+type greetInput struct {
+	Name string `json:"name" jsonschema:"Who to greet."`
+}
+
+type greetOutput struct {
+	Greeting string `json:"greeting" jsonschema:"The greeting."`
+}
+
+func greetTool() tool {
+	return newTool(&sdk.Tool{
+		Name:  "greet",
+		Title: "Greet someone",
+		Description: "Returns a greeting for the given name. Call this when " +
+			"the user asks to be greeted; not for other messages.",
+		InputSchema: schemaFor[greetInput](func(p map[string]*jsonschema.Schema) {
+			p["name"].MaxLength = ptr(100) // what tags cannot say: bounds, enums
+		}),
+		Annotations: readOnly("Greet someone", false),
+	}, func(ctx context.Context, req *sdk.CallToolRequest, in greetInput) (*sdk.CallToolResult, greetOutput, error) {
+		if in.Name == "" {
+			return nil, greetOutput{}, errors.New("name is empty; ask the user who to greet")
+		}
+		return nil, greetOutput{Greeting: "Hello, " + in.Name}, nil
+	})
+}
+
+// TestDocAddingATool checks that the package doc's example tool is the one
+// above, word for word, and that it works as the doc says.
+func TestDocAddingATool(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snippet []string
+	for line := range strings.Lines(string(doc)) {
+		if code, ok := strings.CutPrefix(line, "//\t"); ok {
+			snippet = append(snippet, code)
+		} else if line == "//\n" && len(snippet) > 0 {
+			snippet = append(snippet, "\n")
+		}
+	}
+	src, err := os.ReadFile("doc_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimSpace(strings.Join(snippet, ""))
+	if want == "" || !strings.Contains(string(src), want+"\n") {
+		t.Fatalf("doc.go's tool is not the one in doc_test.go:\n%s", want)
+	}
+
+	c, err := New(Options{}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.tools = append(c.tools, greetTool())
+	cs, _ := connect(t, c, nil)
+	for _, tt := range []struct {
+		name    string
+		args    map[string]any
+		want    string
+		isError bool
+	}{
+		{name: "a name", args: map[string]any{"name": "Ada"}, want: `{"greeting":"Hello, Ada"}`},
+		{name: "no name", args: map[string]any{"name": ""}, want: "name is empty; ask the user who to greet", isError: true},
+		{name: "too long", args: map[string]any{"name": strings.Repeat("a", 101)}, isError: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "greet", Arguments: tt.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := res.Content[0].(*sdk.TextContent).Text
+			if res.IsError != tt.isError || (tt.want != "" && text != tt.want) {
+				t.Errorf("IsError %v %q, want %v %q", res.IsError, text, tt.isError, tt.want)
+			}
+		})
+	}
+}
