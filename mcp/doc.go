@@ -12,7 +12,7 @@
 //
 //	cat, _ := tools.New(tools.Options{}, tools.Deps{})
 //	server := mcp.NewServer(cat, mcp.ServerConfig{Version: "dev", Sealer: sealer})
-//	opts := mcp.Options{}
-//	opts.Defaults()
-//	http.Handle("/mcp", mcp.NewHandler(server, opts, logger))
+//	http.Handle("/mcp", mcp.NewHandler(server, mcp.Options{}, mcp.Access{}, logger))
+//
+// The zero [Options] serves with the documented defaults.
 package mcp
