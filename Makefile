@@ -15,7 +15,8 @@ GO       ?= go
 BIN      ?= bin/portcullis
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+SERVERPKG := github.com/portcullis-mcp/portcullis/internal/server
+LDFLAGS  := -s -w -X $(SERVERPKG).version=$(VERSION) -X $(SERVERPKG).revision=$(REVISION)
 
 # The node tools' folder; the e2e tests read the same variable. It is
 # exported only to the targets that use it: the server treats every
@@ -152,7 +153,7 @@ bench-smoke: bench-bin ## Run the load harness for a few hundred requests per ro
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... ./cmd/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... ./internal/server/...
 
 # The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
 # traffic, bounded in time and request count (bench/soak, not part of the
