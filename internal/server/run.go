@@ -486,14 +486,15 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 		return err
 	}
 	metricsSrv := a.metricsServer()
-	// The Origin check runs first: a page on another origin is refused
-	// before its token is looked at. The limits run after auth, which puts
-	// the principal they key on in the request context.
-	//
-	// The body deadline wraps everything, auth included: a client that
-	// never finishes its body needs no token to hold a connection.
-	bodyDeadline := limits.BodyDeadline(s.ReadBodyTimeout, hook)
-	srv := newHTTPServer(s, bodyDeadline(a.routes(health, mcpHandler.OriginGuard(guard(limiter.Middleware(mcpHandler))), dev)), a.logger)
+	chain := chainParts{
+		bodyDeadline: limits.BodyDeadline(s.ReadBodyTimeout, hook),
+		mcp:          mcpHandler,
+		auth:         guard,
+		limits:       limiter.Middleware,
+		health:       health,
+		dev:          dev,
+	}
+	srv := newHTTPServer(s, a.buildHandler(chain), a.logger)
 	// net/http enforces the header size, header and idle timeouts itself;
 	// the watched listener counts what they close.
 	ln = a.metrics.WatchConns(srv, ln)
@@ -728,36 +729,4 @@ Try it with the MCP Inspector (Node 22):
 More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resource=%s %s/token
 `, version, url, dev.Issuer(), ttl, token, url, o.Resource, dev.Issuer())
 	return nil
-}
-
-// routes builds the HTTP handler. The chain, outermost first: recover from
-// panics, the mux, then per route: metrics under a fixed route name; for
-// /mcp also the HTTP span, the access log, and mcpHandler (which the caller
-// has wrapped in the auth guard, so auth failures are counted and traced).
-// Probes are counted but neither traced nor logged.
-func (a *app) routes(health *observability.Health, mcpHandler http.Handler, dev *auth.DevIssuer) http.Handler {
-	inst := observability.HTTP{Metrics: a.metrics, Tracing: a.tracing}
-	mux := http.NewServeMux()
-	mux.Handle(mcpPath, inst.TracedRoute("mcp", mcpPath, observability.AccessLog(a.logger, mcpHandler)))
-	mux.Handle("GET /healthz", inst.Route("healthz", http.HandlerFunc(health.ServeLive)))
-	mux.Handle("GET /readyz", inst.Route("readyz", http.HandlerFunc(health.ServeReady)))
-	if a.cfg.Auth.Enabled() {
-		// RFC 9728: the bare well-known path and the one suffixed with the
-		// resource's path; both public, with CORS open to every origin (see
-		// auth.MetadataHandler), so a preflight is never a 404.
-		meta := inst.Route("metadata", auth.MetadataHandler(a.cfg.Auth))
-		paths := []string{auth.MetadataWellKnown}
-		if p := auth.MetadataPath(a.cfg.Auth.Resource); p != auth.MetadataWellKnown {
-			paths = append(paths, p)
-		}
-		for _, p := range paths {
-			mux.Handle("GET "+p, meta)
-			mux.Handle("OPTIONS "+p, meta)
-		}
-	}
-	if dev != nil {
-		mux.Handle(devIssuerPath+"/", inst.Route("dev_issuer", dev.Handler()))
-	}
-	mux.Handle("/", inst.Route("other", http.NotFoundHandler()))
-	return observability.Recover(a.logger, mux)
 }
