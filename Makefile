@@ -22,7 +22,7 @@ LDFLAGS  := -s -w -X $(SERVERPKG).version=$(VERSION) -X $(SERVERPKG).revision=$(
 # exported only to the targets that use it: the server treats every
 # PORTCULLIS_* variable as a config key and rejects unknown ones.
 PORTCULLIS_NODE_TOOLS ?= $(CURDIR)/.cache/node-tools
-tools test go-test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
+tools test go-test e2e example-test: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 
 # GOTESTFLAGS adds flags to the Go test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
@@ -33,7 +33,7 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build run test check lint generate generate-check tools go-test e2e vet clean \
+.PHONY: help build run test check lint generate generate-check tools go-test e2e example-test vet clean \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
@@ -53,7 +53,7 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 # ---- tests -------------------------------------------------------------
 
 test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included), chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
+	$(MAKE) --no-print-directory lint generate-check go-test example-test obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
@@ -68,6 +68,16 @@ go-test: ## Run every Go test with the race detector, end-to-end tests (-tags e2
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...
+
+# The example module (its own go.mod, replacing Portcullis with this
+# checkout): a team's tool server on the public API. go-test runs its
+# end-to-end test too, as part of ./e2e; this target also vets the module,
+# which ./... at the root does not reach.
+HELLO_TOOLS := examples/hello-tools
+
+example-test: ## Vet and build examples/hello-tools, then run it for real: the dev token over both protocol eras, the conformance requirement sets, the chart with its image (needs make tools).
+	cd $(HELLO_TOOLS) && $(GO) vet ./... && $(GO) build -o /dev/null .
+	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) -run '^TestHelloToolsExample$$' ./e2e/
 
 lint: ## gofmt and go vet every package (end-to-end tests included); every e2e test file carries the e2e build tag.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
