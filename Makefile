@@ -33,7 +33,7 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build run test check lint generate generate-check tools go-test e2e example-test vet clean \
+.PHONY: help build run test check lint generate generate-check tools go-test e2e example-test api-tools api-check vet clean \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
@@ -53,13 +53,13 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 # ---- tests -------------------------------------------------------------
 
 test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included), chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test example-test obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
+	$(MAKE) --no-print-directory lint generate-check go-test example-test api-check obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools helm-tools
+	$(MAKE) --no-print-directory obs-tools helm-tools api-tools
 
 go-test: ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included (needs make tools).
 	rm -f results/conformance.txt
@@ -78,6 +78,12 @@ HELLO_TOOLS := examples/hello-tools
 example-test: ## Vet and build examples/hello-tools, then run it for real: the dev token over both protocol eras, the conformance requirement sets, the chart with its image (needs make tools).
 	cd $(HELLO_TOOLS) && $(GO) vet ./... && $(GO) build -o /dev/null .
 	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) -run '^TestHelloToolsExample$$' ./e2e/
+
+api-tools: ## Install apidiff (pinned) into .cache/bin.
+	bash scripts/install-apidiff.sh
+
+api-check: api-tools ## Compare the public API (packages portcullis, auth, tools) with the commit in api/base: print every change, fail on an incompatible one.
+	bash scripts/api-check.sh
 
 lint: ## gofmt and go vet every package (end-to-end tests included); every e2e test file carries the e2e build tag.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
