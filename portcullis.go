@@ -43,19 +43,22 @@
 //
 // # Compatibility
 //
-// This package is at v0. Within v0, exported names here are not removed or
-// changed incompatibly without a note in the README and a deliberate move
-// of the API base that CI checks against (api/base, see CONTRIBUTING.md);
-// additions may come at any time. The command line, configuration keys and
-// PORTCULLIS_* variables follow the binary's own promise.
+// This package is at v0. Additions may come in any commit. An incompatible
+// change to an exported name (removed, or with another signature) is made
+// only on purpose: CI (make api-check) compares the API with the commit
+// recorded in api/base and fails on such a change until that record moves,
+// in a commit that says why; at each release the record moves to the
+// release. The command line, configuration keys and PORTCULLIS_* variables
+// are the binary's and change only as the binary's do.
 //
-// The packages this one hands you types from are stable in the same
-// sense: [github.com/portcullis-mcp/portcullis/auth] (the [Principal]),
-// [github.com/portcullis-mcp/portcullis/tools] (the [tools.Catalog]) and
-// the SDK's mcp package. The packages mcp and observability are what the
-// server is built from; they may move under internal/ in a later release,
-// so import them only if you accept that. Everything under internal/ is not
-// for use outside this module.
+// Two packages this one hands you types from are stable in the same sense
+// and checked the same way: [github.com/portcullis-mcp/portcullis/auth]
+// (the [Principal]) and [github.com/portcullis-mcp/portcullis/tools] (the
+// [tools.Catalog]). The SDK's mcp package follows the SDK's own versions.
+// The packages mcp and observability of this module are what the server is
+// built from; they may move under internal/ in a later release, so import
+// them only if you accept that. Nothing under internal/ is for use outside
+// this module.
 package portcullis
 
 import (
