@@ -90,6 +90,11 @@ func Main(opts ...Option) {
 // and stdio then drain and return. It reads the environment and standard
 // streams of the process unless [Environ] or [Streams] say otherwise.
 //
+// serve owns the process as the binary does: it sets the Go runtime's
+// memory limit and garbage-collector target unless GOMEMLIMIT and GOGC are
+// set (see the README's Performance section), and installs
+// OpenTelemetry's error handler. Run one serve per process.
+//
 // Run returns nil on success and when help was asked for. Otherwise its
 // error says what went wrong, one line per problem, as the binary prints
 // it; [ExitCode] gives the binary's exit status for it. Run does not print
