@@ -15,13 +15,14 @@ GO       ?= go
 BIN      ?= bin/portcullis
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+SERVERPKG := github.com/portcullis-mcp/portcullis/internal/server
+LDFLAGS  := -s -w -X $(SERVERPKG).version=$(VERSION) -X $(SERVERPKG).revision=$(REVISION)
 
 # The node tools' folder; the e2e tests read the same variable. It is
 # exported only to the targets that use it: the server treats every
 # PORTCULLIS_* variable as a config key and rejects unknown ones.
 PORTCULLIS_NODE_TOOLS ?= $(CURDIR)/.cache/node-tools
-tools test go-test e2e: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
+tools test go-test e2e example-test: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 
 # GOTESTFLAGS adds flags to the Go test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
@@ -32,7 +33,7 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build run test check lint generate generate-check tools go-test e2e vet clean \
+.PHONY: help build run test check lint generate generate-check tools go-test e2e example-test api-tools api-check vet clean \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
@@ -52,13 +53,13 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 # ---- tests -------------------------------------------------------------
 
 test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included), chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
+	$(MAKE) --no-print-directory lint generate-check go-test example-test api-check obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools helm-tools
+	$(MAKE) --no-print-directory obs-tools helm-tools api-tools
 
 go-test: ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included (needs make tools).
 	rm -f results/conformance.txt
@@ -67,6 +68,22 @@ go-test: ## Run every Go test with the race detector, end-to-end tests (-tags e2
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...
+
+# The example module (its own go.mod, replacing Portcullis with this
+# checkout): a team's tool server on the public API. go-test runs its
+# end-to-end test too, as part of ./e2e; this target also vets the module,
+# which ./... at the root does not reach.
+HELLO_TOOLS := examples/hello-tools
+
+example-test: ## Vet and build examples/hello-tools, then run it for real: the dev token over both protocol eras, the conformance requirement sets, the chart with its image (needs make tools).
+	cd $(HELLO_TOOLS) && $(GO) vet ./... && $(GO) build -o /dev/null .
+	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) -run '^TestHelloToolsExample$$' ./e2e/
+
+api-tools: ## Install apidiff (pinned) into .cache/bin.
+	bash scripts/install-apidiff.sh
+
+api-check: api-tools ## Compare the public API (packages portcullis, auth, tools) with the commit in api/base: print every change, fail on an incompatible one.
+	bash scripts/api-check.sh
 
 lint: ## gofmt and go vet every package (end-to-end tests included); every e2e test file carries the e2e build tag.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -152,7 +169,7 @@ bench-smoke: bench-bin ## Run the load harness for a few hundred requests per ro
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... ./cmd/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... ./internal/server/...
 
 # The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
 # traffic, bounded in time and request count (bench/soak, not part of the

@@ -33,8 +33,8 @@ type Readier interface {
 	Ready(ctx context.Context) error
 }
 
-// NewVerifier builds the verifier for o (which must have been through
-// Defaults and Validate): one go-oidc verifier per issuer, picked by the
+// NewVerifier builds the verifier for o, whose zero fields take their
+// defaults (see [Options.Defaults]) and which must pass Validate: one go-oidc verifier per issuer, picked by the
 // token's unverified "iss" and then checked again after the signature;
 // introspection for tokens that are not JWTs when configured; all wrapped in
 // the verified-token cache. now nil means time.Now. httpClient nil means a
@@ -44,6 +44,7 @@ func NewVerifier(ctx context.Context, o Options, httpClient *http.Client, now fu
 	if !o.Enabled() {
 		return nil, errors.New("auth: no issuers or introspection configured")
 	}
+	o.Defaults()
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("auth: invalid options: %w", err)
 	}

@@ -655,7 +655,12 @@ type devServer struct {
 // banner on stdout, up to the line of the Inspector command.
 func startDevServer(t *testing.T, env ...string) *devServer {
 	t.Helper()
-	s := startServer(t, env, "--dev")
+	return waitDevBanner(t, startServer(t, env, "--dev"))
+}
+
+// waitDevBanner waits for the banner of s, a server started with --dev.
+func waitDevBanner(t *testing.T, s *server) *devServer {
+	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(60 * time.Second)

@@ -44,21 +44,7 @@ func TestConformance(t *testing.T) {
 		fmt.Fprintf(summary, format+"\n", args...)
 	}
 
-	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
-		t.Run("requirements "+rev, func(t *testing.T) {
-			out := t.TempDir()
-			run := runTool(t, conformanceTimeout, out, "conformance",
-				"server", "--url", srv.MCPURL(), "--requirements", rev, "--output-dir", out)
-			rep := parseConformance(run.Stdout + "\n" + run.Stderr)
-			report("conformance --requirements %s: %d passed, %d failed (%d failing scenario(s) not scored: %s)",
-				rev, rep.passed, rep.failed, len(rep.unscoredFailing()), strings.Join(rep.unscoredFailing(), ", "))
-			scored := rep.scoredFailing()
-			if run.ExitCode != 0 || len(scored) > 0 || !rep.found {
-				t.Errorf("conformance --requirements %s: exit %d, scored failing scenarios %v\n%s\nfailed checks:\n%s",
-					rev, run.ExitCode, scored, rep.summary(run), failedChecks(out))
-			}
-		})
-	}
+	conformanceRequirements(t, srv.MCPURL(), report)
 
 	t.Run("suite all", func(t *testing.T) {
 		out := t.TempDir()
@@ -72,6 +58,28 @@ func TestConformance(t *testing.T) {
 			rep.passed, rep.failed, run.ExitCode, strings.Join(rep.failing, ", "))
 		t.Logf("failed checks:\n%s", failedChecks(out))
 	})
+}
+
+// conformanceRequirements runs the requirement sets of both revisions
+// against the MCP endpoint url, one subtest each, and fails a subtest on a
+// scored failure. report receives each set's counts.
+func conformanceRequirements(t *testing.T, url string, report func(format string, args ...any)) {
+	t.Helper()
+	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run("requirements "+rev, func(t *testing.T) {
+			out := t.TempDir()
+			run := runTool(t, conformanceTimeout, out, "conformance",
+				"server", "--url", url, "--requirements", rev, "--output-dir", out)
+			rep := parseConformance(run.Stdout + "\n" + run.Stderr)
+			report("conformance --requirements %s: %d passed, %d failed (%d failing scenario(s) not scored: %s)",
+				rev, rep.passed, rep.failed, len(rep.unscoredFailing()), strings.Join(rep.unscoredFailing(), ", "))
+			scored := rep.scoredFailing()
+			if run.ExitCode != 0 || len(scored) > 0 || !rep.found {
+				t.Errorf("conformance --requirements %s: exit %d, scored failing scenarios %v\n%s\nfailed checks:\n%s",
+					rev, run.ExitCode, scored, rep.summary(run), failedChecks(out))
+			}
+		})
+	}
 }
 
 // conformanceReport is what the conformance CLI's summary says.

@@ -147,9 +147,16 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 // included (e.g. what a Helm chart renders).
 func runServer(t *testing.T, env []string, argv ...string) *server {
 	t.Helper()
+	return runBinary(t, binary, env, argv...)
+}
+
+// runBinary is runServer for another program built on Portcullis (which
+// takes the same commands, flags and configuration), at path bin.
+func runBinary(t *testing.T, bin string, env []string, argv ...string) *server {
+	t.Helper()
 	// Not CommandContext: t.Context is cancelled before cleanups run, and the
 	// cleanup below wants to stop the process gracefully.
-	cmd := exec.Command(binary, argv...)
+	cmd := exec.Command(bin, argv...)
 	cmd.Env = serverEnv(env...)
 	s := &server{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &lineBuffer{}, done: make(chan struct{}), metricsReady: make(chan struct{})}
 	cmd.Stdout = s.stdout
@@ -159,7 +166,7 @@ func runServer(t *testing.T, env []string, argv ...string) *server {
 	}
 	addrs := make(chan string, 1)
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", binary, err)
+		t.Fatalf("start %s: %v", bin, err)
 	}
 	go func() {
 		sc := bufio.NewScanner(pipe)

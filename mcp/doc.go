@@ -11,5 +11,6 @@
 // stdin and stdout for local use.
 //
 // The examples of [NewHandler] and [ServeStdio] build a server from a
-// catalog and serve it each way.
+// catalog and serve it each way. The zero [Options] serves with the
+// documented defaults.
 package mcp

@@ -44,9 +44,11 @@ type Handler struct {
 	streams  map[*context.CancelFunc]struct{}
 }
 
-// NewHandler returns the /mcp handler for server. opts must have had
-// Defaults applied. access may be the zero value (no per-tool policy).
+// NewHandler returns the /mcp handler for server. Zero fields of opts take
+// their defaults (see [Options.Defaults]), so the zero Options serves with
+// the documented limits. access may be the zero value (no per-tool policy).
 func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Logger) *Handler {
+	opts.Defaults()
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

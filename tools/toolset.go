@@ -267,6 +267,18 @@ func AddTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]
 	c.tools = append(c.tools, newTool(t, h))
 }
 
+// AddResource adds a resource, read by h, to c. Like [AddTool], call it
+// before building servers from c.
+func (c *Catalog) AddResource(r *sdk.Resource, h sdk.ResourceHandler) {
+	c.resources = append(c.resources, resource{r: r, h: h})
+}
+
+// AddPrompt adds a prompt, rendered by h, to c. Like [AddTool], call it
+// before building servers from c.
+func (c *Catalog) AddPrompt(p *sdk.Prompt, h sdk.PromptHandler) {
+	c.prompts = append(c.prompts, prompt{p: p, h: h})
+}
+
 // addRunningTool adds a tool to s while s serves, and records it in c, so
 // that HasTool and ToolNames know it as they know the catalog's own tools.
 func addRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {

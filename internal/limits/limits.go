@@ -154,9 +154,10 @@ type principal struct {
 	rate     *rate.Limiter
 }
 
-// New returns a Limiter for opts (which must have had Defaults applied).
-// hook may be nil; now nil means time.Now.
+// New returns a Limiter for opts. Zero fields of opts take their defaults
+// (see [Options.Defaults]). hook may be nil; now nil means time.Now.
 func New(opts Options, key KeyFunc, hook Hook, now func() time.Time) (*Limiter, error) {
+	opts.Defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func (h *headBuffer) String() string {
 // OTLP/HTTP to a local sink, info logs with the audit line. Each iteration is one tools/call echo over a keep-alive
 // connection, checked. Use it for profiles:
 //
-//	go test -run '^$' -bench ServeEcho -cpuprofile cpu.out ./cmd/server
+//	go test -run '^$' -bench ServeEcho -cpuprofile cpu.out ./internal/server
 //	go tool pprof -top -focus 'net/http.\(\*conn\).serve' cpu.out
 //
 // (the focus leaves out the in-process client). make bench measures the

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"errors"
@@ -27,7 +27,7 @@ const envPrefix = "PORTCULLIS_"
 //
 // The config part of the Helm chart's values.schema.json is generated from
 // these types and their doc comments: after changing a key, run
-// `go generate ./cmd/server` (make generate) and commit the result.
+// `go generate ./internal/server` (make generate) and commit the result.
 //
 //go:generate go test -run ^TestGenerateChartSchema -count=1 . -args -update
 type Config struct {

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -30,7 +30,8 @@ import (
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
-// Set by the linker: -ldflags "-X main.version=… -X main.revision=…".
+// Set by the linker: -ldflags "-X github.com/portcullis-mcp/portcullis/internal/server.version=…"
+// and the same for revision (see the Makefile's LDFLAGS).
 var (
 	version  = "dev"
 	revision = ""
@@ -54,9 +55,28 @@ path in upper case with dots as underscores (server.listen is
 PORTCULLIS_SERVER_LISTEN).
 `
 
-// run is the whole program; main only wires it to the process. It returns
-// the exit code: 0 on success, 1 on failure, 2 on a usage error.
+// run is the program as the binary runs it: it reports a failure on
+// stderr and returns the exit code (see [ExitCode]).
 func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return Main(ctx, args, environ, stdin, stdout, stderr, Extensions{})
+}
+
+// Main runs the command line args with ext, reports a failure on stderr
+// and returns the exit code: 0 on success, 1 on failure, 2 on a usage
+// error.
+func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer, ext Extensions) int {
+	err := Execute(ctx, args, environ, stdin, stdout, stderr, ext)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+	}
+	return ExitCode(err)
+}
+
+// Execute runs the command line args (the program name excluded): the
+// command, "serve" when none is given, with its flags. environ is the
+// process environment (KEY=VALUE). It returns nil on success and when help
+// was asked for, else an [*Error] that names the command.
+func Execute(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer, ext Extensions) error {
 	cmd := "serve"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
@@ -64,9 +84,9 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	var err error
 	switch cmd {
 	case "serve":
-		err = runServe(ctx, args, environ, stdout, stderr)
+		err = runServe(ctx, args, environ, stdout, stderr, ext)
 	case "stdio":
-		err = runStdio(ctx, args, environ, stdin, stdout, stderr)
+		err = runStdio(ctx, args, environ, stdin, stdout, stderr, ext)
 	case "check-config":
 		err = runCheckConfig(args, environ, stdout, stderr)
 	case "doctor":
@@ -76,20 +96,57 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
-		fmt.Fprintf(stderr, "portcullis: unknown command %q\n\n%s", cmd, usage)
-		return 2
+		return &Error{Command: cmd, Err: fmt.Errorf("unknown command %q\n\n%s", cmd, strings.TrimSuffix(usage, "\n")), unknown: true}
 	}
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return &Error{Command: cmd, Err: err}
+}
+
+// Error is a failed command. Its message is what the binary prints: one
+// line per problem, so that a bad configuration is fixed in one pass.
+type Error struct {
+	// Command is the command that failed ("serve", "check-config", …).
+	Command string
+	// Err is what went wrong.
+	Err     error
+	unknown bool // Command is not a command
+}
+
+func (e *Error) Error() string {
+	if e.unknown {
+		return "portcullis: " + e.Err.Error()
+	}
+	var ue usageError
+	if errors.As(e.Err, &ue) {
+		return fmt.Sprintf("portcullis %s: %v", e.Command, ue.err)
+	}
+	problems := unjoin(e.Err)
+	if len(problems) == 1 {
+		return fmt.Sprintf("portcullis %s: %v", e.Command, problems[0])
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "portcullis %s: %d problems:", e.Command, len(problems))
+	for _, p := range problems {
+		fmt.Fprintf(&b, "\n  - %v", p)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ExitCode is the exit status for err as [Execute] returns it: 0 for nil,
+// 2 for a usage error (an unknown command, a bad flag), 1 for any other.
+func ExitCode(err error) int {
+	var e *Error
 	var ue usageError
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "portcullis %s: %v\n", cmd, ue.err)
+	case errors.As(err, &e) && e.unknown, errors.As(err, &ue):
 		return 2
 	default:
-		reportError(stderr, cmd, err)
 		return 1
 	}
 }
@@ -97,20 +154,6 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
-
-// reportError prints err, one line per problem, so a bad configuration is
-// fixed in one pass.
-func reportError(w io.Writer, cmd string, err error) {
-	problems := unjoin(err)
-	if len(problems) == 1 {
-		fmt.Fprintf(w, "portcullis %s: %v\n", cmd, problems[0])
-		return
-	}
-	fmt.Fprintf(w, "portcullis %s: %d problems:\n", cmd, len(problems))
-	for _, p := range problems {
-		fmt.Fprintf(w, "  - %v\n", p)
-	}
-}
 
 func versionString() string {
 	return fmt.Sprintf("portcullis %s (revision %s, %s)", version, revisionString(), runtime.Version())
@@ -215,7 +258,7 @@ type app struct {
 // newApp logs; the OTLP exporter reads the process environment itself,
 // which is the same in production. policy is the per-tool policy the server
 // applies to what callers list and call (nil: none).
-func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, environ []string, stderr io.Writer) (*app, error) {
+func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensions, environ []string, stderr io.Writer) (*app, error) {
 	logger, err := observability.NewLogger(stderr, cfg.Log.Level)
 	if err != nil {
 		return nil, err
@@ -255,6 +298,9 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, environ []s
 	upstream.Transport = tracing.Transport(upstream.Transport)
 	cat, err := tools.New(cfg.Tools, tools.Deps{Logger: logger, HTTPClient: upstream})
 	if err != nil {
+		return nil, err
+	}
+	if err := ext.Apply(cat); err != nil {
 		return nil, err
 	}
 	known := make(map[string]bool)
@@ -321,7 +367,7 @@ func (a *app) shutdownTracing() {
 	}
 }
 
-func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer, ext Extensions) error {
 	f := newFlags("stdio", stderr, false)
 	if err := f.parse(args); err != nil {
 		return err
@@ -336,7 +382,7 @@ func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	if cfg.Auth.AllowStdioAllTools {
 		policy = nil
 	}
-	a, err := newApp(ctx, cfg, policy, environ, stderr)
+	a, err := newApp(ctx, cfg, policy, ext, environ, stderr)
 	if err != nil {
 		return err
 	}
@@ -351,7 +397,7 @@ func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 	return mcp.ServeStdio(ctx, a.server, stdin, stdout, 0)
 }
 
-func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Writer, ext Extensions) error {
 	f := newFlags("serve", stderr, true)
 	if err := f.parse(args); err != nil {
 		return err
@@ -380,7 +426,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return fmt.Errorf("server.metrics_listen: listening on %s: %w", cfg.Server.MetricsListen, err)
 	}
 	defer mln.Close()
-	a, err := newApp(ctx, cfg, toolPolicy(cfg.Auth), environ, stderr)
+	a, err := newApp(ctx, cfg, toolPolicy(cfg.Auth), ext, environ, stderr)
 	if err != nil {
 		return err
 	}
@@ -441,14 +487,15 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 		return err
 	}
 	metricsSrv := a.metricsServer()
-	// The Origin check runs first: a page on another origin is refused
-	// before its token is looked at. The limits run after auth, which puts
-	// the principal they key on in the request context.
-	//
-	// The body deadline wraps everything, auth included: a client that
-	// never finishes its body needs no token to hold a connection.
-	bodyDeadline := limits.BodyDeadline(s.ReadBodyTimeout, hook)
-	srv := newHTTPServer(s, bodyDeadline(a.routes(health, mcpHandler.OriginGuard(guard(limiter.Middleware(mcpHandler))), dev)), a.logger)
+	chain := chainParts{
+		bodyDeadline: limits.BodyDeadline(s.ReadBodyTimeout, hook),
+		mcp:          mcpHandler,
+		auth:         guard,
+		limits:       limiter.Middleware,
+		health:       health,
+		dev:          dev,
+	}
+	srv := newHTTPServer(s, a.buildHandler(chain), a.logger)
 	// net/http enforces the header size, header and idle timeouts itself;
 	// the watched listener counts what they close.
 	ln = a.metrics.WatchConns(srv, ln)
@@ -549,7 +596,7 @@ func (a *app) metricsServer() *http.Server {
 	mux.Handle("GET /metrics", a.metrics.Handler(a.logger))
 	if a.cfg.Server.AllowPprof {
 		a.logger.Warn("server.allow_pprof is on: the metrics listener serves Go runtime profiles at /debug/pprof/")
-		setMemProfiling(true)
+		SetMemProfiling(true)
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, allocs…
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -683,36 +730,4 @@ Try it with the MCP Inspector (Node 22):
 More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resource=%s %s/token
 `, version, url, dev.Issuer(), ttl, token, url, o.Resource, dev.Issuer())
 	return nil
-}
-
-// routes builds the HTTP handler. The chain, outermost first: recover from
-// panics, the mux, then per route: metrics under a fixed route name; for
-// /mcp also the HTTP span, the access log, and mcpHandler (which the caller
-// has wrapped in the auth guard, so auth failures are counted and traced).
-// Probes are counted but neither traced nor logged.
-func (a *app) routes(health *observability.Health, mcpHandler http.Handler, dev *auth.DevIssuer) http.Handler {
-	inst := observability.HTTP{Metrics: a.metrics, Tracing: a.tracing}
-	mux := http.NewServeMux()
-	mux.Handle(mcpPath, inst.TracedRoute("mcp", mcpPath, observability.AccessLog(a.logger, mcpHandler)))
-	mux.Handle("GET /healthz", inst.Route("healthz", http.HandlerFunc(health.ServeLive)))
-	mux.Handle("GET /readyz", inst.Route("readyz", http.HandlerFunc(health.ServeReady)))
-	if a.cfg.Auth.Enabled() {
-		// RFC 9728: the bare well-known path and the one suffixed with the
-		// resource's path; both public, with CORS open to every origin (see
-		// auth.MetadataHandler), so a preflight is never a 404.
-		meta := inst.Route("metadata", auth.MetadataHandler(a.cfg.Auth))
-		paths := []string{auth.MetadataWellKnown}
-		if p := auth.MetadataPath(a.cfg.Auth.Resource); p != auth.MetadataWellKnown {
-			paths = append(paths, p)
-		}
-		for _, p := range paths {
-			mux.Handle("GET "+p, meta)
-			mux.Handle("OPTIONS "+p, meta)
-		}
-	}
-	if dev != nil {
-		mux.Handle(devIssuerPath+"/", inst.Route("dev_issuer", dev.Handler()))
-	}
-	mux.Handle("/", inst.Route("other", http.NotFoundHandler()))
-	return observability.Recover(a.logger, mux)
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"log/slog"
@@ -107,12 +107,12 @@ func currentGOGC() int {
 // defaultMemProfileRate is Go's own runtime.MemProfileRate.
 const defaultMemProfileRate = 512 * 1024
 
-// setMemProfiling turns the runtime's memory-profiling samples on (at Go's
+// SetMemProfiling turns the runtime's memory-profiling samples on (at Go's
 // default rate) or off, unless GODEBUG=memprofilerate sets the rate. Only a
 // heap profile reads them, and server.allow_pprof is what serves one; but
 // linking net/http/pprof for it makes the runtime take them always, a
 // stack unwind every 512 KiB allocated, which is about one per MCP call.
-func setMemProfiling(on bool) {
+func SetMemProfiling(on bool) {
 	if strings.Contains(os.Getenv("GODEBUG"), "memprofilerate=") {
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func generateChartSchema(t *testing.T) []byte {
 
 // TestGenerateChartSchema fails when the config part of the chart's
 // values.schema.json is not what Config generates. With -update (which
-// `go generate ./cmd/server` passes) it rewrites the file instead.
+// `go generate ./internal/server` passes) it rewrites the file instead.
 func TestGenerateChartSchema(t *testing.T) {
 	want := generateChartSchema(t)
 	if *update {
@@ -51,7 +51,7 @@ func TestGenerateChartSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: run go generate ./cmd/server (make generate) and commit it\n%s", valuesSchemaPath, firstDiff(got, want))
+		t.Errorf("%s is stale: run go generate ./internal/server (make generate) and commit it\n%s", valuesSchemaPath, firstDiff(got, want))
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ func TestSetMemProfiling(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("GODEBUG", tt.godebug)
 			runtime.MemProfileRate = tt.start
-			setMemProfiling(tt.on)
+			SetMemProfiling(tt.on)
 			if runtime.MemProfileRate != tt.want {
 				t.Errorf("MemProfileRate = %d, want %d", runtime.MemProfileRate, tt.want)
 			}

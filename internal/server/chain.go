@@ -1,0 +1,94 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
+)
+
+// The request path on the MCP listener, outermost first. buildHandler is
+// the one place it is put together:
+//
+//	body deadline   limits.BodyDeadline: before auth, so that a client that
+//	                never finishes its body needs no token to hold a connection
+//	recover         observability.Recover: a panic is a 500 and a log line
+//	mux             one chain per route:
+//
+//	/mcp (buildMCPChain)
+//	  telemetry     route metrics under the fixed name "mcp", the HTTP span
+//	  access log    one line per request, with the status auth or a limit gave
+//	  origin/CORS   mcp.Handler.OriginGuard: a page on another origin is
+//	                refused before its token is looked at
+//	  auth          bearer token → verifier → Principal in the context
+//	  limits        in flight and rate, keyed on that principal
+//	  handler       the MCP handler (era router, tool gate, SDK server)
+//
+//	/healthz /readyz, the RFC 9728 metadata, the dev issuer, 404
+//	(buildPublicChain)
+//	  telemetry     route metrics only: probes are neither traced nor logged
+//	  handler
+//
+// The metrics listener has its own server (see metricsServer).
+
+// chainParts are the pieces buildHandler puts in order.
+type chainParts struct {
+	bodyDeadline func(http.Handler) http.Handler
+	mcp          *mcp.Handler
+	auth         func(http.Handler) http.Handler
+	limits       func(http.Handler) http.Handler
+	health       *observability.Health
+	dev          *auth.DevIssuer // nil unless --dev
+}
+
+// buildHandler returns the MCP listener's handler: every route behind the
+// body deadline and recover.
+func (a *app) buildHandler(p chainParts) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(mcpPath, a.buildMCPChain(p))
+	mux.Handle("GET /healthz", a.buildPublicChain("healthz", http.HandlerFunc(p.health.ServeLive)))
+	mux.Handle("GET /readyz", a.buildPublicChain("readyz", http.HandlerFunc(p.health.ServeReady)))
+	if a.cfg.Auth.Enabled() {
+		// RFC 9728: the bare well-known path and the one suffixed with the
+		// resource's path; both public, with CORS open to every origin (see
+		// auth.MetadataHandler), so a preflight is never a 404.
+		meta := a.buildPublicChain("metadata", auth.MetadataHandler(a.cfg.Auth))
+		paths := []string{auth.MetadataWellKnown}
+		if path := auth.MetadataPath(a.cfg.Auth.Resource); path != auth.MetadataWellKnown {
+			paths = append(paths, path)
+		}
+		for _, path := range paths {
+			mux.Handle("GET "+path, meta)
+			mux.Handle("OPTIONS "+path, meta)
+		}
+	}
+	if p.dev != nil {
+		mux.Handle(devIssuerPath+"/", a.buildPublicChain("dev_issuer", p.dev.Handler()))
+	}
+	mux.Handle("/", a.buildPublicChain("other", http.NotFoundHandler()))
+	return p.bodyDeadline(observability.Recover(a.logger, mux))
+}
+
+// buildMCPChain returns /mcp's chain: telemetry, access log, origin check,
+// auth, limits, the MCP handler. Auth failures and refusals by a limit are
+// therefore counted, traced and logged like any other response.
+func (a *app) buildMCPChain(p chainParts) http.Handler {
+	var h http.Handler = p.mcp
+	h = p.limits(h)
+	h = p.auth(h)
+	h = p.mcp.OriginGuard(h)
+	h = observability.AccessLog(a.logger, h)
+	return a.inst().TracedRoute("mcp", mcpPath, h)
+}
+
+// buildPublicChain returns the chain of a route that needs no token: route
+// metrics under name (a fixed label, never the raw path), then h.
+func (a *app) buildPublicChain(name string, h http.Handler) http.Handler {
+	return a.inst().Route(name, h)
+}
+
+// inst is the HTTP instrumentation of the app's metrics and tracer.
+func (a *app) inst() observability.HTTP {
+	return observability.HTTP{Metrics: a.metrics, Tracing: a.tracing}
+}
