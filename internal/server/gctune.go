@@ -46,12 +46,15 @@ type gcTuner struct {
 	stopped atomic.Bool
 	sample  []metrics.Sample // read in the cleanup goroutine only
 	set     atomic.Int64     // GOGC last set, for tests
+	// ran receives, without blocking, after each run of the cleanup, so a
+	// test can wait for one instead of polling.
+	ran chan struct{}
 }
 
 // startGCTuner starts tuning for floor and returns the function that stops
 // it. It sets GOGC once a collection has run, not before.
 func startGCTuner(floor uint64) (stop func(), t *gcTuner) {
-	t = &gcTuner{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t = &gcTuner{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}, ran: make(chan struct{}, 1)}
 	t.arm()
 	return func() { t.stopped.Store(true) }, t
 }
@@ -62,6 +65,7 @@ func startGCTuner(floor uint64) (stop func(), t *gcTuner) {
 // when all that share them are.
 func (t *gcTuner) arm() {
 	runtime.AddCleanup(new([32]byte), func(t *gcTuner) {
+		defer t.signal()
 		if t.stopped.Load() {
 			return
 		}
@@ -84,6 +88,13 @@ func (t *gcTuner) tune() {
 	}
 	debug.SetGCPercent(p)
 	t.set.Store(int64(p))
+}
+
+func (t *gcTuner) signal() {
+	select {
+	case t.ran <- struct{}{}:
+	default:
+	}
 }
 
 func abs(n int) int {

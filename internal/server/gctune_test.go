@@ -49,23 +49,28 @@ func TestGCTuner(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			debug.SetGCPercent(tt.start)
 			stop, tuner := startGCTuner(tt.floor)
-			deadline := time.Now().Add(10 * time.Second)
-			for tuner.set.Load() == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the tuner set no GOGC within 10s of collections")
-				}
+			// collect runs a collection and waits for the tuner's cleanup
+			// to run after it.
+			collect := func() {
+				t.Helper()
 				runtime.GC()
-				time.Sleep(time.Millisecond)
+				select {
+				case <-tuner.ran:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the tuner's cleanup did not run within 10s of a collection")
+				}
 			}
+			collect()
 			if got := currentGOGC(); got != tt.want || tuner.set.Load() != int64(tt.want) {
 				t.Errorf("GOGC in effect %d, tuner set %d; want %d", got, tuner.set.Load(), tt.want)
 			}
 			stop()
 			debug.SetGCPercent(123)
-			for range 5 {
-				runtime.GC()
-				time.Sleep(time.Millisecond)
+			select { // forget a run that a background collection started before stop
+			case <-tuner.ran:
+			default:
 			}
+			collect() // the cleanup runs, sees the stop, and no longer re-arms
 			if got := currentGOGC(); got != 123 {
 				t.Errorf("after stop GOGC is %d, want the 123 set by hand", got)
 			}
