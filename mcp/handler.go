@@ -685,6 +685,7 @@ func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
+	recordRefusal(w, code)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(struct {

@@ -384,7 +384,9 @@ func protocolVersion(req sdk.Request) string {
 	if v, ok := requestMeta(req)[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
 		return v
 	}
-	if r, ok := req.(*sdk.InitializeRequest); ok && r.Params != nil {
+	// A server receives initialize as a ServerRequest: the SDK's
+	// InitializeRequest is the client's type.
+	if r, ok := req.(*sdk.ServerRequest[*sdk.InitializeParams]); ok && r.Params != nil {
 		return r.Params.ProtocolVersion
 	}
 	if ss, ok := req.GetSession().(*sdk.ServerSession); ok && ss != nil {

@@ -268,6 +268,7 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, environ []s
 		KnownTool:       func(name string) bool { return known[name] },
 		Identity:        identity,
 		RequestIDHeader: mcp.RequestIDHeader,
+		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
 	})
 	server := mcp.NewServer(cat, mcp.ServerConfig{
 		Version: version,
@@ -447,7 +448,10 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	// The body deadline wraps everything, auth included: a client that
 	// never finishes its body needs no token to hold a connection.
 	bodyDeadline := limits.BodyDeadline(s.ReadBodyTimeout, hook)
-	srv := newHTTPServer(s, bodyDeadline(a.routes(health, mcpHandler.OriginGuard(guard(limiter.Middleware(mcpHandler))), dev)), a.logger)
+	// Refusals sees every request past auth, so that what the limits and
+	// the handler refuse before the SDK is in the operation metric too.
+	refusals := observability.Refusals(observability.RefusalOptions{Metrics: a.metrics, Tracing: a.tracing, KnownTool: a.catalog.HasTool})
+	srv := newHTTPServer(s, bodyDeadline(a.routes(health, mcpHandler.OriginGuard(guard(refusals(limiter.Middleware(mcpHandler)))), dev)), a.logger)
 	// net/http enforces the header size, header and idle timeouts itself;
 	// the watched listener counts what they close.
 	ln = a.metrics.WatchConns(srv, ln)
