@@ -253,10 +253,12 @@ func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 // maxSpanAttrs is the most attributes [mcpTelemetry.attributes] sets.
 const maxSpanAttrs = 9
 
-// transport is the network.transport of a request: requests that came over
-// HTTP carry its header, stdio requests carry none.
+// transport is the network.transport of a request. Requests that came
+// over HTTP carry its header, which has a Content-Type: the SDK serves only
+// POSTs of JSON. stdio requests carry no header, or one of the stdio
+// transport's own, without a Content-Type, that holds the request id.
 func transport(req sdk.Request) string {
-	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+	if extra := req.GetExtra(); extra != nil && extra.Header.Get("Content-Type") != "" {
 		return TransportTCP
 	}
 	return TransportPipe
