@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -554,12 +555,15 @@ func TestChartRunsTheBinary(t *testing.T) {
 	}
 	for _, want := range []string{
 		"portcullis_build_info{",
-		`mcp_server_operation_duration_seconds_count{error_type="",gen_ai_tool_name="",mcp_method_name="tools/list"} 2`,
 		`portcullis_auth_requests_total{outcome="allowed",reason=""}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("scrape of %s lacks %s", ep.Path, want)
 		}
+	}
+	listed := regexp.MustCompile(`(?m)^mcp_server_operation_duration_seconds_count\{error_type="",[^}]*mcp_method_name="tools/list",[^}]*\} 2$`)
+	if !listed.MatchString(body) {
+		t.Errorf("scrape of %s lacks two successful tools/list operations", ep.Path)
 	}
 	if t.Failed() {
 		t.Logf("scrape:\n%s", body)

@@ -149,8 +149,9 @@ func TestTracesReachOpenTelemetryCollector(t *testing.T) {
 		name     string
 		protocol string // OTEL_EXPORTER_OTLP_PROTOCOL
 		grpc     bool   // export to the receiver's gRPC port
+		enduser  bool   // telemetry.record_enduser_id
 	}{
-		{name: "http/protobuf", protocol: "http/protobuf"},
+		{name: "http/protobuf", protocol: "http/protobuf", enduser: true},
 		{name: "grpc", protocol: "grpc", grpc: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,11 +162,13 @@ func TestTracesReachOpenTelemetryCollector(t *testing.T) {
 				endpoint = "http://" + grpcAddr
 			}
 			// --dev turns auth on with an embedded issuer, so the spans
-			// carry the caller's subject as enduser.id.
+			// carry the caller's subject as enduser.id when that is
+			// turned on, and no enduser.id by default.
 			d := startDevServer(t,
 				"OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint,
 				"OTEL_EXPORTER_OTLP_PROTOCOL="+tt.protocol,
 				"OTEL_TRACES_SAMPLER=always_on",
+				fmt.Sprintf("PORTCULLIS_TELEMETRY_RECORD_ENDUSER_ID=%t", tt.enduser),
 			)
 			m := regexp.MustCompile(`(?m)^\s*export MCP_TOKEN=(\S+)\s*$`).FindStringSubmatch(d.Banner)
 			if m == nil {
@@ -252,7 +255,11 @@ func TestTracesReachOpenTelemetryCollector(t *testing.T) {
 				"jsonrpc.request.id":    "11",
 				"mcp.protocol.version":  "2025-11-25",
 				"mcp.session.id":        sessionID,
-				"enduser.id":            subject,
+				"network.transport":     "tcp",
+				"enduser.id":            "", // absent
+			}
+			if tt.enduser {
+				wantAttrs["enduser.id"] = subject
 			}
 			checkServerSpan(t, meta, wantAttrs)
 			if meta.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {

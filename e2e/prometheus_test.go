@@ -35,7 +35,8 @@ type prometheus struct {
 
 // startPrometheus runs Prometheus with one scrape job, "portcullis",
 // scraping target (host:port) every second, and waits until it is ready.
-func startPrometheus(t *testing.T, target string) *prometheus {
+// flags are added to its command line (e.g. a feature flag).
+func startPrometheus(t *testing.T, target string, flags ...string) *prometheus {
 	t.Helper()
 	bin := obsBinary(t, "prometheus")
 	dir := t.TempDir()
@@ -53,11 +54,12 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := startOnFreePorts(t, 1, func(addrs []string) (*process, error) {
-		return tryStartProcess(t, "prometheus", "Server is ready to receive web requests", bin,
-			"--config.file="+path,
-			"--web.listen-address="+addrs[0],
-			"--storage.tsdb.path="+filepath.Join(t.TempDir(), "data"),
-		)
+		args := append([]string{
+			"--config.file=" + path,
+			"--web.listen-address=" + addrs[0],
+			"--storage.tsdb.path=" + filepath.Join(t.TempDir(), "data"),
+		}, flags...)
+		return tryStartProcess(t, "prometheus", "Server is ready to receive web requests", bin, args...)
 	})[0]
 	return &prometheus{URL: "http://" + addr}
 }

@@ -72,8 +72,24 @@ type MCPOptions struct {
 	// the JSON-RPC id of a single-request POST (the SDK does not expose it
 	// to middleware). Empty means jsonrpc.request.id is not recorded.
 	RequestIDHeader string
+	// RecordEnduserID puts the caller's subject on every MCP span as
+	// enduser.id (see [TelemetryOptions.RecordEnduserID]). False leaves it
+	// off.
+	RecordEnduserID bool
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
+}
+
+// TelemetryOptions is the `telemetry:` section of the configuration: what
+// the server's telemetry may record about its callers.
+type TelemetryOptions struct {
+	// RecordEnduserID puts the caller's subject (the token's sub) on every
+	// MCP span as enduser.id. A subject identifies a person, so it is
+	// personal data, and spans leave the server for a collector and a
+	// tracing backend that may keep them longer, and show them to more
+	// people, than the server's own logs. False (the default) keeps it off
+	// spans; the audit line of each tool call names the subject either way.
+	RecordEnduserID bool `yaml:"record_enduser_id"`
 }
 
 // MCPMiddleware returns SDK receiving middleware that, for every MCP request
@@ -153,19 +169,39 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 
 		d := t.Now().Sub(start)
 		errType, desc := classify(res, err)
+		status := ""
+		var jerr *jsonrpc.Error
+		if err != nil && errors.As(err, &jerr) {
+			status = errorTypeForCode(jerr.Code)
+		}
 		if errType != "" && recording {
 			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
 			span.SetStatus(codes.Error, desc)
-			var jerr *jsonrpc.Error
-			if errors.As(err, &jerr) {
-				span.SetAttributes(attrRPCResponseStatus.String(errorTypeForCode(jerr.Code)))
+			if status != "" {
+				span.SetAttributes(attrRPCResponseStatus.String(status))
 			}
 		}
 		if c.spanTarget != "" && err == nil && recording {
 			span.SetName(t.spanName(c.methodLabel, c.spanTarget))
 		}
 		if t.Metrics != nil {
-			t.Metrics.ObserveOperation(c.methodLabel, c.toolLabel, errType, d)
+			prompt := ""
+			if method == "prompts/get" {
+				prompt = Other
+				if err == nil && c.name != "" {
+					prompt = c.name // the prompt exists: the server served it
+				}
+			}
+			t.Metrics.ObserveOperation(Operation{
+				Method:          c.methodLabel,
+				Tool:            c.toolLabel,
+				Prompt:          prompt,
+				ProtocolVersion: VersionLabel(protocolVersion(req)),
+				Transport:       transport(req),
+				ErrorType:       errType,
+				StatusCode:      status,
+				Duration:        d,
+			})
 		}
 		if method == "tools/call" {
 			t.audit(ctx, c, req, errType, desc, d)
@@ -216,12 +252,23 @@ func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 }
 
 // maxSpanAttrs is the most attributes [mcpTelemetry.attributes] sets.
-const maxSpanAttrs = 8
+const maxSpanAttrs = 9
+
+// transport is the network.transport of a request. Requests that came
+// over HTTP carry its header, which has a Content-Type: the SDK serves only
+// POSTs of JSON. stdio requests carry no header, or one of the stdio
+// transport's own, without a Content-Type, that holds the request id.
+func transport(req sdk.Request) string {
+	if extra := req.GetExtra(); extra != nil && extra.Header.Get("Content-Type") != "" {
+		return TransportTCP
+	}
+	return TransportPipe
+}
 
 // attributes returns the span attributes of a request described by c.
 func (t *mcpTelemetry) attributes(method string, c call, req sdk.Request) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, maxSpanAttrs)
-	attrs = append(attrs, attrMCPMethodName.String(c.methodLabel))
+	attrs = append(attrs, attrMCPMethodName.String(c.methodLabel), semconv.NetworkTransportKey.String(transport(req)))
 	switch r := req.(type) {
 	case *sdk.CallToolRequest:
 		if r.Params != nil {
@@ -247,7 +294,7 @@ func (t *mcpTelemetry) attributes(method string, c call, req sdk.Request) []attr
 	if v := protocolVersion(req); v != "" {
 		attrs = append(attrs, attrMCPProtocolVersion.String(truncate(v)))
 	}
-	if c.subject != "" {
+	if c.subject != "" && t.RecordEnduserID {
 		attrs = append(attrs, semconv.EnduserID(c.subject))
 	}
 	return attrs
@@ -340,7 +387,9 @@ func protocolVersion(req sdk.Request) string {
 	if v, ok := requestMeta(req)[sdk.MetaKeyProtocolVersion].(string); ok && v != "" {
 		return v
 	}
-	if r, ok := req.(*sdk.InitializeRequest); ok && r.Params != nil {
+	// A server receives initialize as a ServerRequest: the SDK's
+	// InitializeRequest is the client's type.
+	if r, ok := req.(*sdk.ServerRequest[*sdk.InitializeParams]); ok && r.Params != nil {
 		return r.Params.ProtocolVersion
 	}
 	if ss, ok := req.GetSession().(*sdk.ServerSession); ok && ss != nil {

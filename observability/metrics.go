@@ -17,6 +17,25 @@ import (
 // mcp.server.operation.duration and mcp.server.session.duration.
 var DurationBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 
+// OperationBuckets are the classic bucket boundaries of
+// mcp_server_operation_duration_seconds: [DurationBuckets] with boundaries
+// below 10 ms added, since most MCP requests are served in well under a
+// millisecond and would otherwise all fall in the first bucket, whatever
+// their real latency. Every boundary of DurationBuckets is kept, so queries
+// written against the conventions' buckets still work.
+var OperationBuckets = append([]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005}, DurationBuckets...)
+
+// Native histogram settings of the duration histograms. A scraper that asks
+// for protobuf gets a native histogram next to the classic buckets: bucket
+// boundaries grow by at most 10% (relative error of a quantile about 5%),
+// from sub-microsecond to hours, at most 160 buckets per series before
+// they are merged, and reset at most once an hour.
+const (
+	nativeBucketFactor = 1.1
+	nativeMaxBuckets   = 160
+	nativeMinReset     = time.Hour
+)
+
 // Other is the value a label takes when the real value is not one the
 // server knows (an unregistered tool, an unknown method): a caller cannot
 // create series by sending new names. It is the OpenTelemetry convention's
@@ -58,10 +77,13 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m := &Metrics{
 		reg: reg,
 		operation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcp_server_operation_duration_seconds",
-			Help:    "Duration of MCP requests handled by the server, by method, tool and error type (OpenTelemetry MCP semantic conventions).",
-			Buckets: DurationBuckets,
-		}, []string{"mcp_method_name", "gen_ai_tool_name", "error_type"}),
+			Name:                            "mcp_server_operation_duration_seconds",
+			Help:                            "Duration of MCP requests handled by the server, refusals before the SDK included (OpenTelemetry MCP semantic conventions).",
+			Buckets:                         OperationBuckets,
+			NativeHistogramBucketFactor:     nativeBucketFactor,
+			NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
+			NativeHistogramMinResetDuration: nativeMinReset,
+		}, operationLabels),
 		session: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcp_server_session_duration_seconds",
 			Help:    "Duration of legacy (stateful) MCP sessions, from initialize to close.",
@@ -133,11 +155,72 @@ func (m *Metrics) Handler(logger *slog.Logger) http.Handler {
 	})
 }
 
-// ObserveOperation records one MCP request. method must already be bounded
-// (see [MethodLabel]); tool is empty except for tools/call, where it must
-// be a registered tool's name or [Other]; errorType is empty on success.
-func (m *Metrics) ObserveOperation(method, tool, errorType string, d time.Duration) {
-	m.operation.WithLabelValues(method, tool, errorType).Observe(d.Seconds())
+// operationLabels are the labels of mcp_server_operation_duration_seconds,
+// the attributes the MCP semantic conventions give the metric, in the
+// order of [Operation.labels].
+var operationLabels = []string{
+	"mcp_method_name", "gen_ai_tool_name", "gen_ai_prompt_name", "gen_ai_operation_name",
+	"mcp_protocol_version", "network_transport", "error_type", "rpc_response_status_code",
+}
+
+// Operation is one MCP request or notification as the operation metric
+// records it. Every field is a bounded label value.
+type Operation struct {
+	// Method is the mcp.method.name, bounded by [MethodLabel].
+	Method string
+	// Tool is empty except for tools/call, where it is a registered tool's
+	// name or [Other].
+	Tool string
+	// Prompt is empty except for prompts/get, where it is the name of a
+	// prompt the server served or [Other].
+	Prompt string
+	// ProtocolVersion is the MCP revision, bounded by [VersionLabel];
+	// empty when the request names none.
+	ProtocolVersion string
+	// Transport is the network.transport: [TransportTCP] or [TransportPipe].
+	Transport string
+	// ErrorType is empty on success.
+	ErrorType string
+	// StatusCode is the JSON-RPC error code of the response, empty when it
+	// has none.
+	StatusCode string
+	// Duration is how long the server took.
+	Duration time.Duration
+}
+
+// Values of network.transport: Streamable HTTP runs on TCP, stdio on a
+// pipe.
+const (
+	TransportTCP  = "tcp"
+	TransportPipe = "pipe"
+)
+
+// operationNameExecuteTool is the gen_ai.operation.name of a tools/call;
+// the conventions set it on no other method.
+const operationNameExecuteTool = "execute_tool"
+
+func (o Operation) labels() []string {
+	opName := ""
+	if o.Method == "tools/call" {
+		opName = operationNameExecuteTool
+	}
+	return []string{o.Method, o.Tool, o.Prompt, opName, o.ProtocolVersion, o.Transport, o.ErrorType, o.StatusCode}
+}
+
+// ObserveOperation records one MCP request or notification.
+func (m *Metrics) ObserveOperation(o Operation) {
+	m.operation.WithLabelValues(o.labels()...).Observe(o.Duration.Seconds())
+}
+
+// VersionLabel is the mcp_protocol_version of v: itself when it is a
+// revision of the protocol this server knows, [Other] otherwise, and empty
+// when v is.
+func VersionLabel(v string) string {
+	switch v {
+	case "", "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28":
+		return v
+	}
+	return Other
 }
 
 // AuthEvent counts one decision of the bearer-token middleware. reason is

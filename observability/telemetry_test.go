@@ -180,6 +180,7 @@ func TestTraceSpans(t *testing.T) {
 	s := newServer(t, MCPOptions{
 		Tracing:         tr,
 		RequestIDHeader: "Test-Request-Id",
+		RecordEnduserID: true,
 		Identity: func(ti *sdkauth.TokenInfo) (string, string) {
 			return "alice", "client-1"
 		},
@@ -253,6 +254,7 @@ func TestTraceSpans(t *testing.T) {
 		{"ok, parent from the HTTP span", mcpSpans[0], "tools/call echo", clientTrace, &httpSpans[0], codes.Unset, map[string]string{
 			"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo", "gen_ai.operation.name": "execute_tool",
 			"jsonrpc.request.id": "7", "mcp.protocol.version": "2025-11-25", "enduser.id": "alice",
+			"network.transport": "tcp",
 		}},
 		{"parent from _meta.traceparent", mcpSpans[1], "tools/call echo", metaTrace, nil, codes.Unset, map[string]string{
 			"gen_ai.tool.name": "echo",

@@ -41,10 +41,21 @@ func Line(id json.RawMessage, code int64, message string) []byte {
 	return append(data, '\n')
 }
 
+// Recorder is implemented by a response writer that wants to know when a
+// request is answered with a JSON-RPC error before the SDK sees it: such a
+// request reaches no SDK middleware, so telemetry (observability.Refusals)
+// learns of it here.
+type Recorder interface {
+	RecordJSONRPCError(code int)
+}
+
 // Write writes status and the error response for id (nil or empty means
-// null) as an application/json body. Headers set on w before the call are
-// sent too.
+// null) as an application/json body, and tells w's [Recorder], if it has
+// one, the code. Headers set on w before the call are sent too.
 func Write(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string) {
+	if rec, ok := w.(Recorder); ok {
+		rec.RecordJSONRPCError(int(code))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(Line(id, code, message))

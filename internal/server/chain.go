@@ -22,6 +22,8 @@ import (
 //	  origin/CORS   mcp.Handler.OriginGuard: a page on another origin is
 //	                refused before its token is looked at
 //	  auth          bearer token → verifier → Principal in the context
+//	  refusals      what the limits and the handler refuse before the SDK
+//	                is counted and spanned as an MCP operation
 //	  limits        in flight and rate, keyed on that principal
 //	  handler       the MCP handler (era router, tool gate, SDK server)
 //
@@ -37,6 +39,7 @@ type chainParts struct {
 	bodyDeadline func(http.Handler) http.Handler
 	mcp          *mcp.Handler
 	auth         func(http.Handler) http.Handler
+	refusals     func(http.Handler) http.Handler
 	limits       func(http.Handler) http.Handler
 	health       *observability.Health
 	dev          *auth.DevIssuer // nil unless --dev
@@ -71,11 +74,12 @@ func (a *app) buildHandler(p chainParts) http.Handler {
 }
 
 // buildMCPChain returns /mcp's chain: telemetry, access log, origin check,
-// auth, limits, the MCP handler. Auth failures and refusals by a limit are
+// auth, refusals, limits, the MCP handler. Auth failures and refusals by a limit are
 // therefore counted, traced and logged like any other response.
 func (a *app) buildMCPChain(p chainParts) http.Handler {
 	var h http.Handler = p.mcp
 	h = p.limits(h)
+	h = p.refusals(h)
 	h = p.auth(h)
 	h = p.mcp.OriginGuard(h)
 	h = observability.AccessLog(a.logger, h)

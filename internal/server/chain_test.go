@@ -17,7 +17,8 @@ import (
 // TestBuildHandlerOrder checks the request path's order through what each
 // step can observe: the origin check refuses before auth runs, the limits
 // run after auth and see its principal, the access log records auth's
-// refusals, the body deadline wraps every route, and probes skip auth and
+// refusals, refusals are seen between auth and the limits, the body
+// deadline wraps every route, and probes skip auth and
 // the access log.
 func TestBuildHandlerOrder(t *testing.T) {
 	cfg := &Config{}
@@ -50,6 +51,9 @@ func TestBuildHandlerOrder(t *testing.T) {
 				}
 				next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), &auth.Principal{Subject: "alice"})))
 			})
+		},
+		refusals: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { step("refusals"); next.ServeHTTP(w, r) })
 		},
 		limits: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +94,7 @@ func TestBuildHandlerOrder(t *testing.T) {
 			wantStatus: http.StatusUnauthorized, wantSteps: []string{"deadline", "auth"}, wantLogged: true},
 		{name: "limits see the principal", method: http.MethodPost, path: "/mcp",
 			header: map[string]string{"Authorization": "Bearer t"}, wantStatus: http.StatusOK,
-			wantSteps: []string{"deadline", "auth", "limits:alice"}, wantLogged: true},
+			wantSteps: []string{"deadline", "auth", "refusals", "limits:alice"}, wantLogged: true},
 		{name: "probe skips auth and the log", method: http.MethodGet, path: "/healthz",
 			wantStatus: http.StatusOK, wantSteps: []string{"deadline"}},
 		{name: "unknown path", method: http.MethodGet, path: "/nope",

@@ -43,6 +43,8 @@ type Config struct {
 	Limits limits.Options `yaml:"limits"`
 	// Log configures the structured log on stderr.
 	Log LogOptions `yaml:"log"`
+	// Telemetry says what traces may record about callers.
+	Telemetry observability.TelemetryOptions `yaml:"telemetry"`
 }
 
 // ServerOptions configures the HTTP listener and its lifecycle.

@@ -315,6 +315,7 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 		KnownTool:       func(name string) bool { return known[name] },
 		Identity:        identity,
 		RequestIDHeader: mcp.RequestIDHeader,
+		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
 	})
 	server := mcp.NewServer(cat, mcp.ServerConfig{
 		Version: version,
@@ -491,6 +492,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 		bodyDeadline: limits.BodyDeadline(s.ReadBodyTimeout, hook),
 		mcp:          mcpHandler,
 		auth:         guard,
+		refusals:     observability.Refusals(observability.RefusalOptions{Metrics: a.metrics, Tracing: a.tracing, KnownTool: a.catalog.HasTool}),
 		limits:       limiter.Middleware,
 		health:       health,
 		dev:          dev,

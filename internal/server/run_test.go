@@ -482,7 +482,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	for _, want := range []string{
 		`portcullis_auth_requests_total{outcome="denied",reason="missing"} 1`,
 		`portcullis_auth_requests_total{outcome="allowed",reason=""} 1`,
-		`mcp_server_operation_duration_seconds_count{error_type="",gen_ai_tool_name="echo",mcp_method_name="tools/call"} 1`,
+		`mcp_server_operation_duration_seconds_count{error_type="",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="echo",mcp_method_name="tools/call",mcp_protocol_version="2025-03-26",network_transport="tcp",rpc_response_status_code=""} 1`,
 		`portcullis_http_requests_total{code="401",method="post",route="mcp"} 1`,
 		`portcullis_http_requests_total{code="200",method="get",route="healthz"} 1`,
 		`portcullis_http_requests_total{code="404",method="get",route="other"}`,

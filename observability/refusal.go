@@ -1,0 +1,160 @@
+package observability
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+)
+
+// RefusalOptions configures [Refusals].
+type RefusalOptions struct {
+	// Metrics records refusals in mcp_server_operation_duration_seconds.
+	// Nil records nothing.
+	Metrics *Metrics
+	// Tracing supplies the tracer. Nil traces nothing.
+	Tracing *Tracing
+	// KnownTool reports whether a tool is registered, as in [MCPOptions].
+	// Nil treats every tool as unregistered.
+	KnownTool func(name string) bool
+	// Now reads the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Refusals returns middleware for the /mcp endpoint that makes the requests
+// refused before the SDK dispatches them visible: a POST answered with an
+// HTTP error status (a limit's 429 or 503, a body over the limit, a bad
+// protocol header, an unknown session) or with a JSON-RPC error that the
+// handler writes itself (a parse error, an unknown method, a tool the
+// policy hides) is recorded in mcp_server_operation_duration_seconds and,
+// when traced, gets a SERVER span with its error.type, as the MCP
+// middleware records the requests the SDK dispatches. Put it after the
+// auth middleware (a request without a valid token is the auth metrics'
+// to count) and before everything that can refuse a request.
+//
+// The method and tool come from the Mcp-Method and Mcp-Name headers that
+// clients of revision 2026-07-28 send; without them the method is [Other].
+// error_type is the JSON-RPC error code when the reply carries one (the
+// handler reports it through the response writer's RecordJSONRPCError
+// method), else the HTTP status code.
+func Refusals(o RefusalOptions) func(http.Handler) http.Handler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.KnownTool == nil {
+		o.KnownTool = func(string) bool { return false }
+	}
+	tracer := noop.NewTracerProvider().Tracer("")
+	if o.Tracing != nil {
+		tracer = o.Tracing.Provider.Tracer("github.com/portcullis-mcp/portcullis/observability")
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				next.ServeHTTP(w, r)
+				return
+			}
+			start := o.Now()
+			rw := &refusalWriter{ResponseWriter: w}
+			next.ServeHTTP(rw, r)
+			if rw.code == 0 && rw.status < http.StatusBadRequest {
+				return
+			}
+			op := refusedOperation(r.Header, rw, o.KnownTool)
+			op.Duration = o.Now().Sub(start)
+			if o.Metrics != nil {
+				o.Metrics.ObserveOperation(op)
+			}
+			if o.Tracing != nil {
+				recordRefusalSpan(tracer, r, op, start)
+			}
+		})
+	}
+}
+
+// refusedOperation describes a refused request for the operation metric.
+func refusedOperation(h http.Header, rw *refusalWriter, knownTool func(string) bool) Operation {
+	op := Operation{
+		Method:          MethodLabel(h.Get(mcpheader.Method)),
+		ProtocolVersion: VersionLabel(h.Get(mcpheader.ProtocolVersion)),
+		Transport:       TransportTCP,
+		ErrorType:       strconv.Itoa(rw.status),
+	}
+	if op.Method == "tools/call" {
+		op.Tool = Other
+		if name := h.Get(mcpheader.Name); name != "" && knownTool(name) {
+			op.Tool = name
+		}
+	}
+	if op.Method == "prompts/get" {
+		op.Prompt = Other
+	}
+	if rw.code != 0 {
+		op.ErrorType = strconv.Itoa(rw.code)
+		op.StatusCode = op.ErrorType
+	}
+	return op
+}
+
+// recordRefusalSpan records the span of a refused request, from start to
+// now, under the HTTP request's span.
+func recordRefusalSpan(tracer trace.Tracer, r *http.Request, op Operation, start time.Time) {
+	_, span := tracer.Start(r.Context(), op.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(
+		attrMCPMethodName.String(op.Method),
+		semconv.NetworkTransportKey.String(op.Transport),
+		semconv.ErrorTypeKey.String(op.ErrorType),
+	)
+	if op.Tool != "" {
+		span.SetAttributes(attrGenAIToolName.String(op.Tool), attrGenAIOperationName.String(operationNameExecuteTool))
+	}
+	if op.ProtocolVersion != "" {
+		span.SetAttributes(attrMCPProtocolVersion.String(op.ProtocolVersion))
+	}
+	if op.StatusCode != "" {
+		span.SetAttributes(attrRPCResponseStatus.String(op.StatusCode))
+	}
+	span.SetStatus(codes.Error, "refused before the MCP server handled it")
+}
+
+// refusalWriter notes the status a handler writes and the JSON-RPC error
+// code of a refusal the MCP handler writes itself.
+type refusalWriter struct {
+	http.ResponseWriter
+	status int // 0 until WriteHeader or Write
+	code   int // the JSON-RPC error code of a refusal, 0 when none
+}
+
+// RecordJSONRPCError is called by the MCP handler when it answers a request
+// itself, before the SDK sees it, with a JSON-RPC error of this code.
+func (w *refusalWriter) RecordJSONRPCError(code int) { w.code = code }
+
+func (w *refusalWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *refusalWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush flushes the underlying writer, for event streams.
+func (w *refusalWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// Unwrap lets [http.ResponseController] reach the underlying writer.
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

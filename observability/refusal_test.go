@@ -1,0 +1,128 @@
+package observability
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestRefusals checks that a request refused before the SDK is counted in
+// the operation metric and spanned with its error.type, and that one the
+// SDK serves is left to the MCP middleware.
+func TestRefusals(t *testing.T) {
+	tests := []struct {
+		name    string
+		method  string
+		header  map[string]string
+		handler http.HandlerFunc
+		// want is the operation series' labels, empty when the request must
+		// not be recorded.
+		want   string
+		status string // rpc.response.status_code on the span
+	}{
+		{
+			name: "limit refuses with 429", method: http.MethodPost,
+			header:  map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo", "Mcp-Protocol-Version": "2026-07-28"},
+			handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "slow down", http.StatusTooManyRequests) },
+			want:    `error_type="429",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="echo",mcp_method_name="tools/call",mcp_protocol_version="2026-07-28",network_transport="tcp",rpc_response_status_code=""`,
+		},
+		{
+			name: "handler writes a JSON-RPC parse error", method: http.MethodPost,
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.(interface{ RecordJSONRPCError(int) }).RecordJSONRPCError(-32700)
+				w.WriteHeader(http.StatusBadRequest)
+			},
+			want:   `error_type="-32700",gen_ai_operation_name="",gen_ai_prompt_name="",gen_ai_tool_name="",mcp_method_name="_OTHER",mcp_protocol_version="",network_transport="tcp",rpc_response_status_code="-32700"`,
+			status: "-32700",
+		},
+		{
+			name: "policy denial answered with 200", method: http.MethodPost,
+			header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "secret"},
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.(interface{ RecordJSONRPCError(int) }).RecordJSONRPCError(-32602)
+				w.WriteHeader(http.StatusOK)
+			},
+			want:   `error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="_OTHER",mcp_method_name="tools/call",mcp_protocol_version="",network_transport="tcp",rpc_response_status_code="-32602"`,
+			status: "-32602",
+		},
+		{
+			name: "served by the SDK", method: http.MethodPost,
+			handler: func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) },
+		},
+		{
+			name: "GET stream refused", method: http.MethodGet,
+			handler: func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusMethodNotAllowed) },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := NewMetrics(reg, BuildInfo{})
+			exp := tracetest.NewInMemoryExporter()
+			tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Propagator: propagation.TraceContext{}, Enabled: true}
+			h := Refusals(RefusalOptions{Metrics: m, Tracing: tr, KnownTool: func(n string) bool { return n == "echo" }})(tt.handler)
+			req := httptest.NewRequest(tt.method, "/mcp", strings.NewReader(`{}`))
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			h.ServeHTTP(httptest.NewRecorder(), req)
+
+			n := testutil.CollectAndCount(reg, "mcp_server_operation_duration_seconds")
+			spans := exp.GetSpans()
+			if tt.want == "" {
+				if n != 0 || len(spans) != 0 {
+					t.Fatalf("recorded %d series and %d spans, want none", n, len(spans))
+				}
+				return
+			}
+			got := seriesLabels(t, reg, "mcp_server_operation_duration_seconds")
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("series %q, want one with %s", got, tt.want)
+			}
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want 1", len(spans))
+			}
+			s := spans[0]
+			a := attrs(s.Attributes)
+			if s.SpanKind != trace.SpanKindServer || s.Status.Code != codes.Error || a["error.type"] == "" || a["network.transport"] != "tcp" {
+				t.Errorf("span %q kind %v status %v attrs %v, want SERVER, Error, error.type and network.transport", s.Name, s.SpanKind, s.Status.Code, a)
+			}
+			if a["rpc.response.status_code"] != tt.status {
+				t.Errorf("rpc.response.status_code %q, want %q", a["rpc.response.status_code"], tt.status)
+			}
+		})
+	}
+}
+
+// seriesLabels returns the label sets of a metric's series, as
+// name="value" pairs joined by commas in name order.
+func seriesLabels(t *testing.T, reg *prometheus.Registry, name string) []string {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var pairs []string
+			for _, l := range m.GetLabel() {
+				pairs = append(pairs, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			out = append(out, strings.Join(pairs, ","))
+		}
+	}
+	return out
+}
