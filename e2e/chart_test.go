@@ -629,15 +629,14 @@ func getJSON(t *testing.T, url string) map[string]any {
 // waitStatus polls url until it answers want, failing after timeout.
 func waitStatus(t *testing.T, url string, want int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		status, body := get(t, url)
-		if status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: status %d after %v, want %d: %s", url, status, timeout, want, body)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var (
+		status int
+		body   string
+	)
+	if !poll(timeout, 200*time.Millisecond, func() bool {
+		status, body = get(t, url)
+		return status == want
+	}) {
+		t.Fatalf("GET %s: status %d after %v, want %d: %s", url, status, timeout, want, body)
 	}
 }

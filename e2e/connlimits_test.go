@@ -67,7 +67,7 @@ func TestConnectionLimitsRealBinary(t *testing.T) {
 
 	conn, br = dial()
 	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: portcullis\r\n")
-	time.Sleep(timeout / 3)
+	time.Sleep(timeout / 3) // a slowloris client pauses mid-header; the server must not wait for it
 	io.WriteString(conn, "X-Slow: a\r\n")
 	hangUpWithin(conn, br, 10*time.Second)
 

@@ -210,7 +210,7 @@ func TestFaultJWKSOutageAndKeyRotation(t *testing.T) {
 	if newHeader["kid"] == oldHeader["kid"] || newClaims["iss"] != oldClaims["iss"] {
 		t.Fatalf("restarted IdP: kid %v (was %v), iss %v (was %v); want a new kid, the same issuer", newHeader["kid"], oldHeader["kid"], newClaims["iss"], oldClaims["iss"])
 	}
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond) // past jwks_refresh_interval, so the server may fetch again
 	before := jwks.Requests("/jwks")
 	callOK(t, endpoint, list, modernHeaders(rotated, "tools/list", ""))
 	if n := jwks.Requests("/jwks") - before; n != 1 {
@@ -667,12 +667,11 @@ func TestFaultCollectorDown(t *testing.T) {
 				t.Errorf("p99 of %d calls with the collector down: %v, want under 500ms (median %v)", calls, p99, durations[len(durations)/2])
 			}
 			// The exporter did try, and its failures are counted.
-			deadline := time.Now().Add(15 * time.Second)
-			for tc.counted && scrapeSum(t, srv, "portcullis_otel_spans_total", `outcome="failed"`)+scrapeSum(t, srv, "portcullis_otel_spans_total", `outcome="dropped"`) == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("no span export failure counted after 15s")
-				}
-				time.Sleep(100 * time.Millisecond)
+			failed := func() bool {
+				return scrapeSum(t, srv, "portcullis_otel_spans_total", `outcome="failed"`)+scrapeSum(t, srv, "portcullis_otel_spans_total", `outcome="dropped"`) > 0
+			}
+			if tc.counted && !poll(15*time.Second, 100*time.Millisecond, failed) {
+				t.Fatal("no span export failure counted after 15s")
 			}
 			start := time.Now()
 			srv.Signal(t, syscall.SIGTERM)
@@ -692,12 +691,10 @@ func TestFaultCollectorDown(t *testing.T) {
 // up to 5 s for at least want: log lines reach the test through a pipe,
 // possibly after the response they belong to.
 func waitLogCount(srv *server, substr string, want int) int {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := strings.Count(srv.Stderr(), substr)
-		if n >= want || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	n := 0
+	poll(5*time.Second, 10*time.Millisecond, func() bool {
+		n = strings.Count(srv.Stderr(), substr)
+		return n >= want
+	})
+	return n
 }

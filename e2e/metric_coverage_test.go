@@ -284,8 +284,7 @@ func TestDashboardAndAlertsQueryOnlyExportedMetrics(t *testing.T) {
 	// Some series appear a moment after the call that makes them (a legacy
 	// session's duration is observed when the session has closed).
 	var missing []string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll(10*time.Second, 100*time.Millisecond, func() bool {
 		exposed, _ := exposedNames(t, scrape(t, metricsURL))
 		missing = missing[:0]
 		for n := range used {
@@ -293,11 +292,8 @@ func TestDashboardAndAlertsQueryOnlyExportedMetrics(t *testing.T) {
 				missing = append(missing, n)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(missing) == 0
+	})
 	sort.Strings(missing)
 	for _, n := range missing {
 		t.Errorf("%s is queried but not in a scrape of the binary; used by:\n    %s", n, strings.Join(used[n], "\n    "))

@@ -220,21 +220,16 @@ func TestTracesReachOpenTelemetryCollector(t *testing.T) {
 
 			// The collector batches for 100ms; wait for all three traces.
 			var spans []exportedSpan
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			if !poll(30*time.Second, 50*time.Millisecond, func() bool {
 				var errs []string
 				spans, errs = sink.snapshot()
 				if len(errs) > 0 {
 					t.Fatalf("the test's OTLP sink could not decode what the collector sent: %v", errs)
 				}
-				if hasTraces(spans, metaTrace, headerTrace, errTrace) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the collector did not forward spans of traces %s, %s and %s within 30s; got %d span(s):\n%s",
-						metaTrace, headerTrace, errTrace, len(spans), describeSpans(spans))
-				}
-				time.Sleep(50 * time.Millisecond)
+				return hasTraces(spans, metaTrace, headerTrace, errTrace)
+			}) {
+				t.Fatalf("the collector did not forward spans of traces %s, %s and %s within 30s; got %d span(s):\n%s",
+					metaTrace, headerTrace, errTrace, len(spans), describeSpans(spans))
 			}
 
 			for _, s := range spans {

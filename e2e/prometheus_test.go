@@ -104,16 +104,14 @@ func (p *prometheus) query(t *testing.T, q string) []promSample {
 // passes, then fails the test with what was there and the scrape status.
 func (p *prometheus) await(t *testing.T, q string, timeout time.Duration) []promSample {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if res := p.query(t, q); len(res) > 0 {
-			return res
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus returned nothing for\n  %s\nwithin %v. Scrape targets: %s", q, timeout, p.targets(t))
-		}
-		time.Sleep(200 * time.Millisecond)
+	var res []promSample
+	if !poll(timeout, 200*time.Millisecond, func() bool {
+		res = p.query(t, q)
+		return len(res) > 0
+	}) {
+		t.Fatalf("Prometheus returned nothing for\n  %s\nwithin %v. Scrape targets: %s", q, timeout, p.targets(t))
 	}
+	return res
 }
 
 // targets summarizes /api/v1/targets for failure messages.

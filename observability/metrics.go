@@ -57,16 +57,19 @@ type Metrics struct {
 	operation      *prometheus.HistogramVec
 	session        *prometheus.HistogramVec
 	sessionsActive prometheus.Gauge
-	authRequests   *prometheus.CounterVec
-	httpInFlight   prometheus.Gauge
-	httpRequests   *prometheus.CounterVec
-	httpDuration   *prometheus.HistogramVec
-	spans          *prometheus.CounterVec
-	spansExported  prometheus.Counter
-	spansFailed    prometheus.Counter
-	spansDropped   prometheus.Counter
-	authAllowed    prometheus.Counter
-	toolDenials    *prometheus.CounterVec
+	// afterSessionEnd, when set (by tests), runs after a session's end is
+	// recorded, which happens on a goroutine of its own.
+	afterSessionEnd func()
+	authRequests    *prometheus.CounterVec
+	httpInFlight    prometheus.Gauge
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+	spans           *prometheus.CounterVec
+	spansExported   prometheus.Counter
+	spansFailed     prometheus.Counter
+	spansDropped    prometheus.Counter
+	authAllowed     prometheus.Counter
+	toolDenials     *prometheus.CounterVec
 	limitCounters
 	conns connCounters
 }
@@ -256,6 +259,9 @@ func (m *Metrics) sessionStarted() { m.sessionsActive.Inc() }
 func (m *Metrics) sessionEnded(protocolVersion string, d time.Duration) {
 	m.sessionsActive.Dec()
 	m.session.WithLabelValues(protocolVersion).Observe(d.Seconds())
+	if m.afterSessionEnd != nil {
+		m.afterSessionEnd()
+	}
 }
 
 // InstrumentHTTP counts requests to h under the fixed route name, which

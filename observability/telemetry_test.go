@@ -329,6 +329,10 @@ func attrs(kvs []attribute.KeyValue) map[string]string {
 func TestLegacySessions(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, BuildInfo{})
+	// Set before any session starts, so the goroutine that records a
+	// session's end sees it.
+	ended := make(chan struct{})
+	m.afterSessionEnd = func() { close(ended) }
 	exp := tracetest.NewInMemoryExporter()
 	tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Propagator: propagation.TraceContext{}}
 	s := newServer(t, MCPOptions{Metrics: m, Tracing: tr})
@@ -363,32 +367,29 @@ func TestLegacySessions(t *testing.T) {
 	if callSpan.SpanContext.TraceID() == initSpan.SpanContext.TraceID() {
 		t.Errorf("tools/call span is in the initialize request's trace %s", initSpan.SpanContext.TraceID())
 	}
-	// The HTTP span ends when its handler returns, which can be just after
-	// the client has read the response.
-	isHTTPParent := func() bool {
-		for _, sp := range exp.GetSpans() {
-			if sp.Name == "POST /mcp" && sp.SpanContext.SpanID() == callSpan.Parent.SpanID() {
-				return true
-			}
-		}
-		return false
-	}
-	for deadline := time.Now().Add(5 * time.Second); !isHTTPParent() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !isHTTPParent() {
-		t.Errorf("tools/call span's parent %s is not an HTTP request's span", callSpan.Parent.SpanID())
-	}
 	if sessionID == "" || sessionID != cs.ID() {
 		t.Errorf("span mcp.session.id = %q, want the session's id %q", sessionID, cs.ID())
 	}
 
-	cs.Close()
 	// The session ends on the server when it handles the client's DELETE;
-	// the gauge follows asynchronously.
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(m.sessionsActive) != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	// its end is recorded on a goroutine of its own.
+	cs.Close()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session's end was not recorded within 10s of closing it")
+	}
+	// An HTTP span ends when its handler returns, which can be just after
+	// the client has read the response; Close waits for every handler.
+	srv.Close()
+	isHTTPParent := false
+	for _, sp := range exp.GetSpans() {
+		if sp.Name == "POST /mcp" && sp.SpanContext.SpanID() == callSpan.Parent.SpanID() {
+			isHTTPParent = true
+		}
+	}
+	if !isHTTPParent {
+		t.Errorf("tools/call span's parent %s is not an HTTP request's span", callSpan.Parent.SpanID())
 	}
 	if got := testutil.ToFloat64(m.sessionsActive); got != 0 {
 		t.Errorf("sessions active = %v after close, want 0", got)
