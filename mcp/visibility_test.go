@@ -174,27 +174,15 @@ func answer(t *testing.T, url string, session bool, body string, header map[stri
 // in-memory): the server's own middleware answers a hidden tool as a
 // missing one, and the tool does not run.
 func TestHiddenToolOverStdio(t *testing.T) {
-	connect := func(toolsets []string, policy ToolPolicy) *sdk.ClientSession {
+	connectTo := func(toolsets []string, policy ToolPolicy) *sdk.ClientSession {
 		cat, err := tools.New(tools.Options{Toolsets: toolsets}, tools.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		server := NewServer(cat, ServerConfig{Version: "test", Policy: policy})
-		st, ct := sdk.NewInMemoryTransports()
-		ss, err := server.Connect(t.Context(), st, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ss.Close() })
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(t.Context(), ct, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return connect(t, NewServer(cat, ServerConfig{Version: "test", Policy: policy}))
 	}
-	hiding := connect([]string{"core", "workshop"}, hideCore)
-	missing := connect([]string{"workshop"}, nil)
+	hiding := connectTo([]string{"core", "workshop"}, hideCore)
+	missing := connectTo([]string{"workshop"}, nil)
 	for _, tool := range []string{"echo", "ech"} {
 		params := &sdk.CallToolParams{Name: tool, Arguments: map[string]any{"text": "must-not-run"}}
 		res, gotErr := hiding.CallTool(t.Context(), params)
