@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -211,11 +212,15 @@ type Catalog struct {
 	logger *slog.Logger
 
 	// names holds the names of tools, for HasTool. running holds those of
-	// tools added to a server while it serves (see addRunningTool), which
-	// exist as much as the others.
+	// tools added to a server while it serves (see addRunningTool), and
+	// sources what sources outside the catalog offer (see SetSource): their
+	// tools exist as much as the others. servers are the servers Register
+	// has seen, which SetSource updates.
 	names   map[string]bool
 	mu      sync.RWMutex
 	running map[string]bool
+	sources map[string]*source
+	servers []*sdk.Server
 }
 
 // tool is one tool, ready to add to any server. add receives the server so
@@ -311,6 +316,7 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 		logger:      deps.Logger,
 		names:       map[string]bool{},
 		running:     map[string]bool{},
+		sources:     map[string]*source{},
 	}
 	addTools := func(ts ...tool) {
 		for _, t := range ts {
@@ -361,8 +367,16 @@ func (c *Catalog) Apply(so *sdk.ServerOptions) {
 	}
 }
 
-// Register adds every tool, resource, resource template and prompt to s.
+// Register adds every tool, resource, resource template and prompt to s,
+// those of sources (see [Catalog.SetSource]) included, and keeps s up to
+// date with the sources from now on.
 func (c *Catalog) Register(s *sdk.Server) {
+	c.mu.Lock()
+	c.servers = append(c.servers, s)
+	for _, n := range slices.Sorted(maps.Keys(c.sources)) {
+		addSource(s, c.sources[n])
+	}
+	c.mu.Unlock()
 	for _, t := range c.tools {
 		t.add(s)
 	}
@@ -391,9 +405,14 @@ func (c *Catalog) ToolNames() []string {
 			names = append(names, n)
 		}
 	}
+	for _, src := range c.sources {
+		for n := range src.tools {
+			names = append(names, n)
+		}
+	}
 	c.mu.RUnlock()
 	slices.Sort(names)
-	return names
+	return slices.Compact(names)
 }
 
 // HasTool reports whether servers built from c have a tool of that name,
@@ -404,7 +423,15 @@ func (c *Catalog) HasTool(name string) bool {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.running[name]
+	if c.running[name] {
+		return true
+	}
+	for _, src := range c.sources {
+		if _, ok := src.tools[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Run does the background work the catalog needs until ctx is done: with the

@@ -1,0 +1,231 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Set is what a source outside the catalog offers while servers run, such
+// as an upstream MCP server: tools, resources, resource templates and
+// prompts, named as servers list them. See [Catalog.SetSource].
+type Set struct {
+	Tools     []SetTool
+	Resources []SetResource
+	Templates []SetTemplate
+	Prompts   []SetPrompt
+}
+
+// SetTool is a tool of a [Set] with its raw handler. The handler validates
+// its own input, as for [sdk.Server.AddTool].
+type SetTool struct {
+	Tool    *sdk.Tool
+	Handler sdk.ToolHandler
+}
+
+// SetResource is a resource of a [Set].
+type SetResource struct {
+	Resource *sdk.Resource
+	Handler  sdk.ResourceHandler
+}
+
+// SetTemplate is a resource template of a [Set].
+type SetTemplate struct {
+	Template *sdk.ResourceTemplate
+	Handler  sdk.ResourceHandler
+}
+
+// SetPrompt is a prompt of a [Set].
+type SetPrompt struct {
+	Prompt  *sdk.Prompt
+	Handler sdk.PromptHandler
+}
+
+// ErrClash is wrapped by the error [Catalog.SetSource] returns when a name
+// of the set is already taken.
+var ErrClash = errors.New("name clash")
+
+// source is a Set as the catalog holds it, keyed by name (or URI).
+type source struct {
+	tools     map[string]SetTool
+	resources map[string]SetResource
+	templates map[string]SetTemplate
+	prompts   map[string]SetPrompt
+}
+
+func newSource(s Set) *source {
+	src := &source{
+		tools:     make(map[string]SetTool, len(s.Tools)),
+		resources: make(map[string]SetResource, len(s.Resources)),
+		templates: make(map[string]SetTemplate, len(s.Templates)),
+		prompts:   make(map[string]SetPrompt, len(s.Prompts)),
+	}
+	for _, t := range s.Tools {
+		src.tools[t.Tool.Name] = t
+	}
+	for _, r := range s.Resources {
+		src.resources[r.Resource.URI] = r
+	}
+	for _, t := range s.Templates {
+		src.templates[t.Template.URITemplate] = t
+	}
+	for _, p := range s.Prompts {
+		src.prompts[p.Prompt.Name] = p
+	}
+	return src
+}
+
+// SetSource makes set what the source called name offers, on every server
+// registered with c (see [Catalog.Register]) and on those registered later:
+// what the source offered before and set lacks is removed, the rest added
+// or replaced, and the SDK tells the servers' clients that their lists
+// changed. Its tools are catalog tools: [Catalog.HasTool] and
+// [Catalog.ToolNames] know them, so the policy gate treats them as any other.
+//
+// SetSource refuses the whole set, changing nothing, when a name (a tool's
+// or prompt's name, a resource's URI, a template's URI template) appears
+// twice in it or is taken by the catalog's own or another source's; the
+// error wraps [ErrClash] and names each clash.
+func (c *Catalog) SetSource(name string, set Set) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.clashes(name, set); err != nil {
+		return err
+	}
+	next := newSource(set)
+	prev := c.sources[name]
+	if prev == nil {
+		prev = newSource(Set{})
+	}
+	c.sources[name] = next
+	for _, s := range c.servers {
+		applySource(s, prev, next)
+	}
+	return nil
+}
+
+// RemoveSource removes what the source called name offers from every
+// server. It is a no-op for an unknown name.
+func (c *Catalog) RemoveSource(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.sources[name]
+	if prev == nil {
+		return
+	}
+	delete(c.sources, name)
+	for _, s := range c.servers {
+		applySource(s, prev, newSource(Set{}))
+	}
+}
+
+// applySource changes s from offering prev to offering next.
+func applySource(s *sdk.Server, prev, next *source) {
+	if gone := missing(prev.tools, next.tools); len(gone) > 0 {
+		s.RemoveTools(gone...)
+	}
+	if gone := missing(prev.resources, next.resources); len(gone) > 0 {
+		s.RemoveResources(gone...)
+	}
+	if gone := missing(prev.templates, next.templates); len(gone) > 0 {
+		s.RemoveResourceTemplates(gone...)
+	}
+	if gone := missing(prev.prompts, next.prompts); len(gone) > 0 {
+		s.RemovePrompts(gone...)
+	}
+	addSource(s, next)
+}
+
+func addSource(s *sdk.Server, src *source) {
+	for _, k := range slices.Sorted(maps.Keys(src.tools)) {
+		t := src.tools[k]
+		s.AddTool(t.Tool, t.Handler)
+	}
+	for _, k := range slices.Sorted(maps.Keys(src.resources)) {
+		r := src.resources[k]
+		s.AddResource(r.Resource, r.Handler)
+	}
+	for _, k := range slices.Sorted(maps.Keys(src.templates)) {
+		t := src.templates[k]
+		s.AddResourceTemplate(t.Template, t.Handler)
+	}
+	for _, k := range slices.Sorted(maps.Keys(src.prompts)) {
+		p := src.prompts[k]
+		s.AddPrompt(p.Prompt, p.Handler)
+	}
+}
+
+// missing returns the keys of prev that next lacks.
+func missing[V any](prev, next map[string]V) []string {
+	var out []string
+	for k := range prev {
+		if _, ok := next[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// clashes reports every name of set that is taken. c.mu is held.
+func (c *Catalog) clashes(name string, set Set) error {
+	var errs []error
+	toolOwner := func(n string) string {
+		if c.names[n] || c.running[n] {
+			return "a built-in tool"
+		}
+		return c.sourceOwning(name, func(s *source) bool { _, ok := s.tools[n]; return ok })
+	}
+	seen := map[string]bool{}
+	check := func(kind, n string, owner func(string) string) {
+		switch {
+		case seen[kind+" "+n]:
+			errs = append(errs, fmt.Errorf("%w: %s %q is listed twice", ErrClash, kind, n))
+		case owner(n) != "":
+			errs = append(errs, fmt.Errorf("%w: %s %q is already offered by %s", ErrClash, kind, n, owner(n)))
+		}
+		seen[kind+" "+n] = true
+	}
+	for _, t := range set.Tools {
+		check("tool", t.Tool.Name, toolOwner)
+	}
+	for _, r := range set.Resources {
+		check("resource", r.Resource.URI, func(u string) string {
+			if slices.ContainsFunc(c.resources, func(x resource) bool { return x.r.URI == u }) {
+				return "a built-in resource"
+			}
+			return c.sourceOwning(name, func(s *source) bool { _, ok := s.resources[u]; return ok })
+		})
+	}
+	for _, t := range set.Templates {
+		check("resource template", t.Template.URITemplate, func(u string) string {
+			if slices.ContainsFunc(c.templates, func(x resourceTemplate) bool { return x.t.URITemplate == u }) {
+				return "a built-in resource template"
+			}
+			return c.sourceOwning(name, func(s *source) bool { _, ok := s.templates[u]; return ok })
+		})
+	}
+	for _, p := range set.Prompts {
+		check("prompt", p.Prompt.Name, func(n string) string {
+			if slices.ContainsFunc(c.prompts, func(x prompt) bool { return x.p.Name == n }) {
+				return "a built-in prompt"
+			}
+			return c.sourceOwning(name, func(s *source) bool { _, ok := s.prompts[n]; return ok })
+		})
+	}
+	return errors.Join(errs...)
+}
+
+// sourceOwning names the source other than self for which has is true, or
+// returns "".
+func (c *Catalog) sourceOwning(self string, has func(*source) bool) string {
+	for _, n := range slices.Sorted(maps.Keys(c.sources)) {
+		if n != self && has(c.sources[n]) {
+			return fmt.Sprintf("source %q", n)
+		}
+	}
+	return ""
+}

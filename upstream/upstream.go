@@ -1,0 +1,534 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// connectTimeout bounds starting a connection: the process start or HTTP
+// round trip, and the initialize handshake.
+const connectTimeout = 30 * time.Second
+
+// listTimeout bounds reading the upstream's lists after a connect or a
+// list_changed notification.
+const listTimeout = 30 * time.Second
+
+// progressGrace is how long after a call's result its progress
+// notifications are still passed on.
+const progressGrace = 2 * time.Second
+
+// maxListed bounds the items read from one list, across its pages: an
+// upstream that pages forever (or loops its cursors) is cut off there.
+const maxListed = 10_000
+
+// upstream is one configured upstream server and its current session.
+type upstream struct {
+	opts   Options
+	prefix string
+	cat    Catalog
+	deps   Deps
+	logger *slog.Logger
+	client *sdk.Client
+	// dialFn opens a connection; dial, except in tests.
+	dialFn func() (sdk.Transport, func(), error)
+
+	mu   sync.Mutex
+	sess *sdk.ClientSession
+	// synced is whether the catalog holds the current session's lists.
+	synced bool
+
+	// changes is signalled by list_changed notifications; broken by calls
+	// that found the connection broken.
+	changes chan struct{}
+	broken  chan struct{}
+
+	// progress maps the progress tokens sent upstream to the callers'.
+	progress  sync.Map // string → progressTarget
+	nextToken atomic.Uint64
+}
+
+type progressTarget struct {
+	session *sdk.ServerSession
+	token   any
+}
+
+func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
+	u := &upstream{
+		opts:    o,
+		prefix:  o.namespace(),
+		cat:     cat,
+		deps:    deps,
+		logger:  deps.Logger.With("upstream", o.Name),
+		changes: make(chan struct{}, 1),
+		broken:  make(chan struct{}, 1),
+	}
+	u.client = newClient(u, deps.Version)
+	u.dialFn = u.dial
+	return u, nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// changed is called when the upstream says one of its lists changed.
+func (u *upstream) changed() { signal(u.changes) }
+
+func (u *upstream) session() *sdk.ClientSession {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sess
+}
+
+func (u *upstream) ready() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sess != nil && u.synced
+}
+
+func (u *upstream) setSession(s *sdk.ClientSession, synced bool) {
+	u.mu.Lock()
+	was := u.sess != nil && u.synced
+	u.sess, u.synced = s, synced
+	now := u.sess != nil && u.synced
+	u.mu.Unlock()
+	if was != now && u.deps.Hooks.Up != nil {
+		u.deps.Hooks.Up(u.opts.Name, now)
+	}
+}
+
+// run keeps the upstream connected until ctx is done, reconnecting with
+// backoff after each failure.
+func (u *upstream) run(ctx context.Context) {
+	if u.deps.Hooks.Up != nil {
+		u.deps.Hooks.Up(u.opts.Name, false)
+	}
+	attempt := 0
+	for {
+		start := time.Now()
+		err := u.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) >= healthyRun {
+			attempt = 0
+		}
+		d := u.deps.Backoff(attempt)
+		attempt++
+		u.logger.Warn("upstream: disconnected; reconnecting", "error", err, "retry_in", d.String(), "attempt", attempt)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if u.deps.Hooks.Restarted != nil {
+			u.deps.Hooks.Restarted(u.opts.Name)
+		}
+	}
+}
+
+// connectAndServe connects, puts the upstream's lists in the catalog and
+// serves until the session ends or ctx is done.
+func (u *upstream) connectAndServe(ctx context.Context) error {
+	t, stop, err := u.dialFn()
+	defer stop()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	sess, err := u.client.Connect(cctx, t, nil)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("upstream: %s: connecting: %w", u.opts.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	defer func() {
+		u.setSession(nil, false)
+		_ = sess.Close()
+		<-done
+	}()
+	// Drop a list_changed signal from the previous session: the lists are
+	// read now anyway.
+	select {
+	case <-u.changes:
+	default:
+	}
+	select {
+	case <-u.broken:
+	default:
+	}
+	u.setSession(sess, false)
+	u.logger.Info("upstream: connected", "protocol_version", protocolVersion(sess))
+	// A clash keeps the session, not ready, until a list_changed fixes it:
+	// reconnecting would not change the names.
+	if err := u.sync(ctx, sess); err == nil {
+		u.setSession(sess, true)
+	} else if !errors.Is(err, tools.ErrClash) {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-done:
+			done <- err // for the deferred wait
+			if err == nil {
+				err = errors.New("connection closed")
+			}
+			return fmt.Errorf("upstream: %s: session ended: %w", u.opts.Name, err)
+		case <-u.broken:
+			return fmt.Errorf("upstream: %s: the connection broke during a call", u.opts.Name)
+		case <-u.changes:
+			if err := u.sync(ctx, sess); err != nil {
+				if errors.Is(err, tools.ErrClash) {
+					u.setSession(sess, false)
+					continue
+				}
+				return err
+			}
+			u.setSession(sess, true)
+		}
+	}
+}
+
+func protocolVersion(s *sdk.ClientSession) string {
+	if r := s.InitializeResult(); r != nil {
+		return r.ProtocolVersion
+	}
+	return ""
+}
+
+// sync reads the upstream's lists and puts them in the catalog. A clash
+// leaves the catalog as it was and is logged as an error.
+func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	set, err := u.list(ctx, sess)
+	if err != nil {
+		return fmt.Errorf("upstream: %s: listing: %w", u.opts.Name, err)
+	}
+	if err := u.setSource(set); err != nil {
+		u.logger.Error("upstream: its tools, resources and prompts are not served", "error", err)
+		return fmt.Errorf("upstream: %s: %w", u.opts.Name, err)
+	}
+	u.logger.Info("upstream: lists updated", "tools", len(set.Tools), "resources", len(set.Resources),
+		"resource_templates", len(set.Templates), "prompts", len(set.Prompts))
+	return nil
+}
+
+// setSource hands set to the catalog. The SDK panics on a tool it cannot
+// serve; list filters those out, and a panic left is an error here, not a
+// crash.
+func (u *upstream) setSource(set tools.Set) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", u.opts.Name, p)
+		}
+	}()
+	return u.cat.SetSource("upstream "+u.opts.Name, set)
+}
+
+// list reads every list the upstream offers, following pagination.
+func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set, error) {
+	var set tools.Set
+	caps := &sdk.ServerCapabilities{}
+	if r := sess.InitializeResult(); r != nil && r.Capabilities != nil {
+		caps = r.Capabilities
+	}
+	if caps.Tools != nil {
+		err := collect(sess.Tools(ctx, nil), func(t *sdk.Tool) {
+			if st, ok := u.tool(t); ok {
+				set.Tools = append(set.Tools, st)
+			}
+		})
+		if err != nil {
+			return set, fmt.Errorf("tools/list: %w", err)
+		}
+	}
+	if caps.Resources != nil {
+		err := collect(sess.Resources(ctx, nil), func(r *sdk.Resource) {
+			if r.URI != "" {
+				set.Resources = append(set.Resources, tools.SetResource{Resource: r, Handler: u.readResource})
+			}
+		})
+		if err != nil {
+			return set, fmt.Errorf("resources/list: %w", err)
+		}
+		err = collect(sess.ResourceTemplates(ctx, nil), func(t *sdk.ResourceTemplate) {
+			if t.URITemplate != "" && validTemplate(t.URITemplate) {
+				set.Templates = append(set.Templates, tools.SetTemplate{Template: t, Handler: u.readResource})
+			}
+		})
+		if err != nil {
+			return set, fmt.Errorf("resources/templates/list: %w", err)
+		}
+	}
+	if caps.Prompts != nil {
+		err := collect(sess.Prompts(ctx, nil), func(p *sdk.Prompt) {
+			name := u.prefixed(p.Name)
+			if p.Name == "" || !validName.MatchString(name) {
+				u.logger.Warn("upstream: a prompt is skipped: its namespaced name is not valid", "prompt", truncate(p.Name))
+				return
+			}
+			pp := *p
+			pp.Name = name
+			set.Prompts = append(set.Prompts, tools.SetPrompt{Prompt: &pp, Handler: u.getPrompt(p.Name)})
+		})
+		if err != nil {
+			return set, fmt.Errorf("prompts/list: %w", err)
+		}
+	}
+	return set, nil
+}
+
+// collect calls add on each item of seq, up to maxListed.
+func collect[T any](seq func(func(T, error) bool), add func(T)) error {
+	n := 0
+	for item, err := range seq {
+		if err != nil {
+			return err
+		}
+		if n++; n > maxListed {
+			return fmt.Errorf("more than %d items", maxListed)
+		}
+		add(item)
+	}
+	return nil
+}
+
+func (u *upstream) prefixed(name string) string {
+	if u.prefix == "" {
+		return name
+	}
+	return u.prefix + "_" + name
+}
+
+// tool returns the served form of an upstream tool: namespaced, with its
+// schemas as JSON. ok is false for a tool that is filtered out or that the
+// SDK could not serve (an invalid name, an input schema that is not an
+// object).
+func (u *upstream) tool(t *sdk.Tool) (tools.SetTool, bool) {
+	if t == nil || t.Name == "" || !u.opts.allowed(t.Name) {
+		return tools.SetTool{}, false
+	}
+	name := u.prefixed(t.Name)
+	if !validName.MatchString(name) {
+		u.logger.Warn("upstream: a tool is skipped: its namespaced name is not valid", "tool", truncate(name))
+		return tools.SetTool{}, false
+	}
+	in, ok := objectSchema(t.InputSchema)
+	if !ok {
+		u.logger.Warn("upstream: a tool is skipped: its input schema is not a JSON object schema", "tool", name)
+		return tools.SetTool{}, false
+	}
+	tt := *t
+	tt.Name = name
+	tt.InputSchema = in
+	tt.OutputSchema = nil
+	if t.OutputSchema != nil {
+		if out, ok := objectSchema(t.OutputSchema); ok {
+			tt.OutputSchema = out
+		}
+	}
+	return tools.SetTool{Tool: &tt, Handler: u.callTool(t.Name)}, true
+}
+
+// objectSchema encodes s as JSON if it is a schema of type object.
+func objectSchema(s any) (json.RawMessage, bool) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, false
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || m["type"] != "object" {
+		return nil, false
+	}
+	return b, true
+}
+
+// validTemplate reports whether the SDK accepts t as a URI template; it
+// panics on one it does not.
+func validTemplate(t string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	s := sdk.NewServer(&sdk.Implementation{Name: "check"}, nil)
+	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: t}, nil)
+	return true
+}
+
+func truncate(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "…"
+	}
+	return s
+}
+
+// start begins a request to the upstream, through the StartCall hook.
+func (u *upstream) start(ctx context.Context, method, target string) (context.Context, func(kind string)) {
+	if u.deps.Hooks.StartCall == nil {
+		return ctx, func(string) {}
+	}
+	return u.deps.Hooks.StartCall(ctx, u.opts.Name, method, target)
+}
+
+// callTool returns the handler of the upstream tool called name.
+func (u *upstream) callTool(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ctx, done := u.start(ctx, "tools/call", name)
+		sess := u.session()
+		if sess == nil {
+			done(KindUnavailable)
+			return u.errorResult(KindUnavailable, nil), nil
+		}
+		params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments)}
+		if len(req.Params.Arguments) == 0 {
+			params.Arguments = map[string]any{}
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
+			u.progress.Store(ours, progressTarget{session: req.Session, token: tok})
+			// The SDK may hand over a progress notification after the
+			// result that followed it; it still reaches the caller.
+			defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
+			params.SetProgressToken(ours)
+		}
+		res, err := sess.CallTool(ctx, params)
+		kind := u.classify(ctx, err)
+		if err == nil && res.IsError {
+			kind = KindToolError
+		}
+		done(kind)
+		if err != nil {
+			return u.errorResult(kind, err), nil
+		}
+		return res, nil
+	}
+}
+
+// classify names the kind of a failed request and, when the connection
+// broke, has the session re-established.
+func (u *upstream) classify(ctx context.Context, err error) string {
+	var rpcErr *jsonrpc.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &rpcErr):
+		return KindProtocol
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return KindTimeout
+	case ctx.Err() != nil:
+		return KindCanceled
+	default:
+		signal(u.broken)
+		return KindTransport
+	}
+}
+
+// errorResult is what the caller reads when a call did not reach the
+// upstream's tool or did not come back. It names the upstream, never its
+// address or internals; the upstream's own JSON-RPC error message is
+// passed on, as the upstream meant the caller to read it.
+func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
+	var msg string
+	switch kind {
+	case KindUnavailable:
+		msg = fmt.Sprintf("upstream: the MCP server %q is not connected right now; Portcullis is reconnecting to it. Retry in a few seconds.", u.opts.Name)
+	case KindTimeout:
+		msg = fmt.Sprintf("upstream: the MCP server %q did not answer in time.", u.opts.Name)
+	case KindCanceled:
+		msg = fmt.Sprintf("upstream: the call to the MCP server %q was cancelled.", u.opts.Name)
+	case KindProtocol:
+		var rpcErr *jsonrpc.Error
+		errors.As(err, &rpcErr)
+		msg = fmt.Sprintf("upstream: the MCP server %q refused the call: %s", u.opts.Name, truncate(rpcErr.Message))
+	default:
+		u.logger.Warn("upstream: a call failed", "error", err)
+		msg = fmt.Sprintf("upstream: the connection to the MCP server %q broke during the call (it may have crashed or sent an invalid message); Portcullis is reconnecting. Retry in a few seconds.", u.opts.Name)
+	}
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
+}
+
+// requestError is the JSON-RPC error for a failed resources/read or
+// prompts/get, which have no error result.
+func (u *upstream) requestError(kind string, err error) error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	res := u.errorResult(kind, err)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: res.Content[0].(*sdk.TextContent).Text}
+}
+
+func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	ctx, done := u.start(ctx, "resources/read", req.Params.URI)
+	sess := u.session()
+	if sess == nil {
+		done(KindUnavailable)
+		return nil, u.requestError(KindUnavailable, nil)
+	}
+	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI})
+	kind := u.classify(ctx, err)
+	done(kind)
+	if err != nil {
+		return nil, u.requestError(kind, err)
+	}
+	return res, nil
+}
+
+func (u *upstream) getPrompt(name string) sdk.PromptHandler {
+	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		ctx, done := u.start(ctx, "prompts/get", name)
+		sess := u.session()
+		if sess == nil {
+			done(KindUnavailable)
+			return nil, u.requestError(KindUnavailable, nil)
+		}
+		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
+		kind := u.classify(ctx, err)
+		done(kind)
+		if err != nil {
+			return nil, u.requestError(kind, err)
+		}
+		return res, nil
+	}
+}
+
+// forwardProgress passes an upstream's progress notification to the caller
+// whose call it is about, under the caller's own token.
+func (u *upstream) forwardProgress(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+	tok, ok := req.Params.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := u.progress.Load(tok)
+	if !ok {
+		return
+	}
+	t := v.(progressTarget)
+	p := *req.Params
+	p.ProgressToken = t.token
+	if err := t.session.NotifyProgress(ctx, &p); err != nil {
+		u.logger.Debug("upstream: passing on progress failed", "error", err)
+	}
+}

@@ -1,0 +1,458 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+// backend returns an upstream server with tools echo, add and secret, a
+// resource, a resource template and a prompt; its lists come in pages of
+// one so that pagination must be followed.
+func backend() *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "backend"}, &sdk.ServerOptions{PageSize: 1})
+	for _, name := range []string{"echo", "add", "secret"} {
+		sdk.AddTool(s, &sdk.Tool{Name: name}, func(ctx context.Context, req *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
+			}
+			if auth := req.Extra; auth != nil && auth.Header.Get("Authorization") != "" {
+				return nil, nil, fmt.Errorf("got an Authorization header")
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ":" + in.Text}}}, nil, nil
+		})
+	}
+	s.AddResource(&sdk.Resource{URI: "mem://readme", Name: "readme"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "hello"}}}, nil
+	})
+	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: "mem://items/{id}", Name: "item"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "item " + strings.TrimPrefix(req.Params.URI, "mem://items/")}}}, nil
+	})
+	s.AddPrompt(&sdk.Prompt{Name: "greet", Arguments: []*sdk.PromptArgument{{Name: "who"}}}, func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "hi " + req.Params.Arguments["who"]}}}}, nil
+	})
+	return s
+}
+
+// memDial returns a dialFn that connects to a fresh session of s each time
+// and counts the dials.
+func memDial(t *testing.T, s *sdk.Server, dials *atomic.Int32) func() (sdk.Transport, func(), error) {
+	return func() (sdk.Transport, func(), error) {
+		dials.Add(1)
+		ct, st := sdk.NewInMemoryTransports()
+		ss, err := s.Connect(context.Background(), st, nil)
+		if err != nil {
+			return nil, func() {}, err
+		}
+		return ct, func() { ss.Close() }, nil
+	}
+}
+
+// front is Portcullis's side: a catalog, a server built from it and a
+// client session of that server.
+type front struct {
+	cat     *tools.Catalog
+	server  *sdk.Server
+	session *sdk.ClientSession
+	changed atomic.Int32
+	mu      sync.Mutex
+	prog    []*sdk.ProgressNotificationParams
+}
+
+func newFront(t *testing.T) *front {
+	t.Helper()
+	cat, err := tools.New(tools.Options{}, tools.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &front{cat: cat, server: sdk.NewServer(&sdk.Implementation{Name: "portcullis"}, nil)}
+	cat.Register(f.server)
+	ct, st := sdk.NewInMemoryTransports()
+	if _, err := f.server.Connect(context.Background(), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "caller"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { f.changed.Add(1) },
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			f.mu.Lock()
+			f.prog = append(f.prog, req.Params)
+			f.mu.Unlock()
+		},
+	})
+	if f.session, err = c.Connect(context.Background(), ct, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.session.Close() })
+	return f
+}
+
+func (f *front) toolNames(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range f.session.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (f *front) call(t *testing.T, name, text string) *sdk.CallToolResult {
+	t.Helper()
+	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": text}})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+func text(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// recorder is a Hooks that records what it hears.
+type recorder struct {
+	mu       sync.Mutex
+	calls    []string // "upstream method target kind"
+	restarts int
+	up       map[string]bool
+}
+
+func (r *recorder) hooks() Hooks {
+	return Hooks{
+		StartCall: func(ctx context.Context, up, method, target string) (context.Context, func(string)) {
+			return ctx, func(kind string) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.calls = append(r.calls, strings.Join([]string{up, method, target, kind}, " "))
+			}
+		},
+		Restarted: func(string) { r.mu.Lock(); r.restarts++; r.mu.Unlock() },
+		Up: func(name string, up bool) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.up == nil {
+				r.up = map[string]bool{}
+			}
+			r.up[name] = up
+		},
+	}
+}
+
+func (r *recorder) lastCall() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.calls) == 0 {
+		return ""
+	}
+	return r.calls[len(r.calls)-1]
+}
+
+func fastBackoff(int) time.Duration { return time.Millisecond }
+
+func startManager(t *testing.T, cat Catalog, list []Options, dial map[string]func() (sdk.Transport, func(), error), hooks Hooks) *Manager {
+	t.Helper()
+	m, err := New(list, cat, Deps{Hooks: hooks, Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range m.ups {
+		u.dialFn = dial[u.opts.Name]
+	}
+	m.Start(context.Background())
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestAggregation(t *testing.T) {
+	before := runtime.NumGoroutine()
+	f := newFront(t)
+	var dials atomic.Int32
+	rec := &recorder{}
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Deny: []string{"secret"}, Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, rec.hooks())
+	waitFor(t, "the upstream to be ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	if got, want := f.toolNames(t), []string{"be_add", "be_echo", "calculator", "echo", "now"}; !slices.Equal(got, want) {
+		// The core toolset's own tools are listed next to the upstream's.
+		if !slices.Contains(got, "be_add") || !slices.Contains(got, "be_echo") || slices.Contains(got, "be_secret") {
+			t.Fatalf("tools = %v, want be_add and be_echo (pages followed) and no be_secret (denied)", got)
+		}
+	}
+	if !f.cat.HasTool("be_echo") || f.cat.HasTool("be_secret") {
+		t.Errorf("HasTool(be_echo) = %v, HasTool(be_secret) = %v; want true, false", f.cat.HasTool("be_echo"), f.cat.HasTool("be_secret"))
+	}
+	if !slices.Contains(f.cat.ToolNames(), "be_add") {
+		t.Errorf("ToolNames() = %v, want be_add in it", f.cat.ToolNames())
+	}
+	if got := text(f.call(t, "be_echo", "x")); got != "echo:x" {
+		t.Errorf("be_echo = %q, want echo:x", got)
+	}
+	if got, want := rec.lastCall(), "be tools/call echo "; got != want {
+		t.Errorf("hook saw %q, want %q", got, want)
+	}
+
+	rr, err := f.session.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "mem://readme"})
+	if err != nil || rr.Contents[0].Text != "hello" {
+		t.Errorf("read mem://readme = %v, %v; want hello", rr, err)
+	}
+	rr, err = f.session.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "mem://items/7"})
+	if err != nil || rr.Contents[0].Text != "item 7" {
+		t.Errorf("read mem://items/7 = %v, %v; want item 7", rr, err)
+	}
+	gp, err := f.session.GetPrompt(context.Background(), &sdk.GetPromptParams{Name: "be_greet", Arguments: map[string]string{"who": "ann"}})
+	if err != nil || gp.Messages[0].Content.(*sdk.TextContent).Text != "hi ann" {
+		t.Errorf("prompt be_greet = %v, %v; want hi ann", gp, err)
+	}
+
+	// Progress reaches the caller under its own token.
+	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "be_add", Arguments: map[string]any{"text": "p"}, Meta: sdk.Meta{"progressToken": "mine"}})
+	if err != nil || text(res) != "add:p" {
+		t.Fatalf("be_add = %v, %v", res, err)
+	}
+	waitFor(t, "progress", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.prog) == 1 && f.prog[0].ProgressToken == "mine" && f.prog[0].Message == "half"
+	})
+
+	m.Close()
+	if dials.Load() != 1 {
+		t.Errorf("dialled %d times, want 1", dials.Load())
+	}
+	f.session.Close()
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestListChangedReachesCallers(t *testing.T) {
+	f := newFront(t)
+	be := backend()
+	var dials atomic.Int32
+	// echo is denied: it would clash with the core toolset's echo.
+	m := startManager(t, f.cat, []Options{{Name: "be", Prefix: ptr(""), Transport: TransportHTTP, URL: "http://unused", Required: true, Deny: []string{"echo"}}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, be, &dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	if !f.cat.HasTool("add") {
+		t.Fatal("an empty prefix should serve add as add")
+	}
+	seen := f.changed.Load()
+	sdk.AddTool(be, &sdk.Tool{Name: "fresh"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "new"}}}, nil, nil
+	})
+	waitFor(t, "the new tool in the catalog", func() bool { return f.cat.HasTool("fresh") })
+	waitFor(t, "list_changed at the caller", func() bool { return f.changed.Load() > seen })
+	if got := text(f.call(t, "fresh", "")); got != "new" {
+		t.Errorf("fresh = %q", got)
+	}
+	be.RemoveTools("fresh")
+	waitFor(t, "the removed tool gone", func() bool { return !f.cat.HasTool("fresh") })
+}
+
+func TestClashRefused(t *testing.T) {
+	f := newFront(t)
+	var d1 atomic.Int32
+	// "echo" is a built-in tool of the core toolset; with an empty prefix
+	// the upstream's echo clashes with it.
+	m := startManager(t, f.cat, []Options{{Name: "be", Prefix: ptr(""), Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &d1)}, Hooks{})
+	// The upstream connects but is never ready, and nothing of it is served.
+	waitFor(t, "the connection", func() bool { return m.ups[0].session() != nil })
+	if err := f.cat.SetSource("probe", tools.Set{}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Ready(context.Background()) == nil {
+		t.Error("Ready = nil, want an error: the upstream's names clash")
+	}
+	if f.cat.HasTool("add") {
+		t.Error("add is served although the upstream's set was refused")
+	}
+	err := f.cat.SetSource("other", tools.Set{Tools: []tools.SetTool{{Tool: &sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}})
+	if err == nil || !strings.Contains(err.Error(), `tool "echo" is already offered by a built-in tool`) {
+		t.Errorf("SetSource clash error = %v", err)
+	}
+}
+
+// crashingBackend has a tool that ends the session mid-call, as a crashing
+// process does, and one that never answers.
+func crashingBackend(sessions *sync.Map) *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "crashy"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "crash"}, func(ctx context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		go req.Session.Close()
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "hang"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "ok"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "fine"}}}, nil, nil
+	})
+	return s
+}
+
+func TestCrashMidCall(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	rec := &recorder{}
+	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"cr": memDial(t, crashingBackend(nil), &dials)}, rec.hooks())
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	res := f.call(t, "cr_crash", "")
+	if !res.IsError || !strings.Contains(text(res), `upstream: the connection to the MCP server "cr" broke`) {
+		t.Errorf("cr_crash = %q (IsError %v), want the readable broken-connection error", text(res), res.IsError)
+	}
+	if got := rec.lastCall(); got != "cr tools/call crash transport" {
+		t.Errorf("hook saw %q, want the transport kind", got)
+	}
+	waitFor(t, "the reconnect", func() bool { return dials.Load() >= 2 && m.Ready(context.Background()) == nil })
+	rec.mu.Lock()
+	restarts := rec.restarts
+	rec.mu.Unlock()
+	if restarts < 1 {
+		t.Errorf("restarts = %d, want at least 1", restarts)
+	}
+	if got := text(f.call(t, "cr_ok", "")); got != "fine" {
+		t.Errorf("after the reconnect cr_ok = %q, want fine", got)
+	}
+
+	// A call that hangs ends when the caller gives up; other calls go on.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	hung := make(chan error, 1)
+	go func() {
+		res, err := f.session.CallTool(ctx, &sdk.CallToolParams{Name: "cr_hang", Arguments: map[string]any{}})
+		if err == nil && !res.IsError {
+			err = fmt.Errorf("cr_hang succeeded")
+		} else {
+			err = nil
+		}
+		hung <- err
+	}()
+	if got := text(f.call(t, "cr_ok", "")); got != "fine" {
+		t.Errorf("while another call hangs, cr_ok = %q, want fine", got)
+	}
+	if err := <-hung; err != nil {
+		t.Error(err)
+	}
+}
+
+func TestUnavailableUpstream(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	m := startManager(t, f.cat, []Options{{Name: "down", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"down": func() (sdk.Transport, func(), error) {
+			dials.Add(1)
+			return nil, func() {}, fmt.Errorf("refused")
+		}}, Hooks{})
+	waitFor(t, "retries", func() bool { return dials.Load() >= 3 })
+	if err := m.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("Ready = %v, want an error naming down", err)
+	}
+	// The upstream's tool handler answers a readable error while it is down.
+	u := m.ups[0]
+	res, err := u.callTool("x")(context.Background(), &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "down_x"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "is not connected right now") {
+		t.Errorf("call while down = %v, %v", res, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		list []Options
+		want []string
+	}{
+		{name: "ok", list: []Options{
+			{Name: "gh", Transport: "stdio", Command: "gh-mcp"},
+			{Name: "web", Transport: "http", URL: "https://example.com/mcp"},
+		}},
+		{name: "everything wrong at once", list: []Options{
+			{Name: "bad name", Transport: "ftp"},
+			{Name: "a", Transport: "stdio", URL: "http://x", Isolation: "per_principal"},
+			{Name: "a", Transport: "http", URL: "ftp://x", Command: "x", Headers: []NamedValue{{Name: "X", Value: "v", ValueFile: "/f"}}},
+			{Name: "c", Prefix: ptr("a"), Transport: "http", URL: "http://x", Allow: []string{"["}, Env: nil},
+		}, want: []string{
+			`[0].name: "bad name" must be`,
+			`[0].transport: "ftp" is not one of stdio, http`,
+			`[1].command: required for transport stdio`,
+			`[1].isolation: "per_principal" is not supported`,
+			`[1].transport: stdio takes no url or headers`,
+			`[2].name: "a" is also the name of upstreams[1]`,
+			`[2].prefix: "a" is also the prefix of upstreams[1]`,
+			`[2].url: must be an absolute http or https URL`,
+			`[2].transport: http takes no command`,
+			`[2].headers[0]: set value or value_file, not both`,
+			`[3].prefix: "a" is also the prefix of upstreams[1]`,
+			`[3].allow[0]: bad pattern "["`,
+		}},
+		{name: "missing secret file", list: []Options{
+			{Name: "s", Transport: "stdio", Command: "x", Env: []NamedValue{{Name: "TOKEN", ValueFile: "/does/not/exist"}}, EnvFiles: []string{"/nope.env"}},
+		}, want: []string{`[0].env[0].value_file: reading /does/not/exist`, `[0].env_files[0]: reading /nope.env`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Validate(tt.list)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate = nil, want errors")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("missing %q in:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestAllowDeny(t *testing.T) {
+	o := Options{Allow: []string{"get_*", "search"}, Deny: []string{"get_secret"}}
+	for name, want := range map[string]bool{"get_a": true, "search": true, "get_secret": false, "delete": false} {
+		if got := o.allowed(name); got != want {
+			t.Errorf("allowed(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
