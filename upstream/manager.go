@@ -57,7 +57,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// HTTPClient carries requests to http upstreams. Wrap its transport to
 	// trace them. Nil means [tools.DefaultHTTPClient] without its overall
-	// timeout, which would cut off long SSE streams.
+	// and response-header timeouts, which would cut off SSE streams and
+	// slow calls; each call's context bounds it instead.
 	HTTPClient *http.Client
 	// Hooks receive telemetry.
 	Hooks Hooks
@@ -113,6 +114,9 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 	if deps.HTTPClient == nil {
 		c := tools.DefaultHTTPClient()
 		c.Timeout = 0
+		if t, ok := c.Transport.(*http.Transport); ok {
+			t.ResponseHeaderTimeout = 0
+		}
 		deps.HTTPClient = c
 	}
 	if deps.Backoff == nil {
