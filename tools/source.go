@@ -85,16 +85,19 @@ func newSource(s Set) *source {
 // changed. Its tools are catalog tools: [Catalog.HasTool] and
 // [Catalog.ToolNames] know them, so the policy gate treats them as any other.
 //
-// SetSource refuses the whole set, changing nothing, when a name (a tool's
-// or prompt's name, a resource's URI, a template's URI template) appears
-// twice in it or is taken by the catalog's own or another source's; the
-// error wraps [ErrClash] and names each clash.
-func (c *Catalog) SetSource(name string, set Set) error {
+// SetSource refuses the whole set, changing nothing, when a tool or prompt
+// name appears twice in it or is taken by the catalog's own or another
+// source's; the error wraps [ErrClash] and names each clash. Resources and
+// templates are named by their URIs, which belong to the server that made
+// them and cannot be renamed: one whose URI (or URI template) is taken is
+// left out, the first server keeping it, and listed in skipped.
+func (c *Catalog) SetSource(name string, set Set) (skipped []string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.clashes(name, set); err != nil {
-		return err
+		return nil, err
 	}
+	set, skipped = c.withoutTakenURIs(name, set)
 	next := newSource(set)
 	prev := c.sources[name]
 	if prev == nil {
@@ -104,7 +107,7 @@ func (c *Catalog) SetSource(name string, set Set) error {
 	for _, s := range c.servers {
 		applySource(s, prev, next)
 	}
-	return nil
+	return skipped, nil
 }
 
 // RemoveSource removes what the source called name offers from every
@@ -192,22 +195,6 @@ func (c *Catalog) clashes(name string, set Set) error {
 	for _, t := range set.Tools {
 		check("tool", t.Tool.Name, toolOwner)
 	}
-	for _, r := range set.Resources {
-		check("resource", r.Resource.URI, func(u string) string {
-			if slices.ContainsFunc(c.resources, func(x resource) bool { return x.r.URI == u }) {
-				return "a built-in resource"
-			}
-			return c.sourceOwning(name, func(s *source) bool { _, ok := s.resources[u]; return ok })
-		})
-	}
-	for _, t := range set.Templates {
-		check("resource template", t.Template.URITemplate, func(u string) string {
-			if slices.ContainsFunc(c.templates, func(x resourceTemplate) bool { return x.t.URITemplate == u }) {
-				return "a built-in resource template"
-			}
-			return c.sourceOwning(name, func(s *source) bool { _, ok := s.templates[u]; return ok })
-		})
-	}
 	for _, p := range set.Prompts {
 		check("prompt", p.Prompt.Name, func(n string) string {
 			if slices.ContainsFunc(c.prompts, func(x prompt) bool { return x.p.Name == n }) {
@@ -217,6 +204,40 @@ func (c *Catalog) clashes(name string, set Set) error {
 		})
 	}
 	return errors.Join(errs...)
+}
+
+// withoutTakenURIs returns set without the resources and templates whose
+// URIs the catalog or another source serves, or that appear earlier in
+// set, and what it left out. c.mu is held.
+func (c *Catalog) withoutTakenURIs(name string, set Set) (Set, []string) {
+	var skipped []string
+	seen := map[string]bool{}
+	taken := func(kind, uri string, builtin bool, has func(*source) bool) bool {
+		owner := c.sourceOwning(name, has)
+		switch {
+		case builtin:
+			owner = "a built-in " + kind
+		case seen[kind+" "+uri]:
+			owner = "the same server, twice"
+		}
+		seen[kind+" "+uri] = true
+		if owner != "" {
+			skipped = append(skipped, fmt.Sprintf("%s %q (already offered by %s)", kind, uri, owner))
+		}
+		return owner != ""
+	}
+	out := set
+	out.Resources = slices.DeleteFunc(slices.Clone(set.Resources), func(r SetResource) bool {
+		u := r.Resource.URI
+		return taken("resource", u, slices.ContainsFunc(c.resources, func(x resource) bool { return x.r.URI == u }),
+			func(s *source) bool { _, ok := s.resources[u]; return ok })
+	})
+	out.Templates = slices.DeleteFunc(slices.Clone(set.Templates), func(t SetTemplate) bool {
+		u := t.Template.URITemplate
+		return taken("resource template", u, slices.ContainsFunc(c.templates, func(x resourceTemplate) bool { return x.t.URITemplate == u }),
+			func(s *source) bool { _, ok := s.templates[u]; return ok })
+	})
+	return out, skipped
 }
 
 // sourceOwning names the source other than self for which has is true, or

@@ -97,7 +97,7 @@ type Manager struct {
 
 // Catalog is where a Manager puts what upstreams offer; *tools.Catalog is one.
 type Catalog interface {
-	SetSource(name string, set tools.Set) error
+	SetSource(name string, set tools.Set) (skipped []string, err error)
 	RemoveSource(name string)
 }
 

@@ -225,9 +225,13 @@ func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
 	if err != nil {
 		return fmt.Errorf("upstream: %s: listing: %w", u.opts.Name, err)
 	}
-	if err := u.setSource(set); err != nil {
+	skipped, err := u.setSource(set)
+	if err != nil {
 		u.logger.Error("upstream: its tools, resources and prompts are not served", "error", err)
 		return fmt.Errorf("upstream: %s: %w", u.opts.Name, err)
+	}
+	if len(skipped) > 0 {
+		u.logger.Warn("upstream: resources left out: another server serves their URIs", "skipped", skipped)
 	}
 	u.logger.Info("upstream: lists updated", "tools", len(set.Tools), "resources", len(set.Resources),
 		"resource_templates", len(set.Templates), "prompts", len(set.Prompts))
@@ -237,7 +241,7 @@ func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
 // setSource hands set to the catalog. The SDK panics on a tool it cannot
 // serve; list filters those out, and a panic left is an error here, not a
 // crash.
-func (u *upstream) setSource(set tools.Set) (err error) {
+func (u *upstream) setSource(set tools.Set) (skipped []string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", u.opts.Name, p)

@@ -293,7 +293,7 @@ func TestClashRefused(t *testing.T) {
 		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &d1)}, Hooks{})
 	// The upstream connects but is never ready, and nothing of it is served.
 	waitFor(t, "the connection", func() bool { return m.ups[0].session() != nil })
-	if err := f.cat.SetSource("probe", tools.Set{}); err != nil {
+	if _, err := f.cat.SetSource("probe", tools.Set{}); err != nil {
 		t.Fatal(err)
 	}
 	if m.Ready(context.Background()) == nil {
@@ -302,7 +302,7 @@ func TestClashRefused(t *testing.T) {
 	if f.cat.HasTool("add") {
 		t.Error("add is served although the upstream's set was refused")
 	}
-	err := f.cat.SetSource("other", tools.Set{Tools: []tools.SetTool{{Tool: &sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}})
+	_, err := f.cat.SetSource("other", tools.Set{Tools: []tools.SetTool{{Tool: &sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}})
 	if err == nil || !strings.Contains(err.Error(), `tool "echo" is already offered by a built-in tool`) {
 		t.Errorf("SetSource clash error = %v", err)
 	}
@@ -454,5 +454,27 @@ func TestAllowDeny(t *testing.T) {
 		if got := o.allowed(name); got != want {
 			t.Errorf("allowed(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+func TestSameServerTwice(t *testing.T) {
+	f := newFront(t)
+	var d1, d2 atomic.Int32
+	m := startManager(t, f.cat, []Options{
+		{Name: "one", Transport: TransportHTTP, URL: "http://unused", Required: true},
+		{Name: "two", Transport: TransportHTTP, URL: "http://unused", Required: true},
+	}, map[string]func() (sdk.Transport, func(), error){"one": memDial(t, backend(), &d1), "two": memDial(t, backend(), &d2)}, Hooks{})
+	// Tools and prompts are namespaced and both served; the resource URIs
+	// are the servers' own, so the second server's copies are left out
+	// rather than refusing all it offers.
+	waitFor(t, "both ready", func() bool { return m.Ready(context.Background()) == nil })
+	for _, name := range []string{"one_echo", "two_echo"} {
+		if got := text(f.call(t, name, "x")); got != "echo:x" {
+			t.Errorf("%s = %q", name, got)
+		}
+	}
+	res, err := f.session.ListResources(context.Background(), nil)
+	if err != nil || len(res.Resources) != 1 {
+		t.Errorf("resources/list = %v, %v; want mem://readme once", res, err)
 	}
 }
