@@ -106,26 +106,29 @@ func (p *upstreamProc) kill() {
 	<-p.done
 }
 
-// children returns the PIDs of pid's child processes whose command line
-// contains want.
+// childPIDs returns the PIDs of pid's child processes whose command line
+// contains want. Each thread lists the children it started.
 func childPIDs(t *testing.T, pid int, want string) []int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no /proc/%d/task/*/children: %v", pid, err)
 	}
 	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		c, _ := strconv.Atoi(f)
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
-		if strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), want) {
-			out = append(out, c)
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		for _, f := range strings.Fields(string(b)) {
+			c, _ := strconv.Atoi(f)
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+			if strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), want) {
+				out = append(out, c)
+			}
 		}
 	}
 	return out
 }
 
-// eventually polls cond every 20ms until it returns "" or timeout passes,
+// pollUntil polls cond every 20ms until it returns "" or timeout passes,
 // then fails with the last thing it said.
 func pollUntil(t *testing.T, timeout time.Duration, cond func() string) {
 	t.Helper()
