@@ -202,6 +202,10 @@ auth:
   policy:
     - tool: every_get-env
       scopes: [admin]
+mcp:
+  tool_timeouts:
+    - tool: everyhttp_trigger-long-running-operation
+      timeout: 1s
 upstreams:
   - name: every
     transport: stdio
@@ -324,6 +328,23 @@ upstreams:
 			}
 			return ""
 		})
+	})
+
+	t.Run("per-tool timeout, audit line", func(t *testing.T) {
+		cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient}, "")
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "everyhttp_trigger-long-running-operation", Arguments: map[string]any{"duration": 20, "steps": 2}})
+		if err != nil || !res.IsError || !strings.Contains(resultText(res), "did not finish within 1s") {
+			t.Fatalf("the slow upstream tool: %v, %v; want the tool-timeout error result", res, err)
+		}
+		pollUntil(t, 10*time.Second, func() string {
+			if v := scrapeValue(t, s, `portcullis_upstream_request_errors_total{kind="timeout",upstream="everyhttp"}`); v < 1 {
+				return fmt.Sprintf("timeout errors of everyhttp = %v, want >= 1", v)
+			}
+			return ""
+		})
+		if !regexp.MustCompile(`"audit":true,"subject":"alice".*"tool":"every_echo","outcome":"ok"`).MatchString(s.Stderr()) {
+			t.Error("no audit line for alice's every_echo call")
+		}
 	})
 
 	t.Run("stdio upstream killed mid-call", func(t *testing.T) {
