@@ -33,6 +33,9 @@ const progressGrace = 2 * time.Second
 // upstream that pages forever (or loops its cursors) is cut off there.
 const maxListed = 10_000
 
+// maxPages bounds the pages read from one list.
+const maxPages = 1_000
+
 // upstream is one configured upstream server and its current session.
 type upstream struct {
 	opts   Options
@@ -258,7 +261,13 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 		caps = r.Capabilities
 	}
 	if caps.Tools != nil {
-		err := collect(sess.Tools(ctx, nil), func(t *sdk.Tool) {
+		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Tool, string, error) {
+			r, err := sess.ListTools(ctx, &sdk.ListToolsParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.Tools, r.NextCursor, nil
+		}, func(t *sdk.Tool) {
 			if st, ok := u.tool(t); ok {
 				set.Tools = append(set.Tools, st)
 			}
@@ -268,7 +277,13 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 		}
 	}
 	if caps.Resources != nil {
-		err := collect(sess.Resources(ctx, nil), func(r *sdk.Resource) {
+		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Resource, string, error) {
+			r, err := sess.ListResources(ctx, &sdk.ListResourcesParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.Resources, r.NextCursor, nil
+		}, func(r *sdk.Resource) {
 			if r.URI != "" {
 				set.Resources = append(set.Resources, tools.SetResource{Resource: r, Handler: u.readResource})
 			}
@@ -276,7 +291,13 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 		if err != nil {
 			return set, fmt.Errorf("resources/list: %w", err)
 		}
-		err = collect(sess.ResourceTemplates(ctx, nil), func(t *sdk.ResourceTemplate) {
+		err = listAll(ctx, func(ctx context.Context, c string) ([]*sdk.ResourceTemplate, string, error) {
+			r, err := sess.ListResourceTemplates(ctx, &sdk.ListResourceTemplatesParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.ResourceTemplates, r.NextCursor, nil
+		}, func(t *sdk.ResourceTemplate) {
 			if t.URITemplate != "" && validTemplate(t.URITemplate) {
 				set.Templates = append(set.Templates, tools.SetTemplate{Template: t, Handler: u.readResource})
 			}
@@ -286,7 +307,13 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 		}
 	}
 	if caps.Prompts != nil {
-		err := collect(sess.Prompts(ctx, nil), func(p *sdk.Prompt) {
+		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Prompt, string, error) {
+			r, err := sess.ListPrompts(ctx, &sdk.ListPromptsParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.Prompts, r.NextCursor, nil
+		}, func(p *sdk.Prompt) {
 			name := u.prefixed(p.Name)
 			if p.Name == "" || !validName.MatchString(name) {
 				u.logger.Warn("upstream: a prompt is skipped: its namespaced name is not valid", "prompt", truncate(p.Name))
@@ -303,19 +330,36 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 	return set, nil
 }
 
-// collect calls add on each item of seq, up to maxListed.
-func collect[T any](seq func(func(T, error) bool), add func(T)) error {
-	n := 0
-	for item, err := range seq {
+// listAll reads every page of a list, calling add on each item: it
+// follows nextCursor until the upstream gives none, and stops with an
+// error when a cursor comes back a second time (a loop) or the list
+// exceeds maxListed items or maxPages pages, so that a misbehaving
+// upstream can neither truncate the list silently nor page forever.
+func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor string) ([]T, string, error), add func(T)) error {
+	seen := map[string]bool{}
+	cursor, n := "", 0
+	for pages := 1; ; pages++ {
+		items, next, err := page(ctx, cursor)
 		if err != nil {
 			return err
 		}
-		if n++; n > maxListed {
-			return fmt.Errorf("more than %d items", maxListed)
+		for _, it := range items {
+			if n++; n > maxListed {
+				return fmt.Errorf("more than %d items", maxListed)
+			}
+			add(it)
 		}
-		add(item)
+		switch {
+		case next == "":
+			return nil
+		case seen[next]:
+			return fmt.Errorf("page %d repeats an earlier cursor", pages)
+		case pages >= maxPages:
+			return fmt.Errorf("more than %d pages", maxPages)
+		}
+		seen[next] = true
+		cursor = next
 	}
-	return nil
 }
 
 func (u *upstream) prefixed(name string) string {
