@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -21,6 +22,7 @@ type Upstreams struct {
 	restarts *prometheus.CounterVec
 	up       *prometheus.GaugeVec
 	tracer   trace.Tracer
+	prop     propagation.TextMapPropagator
 	now      func() time.Time
 }
 
@@ -46,10 +48,14 @@ func NewUpstreams(m *Metrics, t *Tracing) *Upstreams {
 			Help: "1 when the upstream MCP server is connected and its lists are served, else 0.",
 		}, []string{"upstream"}),
 		tracer: noop.NewTracerProvider().Tracer(""),
+		prop:   propagation.TraceContext{},
 		now:    time.Now,
 	}
 	if t != nil && t.Provider != nil {
 		u.tracer = t.Provider.Tracer("github.com/portcullis-mcp/portcullis/upstream")
+	}
+	if t != nil && t.Propagator != nil {
+		u.prop = t.Propagator
 	}
 	m.reg.MustRegister(u.duration, u.errors, u.restarts, u.up)
 	return u
@@ -82,6 +88,16 @@ func (u *Upstreams) StartCall(ctx context.Context, upstream, method, target stri
 			span.SetStatus(codes.Error, kind)
 		}
 		span.End()
+	}
+}
+
+// Inject writes the trace context of ctx into meta (traceparent,
+// tracestate, baggage), as params._meta carries it in MCP.
+func (u *Upstreams) Inject(ctx context.Context, meta map[string]any) {
+	c := propagation.MapCarrier{}
+	u.prop.Inject(ctx, c)
+	for k, v := range c {
+		meta[k] = v
 	}
 }
 

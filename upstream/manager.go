@@ -43,6 +43,11 @@ type Hooks struct {
 	// returned context, so a span started here is the parent of the HTTP
 	// upstream's span. done receives the outcome: "" or a Kind… constant.
 	StartCall func(ctx context.Context, upstream, method, target string) (context.Context, func(kind string))
+	// Inject adds the trace context of ctx (the one StartCall returned) to
+	// a request's params._meta, as the MCP semantic conventions carry it,
+	// for upstreams that read it from there (stdio ones above all). Nothing
+	// else of the caller's _meta is sent upstream.
+	Inject func(ctx context.Context, meta map[string]any)
 	// Restarted is called each time an upstream is reconnected (a stdio
 	// server restarted) after it failed or exited.
 	Restarted func(upstream string)

@@ -440,6 +440,20 @@ func (u *upstream) start(ctx context.Context, method, target string) (context.Co
 	return u.deps.Hooks.StartCall(ctx, u.opts.Name, method, target)
 }
 
+// meta is the _meta of a request sent upstream: the trace context, if
+// the Inject hook adds it; nil otherwise.
+func (u *upstream) meta(ctx context.Context) sdk.Meta {
+	if u.deps.Hooks.Inject == nil {
+		return nil
+	}
+	m := sdk.Meta{}
+	u.deps.Hooks.Inject(ctx, m)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
 // callTool returns the handler of the upstream tool called name.
 func (u *upstream) callTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -449,7 +463,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			done(KindUnavailable)
 			return u.errorResult(KindUnavailable, nil), nil
 		}
-		params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments)}
+		params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
 		if len(req.Params.Arguments) == 0 {
 			params.Arguments = map[string]any{}
 		}
@@ -535,7 +549,7 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 		done(KindUnavailable)
 		return nil, u.requestError(KindUnavailable, nil)
 	}
-	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI})
+	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: u.meta(ctx)})
 	kind := u.classify(ctx, err)
 	done(kind)
 	if err != nil {
@@ -552,7 +566,7 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 			done(KindUnavailable)
 			return nil, u.requestError(KindUnavailable, nil)
 		}
-		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
+		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: u.meta(ctx)})
 		kind := u.classify(ctx, err)
 		done(kind)
 		if err != nil {

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -48,6 +49,10 @@ func backend() *sdk.Server {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ":" + in.Text}}}, nil, nil
 		})
 	}
+	sdk.AddTool(s, &sdk.Tool{Name: "meta"}, func(_ context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		keys := slices.Sorted(maps.Keys(req.Params.Meta))
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%v %v", keys, req.Params.Meta["traceparent"])}}}, nil, nil
+	})
 	s.AddResource(&sdk.Resource{URI: "mem://readme", Name: "readme"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "hello"}}}, nil
 	})
@@ -517,5 +522,22 @@ func TestListAllStopsMisbehavingPagination(t *testing.T) {
 				t.Errorf("listAll = %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestOnlyTraceContextGoesUpstreamInMeta(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	hooks := Hooks{Inject: func(_ context.Context, meta map[string]any) { meta["traceparent"] = "00-trace-span-01" }}
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, hooks)
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	// The caller's own _meta stays with Portcullis.
+	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "be_meta", Arguments: map[string]any{"text": ""}, Meta: sdk.Meta{"secret": "x", "traceparent": "00-caller"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := text(res), "[traceparent] 00-trace-span-01"; got != want {
+		t.Errorf("the upstream saw _meta %q, want %q", got, want)
 	}
 }

@@ -32,7 +32,7 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 	m, err := upstream.New(cfg.Upstreams, cat, upstream.Deps{
 		Logger:     logger,
 		HTTPClient: client,
-		Hooks:      upstream.Hooks{StartCall: obs.StartCall, Restarted: obs.Restarted, Up: obs.Up},
+		Hooks:      upstream.Hooks{StartCall: obs.StartCall, Inject: obs.Inject, Restarted: obs.Restarted, Up: obs.Up},
 		Version:    version,
 	})
 	if err != nil {
