@@ -50,7 +50,10 @@ func backend() *sdk.Server {
 		})
 	}
 	sdk.AddTool(s, &sdk.Tool{Name: "meta"}, func(_ context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
-		keys := slices.Sorted(maps.Keys(req.Params.Meta))
+		// The SDK's own per-request keys (2026-07-28) are left out.
+		keys := slices.DeleteFunc(slices.Sorted(maps.Keys(req.Params.Meta)), func(k string) bool {
+			return strings.HasPrefix(k, "io.modelcontextprotocol/")
+		})
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%v %v", keys, req.Params.Meta["traceparent"])}}}, nil, nil
 	})
 	s.AddResource(&sdk.Resource{URI: "mem://readme", Name: "readme"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
