@@ -544,3 +544,24 @@ func TestOnlyTraceContextGoesUpstreamInMeta(t *testing.T) {
 		t.Errorf("the upstream saw _meta %q, want %q", got, want)
 	}
 }
+
+func TestDefaultBackoff(t *testing.T) {
+	tests := []struct {
+		name     string
+		attempt  int
+		min, max time.Duration
+	}{
+		{name: "first retry", attempt: 0, min: 200 * time.Millisecond, max: 250 * time.Millisecond},
+		{name: "doubles", attempt: 2, min: 800 * time.Millisecond, max: time.Second},
+		{name: "capped", attempt: 50, min: 24 * time.Second, max: 30 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 {
+				if d := DefaultBackoff(tt.attempt); d < tt.min || d > tt.max {
+					t.Fatalf("DefaultBackoff(%d) = %s, want within [%s, %s]", tt.attempt, d, tt.min, tt.max)
+				}
+			}
+		})
+	}
+}
