@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -73,6 +74,9 @@ type Deps struct {
 	Backoff func(attempt int) time.Duration
 	// Version is the client version Portcullis reports to upstreams.
 	Version string
+	// PrincipalKey names the caller a per_principal upstream runs a
+	// process for, from its token info. Nil means the token's UserID.
+	PrincipalKey func(*sdkauth.TokenInfo) string
 }
 
 // DefaultBackoff doubles from 250ms per attempt up to 30s, with up to 20%
@@ -152,6 +156,15 @@ func (m *Manager) Start(ctx context.Context) {
 	}
 	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for _, u := range m.ups {
+		if u.opts.Isolation == IsolationPerPrincipal {
+			u.pool = newPool(ctx, u)
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				<-ctx.Done()
+				u.pool.wait()
+			}()
+		}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()

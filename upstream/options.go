@@ -21,6 +21,16 @@ const (
 const (
 	// IsolationShared runs one process that every caller shares.
 	IsolationShared = "shared"
+	// IsolationPerPrincipal runs one process per caller (token issuer,
+	// subject and client), started on its first request and stopped when
+	// idle; a shared process is still run to list what the server offers.
+	IsolationPerPrincipal = "per_principal"
+)
+
+// Defaults of the per_principal isolation.
+const (
+	DefaultMaxProcesses = 16
+	DefaultIdleTimeout  = 10 * time.Minute
 )
 
 // DefaultStopGrace is how long a stdio server gets to exit after its stdin
@@ -64,10 +74,21 @@ type Options struct {
 	EnvFiles []string `yaml:"env_files"`
 	// Dir is the stdio server's working directory. Empty means Portcullis's.
 	Dir string `yaml:"dir"`
-	// Isolation is how callers share the stdio server. Only "shared" (the
-	// default) exists: one process serves every caller, so its state (files
-	// it writes, memory it keeps, the account it acts as) is shared by all.
-	Isolation string `yaml:"isolation" schema:"enum=shared"`
+	// Isolation is how callers share the stdio server: "shared" (the
+	// default), one process for every caller, so its state (files it
+	// writes, memory it keeps, the account it acts as) is shared by all; or
+	// "per_principal", one process per caller with a token, started on its
+	// first request. Either way the process gets the same env and
+	// credentials: per_principal separates the callers' state, not their
+	// rights upstream.
+	Isolation string `yaml:"isolation" schema:"enum=shared|per_principal"`
+	// MaxProcesses bounds the per_principal processes running at once; a
+	// new caller then replaces the longest idle one, or is told to retry.
+	// Default 16.
+	MaxProcesses int `yaml:"max_processes" schema:"min=0"`
+	// IdleTimeout stops a per_principal process after this long without
+	// requests. Default 10m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// StopGrace is how long the stdio server gets to exit when Portcullis
 	// stops, first after its stdin closes, then after SIGTERM, before it is
 	// killed. Default 5s.
@@ -100,6 +121,14 @@ func (o *Options) Defaults() {
 	}
 	if o.StopGrace == 0 {
 		o.StopGrace = DefaultStopGrace
+	}
+	if o.Isolation == IsolationPerPrincipal {
+		if o.MaxProcesses == 0 {
+			o.MaxProcesses = DefaultMaxProcesses
+		}
+		if o.IdleTimeout == 0 {
+			o.IdleTimeout = DefaultIdleTimeout
+		}
 	}
 }
 
@@ -160,8 +189,14 @@ func Validate(list []Options) error {
 			if o.Command == "" {
 				at("command", "required for transport stdio")
 			}
-			if o.Isolation != IsolationShared {
-				at("isolation", "%q is not supported (supported: shared)", o.Isolation)
+			if o.Isolation != IsolationShared && o.Isolation != IsolationPerPrincipal {
+				at("isolation", "%q is not one of shared, per_principal", o.Isolation)
+			}
+			if o.Isolation != IsolationPerPrincipal && (list[i].MaxProcesses != 0 || list[i].IdleTimeout != 0) {
+				at("isolation", "max_processes and idle_timeout apply only to per_principal")
+			}
+			if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
+				at("isolation", "max_processes and idle_timeout must not be negative")
 			}
 			if o.URL != "" || len(o.Headers) > 0 {
 				at("transport", "stdio takes no url or headers")
@@ -178,8 +213,8 @@ func Validate(list []Options) error {
 			if err := checkURL(o.URL); err != nil {
 				at("url", "%v", err)
 			}
-			if stdioSet || o.Isolation != "" {
-				at("transport", "http takes no command, args, env, env_files, dir or isolation")
+			if stdioSet || o.Isolation != "" || o.MaxProcesses != 0 || o.IdleTimeout != 0 {
+				at("transport", "http takes no command, args, env, env_files, dir, isolation, max_processes or idle_timeout")
 			}
 			for k, h := range o.Headers {
 				errs = append(errs, checkNamedValue(fmt.Sprintf("[%d].headers[%d]", i, k), h, validHeaderName)...)

@@ -44,6 +44,9 @@ type upstream struct {
 	deps   Deps
 	logger *slog.Logger
 	client *sdk.Client
+	// pool runs the callers' processes of a per_principal upstream; nil
+	// for a shared one.
+	pool *pool
 	// dialFn opens a connection; dial, except in tests.
 	dialFn func() (sdk.Transport, func(), error)
 
@@ -454,15 +457,33 @@ func (u *upstream) meta(ctx context.Context) sdk.Meta {
 	return m
 }
 
+// errNotConnected is sessionFor's error while the shared session is down.
+var errNotConnected = errors.New("upstream: not connected")
+
+// sessionFor returns the session a request of the caller described by
+// extra goes to: the shared one, or for a per_principal upstream the
+// caller's own process. release must be called when the request is done.
+func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
+	if u.pool != nil {
+		return u.pool.acquire(ctx, u.principalKey(extra))
+	}
+	sess := u.session()
+	if sess == nil {
+		return nil, nil, errNotConnected
+	}
+	return sess, func() {}, nil
+}
+
 // callTool returns the handler of the upstream tool called name.
 func (u *upstream) callTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		ctx, done := u.start(ctx, "tools/call", name)
-		sess := u.session()
-		if sess == nil {
+		sess, release, err := u.sessionFor(ctx, req.Extra)
+		if err != nil {
 			done(KindUnavailable)
-			return u.errorResult(KindUnavailable, nil), nil
+			return u.errorResult(KindUnavailable, err), nil
 		}
+		defer release()
 		params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
 		if len(req.Params.Arguments) == 0 {
 			params.Arguments = map[string]any{}
@@ -515,7 +536,17 @@ func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
 	var msg string
 	switch kind {
 	case KindUnavailable:
-		msg = fmt.Sprintf("upstream: the MCP server %q is not connected right now; Portcullis is reconnecting to it. Retry in a few seconds.", u.opts.Name)
+		switch {
+		case errors.Is(err, errNoPrincipal):
+			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller and serves only callers with a token.", u.opts.Name)
+		case errors.Is(err, errPoolFull):
+			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller, and as many as allowed are busy. Retry in a moment.", u.opts.Name)
+		case err != nil && !errors.Is(err, errNotConnected):
+			u.logger.Warn("upstream: a caller's process did not start", "error", err)
+			msg = fmt.Sprintf("upstream: the MCP server %q could not be started for this call. Retry in a few seconds.", u.opts.Name)
+		default:
+			msg = fmt.Sprintf("upstream: the MCP server %q is not connected right now; Portcullis is reconnecting to it. Retry in a few seconds.", u.opts.Name)
+		}
 	case KindTimeout:
 		msg = fmt.Sprintf("upstream: the MCP server %q did not answer in time.", u.opts.Name)
 	case KindCanceled:
@@ -544,11 +575,12 @@ func (u *upstream) requestError(kind string, err error) error {
 
 func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	ctx, done := u.start(ctx, "resources/read", req.Params.URI)
-	sess := u.session()
-	if sess == nil {
+	sess, release, err := u.sessionFor(ctx, req.Extra)
+	if err != nil {
 		done(KindUnavailable)
-		return nil, u.requestError(KindUnavailable, nil)
+		return nil, u.requestError(KindUnavailable, err)
 	}
+	defer release()
 	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: u.meta(ctx)})
 	kind := u.classify(ctx, err)
 	done(kind)
@@ -561,11 +593,12 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 		ctx, done := u.start(ctx, "prompts/get", name)
-		sess := u.session()
-		if sess == nil {
+		sess, release, err := u.sessionFor(ctx, req.Extra)
+		if err != nil {
 			done(KindUnavailable)
-			return nil, u.requestError(KindUnavailable, nil)
+			return nil, u.requestError(KindUnavailable, err)
 		}
+		defer release()
 		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: u.meta(ctx)})
 		kind := u.classify(ctx, err)
 		done(kind)

@@ -414,14 +414,14 @@ func TestValidate(t *testing.T) {
 		}},
 		{name: "everything wrong at once", list: []Options{
 			{Name: "bad name", Transport: "ftp"},
-			{Name: "a", Transport: "stdio", URL: "http://x", Isolation: "per_principal"},
+			{Name: "a", Transport: "stdio", URL: "http://x", Isolation: "per_tenant"},
 			{Name: "a", Transport: "http", URL: "ftp://x", Command: "x", Headers: []NamedValue{{Name: "X", Value: "v", ValueFile: "/f"}}},
 			{Name: "c", Prefix: ptr("a"), Transport: "http", URL: "http://x", Allow: []string{"["}, Env: nil},
 		}, want: []string{
 			`[0].name: "bad name" must be`,
 			`[0].transport: "ftp" is not one of stdio, http`,
 			`[1].command: required for transport stdio`,
-			`[1].isolation: "per_principal" is not supported`,
+			`[1].isolation: "per_tenant" is not one of shared, per_principal`,
 			`[1].transport: stdio takes no url or headers`,
 			`[2].name: "a" is also the name of upstreams[1]`,
 			`[2].prefix: "a" is also the prefix of upstreams[1]`,

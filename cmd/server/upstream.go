@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
@@ -34,6 +37,14 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 		HTTPClient: client,
 		Hooks:      upstream.Hooks{StartCall: obs.StartCall, Inject: obs.Inject, Restarted: obs.Restarted, Up: obs.Up},
 		Version:    version,
+		// per_principal upstreams run a process per token principal, keyed
+		// as the limits key callers.
+		PrincipalKey: func(ti *sdkauth.TokenInfo) string {
+			if p, ok := auth.PrincipalFromTokenInfo(ti); ok {
+				return p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID
+			}
+			return ""
+		},
 	})
 	if err != nil {
 		return nil, err
