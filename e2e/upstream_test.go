@@ -482,3 +482,42 @@ upstreams:
 	cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{token}}}, "")
 	sdkCallText(t, ctx, cs, "echo", map[string]any{"text": "still here"}, "still here")
 }
+
+// TestUpstreamPerPrincipal: with isolation per_principal each caller's
+// calls go to a server-everything process of its own, next to the one that
+// lists the tools, and every process is gone when Portcullis stops.
+func TestUpstreamPerPrincipal(t *testing.T) {
+	node, everything := everythingJS(t)
+	cfg := writeUpstreamConfig(t, fmt.Sprintf(`
+upstreams:
+  - name: every
+    transport: stdio
+    command: %q
+    args: [%q, stdio]
+    isolation: per_principal
+    required: true
+`, node, everything))
+	s := startServer(t, nil, "--dev", "--config", cfg)
+	pollUntil(t, 60*time.Second, func() string {
+		if code, body := readyz(t, s); code != http.StatusOK {
+			return fmt.Sprintf("/readyz %d: %s", code, body)
+		}
+		return ""
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, who := range []string{"alice", "bob", "alice"} {
+		cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{devToken(t, s, who)}}}, "")
+		sdkCallText(t, ctx, cs, "every_echo", map[string]any{"message": "hi " + who}, "hi "+who)
+	}
+	pids := childPIDs(t, s.cmd.Process.Pid, everything+" stdio")
+	if len(pids) != 3 {
+		t.Fatalf("server-everything processes: %v, want 3 (the listing one, alice's, bob's)", pids)
+	}
+	s.stop(t)
+	for _, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Errorf("server-everything %d still runs after Portcullis stopped", pid)
+		}
+	}
+}
