@@ -115,3 +115,63 @@ func containsString(list []string, s string) bool {
 }
 
 func writeFile(name, content string) error { return os.WriteFile(name, []byte(content), 0o600) }
+
+func TestHTTPUpstreamOAuthClientCredentials(t *testing.T) {
+	var tokenRequests atomic.Int32
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, secret, _ := r.BasicAuth()
+		if err := r.ParseForm(); err != nil || id != "portcullis" || secret != "cc-secret" ||
+			r.Form.Get("grant_type") != "client_credentials" || r.Form.Get("resource") != "https://tickets.example.com/mcp" || r.Form.Get("scope") != "tickets:read" {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		tokenRequests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"access_token":"upstream-token","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer idp.Close()
+	var mu sync.Mutex
+	var auths []string
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return backend() }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auths = append(auths, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer upstream-token" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		// Verified, the token goes no further, as in an auth middleware.
+		r.Header.Del("Authorization")
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	secretFile := t.TempDir() + "/secret"
+	if err := writeFile(secretFile, "cc-secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	f := newFront(t)
+	m, err := New([]Options{{Name: "tickets", Transport: TransportHTTP, URL: srv.URL, Required: true, Deny: []string{"echo"},
+		OAuth: OAuthOptions{TokenURL: idp.URL, ClientID: "portcullis", ClientSecretFile: secretFile, Scopes: []string{"tickets:read"}, Resource: "https://tickets.example.com/mcp"}}},
+		f.cat, Deps{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	defer m.Close()
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	if got := text(f.call(t, "tickets_add", "1")); got != "add:1" {
+		t.Fatalf("tickets_add = %q", got)
+	}
+	if n := tokenRequests.Load(); n != 1 {
+		t.Errorf("token requests = %d, want 1 (the token is cached)", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range auths {
+		if a != "Bearer upstream-token" {
+			t.Errorf("the upstream got Authorization %q, want Portcullis's own token", a)
+		}
+	}
+}

@@ -100,6 +100,36 @@ type Options struct {
 	// credentials (an API key header). Values should come from mounted
 	// files (value_file). The caller's Authorization header is never sent.
 	Headers []NamedValue `yaml:"headers"`
+	// OAuth gets the http upstream an access token of its own with the
+	// OAuth client-credentials grant and sends it as a bearer token. Off
+	// while token_url is empty.
+	OAuth OAuthOptions `yaml:"oauth"`
+}
+
+// OAuthOptions configures the client-credentials grant that gets an http
+// upstream Portcullis's own access token (RFC 6749 section 4.4). The token
+// is cached and renewed before it expires; the caller's token is never
+// used.
+type OAuthOptions struct {
+	// TokenURL is the authorization server's token endpoint.
+	TokenURL string `yaml:"token_url" schema:"url"`
+	// ClientID is Portcullis's client at the authorization server.
+	ClientID string `yaml:"client_id"`
+	// ClientSecretFile is a mounted file holding the client secret.
+	ClientSecretFile string `yaml:"client_secret_file"`
+	// Scopes are requested with the token.
+	Scopes []string `yaml:"scopes"`
+	// Resource, when set, is sent as the RFC 8707 resource parameter: the
+	// upstream's identifier, so that the token is good for it alone.
+	Resource string `yaml:"resource" schema:"url"`
+}
+
+// enabled reports whether the grant is configured.
+func (o OAuthOptions) enabled() bool { return o.TokenURL != "" }
+
+// set reports whether any key is set.
+func (o OAuthOptions) set() bool {
+	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != ""
 }
 
 // NamedValue is an environment variable or header: its value is Value, or
@@ -198,8 +228,8 @@ func Validate(list []Options) error {
 			if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
 				at("isolation", "max_processes and idle_timeout must not be negative")
 			}
-			if o.URL != "" || len(o.Headers) > 0 {
-				at("transport", "stdio takes no url or headers")
+			if o.URL != "" || len(o.Headers) > 0 || o.OAuth.set() {
+				at("transport", "stdio takes no url, headers or oauth")
 			}
 			for k, e := range o.Env {
 				errs = append(errs, checkNamedValue(fmt.Sprintf("[%d].env[%d]", i, k), e, validEnvName)...)
@@ -215,6 +245,31 @@ func Validate(list []Options) error {
 			}
 			if stdioSet || o.Isolation != "" || o.MaxProcesses != 0 || o.IdleTimeout != 0 {
 				at("transport", "http takes no command, args, env, env_files, dir, isolation, max_processes or idle_timeout")
+			}
+			if o.OAuth.enabled() {
+				if err := checkURL(o.OAuth.TokenURL); err != nil {
+					at("oauth.token_url", "%v", err)
+				}
+				if o.OAuth.ClientID == "" {
+					at("oauth.client_id", "required with oauth.token_url")
+				}
+				if o.OAuth.ClientSecretFile == "" {
+					at("oauth.client_secret_file", "required with oauth.token_url")
+				} else if _, err := readValueFile(o.OAuth.ClientSecretFile); err != nil {
+					at("oauth.client_secret_file", "%v", err)
+				}
+				if o.OAuth.Resource != "" {
+					if err := checkURL(o.OAuth.Resource); err != nil {
+						at("oauth.resource", "%v", err)
+					}
+				}
+				for k, h := range o.Headers {
+					if strings.EqualFold(h.Name, "Authorization") {
+						at(fmt.Sprintf("headers[%d].name", k), "Authorization comes from oauth; set one or the other")
+					}
+				}
+			} else if o.OAuth.set() {
+				at("oauth.token_url", "required when other oauth keys are set")
 			}
 			for k, h := range o.Headers {
 				errs = append(errs, checkNamedValue(fmt.Sprintf("[%d].headers[%d]", i, k), h, validHeaderName)...)

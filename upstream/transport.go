@@ -7,11 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 // maxStderrLine bounds one logged line of a stdio server's stderr.
@@ -33,7 +36,23 @@ func (u *upstream) dial() (sdk.Transport, func(), error) {
 			headers.Set(h.Name, v)
 		}
 		client := *u.deps.HTTPClient
-		client.Transport = &headerTransport{next: transportOf(u.deps.HTTPClient), headers: headers}
+		var rt http.RoundTripper = &headerTransport{next: transportOf(u.deps.HTTPClient), headers: headers}
+		if o := u.opts.OAuth; o.enabled() {
+			secret, err := readValueFile(o.ClientSecretFile)
+			if err != nil {
+				return nil, func() {}, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", u.opts.Name, err)
+			}
+			cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: o.TokenURL, Scopes: o.Scopes}
+			if o.Resource != "" {
+				cc.EndpointParams = url.Values{"resource": {o.Resource}}
+			}
+			// The token source caches the token and renews it when it
+			// expires, for this connection; a reconnect reads the secret
+			// file again, so a rotated secret is picked up.
+			ctx := context.WithValue(context.Background(), oauth2.HTTPClient, u.deps.HTTPClient)
+			rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
+		}
+		client.Transport = rt
 		return &sdk.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: &client, MaxRetries: 2}, func() {}, nil
 	default:
 		return u.dialStdio()

@@ -422,7 +422,7 @@ func TestValidate(t *testing.T) {
 			`[0].transport: "ftp" is not one of stdio, http`,
 			`[1].command: required for transport stdio`,
 			`[1].isolation: "per_tenant" is not one of shared, per_principal`,
-			`[1].transport: stdio takes no url or headers`,
+			`[1].transport: stdio takes no url, headers or oauth`,
 			`[2].name: "a" is also the name of upstreams[1]`,
 			`[2].prefix: "a" is also the prefix of upstreams[1]`,
 			`[2].url: must be an absolute http or https URL`,
@@ -430,6 +430,15 @@ func TestValidate(t *testing.T) {
 			`[2].headers[0]: set value or value_file, not both`,
 			`[3].prefix: "a" is also the prefix of upstreams[1]`,
 			`[3].allow[0]: bad pattern "["`,
+		}},
+		{name: "oauth incomplete", list: []Options{
+			{Name: "o1", Transport: "http", URL: "https://x/mcp", OAuth: OAuthOptions{ClientID: "pc"}},
+			{Name: "o2", Transport: "http", URL: "https://x/mcp", OAuth: OAuthOptions{TokenURL: "https://idp/token"}, Headers: []NamedValue{{Name: "Authorization", Value: "Bearer x"}}},
+		}, want: []string{
+			`[0].oauth.token_url: required when other oauth keys are set`,
+			`[1].oauth.client_id: required with oauth.token_url`,
+			`[1].oauth.client_secret_file: required with oauth.token_url`,
+			`[1].headers[0].name: Authorization comes from oauth`,
 		}},
 		{name: "missing secret file", list: []Options{
 			{Name: "s", Transport: "stdio", Command: "x", Env: []NamedValue{{Name: "TOKEN", ValueFile: "/does/not/exist"}}, EnvFiles: []string{"/nope.env"}},
