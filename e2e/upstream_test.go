@@ -527,7 +527,7 @@ upstreams:
 // directly and through Portcullis (the server as an http upstream with an
 // empty prefix, auth off on loopback), and reports the scenarios that
 // pass directly but fail through Portcullis: what the proxy does not
-// forward yet (server-to-client requests, subscriptions, completions…).
+// forward yet (server-to-client requests, subscriptions, logging…).
 // It fails when a scenario outside the known gaps is lost through
 // Portcullis, and says so when a known gap starts to pass.
 func TestUpstreamConformanceComparison(t *testing.T) {
@@ -570,7 +570,6 @@ upstreams:
 		direct.passed, direct.failed, proxied.passed, proxied.failed, strings.Join(lost, ", "))
 	// What Portcullis does not forward to or from upstreams yet.
 	known := []string{
-		"completion-complete",          // completion/complete is not routed to upstreams
 		"tools-call-with-logging",      // the upstream's log notifications are not passed on
 		"tools-call-sampling",          // server-to-client requests are not forwarded
 		"tools-call-elicitation",       // (sampling, elicitation)

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,11 @@ type Set struct {
 	Resources []SetResource
 	Templates []SetTemplate
 	Prompts   []SetPrompt
+	// Complete answers completion requests for the set's prompts and
+	// resource templates; nil when the source offers none. It is used
+	// only by servers whose options [Catalog.Apply] set after
+	// [Catalog.ForwardCompletions].
+	Complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 }
 
 // SetTool is a tool of a [Set] with its raw handler. The handler validates
@@ -50,6 +56,7 @@ var ErrClash = errors.New("name clash")
 
 // source is a Set as the catalog holds it, keyed by name (or URI).
 type source struct {
+	complete  func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 	tools     map[string]SetTool
 	resources map[string]SetResource
 	templates map[string]SetTemplate
@@ -58,6 +65,7 @@ type source struct {
 
 func newSource(s Set) *source {
 	src := &source{
+		complete:  s.Complete,
 		tools:     make(map[string]SetTool, len(s.Tools)),
 		resources: make(map[string]SetResource, len(s.Resources)),
 		templates: make(map[string]SetTemplate, len(s.Templates)),
@@ -249,4 +257,43 @@ func (c *Catalog) sourceOwning(self string, has func(*source) bool) string {
 		}
 	}
 	return ""
+}
+
+// ForwardCompletions makes [Catalog.Apply] give servers a completion
+// handler that also answers for the prompts and resource templates of
+// sources whose [Set] has a Complete function. Call it before Apply when
+// sources will be added: the handler, and the completions capability it
+// advertises, are set when a server is built.
+func (c *Catalog) ForwardCompletions() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forwardCompletions = true
+}
+
+// completeFromSource answers req from the source that offers its prompt
+// or resource template; ok is false when none does.
+func (c *Catalog) completeFromSource(ctx context.Context, req *sdk.CompleteRequest) (res *sdk.CompleteResult, ok bool, err error) {
+	p := req.Params
+	if p == nil || p.Ref == nil {
+		return nil, false, nil
+	}
+	c.mu.RLock()
+	var h func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	for _, src := range c.sources {
+		if src.complete == nil {
+			continue
+		}
+		_, prompt := src.prompts[p.Ref.Name]
+		_, tmpl := src.templates[p.Ref.URI]
+		if (p.Ref.Type == "ref/prompt" && prompt) || (p.Ref.Type == "ref/resource" && tmpl) {
+			h = src.complete
+			break
+		}
+	}
+	c.mu.RUnlock()
+	if h == nil {
+		return nil, false, nil
+	}
+	res, err = h(ctx, req)
+	return res, true, err
 }

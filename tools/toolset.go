@@ -221,6 +221,8 @@ type Catalog struct {
 	running map[string]bool
 	sources map[string]*source
 	servers []*sdk.Server
+	// forwardCompletions: see ForwardCompletions.
+	forwardCompletions bool
 }
 
 // tool is one tool, ready to add to any server. add receives the server so
@@ -351,10 +353,22 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 // handler already set keeps answering for references the catalog does not
 // know.
 func (c *Catalog) Apply(so *sdk.ServerOptions) {
-	if len(c.completions) > 0 {
+	c.mu.RLock()
+	forward := c.forwardCompletions
+	c.mu.RUnlock()
+	if len(c.completions) > 0 || forward {
 		next := so.CompletionHandler
 		so.CompletionHandler = func(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
-			if res, ok := c.complete(req); ok || next == nil {
+			res, ok := c.complete(req)
+			if ok {
+				return res, nil
+			}
+			if forward {
+				if sres, ok, err := c.completeFromSource(ctx, req); ok {
+					return sres, err
+				}
+			}
+			if next == nil {
 				return res, nil
 			}
 			return next(ctx, req)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -309,6 +310,9 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 			return set, fmt.Errorf("resources/templates/list: %w", err)
 		}
 	}
+	if caps.Completions != nil {
+		set.Complete = u.complete
+	}
 	if caps.Prompts != nil {
 		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Prompt, string, error) {
 			r, err := sess.ListPrompts(ctx, &sdk.ListPromptsParams{Cursor: c})
@@ -607,6 +611,29 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 		}
 		return res, nil
 	}
+}
+
+// complete forwards a completion request for one of the upstream's
+// prompts (named as served) or resource templates.
+func (u *upstream) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+	ref := *req.Params.Ref
+	if ref.Type == "ref/prompt" && u.prefix != "" {
+		ref.Name = strings.TrimPrefix(ref.Name, u.prefix+"_")
+	}
+	ctx, done := u.start(ctx, "completion/complete", ref.Name+ref.URI)
+	sess, release, err := u.sessionFor(ctx, req.Extra)
+	if err != nil {
+		done(KindUnavailable)
+		return nil, u.requestError(KindUnavailable, err)
+	}
+	defer release()
+	res, err := sess.Complete(ctx, &sdk.CompleteParams{Ref: &ref, Argument: req.Params.Argument, Context: req.Params.Context, Meta: u.meta(ctx)})
+	kind := u.classify(ctx, err)
+	done(kind)
+	if err != nil {
+		return nil, u.requestError(kind, err)
+	}
+	return res, nil
 }
 
 // forwardProgress passes an upstream's progress notification to the caller

@@ -37,7 +37,13 @@ type echoIn struct {
 // resource, a resource template and a prompt; its lists come in pages of
 // one so that pagination must be followed.
 func backend() *sdk.Server {
-	s := sdk.NewServer(&sdk.Implementation{Name: "backend"}, &sdk.ServerOptions{PageSize: 1})
+	s := sdk.NewServer(&sdk.Implementation{Name: "backend"}, &sdk.ServerOptions{
+		PageSize: 1,
+		CompletionHandler: func(_ context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+			r := req.Params.Ref
+			return &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{r.Type + ":" + r.Name + r.URI + ":" + req.Params.Argument.Value}}}, nil
+		},
+	})
 	for _, name := range []string{"echo", "add", "secret"} {
 		sdk.AddTool(s, &sdk.Tool{Name: name}, func(ctx context.Context, req *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
 			if tok := req.Params.GetProgressToken(); tok != nil {
@@ -93,13 +99,22 @@ type front struct {
 	prog    []*sdk.ProgressNotificationParams
 }
 
-func newFront(t *testing.T) *front {
+func newFront(t *testing.T) *front { return newFrontWith(t, nil) }
+
+// newFrontWith is newFront with prepare called on the catalog before the
+// server is built from it.
+func newFrontWith(t *testing.T, prepare func(*tools.Catalog)) *front {
 	t.Helper()
 	cat, err := tools.New(tools.Options{}, tools.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &front{cat: cat, server: sdk.NewServer(&sdk.Implementation{Name: "portcullis"}, nil)}
+	if prepare != nil {
+		prepare(cat)
+	}
+	so := &sdk.ServerOptions{}
+	cat.Apply(so)
+	f := &front{cat: cat, server: sdk.NewServer(&sdk.Implementation{Name: "portcullis"}, so)}
 	cat.Register(f.server)
 	ct, st := sdk.NewInMemoryTransports()
 	if _, err := f.server.Connect(context.Background(), st, nil); err != nil {
@@ -572,5 +587,33 @@ func TestDefaultBackoff(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCompletionsForwarded(t *testing.T) {
+	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardCompletions() })
+	var dials atomic.Int32
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	for _, tt := range []struct {
+		name string
+		ref  *sdk.CompleteReference
+		want string
+	}{
+		{name: "prompt, named as served", ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "be_greet"}, want: "ref/prompt:greet:an"},
+		{name: "resource template", ref: &sdk.CompleteReference{Type: "ref/resource", URI: "mem://items/{id}"}, want: "ref/resource:mem://items/{id}:an"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := f.session.Complete(context.Background(), &sdk.CompleteParams{Ref: tt.ref, Argument: sdk.CompleteParamsArgument{Name: "who", Value: "an"}})
+			if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != tt.want {
+				t.Errorf("complete = %+v, %v; want [%s]", res, err, tt.want)
+			}
+		})
+	}
+	// A reference no one offers gets no values, not an error.
+	res, err := f.session.Complete(context.Background(), &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "nope"}, Argument: sdk.CompleteParamsArgument{Name: "x"}})
+	if err != nil || len(res.Completion.Values) != 0 {
+		t.Errorf("unknown reference: %+v, %v", res, err)
 	}
 }
