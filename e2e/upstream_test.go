@@ -527,7 +527,7 @@ upstreams:
 // directly and through Portcullis (the server as an http upstream with an
 // empty prefix, auth off on loopback), and reports the scenarios that
 // pass directly but fail through Portcullis: what the proxy does not
-// forward yet (server-to-client requests, subscriptions, logging…).
+// forward yet (server-to-client requests, logging…).
 // It fails when a scenario outside the known gaps is lost through
 // Portcullis, and says so when a known gap starts to pass.
 func TestUpstreamConformanceComparison(t *testing.T) {
@@ -575,8 +575,6 @@ upstreams:
 		"tools-call-elicitation",       // (sampling, elicitation)
 		"elicitation-sep1034-defaults", //
 		"elicitation-sep1330-enums",    //
-		"resources-subscribe",          // subscriptions are not forwarded
-		"resources-unsubscribe",        //
 		"server-sse-polling",           // the upstream's SSE stream closing is not mirrored
 	}
 	for _, f := range lost {

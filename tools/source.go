@@ -23,6 +23,12 @@ type Set struct {
 	// only by servers whose options [Catalog.Apply] set after
 	// [Catalog.ForwardCompletions].
 	Complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	// Subscribe and Unsubscribe pass a client's resource subscription on
+	// to the source, for the set's resources; nil when it takes none. The
+	// source reports updates with [Catalog.ResourceUpdated]. Like
+	// Complete, they are used only after [Catalog.ForwardCompletions].
+	Subscribe   func(ctx context.Context, uri string) error
+	Unsubscribe func(ctx context.Context, uri string) error
 }
 
 // SetTool is a tool of a [Set] with its raw handler. The handler validates
@@ -56,20 +62,23 @@ var ErrClash = errors.New("name clash")
 
 // source is a Set as the catalog holds it, keyed by name (or URI).
 type source struct {
-	complete  func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
-	tools     map[string]SetTool
-	resources map[string]SetResource
-	templates map[string]SetTemplate
-	prompts   map[string]SetPrompt
+	subscribe, unsubscribe func(ctx context.Context, uri string) error
+	complete               func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	tools                  map[string]SetTool
+	resources              map[string]SetResource
+	templates              map[string]SetTemplate
+	prompts                map[string]SetPrompt
 }
 
 func newSource(s Set) *source {
 	src := &source{
-		complete:  s.Complete,
-		tools:     make(map[string]SetTool, len(s.Tools)),
-		resources: make(map[string]SetResource, len(s.Resources)),
-		templates: make(map[string]SetTemplate, len(s.Templates)),
-		prompts:   make(map[string]SetPrompt, len(s.Prompts)),
+		complete:    s.Complete,
+		subscribe:   s.Subscribe,
+		unsubscribe: s.Unsubscribe,
+		tools:       make(map[string]SetTool, len(s.Tools)),
+		resources:   make(map[string]SetResource, len(s.Resources)),
+		templates:   make(map[string]SetTemplate, len(s.Templates)),
+		prompts:     make(map[string]SetPrompt, len(s.Prompts)),
 	}
 	for _, t := range s.Tools {
 		src.tools[t.Tool.Name] = t
@@ -261,9 +270,10 @@ func (c *Catalog) sourceOwning(self string, has func(*source) bool) string {
 
 // ForwardCompletions makes [Catalog.Apply] give servers a completion
 // handler that also answers for the prompts and resource templates of
-// sources whose [Set] has a Complete function. Call it before Apply when
-// sources will be added: the handler, and the completions capability it
-// advertises, are set when a server is built.
+// sources whose [Set] has a Complete function, and subscribe handlers that
+// pass subscriptions to sources' resources on to them. Call it before
+// Apply when sources will be added: the handlers, and the capabilities
+// they advertise, are set when a server is built.
 func (c *Catalog) ForwardCompletions() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -296,4 +306,39 @@ func (c *Catalog) completeFromSource(ctx context.Context, req *sdk.CompleteReque
 	}
 	res, err = h(ctx, req)
 	return res, true, err
+}
+
+// subscribeToSource passes a subscription (or, with unsub, its end) on to
+// the source that offers uri. It does nothing for other URIs: the SDK
+// tracks every subscription itself.
+func (c *Catalog) subscribeToSource(ctx context.Context, uri string, unsub bool) error {
+	c.mu.RLock()
+	var h func(context.Context, string) error
+	for _, src := range c.sources {
+		if _, ok := src.resources[uri]; ok {
+			h = src.subscribe
+			if unsub {
+				h = src.unsubscribe
+			}
+			break
+		}
+	}
+	c.mu.RUnlock()
+	if h == nil {
+		return nil
+	}
+	return h(ctx, uri)
+}
+
+// ResourceUpdated tells the clients of every server that subscribed to uri
+// that it changed.
+func (c *Catalog) ResourceUpdated(ctx context.Context, uri string) {
+	c.mu.RLock()
+	servers := slices.Clone(c.servers)
+	c.mu.RUnlock()
+	for _, s := range servers {
+		if err := s.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			c.logger.Debug("tools: resource update notification failed", "uri", uri, "err", err)
+		}
+	}
 }

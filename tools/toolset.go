@@ -374,7 +374,17 @@ func (c *Catalog) Apply(so *sdk.ServerOptions) {
 			return next(ctx, req)
 		}
 	}
-	if c.subscriptions {
+	switch {
+	case forward:
+		// The SDK tracks subscriptions itself; the handlers pass those to
+		// sources' resources on.
+		so.SubscribeHandler = func(ctx context.Context, req *sdk.SubscribeRequest) error {
+			return c.subscribeToSource(ctx, req.Params.URI, false)
+		}
+		so.UnsubscribeHandler = func(ctx context.Context, req *sdk.UnsubscribeRequest) error {
+			return c.subscribeToSource(ctx, req.Params.URI, true)
+		}
+	case c.subscriptions:
 		// The SDK tracks subscriptions itself; the handlers only accept them.
 		so.SubscribeHandler = func(context.Context, *sdk.SubscribeRequest) error { return nil }
 		so.UnsubscribeHandler = func(context.Context, *sdk.UnsubscribeRequest) error { return nil }

@@ -108,6 +108,7 @@ type Manager struct {
 type Catalog interface {
 	SetSource(name string, set tools.Set) (skipped []string, err error)
 	RemoveSource(name string)
+	ResourceUpdated(ctx context.Context, uri string)
 }
 
 // New returns a Manager for the upstreams of list, which put what they
@@ -233,5 +234,8 @@ func newClient(u *upstream, version string) *sdk.Client {
 		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
 		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
 		ProgressNotificationHandler: u.forwardProgress,
+		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			u.cat.ResourceUpdated(ctx, req.Params.URI)
+		},
 	})
 }

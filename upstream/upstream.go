@@ -61,6 +61,12 @@ type upstream struct {
 	changes chan struct{}
 	broken  chan struct{}
 
+	// subs counts the callers' subscriptions to each of the upstream's
+	// resources: the upstream is subscribed while the count is positive,
+	// and again after each reconnect.
+	subsMu sync.Mutex
+	subs   map[string]int
+
 	// progress maps the progress tokens sent upstream to the callers'.
 	progress  sync.Map // string → progressTarget
 	nextToken atomic.Uint64
@@ -79,6 +85,7 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 		deps:    deps,
 		logger:  deps.Logger.With("upstream", o.Name),
 		changes: make(chan struct{}, 1),
+		subs:    map[string]int{},
 		broken:  make(chan struct{}, 1),
 	}
 	u.client = newClient(u, deps.Version)
@@ -191,6 +198,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	} else if !errors.Is(err, tools.ErrClash) {
 		return err
 	}
+	u.resubscribe(ctx, sess)
 	for {
 		select {
 		case <-ctx.Done():
@@ -312,6 +320,9 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 	}
 	if caps.Completions != nil {
 		set.Complete = u.complete
+	}
+	if caps.Resources != nil && caps.Resources.Subscribe {
+		set.Subscribe, set.Unsubscribe = u.subscribe, u.unsubscribe
 	}
 	if caps.Prompts != nil {
 		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Prompt, string, error) {
@@ -634,6 +645,59 @@ func (u *upstream) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk
 		return nil, u.requestError(kind, err)
 	}
 	return res, nil
+}
+
+// subscribe passes a caller's subscription to uri on to the upstream,
+// unless another caller's already did.
+func (u *upstream) subscribe(ctx context.Context, uri string) error {
+	u.subsMu.Lock()
+	defer u.subsMu.Unlock()
+	u.subs[uri]++
+	if u.subs[uri] > 1 {
+		return nil
+	}
+	sess := u.session()
+	if sess == nil {
+		return nil // subscribed when the upstream is back (resubscribe)
+	}
+	if err := sess.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
+		if u.subs[uri]--; u.subs[uri] == 0 {
+			delete(u.subs, uri)
+		}
+		return u.requestError(u.classify(ctx, err), err)
+	}
+	return nil
+}
+
+// unsubscribe ends a caller's subscription to uri, and the upstream's when
+// it was the last.
+func (u *upstream) unsubscribe(ctx context.Context, uri string) error {
+	u.subsMu.Lock()
+	defer u.subsMu.Unlock()
+	if u.subs[uri] == 0 {
+		return nil
+	}
+	if u.subs[uri]--; u.subs[uri] > 0 {
+		return nil
+	}
+	delete(u.subs, uri)
+	if sess := u.session(); sess != nil {
+		if err := sess.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: uri}); err != nil {
+			u.logger.Debug("upstream: unsubscribing failed", "error", err)
+		}
+	}
+	return nil
+}
+
+// resubscribe renews the callers' subscriptions on a new session.
+func (u *upstream) resubscribe(ctx context.Context, sess *sdk.ClientSession) {
+	u.subsMu.Lock()
+	defer u.subsMu.Unlock()
+	for uri := range u.subs {
+		if err := sess.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
+			u.logger.Warn("upstream: renewing a resource subscription failed", "error", err)
+		}
+	}
 }
 
 // forwardProgress passes an upstream's progress notification to the caller

@@ -38,7 +38,9 @@ type echoIn struct {
 // one so that pagination must be followed.
 func backend() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "backend"}, &sdk.ServerOptions{
-		PageSize: 1,
+		PageSize:           1,
+		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
 		CompletionHandler: func(_ context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
 			r := req.Params.Ref
 			return &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{r.Type + ":" + r.Name + r.URI + ":" + req.Params.Argument.Value}}}, nil
@@ -97,6 +99,7 @@ type front struct {
 	changed atomic.Int32
 	mu      sync.Mutex
 	prog    []*sdk.ProgressNotificationParams
+	updated []string
 }
 
 func newFront(t *testing.T) *front { return newFrontWith(t, nil) }
@@ -122,6 +125,11 @@ func newFrontWith(t *testing.T, prepare func(*tools.Catalog)) *front {
 	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "caller"}, &sdk.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { f.changed.Add(1) },
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			f.mu.Lock()
+			f.updated = append(f.updated, req.Params.URI)
+			f.mu.Unlock()
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			f.mu.Lock()
 			f.prog = append(f.prog, req.Params)
@@ -616,4 +624,42 @@ func TestCompletionsForwarded(t *testing.T) {
 	if err != nil || len(res.Completion.Values) != 0 {
 		t.Errorf("unknown reference: %+v, %v", res, err)
 	}
+}
+
+func TestSubscriptionsForwarded(t *testing.T) {
+	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardCompletions() })
+	be := backend()
+	var dials atomic.Int32
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, be, &dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	if err := f.session.Subscribe(context.Background(), &sdk.SubscribeParams{URI: "mem://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the upstream subscription", func() bool {
+		m.ups[0].subsMu.Lock()
+		defer m.ups[0].subsMu.Unlock()
+		return m.ups[0].subs["mem://readme"] == 1
+	})
+	// The front server records the caller's subscription after passing
+	// it on, so the upstream reports updates until one arrives.
+	waitFor(t, "the update at the caller", func() bool {
+		if err := be.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: "mem://readme"}); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return slices.Contains(f.updated, "mem://readme")
+	})
+	if err := f.session.Unsubscribe(context.Background(), &sdk.UnsubscribeParams{URI: "mem://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	// Under 2026-07-28 the subscription ends with its listen stream, a
+	// little after Unsubscribe returns.
+	u := m.ups[0]
+	waitFor(t, "the upstream unsubscribed", func() bool {
+		u.subsMu.Lock()
+		defer u.subsMu.Unlock()
+		return len(u.subs) == 0
+	})
 }
