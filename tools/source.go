@@ -21,12 +21,12 @@ type Set struct {
 	// Complete answers completion requests for the set's prompts and
 	// resource templates; nil when the source offers none. It is used
 	// only by servers whose options [Catalog.Apply] set after
-	// [Catalog.ForwardCompletions].
+	// [Catalog.ForwardToSources].
 	Complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 	// Subscribe and Unsubscribe pass a client's resource subscription on
 	// to the source, for the set's resources; nil when it takes none. The
 	// source reports updates with [Catalog.ResourceUpdated]. Like
-	// Complete, they are used only after [Catalog.ForwardCompletions].
+	// Complete, they are used only after [Catalog.ForwardToSources].
 	Subscribe   func(ctx context.Context, uri string) error
 	Unsubscribe func(ctx context.Context, uri string) error
 }
@@ -268,16 +268,16 @@ func (c *Catalog) sourceOwning(self string, has func(*source) bool) string {
 	return ""
 }
 
-// ForwardCompletions makes [Catalog.Apply] give servers a completion
+// ForwardToSources makes [Catalog.Apply] give servers a completion
 // handler that also answers for the prompts and resource templates of
 // sources whose [Set] has a Complete function, and subscribe handlers that
 // pass subscriptions to sources' resources on to them. Call it before
 // Apply when sources will be added: the handlers, and the capabilities
 // they advertise, are set when a server is built.
-func (c *Catalog) ForwardCompletions() {
+func (c *Catalog) ForwardToSources() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.forwardCompletions = true
+	c.forwardToSources = true
 }
 
 // completeFromSource answers req from the source that offers its prompt

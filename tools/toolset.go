@@ -221,8 +221,8 @@ type Catalog struct {
 	running map[string]bool
 	sources map[string]*source
 	servers []*sdk.Server
-	// forwardCompletions: see ForwardCompletions.
-	forwardCompletions bool
+	// forwardToSources: see ForwardToSources.
+	forwardToSources bool
 }
 
 // tool is one tool, ready to add to any server. add receives the server so
@@ -354,7 +354,7 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 // know.
 func (c *Catalog) Apply(so *sdk.ServerOptions) {
 	c.mu.RLock()
-	forward := c.forwardCompletions
+	forward := c.forwardToSources
 	c.mu.RUnlock()
 	if len(c.completions) > 0 || forward {
 		next := so.CompletionHandler

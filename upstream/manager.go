@@ -136,10 +136,11 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 		deps.Version = "dev"
 	}
 	m := &Manager{deps: deps}
-	// Servers built from the catalog from now on route completions of
-	// upstream prompts and templates to their upstream.
-	if fc, ok := cat.(interface{ ForwardCompletions() }); ok && len(list) > 0 {
-		fc.ForwardCompletions()
+	// Servers built from the catalog from now on route completions and
+	// resource subscriptions for upstreams' prompts, templates and
+	// resources to their upstream.
+	if fc, ok := cat.(interface{ ForwardToSources() }); ok && len(list) > 0 {
+		fc.ForwardToSources()
 	}
 	for _, o := range list {
 		o.Defaults()

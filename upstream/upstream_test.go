@@ -599,7 +599,7 @@ func TestDefaultBackoff(t *testing.T) {
 }
 
 func TestCompletionsForwarded(t *testing.T) {
-	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardCompletions() })
+	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardToSources() })
 	var dials atomic.Int32
 	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
 		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, Hooks{})
@@ -627,7 +627,7 @@ func TestCompletionsForwarded(t *testing.T) {
 }
 
 func TestSubscriptionsForwarded(t *testing.T) {
-	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardCompletions() })
+	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardToSources() })
 	be := backend()
 	var dials atomic.Int32
 	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
