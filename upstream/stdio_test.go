@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	ossignal "os/signal"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,7 +97,23 @@ func processGone(pid int) bool {
 	return len(f) > 2 && f[2] == "Z"
 }
 
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
 func TestStdioMisbehaving(t *testing.T) {
+	// No garbage collection: the finalizer of an *os.File closes its
+	// descriptor, which would hide a leak.
+	gcPercent := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(gcPercent) }) // runs after the checks below
+	fdsBefore := openFDs(t)
+	goroutinesBefore := runtime.NumGoroutine()
 	f := newFront(t)
 	logs := &syncBuffer{}
 	rec := &recorder{}
@@ -108,7 +126,14 @@ func TestStdioMisbehaving(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Start(context.Background())
-	defer m.Close()
+	// After three processes (the first, and one after each failure) every
+	// pipe, process and goroutine is released.
+	t.Cleanup(func() {
+		m.Close()
+		f.session.Close()
+		waitFor(t, "file descriptors to be closed", func() bool { return openFDs(t) <= fdsBefore })
+		waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutinesBefore })
+	})
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 	if got := text(f.call(t, "helper_echo", "a")); got != "echo:a" {
 		t.Fatalf("helper_echo = %q", got)
