@@ -512,7 +512,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			params.SetProgressToken(ours)
 		}
 		res, err := sess.CallTool(ctx, params)
-		kind := u.classify(ctx, err)
+		kind := u.classify(ctx, sess, err)
 		if err == nil && res.IsError {
 			kind = KindToolError
 		}
@@ -525,8 +525,9 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 }
 
 // classify names the kind of a failed request and, when the connection
-// broke, has the session re-established.
-func (u *upstream) classify(ctx context.Context, err error) string {
+// of the shared session sess broke, has it re-established. (A caller's
+// own per_principal process is replaced when it exits.)
+func (u *upstream) classify(ctx context.Context, sess *sdk.ClientSession, err error) string {
 	var rpcErr *jsonrpc.Error
 	switch {
 	case err == nil:
@@ -538,7 +539,9 @@ func (u *upstream) classify(ctx context.Context, err error) string {
 	case ctx.Err() != nil:
 		return KindCanceled
 	default:
-		signal(u.broken)
+		if sess == u.session() {
+			signal(u.broken)
+		}
 		return KindTransport
 	}
 }
@@ -597,7 +600,7 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 	}
 	defer release()
 	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: u.meta(ctx)})
-	kind := u.classify(ctx, err)
+	kind := u.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
 		return nil, u.requestError(kind, err)
@@ -615,7 +618,7 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 		}
 		defer release()
 		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: u.meta(ctx)})
-		kind := u.classify(ctx, err)
+		kind := u.classify(ctx, sess, err)
 		done(kind)
 		if err != nil {
 			return nil, u.requestError(kind, err)
@@ -639,7 +642,7 @@ func (u *upstream) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk
 	}
 	defer release()
 	res, err := sess.Complete(ctx, &sdk.CompleteParams{Ref: &ref, Argument: req.Params.Argument, Context: req.Params.Context, Meta: u.meta(ctx)})
-	kind := u.classify(ctx, err)
+	kind := u.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
 		return nil, u.requestError(kind, err)
@@ -664,7 +667,7 @@ func (u *upstream) subscribe(ctx context.Context, uri string) error {
 		if u.subs[uri]--; u.subs[uri] == 0 {
 			delete(u.subs, uri)
 		}
-		return u.requestError(u.classify(ctx, err), err)
+		return u.requestError(u.classify(ctx, sess, err), err)
 	}
 	return nil
 }
