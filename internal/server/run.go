@@ -28,6 +28,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 // Set by the linker: -ldflags "-X github.com/portcullis-mcp/portcullis/internal/server.version=…"
@@ -249,6 +250,8 @@ type app struct {
 	server  *sdk.Server
 	metrics *observability.Metrics
 	tracing *observability.Tracing
+	// upstreams runs the upstream MCP servers; nil when none is configured.
+	upstreams *upstream.Manager
 	// onDenied logs and counts tool calls answered as unknown tools.
 	onDenied mcp.DenialHook
 }
@@ -303,16 +306,19 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 	if err := ext.Apply(cat); err != nil {
 		return nil, err
 	}
-	known := make(map[string]bool)
-	for _, name := range cat.ToolNames() {
-		known[name] = true
+	// Upstream MCP servers: the one hook (see upstream.go).
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger)
+	if err != nil {
+		return nil, err
 	}
-	onDenied := toolDeniedHook(logger, metrics, func(name string) bool { return known[name] })
+	// The catalog knows tools that upstreams add while serving too.
+	known := cat.HasTool
+	onDenied := toolDeniedHook(logger, metrics, known)
 	telemetry := observability.MCPMiddleware(observability.MCPOptions{
 		Metrics:         metrics,
 		Tracing:         tracing,
 		Logger:          logger,
-		KnownTool:       func(name string) bool { return known[name] },
+		KnownTool:       known,
 		Identity:        identity,
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
@@ -330,7 +336,7 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 		ToolTimeouts: cfg.MCP.ToolTimeouts,
 		LimitHook:    limitHook(logger, metrics),
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, onDenied: onDenied}, nil
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, onDenied: onDenied}, nil
 }
 
 // identity names the caller for traces and audit lines: the token's
@@ -388,6 +394,7 @@ func runStdio(ctx context.Context, args, environ []string, stdin io.Reader, stdo
 		return err
 	}
 	defer a.shutdownTracing()
+	defer a.stopUpstreams()
 	if cfg.Auth.AllowStdioAllTools {
 		a.logger.Warn("auth.allow_stdio_all_tools is on: stdio lists and calls every tool, including those auth.policy guards")
 	}
@@ -432,6 +439,7 @@ func runServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		return err
 	}
 	defer a.shutdownTracing()
+	defer a.stopUpstreams()
 	defer tuneRuntime(environ, nil, a.logger).Stop()
 	return a.serve(ctx, ln, mln, dev, stdout)
 }
@@ -478,6 +486,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	if err != nil {
 		return err
 	}
+	readyUpstreams(a.upstreams, health)
 	hook := limitHook(a.logger, a.metrics)
 	mcpOpts := a.cfg.MCP
 	mcpOpts.LimitHook = hook

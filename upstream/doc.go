@@ -1,0 +1,40 @@
+// Package upstream puts other MCP servers behind Portcullis: it connects
+// to each configured upstream as an MCP client, over stdio (a child
+// process it starts and supervises) or Streamable HTTP, and keeps what the
+// upstream offers — tools, resources, resource templates, prompts — in a
+// [tools.Catalog], so that the servers built from the catalog serve them
+// with the same auth, policy, limits and telemetry as built-in tools.
+//
+// Build a [Manager] from the `upstreams:` config with [New], start it, and
+// close it when the server stops:
+//
+//	m, err := upstream.New(cfg.Upstreams, catalog, upstream.Deps{Logger: logger})
+//	if err != nil {
+//		return err
+//	}
+//	m.Start(ctx)
+//	defer m.Close()
+//	health.AddCheck("required upstream MCP server not connected", m.Ready)
+//
+// An upstream tool "search" of an upstream whose prefix is "tickets" is
+// served as "tickets_search"; prompts are prefixed the same way, resource
+// URIs are served as the upstream names them. [Options.Allow] and
+// [Options.Deny] choose the tools served. When an upstream's lists change
+// (a list_changed notification, or a reconnect), the catalog follows and
+// the SDK tells connected clients.
+//
+// A call reaches the upstream with the caller's arguments, a progress token
+// of Portcullis's own (progress is passed back under the caller's token),
+// and the trace context [Hooks.Inject] writes; nothing else of the
+// caller's request, and never the caller's token. A call that fails
+// because the upstream is down, crashed, hung or sent garbage ends with an
+// error result that names the upstream ([KindTransport] and the other
+// kinds go to [Hooks.StartCall]); the supervisor reconnects with backoff
+// (restarting a stdio server), and other calls and upstreams go on.
+//
+// A stdio upstream is single-tenant: one process serves every caller, so
+// whatever state it keeps is shared by all of them ([IsolationShared]).
+//
+// The package never imports Prometheus or OpenTelemetry: metrics and spans
+// come in through [Hooks], which cmd/server wires to package observability.
+package upstream

@@ -1,0 +1,177 @@
+package upstream
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type traceKey struct{}
+
+// traceTransport stands in for the OpenTelemetry transport: it sends the
+// trace id the StartCall hook put in the request's context.
+type traceTransport struct{}
+
+func (traceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if id, ok := r.Context().Value(traceKey{}).(string); ok {
+		r = r.Clone(r.Context())
+		r.Header.Set("Traceparent", id)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// swappable is an http.Handler whose handler a test replaces, as an
+// upstream that restarts and forgets its sessions.
+type swappable struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swappable) set(h http.Handler)                               { s.h.Store(&h) }
+func (s *swappable) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+
+func TestHTTPUpstream(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		stateless bool
+	}{
+		{name: "sessions (2025-11-25 era)", stateless: false},
+		{name: "stateless", stateless: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var traceparents, authorizations, apiKeys []string
+			newHandler := func() http.Handler {
+				h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return backend() }, &sdk.StreamableHTTPOptions{Stateless: tt.stateless})
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					if tp := r.Header.Get("Traceparent"); tp != "" {
+						traceparents = append(traceparents, tp)
+					}
+					authorizations = append(authorizations, r.Header.Get("Authorization"))
+					apiKeys = append(apiKeys, r.Header.Get("X-Api-Key"))
+					mu.Unlock()
+					h.ServeHTTP(w, r)
+				})
+			}
+			sw := &swappable{}
+			sw.set(newHandler())
+			srv := httptest.NewServer(sw)
+			defer srv.Close()
+
+			keyFile := t.TempDir() + "/key"
+			if err := writeFile(keyFile, "s3cret\n"); err != nil {
+				t.Fatal(err)
+			}
+			f := newFront(t)
+			hooks := Hooks{StartCall: func(ctx context.Context, _, _, target string) (context.Context, func(string)) {
+				return context.WithValue(ctx, traceKey{}, "trace-"+target), func(string) {}
+			}}
+			m, err := New([]Options{{Name: "web", Transport: TransportHTTP, URL: srv.URL, Required: true, Deny: []string{"echo"},
+				Headers: []NamedValue{{Name: "X-Api-Key", ValueFile: keyFile}}}},
+				f.cat, Deps{HTTPClient: &http.Client{Transport: traceTransport{}}, Hooks: hooks, Backoff: fastBackoff})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Start(context.Background())
+			defer m.Close()
+			waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+			if got := text(f.call(t, "web_add", "1")); got != "add:1" {
+				t.Fatalf("web_add = %q", got)
+			}
+			mu.Lock()
+			if !containsString(traceparents, "trace-add") {
+				t.Errorf("the upstream saw trace headers %v, want trace-add: the call's context must reach the HTTP request", traceparents)
+			}
+			for i, a := range authorizations {
+				if a != "" || apiKeys[i] != "s3cret" {
+					t.Errorf("request %d: Authorization %q, X-Api-Key %q; want none and the file's key", i, a, apiKeys[i])
+				}
+			}
+			mu.Unlock()
+
+			// The upstream restarts and forgets its sessions: the next call
+			// may fail, and the one after works on a new session.
+			sw.set(newHandler())
+			waitFor(t, "calls to work again", func() bool {
+				res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "web_add", Arguments: map[string]any{"text": "2"}})
+				return err == nil && !res.IsError && text(res) == "add:2"
+			})
+		})
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if strings.Contains(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func writeFile(name, content string) error { return os.WriteFile(name, []byte(content), 0o600) }
+
+func TestHTTPUpstreamOAuthClientCredentials(t *testing.T) {
+	var tokenRequests atomic.Int32
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, secret, _ := r.BasicAuth()
+		if err := r.ParseForm(); err != nil || id != "portcullis" || secret != "cc-secret" ||
+			r.Form.Get("grant_type") != "client_credentials" || r.Form.Get("resource") != "https://tickets.example.com/mcp" || r.Form.Get("scope") != "tickets:read" {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		tokenRequests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"access_token":"upstream-token","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer idp.Close()
+	var mu sync.Mutex
+	var auths []string
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return backend() }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auths = append(auths, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer upstream-token" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		// Verified, the token goes no further, as in an auth middleware.
+		r.Header.Del("Authorization")
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	secretFile := t.TempDir() + "/secret"
+	if err := writeFile(secretFile, "cc-secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	f := newFront(t)
+	m, err := New([]Options{{Name: "tickets", Transport: TransportHTTP, URL: srv.URL, Required: true, Deny: []string{"echo"},
+		OAuth: OAuthOptions{TokenURL: idp.URL, ClientID: "portcullis", ClientSecretFile: secretFile, Scopes: []string{"tickets:read"}, Resource: "https://tickets.example.com/mcp"}}},
+		f.cat, Deps{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	defer m.Close()
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	if got := text(f.call(t, "tickets_add", "1")); got != "add:1" {
+		t.Fatalf("tickets_add = %q", got)
+	}
+	if n := tokenRequests.Load(); n != 1 {
+		t.Errorf("token requests = %d, want 1 (the token is cached)", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range auths {
+		if a != "Bearer upstream-token" {
+			t.Errorf("the upstream got Authorization %q, want Portcullis's own token", a)
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Transports accepted in [Options.Transport].
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+)
+
+// Isolation modes accepted in [Options.Isolation].
+const (
+	// IsolationShared runs one process that every caller shares.
+	IsolationShared = "shared"
+	// IsolationPerPrincipal runs one process per caller (token issuer,
+	// subject and client), started on its first request and stopped when
+	// idle; a shared process is still run to list what the server offers.
+	IsolationPerPrincipal = "per_principal"
+)
+
+// Defaults of the per_principal isolation.
+const (
+	DefaultMaxProcesses = 16
+	DefaultIdleTimeout  = 10 * time.Minute
+)
+
+// DefaultStopGrace is how long a stdio server gets to exit after its stdin
+// closes, and again after SIGTERM, before it is killed.
+const DefaultStopGrace = 5 * time.Second
+
+// Options configures one upstream MCP server: an entry of the `upstreams:`
+// list.
+type Options struct {
+	// Name identifies the upstream in logs, metrics and errors. Letters,
+	// digits, '_', '-' and '.'; unique among upstreams.
+	Name string `yaml:"name" schema:"required"`
+	// Prefix namespaces the upstream's tools and prompts: an upstream tool
+	// "search" is served as "<prefix>_search". Nil means the name; an
+	// empty string serves the upstream's names unchanged. Resource URIs are
+	// never rewritten.
+	Prefix *string `yaml:"prefix"`
+	// Transport is stdio (a child process Portcullis starts) or http (a
+	// Streamable HTTP endpoint).
+	Transport string `yaml:"transport" schema:"required,enum=stdio|http"`
+	// Required makes /readyz fail while the upstream is not connected.
+	Required bool `yaml:"required"`
+	// Allow lists the upstream's tool names (before prefixing) that are
+	// served; empty means all. Entries may use path.Match patterns ("get_*").
+	Allow []string `yaml:"allow"`
+	// Deny lists upstream tool names (or patterns) that are never served,
+	// whatever Allow says.
+	Deny []string `yaml:"deny"`
+
+	// Command is the stdio server's program (stdio only), found on PATH if
+	// it has no slash.
+	Command string `yaml:"command"`
+	// Args are the program's arguments (stdio only).
+	Args []string `yaml:"args"`
+	// Env sets environment variables of the stdio server; it inherits no
+	// other variable of Portcullis but PATH and HOME. A value may come from
+	// a mounted file (value_file) so that secrets stay out of the config.
+	Env []NamedValue `yaml:"env"`
+	// EnvFiles are files of KEY=VALUE lines (blank lines and # comments
+	// ignored) added to the stdio server's environment before Env.
+	EnvFiles []string `yaml:"env_files"`
+	// Dir is the stdio server's working directory. Empty means Portcullis's.
+	Dir string `yaml:"dir"`
+	// Isolation is how callers share the stdio server: "shared" (the
+	// default), one process for every caller, so its state (files it
+	// writes, memory it keeps, the account it acts as) is shared by all; or
+	// "per_principal", one process per caller with a token, started on its
+	// first request. Either way the process gets the same env and
+	// credentials: per_principal separates the callers' state, not their
+	// rights upstream.
+	Isolation string `yaml:"isolation" schema:"enum=shared|per_principal"`
+	// MaxProcesses bounds the per_principal processes running at once; a
+	// new caller then replaces the longest idle one, or is told to retry.
+	// Default 16.
+	MaxProcesses int `yaml:"max_processes" schema:"min=0"`
+	// IdleTimeout stops a per_principal process after this long without
+	// requests. Default 10m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// StopGrace is how long the stdio server gets to exit when Portcullis
+	// stops, first after its stdin closes, then after SIGTERM, before it is
+	// killed. Default 5s.
+	StopGrace time.Duration `yaml:"stop_grace"`
+
+	// URL is the http upstream's MCP endpoint (http only).
+	URL string `yaml:"url" schema:"url"`
+	// Headers are sent with every request to the http upstream, for its own
+	// credentials (an API key header). Values should come from mounted
+	// files (value_file). The caller's Authorization header is never sent.
+	Headers []NamedValue `yaml:"headers"`
+	// OAuth gets the http upstream an access token of its own with the
+	// OAuth client-credentials grant and sends it as a bearer token. Off
+	// while token_url is empty.
+	OAuth OAuthOptions `yaml:"oauth"`
+}
+
+// OAuthOptions configures the client-credentials grant that gets an http
+// upstream Portcullis's own access token (RFC 6749 section 4.4). The token
+// is cached and renewed before it expires; the caller's token is never
+// used.
+type OAuthOptions struct {
+	// TokenURL is the authorization server's token endpoint.
+	TokenURL string `yaml:"token_url" schema:"url"`
+	// ClientID is Portcullis's client at the authorization server.
+	ClientID string `yaml:"client_id"`
+	// ClientSecretFile is a mounted file holding the client secret.
+	ClientSecretFile string `yaml:"client_secret_file"`
+	// Scopes are requested with the token.
+	Scopes []string `yaml:"scopes"`
+	// Resource, when set, is sent as the RFC 8707 resource parameter: the
+	// upstream's identifier, so that the token is good for it alone.
+	Resource string `yaml:"resource" schema:"url"`
+}
+
+// enabled reports whether the grant is configured.
+func (o OAuthOptions) enabled() bool { return o.TokenURL != "" }
+
+// set reports whether any key is set.
+func (o OAuthOptions) set() bool {
+	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != ""
+}
+
+// NamedValue is an environment variable or header: its value is Value, or
+// the contents of ValueFile with one trailing newline removed.
+type NamedValue struct {
+	Name      string `yaml:"name" schema:"required"`
+	Value     string `yaml:"value"`
+	ValueFile string `yaml:"value_file"`
+}
+
+// Defaults fills zero values with defaults. Call it before [Validate].
+func (o *Options) Defaults() {
+	if o.Prefix == nil {
+		p := o.Name
+		o.Prefix = &p
+	}
+	if o.Transport == TransportStdio && o.Isolation == "" {
+		o.Isolation = IsolationShared
+	}
+	if o.StopGrace == 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	if o.Isolation == IsolationPerPrincipal {
+		if o.MaxProcesses == 0 {
+			o.MaxProcesses = DefaultMaxProcesses
+		}
+		if o.IdleTimeout == 0 {
+			o.IdleTimeout = DefaultIdleTimeout
+		}
+	}
+}
+
+// namespace is the prefix after Defaults.
+func (o *Options) namespace() string {
+	if o.Prefix == nil {
+		return o.Name
+	}
+	return *o.Prefix
+}
+
+// validName matches what the MCP specification allows in a tool name.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Validate reports every problem of the list at once, as an [errors.Join]
+// of errors whose text starts with the key path ("[1].url: …"); the caller
+// prefixes the section name ("upstreams").
+func Validate(list []Options) error {
+	var errs []error
+	names := map[string]int{}
+	prefixes := map[string]int{}
+	for i := range list {
+		o := list[i]
+		o.Defaults()
+		at := func(key, format string, args ...any) {
+			errs = append(errs, fmt.Errorf("[%d].%s: "+format, append([]any{i, key}, args...)...))
+		}
+		switch j, dup := names[o.Name]; {
+		case !validName.MatchString(o.Name):
+			at("name", "%q must be 1 to 128 letters, digits, '_', '-' or '.'", o.Name)
+		case dup:
+			at("name", "%q is also the name of upstreams[%d]", o.Name, j)
+		}
+		names[o.Name] = i
+		if p := o.namespace(); p != "" {
+			switch j, dup := prefixes[p]; {
+			case list[i].Prefix != nil && (!validName.MatchString(p) || len(p) > 64):
+				at("prefix", "%q must be at most 64 letters, digits, '_', '-' or '.'", p)
+			case dup:
+				at("prefix", "%q is also the prefix of upstreams[%d]; their tools would clash", p, j)
+			default:
+				prefixes[p] = i
+			}
+		}
+		for k, pat := range o.Allow {
+			if _, err := path.Match(pat, ""); err != nil {
+				at(fmt.Sprintf("allow[%d]", k), "bad pattern %q", pat)
+			}
+		}
+		for k, pat := range o.Deny {
+			if _, err := path.Match(pat, ""); err != nil {
+				at(fmt.Sprintf("deny[%d]", k), "bad pattern %q", pat)
+			}
+		}
+		stdioSet := o.Command != "" || len(o.Args) > 0 || len(o.Env) > 0 || len(o.EnvFiles) > 0 || o.Dir != ""
+		switch o.Transport {
+		case TransportStdio:
+			if o.Command == "" {
+				at("command", "required for transport stdio")
+			}
+			if o.Isolation != IsolationShared && o.Isolation != IsolationPerPrincipal {
+				at("isolation", "%q is not one of shared, per_principal", o.Isolation)
+			}
+			if o.Isolation != IsolationPerPrincipal && (list[i].MaxProcesses != 0 || list[i].IdleTimeout != 0) {
+				at("isolation", "max_processes and idle_timeout apply only to per_principal")
+			}
+			if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
+				at("isolation", "max_processes and idle_timeout must not be negative")
+			}
+			if o.URL != "" || len(o.Headers) > 0 || o.OAuth.set() {
+				at("transport", "stdio takes no url, headers or oauth")
+			}
+			for k, e := range o.Env {
+				errs = append(errs, checkNamedValue(fmt.Sprintf("[%d].env[%d]", i, k), e, validEnvName)...)
+			}
+			for k, f := range o.EnvFiles {
+				if _, err := readEnvFile(f); err != nil {
+					at(fmt.Sprintf("env_files[%d]", k), "%v", err)
+				}
+			}
+		case TransportHTTP:
+			if err := checkURL(o.URL); err != nil {
+				at("url", "%v", err)
+			}
+			if stdioSet || o.Isolation != "" || o.MaxProcesses != 0 || o.IdleTimeout != 0 {
+				at("transport", "http takes no command, args, env, env_files, dir, isolation, max_processes or idle_timeout")
+			}
+			if o.OAuth.enabled() {
+				if err := checkURL(o.OAuth.TokenURL); err != nil {
+					at("oauth.token_url", "%v", err)
+				}
+				if o.OAuth.ClientID == "" {
+					at("oauth.client_id", "required with oauth.token_url")
+				}
+				if o.OAuth.ClientSecretFile == "" {
+					at("oauth.client_secret_file", "required with oauth.token_url")
+				} else if _, err := readValueFile(o.OAuth.ClientSecretFile); err != nil {
+					at("oauth.client_secret_file", "%v", err)
+				}
+				if o.OAuth.Resource != "" {
+					if err := checkURL(o.OAuth.Resource); err != nil {
+						at("oauth.resource", "%v", err)
+					}
+				}
+				for k, h := range o.Headers {
+					if strings.EqualFold(h.Name, "Authorization") {
+						at(fmt.Sprintf("headers[%d].name", k), "Authorization comes from oauth; set one or the other")
+					}
+				}
+			} else if o.OAuth.set() {
+				at("oauth.token_url", "required when other oauth keys are set")
+			}
+			for k, h := range o.Headers {
+				errs = append(errs, checkNamedValue(fmt.Sprintf("[%d].headers[%d]", i, k), h, validHeaderName)...)
+				if strings.EqualFold(h.Name, "Mcp-Session-Id") || strings.EqualFold(h.Name, "Mcp-Protocol-Version") {
+					at(fmt.Sprintf("headers[%d].name", k), "%s is set by the transport itself", h.Name)
+				}
+			}
+		default:
+			at("transport", "%q is not one of stdio, http", o.Transport)
+		}
+		if o.StopGrace < 0 {
+			at("stop_grace", "must not be negative")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var (
+	validEnvName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	validHeaderName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+func checkNamedValue(at string, v NamedValue, name *regexp.Regexp) []error {
+	var errs []error
+	if !name.MatchString(v.Name) {
+		errs = append(errs, fmt.Errorf("%s.name: %q is not a valid name", at, v.Name))
+	}
+	switch {
+	case v.Value != "" && v.ValueFile != "":
+		errs = append(errs, fmt.Errorf("%s: set value or value_file, not both", at))
+	case v.ValueFile != "":
+		if _, err := readValueFile(v.ValueFile); err != nil {
+			errs = append(errs, fmt.Errorf("%s.value_file: %w", at, err))
+		}
+	}
+	return errs
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an absolute http or https URL (required for transport http)")
+	}
+	if u.User != nil {
+		return errors.New("must not contain credentials: use headers with value_file")
+	}
+	return nil
+}
+
+// allowed reports whether the upstream tool called name is served.
+func (o *Options) allowed(name string) bool {
+	match := func(pats []string) bool {
+		return slices.ContainsFunc(pats, func(p string) bool {
+			ok, _ := path.Match(p, name)
+			return ok
+		})
+	}
+	if match(o.Deny) {
+		return false
+	}
+	return len(o.Allow) == 0 || match(o.Allow)
+}

@@ -1,0 +1,204 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// errNoPrincipal is the answer of a per_principal upstream to a call
+// without a caller identity (auth off, or stdio).
+var errNoPrincipal = errors.New("upstream: a per_principal upstream serves only callers with a token")
+
+// errPoolFull is the answer when every per-principal process is busy.
+var errPoolFull = errors.New("upstream: every per_principal process is busy")
+
+// pool runs one stdio process per principal for a per_principal upstream:
+// started on the principal's first request, stopped after IdleTimeout
+// without requests, at most MaxProcesses at once.
+type pool struct {
+	u   *upstream
+	ctx context.Context // ends when the manager closes
+
+	mu    sync.Mutex
+	conns map[string]*principalConn
+	wg    sync.WaitGroup
+}
+
+// principalConn is one principal's process. ready is closed once sess
+// (or err) is set.
+type principalConn struct {
+	ready    chan struct{}
+	sess     *sdk.ClientSession
+	err      error
+	lastUsed time.Time
+	inflight int
+	stopOnce sync.Once
+	stop     func()
+}
+
+func newPool(ctx context.Context, u *upstream) *pool {
+	p := &pool{u: u, ctx: ctx, conns: map[string]*principalConn{}}
+	p.wg.Add(1)
+	go p.reap()
+	return p
+}
+
+// principalKey names the caller for the pool: the Deps.PrincipalKey of
+// its token info, or "" when it has none.
+func (u *upstream) principalKey(extra *sdk.RequestExtra) string {
+	var ti *sdkauth.TokenInfo
+	if extra != nil {
+		ti = extra.TokenInfo
+	}
+	if ti == nil {
+		return ""
+	}
+	if u.deps.PrincipalKey != nil {
+		return u.deps.PrincipalKey(ti)
+	}
+	return ti.UserID
+}
+
+// acquire returns the session of the principal's process, starting it if
+// needed; release must be called when the request is done.
+func (p *pool) acquire(ctx context.Context, key string) (sess *sdk.ClientSession, release func(), err error) {
+	if key == "" {
+		return nil, nil, errNoPrincipal
+	}
+	p.mu.Lock()
+	c, ok := p.conns[key]
+	if !ok {
+		if len(p.conns) >= p.u.opts.MaxProcesses && !p.evictIdleLocked() {
+			p.mu.Unlock()
+			return nil, nil, errPoolFull
+		}
+		c = &principalConn{ready: make(chan struct{}), stop: func() {}}
+		p.conns[key] = c
+		p.wg.Add(1)
+		go p.start(key, c)
+	}
+	c.inflight++
+	c.lastUsed = time.Now()
+	p.mu.Unlock()
+	release = func() {
+		p.mu.Lock()
+		c.inflight--
+		c.lastUsed = time.Now()
+		p.mu.Unlock()
+	}
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		release()
+		return nil, nil, ctx.Err()
+	}
+	if c.err != nil {
+		release()
+		return nil, nil, c.err
+	}
+	return c.sess, release, nil
+}
+
+// start starts the principal's process and watches it: when it exits, it
+// leaves the pool, and the principal's next request starts a new one.
+func (p *pool) start(key string, c *principalConn) {
+	defer p.wg.Done()
+	t, stop, err := p.u.dialFn()
+	var sess *sdk.ClientSession
+	if err == nil {
+		cctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
+		sess, err = p.u.client.Connect(cctx, t, nil)
+		cancel()
+	}
+	p.mu.Lock()
+	c.sess = sess
+	p.mu.Unlock()
+	if err != nil {
+		stop()
+		c.err = fmt.Errorf("upstream: %s: starting the caller's process: %w", p.u.opts.Name, err)
+		p.remove(key, c)
+		close(c.ready)
+		return
+	}
+	p.mu.Lock()
+	c.stop = func() {
+		_ = sess.Close()
+		stop()
+	}
+	p.mu.Unlock()
+	close(c.ready)
+	p.u.logger.Info("upstream: started a process for a caller", "processes", p.size())
+	done := make(chan struct{})
+	go func() { _ = sess.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-p.ctx.Done():
+	}
+	p.remove(key, c)
+	c.stopOnce.Do(c.stop)
+	<-done
+}
+
+func (p *pool) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+func (p *pool) remove(key string, c *principalConn) {
+	p.mu.Lock()
+	if p.conns[key] == c {
+		delete(p.conns, key)
+	}
+	p.mu.Unlock()
+}
+
+// evictIdleLocked stops the least recently used idle process, if any.
+// p.mu is held.
+func (p *pool) evictIdleLocked() bool {
+	var oldestKey string
+	var oldest *principalConn
+	for k, c := range p.conns {
+		if c.inflight == 0 && c.sess != nil && (oldest == nil || c.lastUsed.Before(oldest.lastUsed)) {
+			oldestKey, oldest = k, c
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	delete(p.conns, oldestKey)
+	go oldest.stopOnce.Do(oldest.stop)
+	return true
+}
+
+// reap stops processes idle for IdleTimeout, until the manager closes.
+func (p *pool) reap() {
+	defer p.wg.Done()
+	tick := time.NewTicker(max(p.u.opts.IdleTimeout/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		for k, c := range p.conns {
+			if c.inflight == 0 && c.sess != nil && time.Since(c.lastUsed) >= p.u.opts.IdleTimeout {
+				delete(p.conns, k)
+				go c.stopOnce.Do(c.stop)
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// wait returns when every process of the pool has stopped; the manager's
+// context must be done.
+func (p *pool) wait() { p.wg.Wait() }

@@ -1,0 +1,723 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// connectTimeout bounds starting a connection: the process start or HTTP
+// round trip, and the initialize handshake.
+const connectTimeout = 30 * time.Second
+
+// listTimeout bounds reading the upstream's lists after a connect or a
+// list_changed notification.
+const listTimeout = 30 * time.Second
+
+// progressGrace is how long after a call's result its progress
+// notifications are still passed on.
+const progressGrace = 2 * time.Second
+
+// maxListed bounds the items read from one list, across its pages: an
+// upstream that pages forever (or loops its cursors) is cut off there.
+const maxListed = 10_000
+
+// maxPages bounds the pages read from one list.
+const maxPages = 1_000
+
+// upstream is one configured upstream server and its current session.
+type upstream struct {
+	opts   Options
+	prefix string
+	cat    Catalog
+	deps   Deps
+	logger *slog.Logger
+	client *sdk.Client
+	// pool runs the callers' processes of a per_principal upstream; nil
+	// for a shared one.
+	pool *pool
+	// dialFn opens a connection; dial, except in tests.
+	dialFn func() (sdk.Transport, func(), error)
+
+	mu   sync.Mutex
+	sess *sdk.ClientSession
+	// synced is whether the catalog holds the current session's lists.
+	synced bool
+
+	// changes is signalled by list_changed notifications; broken by calls
+	// that found the connection broken.
+	changes chan struct{}
+	broken  chan struct{}
+
+	// subs counts the callers' subscriptions to each of the upstream's
+	// resources: the upstream is subscribed while the count is positive,
+	// and again after each reconnect.
+	subsMu sync.Mutex
+	subs   map[string]int
+
+	// progress maps the progress tokens sent upstream to the callers'.
+	progress  sync.Map // string → progressTarget
+	nextToken atomic.Uint64
+}
+
+type progressTarget struct {
+	session *sdk.ServerSession
+	token   any
+}
+
+func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
+	u := &upstream{
+		opts:    o,
+		prefix:  o.namespace(),
+		cat:     cat,
+		deps:    deps,
+		logger:  deps.Logger.With("upstream", o.Name),
+		changes: make(chan struct{}, 1),
+		subs:    map[string]int{},
+		broken:  make(chan struct{}, 1),
+	}
+	u.client = newClient(u, deps.Version)
+	u.dialFn = u.dial
+	return u, nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// changed is called when the upstream says one of its lists changed.
+func (u *upstream) changed() { signal(u.changes) }
+
+func (u *upstream) session() *sdk.ClientSession {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sess
+}
+
+func (u *upstream) ready() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sess != nil && u.synced
+}
+
+func (u *upstream) setSession(s *sdk.ClientSession, synced bool) {
+	u.mu.Lock()
+	was := u.sess != nil && u.synced
+	u.sess, u.synced = s, synced
+	now := u.sess != nil && u.synced
+	u.mu.Unlock()
+	if was != now && u.deps.Hooks.Up != nil {
+		u.deps.Hooks.Up(u.opts.Name, now)
+	}
+}
+
+// run keeps the upstream connected until ctx is done, reconnecting with
+// backoff after each failure.
+func (u *upstream) run(ctx context.Context) {
+	if u.deps.Hooks.Up != nil {
+		u.deps.Hooks.Up(u.opts.Name, false)
+	}
+	attempt := 0
+	for {
+		start := time.Now()
+		err := u.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) >= healthyRun {
+			attempt = 0
+		}
+		d := u.deps.Backoff(attempt)
+		attempt++
+		u.logger.Warn("upstream: disconnected; reconnecting", "error", err, "retry_in", d.String(), "attempt", attempt)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if u.deps.Hooks.Restarted != nil {
+			u.deps.Hooks.Restarted(u.opts.Name)
+		}
+	}
+}
+
+// connectAndServe connects, puts the upstream's lists in the catalog and
+// serves until the session ends or ctx is done.
+func (u *upstream) connectAndServe(ctx context.Context) error {
+	t, stop, err := u.dialFn()
+	defer stop()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	sess, err := u.client.Connect(cctx, t, nil)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("upstream: %s: connecting: %w", u.opts.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	defer func() {
+		u.setSession(nil, false)
+		_ = sess.Close()
+		<-done
+	}()
+	// Drop a list_changed signal from the previous session: the lists are
+	// read now anyway.
+	select {
+	case <-u.changes:
+	default:
+	}
+	select {
+	case <-u.broken:
+	default:
+	}
+	u.setSession(sess, false)
+	u.logger.Info("upstream: connected", "protocol_version", protocolVersion(sess))
+	// A clash keeps the session, not ready, until a list_changed fixes it:
+	// reconnecting would not change the names.
+	if err := u.sync(ctx, sess); err == nil {
+		u.setSession(sess, true)
+	} else if !errors.Is(err, tools.ErrClash) {
+		return err
+	}
+	u.resubscribe(ctx, sess)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-done:
+			done <- err // for the deferred wait
+			if err == nil {
+				err = errors.New("connection closed")
+			}
+			return fmt.Errorf("upstream: %s: session ended: %w", u.opts.Name, err)
+		case <-u.broken:
+			return fmt.Errorf("upstream: %s: the connection broke during a call", u.opts.Name)
+		case <-u.changes:
+			if err := u.sync(ctx, sess); err != nil {
+				if errors.Is(err, tools.ErrClash) {
+					u.setSession(sess, false)
+					continue
+				}
+				return err
+			}
+			u.setSession(sess, true)
+		}
+	}
+}
+
+func protocolVersion(s *sdk.ClientSession) string {
+	if r := s.InitializeResult(); r != nil {
+		return r.ProtocolVersion
+	}
+	return ""
+}
+
+// sync reads the upstream's lists and puts them in the catalog. A clash
+// leaves the catalog as it was and is logged as an error.
+func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	set, err := u.list(ctx, sess)
+	if err != nil {
+		return fmt.Errorf("upstream: %s: listing: %w", u.opts.Name, err)
+	}
+	skipped, err := u.setSource(set)
+	if err != nil {
+		u.logger.Error("upstream: its tools, resources and prompts are not served", "error", err)
+		return fmt.Errorf("upstream: %s: %w", u.opts.Name, err)
+	}
+	if len(skipped) > 0 {
+		u.logger.Warn("upstream: resources left out: another server serves their URIs", "skipped", skipped)
+	}
+	u.logger.Info("upstream: lists updated", "tools", len(set.Tools), "resources", len(set.Resources),
+		"resource_templates", len(set.Templates), "prompts", len(set.Prompts))
+	return nil
+}
+
+// setSource hands set to the catalog. The SDK panics on a tool it cannot
+// serve; list filters those out, and a panic left is an error here, not a
+// crash.
+func (u *upstream) setSource(set tools.Set) (skipped []string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", u.opts.Name, p)
+		}
+	}()
+	return u.cat.SetSource("upstream "+u.opts.Name, set)
+}
+
+// list reads every list the upstream offers, following pagination.
+func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set, error) {
+	var set tools.Set
+	caps := &sdk.ServerCapabilities{}
+	if r := sess.InitializeResult(); r != nil && r.Capabilities != nil {
+		caps = r.Capabilities
+	}
+	if caps.Tools != nil {
+		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Tool, string, error) {
+			r, err := sess.ListTools(ctx, &sdk.ListToolsParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.Tools, r.NextCursor, nil
+		}, func(t *sdk.Tool) {
+			if st, ok := u.tool(t); ok {
+				set.Tools = append(set.Tools, st)
+			}
+		})
+		if err != nil {
+			return set, fmt.Errorf("tools/list: %w", err)
+		}
+	}
+	if caps.Resources != nil {
+		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Resource, string, error) {
+			r, err := sess.ListResources(ctx, &sdk.ListResourcesParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.Resources, r.NextCursor, nil
+		}, func(r *sdk.Resource) {
+			if r.URI != "" {
+				set.Resources = append(set.Resources, tools.SetResource{Resource: r, Handler: u.readResource})
+			}
+		})
+		if err != nil {
+			return set, fmt.Errorf("resources/list: %w", err)
+		}
+		err = listAll(ctx, func(ctx context.Context, c string) ([]*sdk.ResourceTemplate, string, error) {
+			r, err := sess.ListResourceTemplates(ctx, &sdk.ListResourceTemplatesParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.ResourceTemplates, r.NextCursor, nil
+		}, func(t *sdk.ResourceTemplate) {
+			if t.URITemplate != "" && validTemplate(t.URITemplate) {
+				set.Templates = append(set.Templates, tools.SetTemplate{Template: t, Handler: u.readResource})
+			}
+		})
+		if err != nil {
+			return set, fmt.Errorf("resources/templates/list: %w", err)
+		}
+	}
+	if caps.Completions != nil {
+		set.Complete = u.complete
+	}
+	if caps.Resources != nil && caps.Resources.Subscribe {
+		set.Subscribe, set.Unsubscribe = u.subscribe, u.unsubscribe
+	}
+	if caps.Prompts != nil {
+		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Prompt, string, error) {
+			r, err := sess.ListPrompts(ctx, &sdk.ListPromptsParams{Cursor: c})
+			if err != nil {
+				return nil, "", err
+			}
+			return r.Prompts, r.NextCursor, nil
+		}, func(p *sdk.Prompt) {
+			name := u.prefixed(p.Name)
+			if p.Name == "" || !validName.MatchString(name) {
+				u.logger.Warn("upstream: a prompt is skipped: its namespaced name is not valid", "prompt", truncate(p.Name))
+				return
+			}
+			pp := *p
+			pp.Name = name
+			set.Prompts = append(set.Prompts, tools.SetPrompt{Prompt: &pp, Handler: u.getPrompt(p.Name)})
+		})
+		if err != nil {
+			return set, fmt.Errorf("prompts/list: %w", err)
+		}
+	}
+	return set, nil
+}
+
+// listAll reads every page of a list, calling add on each item: it
+// follows nextCursor until the upstream gives none, and stops with an
+// error when a cursor comes back a second time (a loop) or the list
+// exceeds maxListed items or maxPages pages, so that a misbehaving
+// upstream can neither truncate the list silently nor page forever.
+func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor string) ([]T, string, error), add func(T)) error {
+	seen := map[string]bool{}
+	cursor, n := "", 0
+	for pages := 1; ; pages++ {
+		items, next, err := page(ctx, cursor)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if n++; n > maxListed {
+				return fmt.Errorf("more than %d items", maxListed)
+			}
+			add(it)
+		}
+		switch {
+		case next == "":
+			return nil
+		case seen[next]:
+			return fmt.Errorf("page %d repeats an earlier cursor", pages)
+		case pages >= maxPages:
+			return fmt.Errorf("more than %d pages", maxPages)
+		}
+		seen[next] = true
+		cursor = next
+	}
+}
+
+func (u *upstream) prefixed(name string) string {
+	if u.prefix == "" {
+		return name
+	}
+	return u.prefix + "_" + name
+}
+
+// tool returns the served form of an upstream tool: namespaced, with its
+// schemas as JSON. ok is false for a tool that is filtered out or that the
+// SDK could not serve (an invalid name, an input schema that is not an
+// object).
+func (u *upstream) tool(t *sdk.Tool) (tools.SetTool, bool) {
+	if t == nil || t.Name == "" || !u.opts.allowed(t.Name) {
+		return tools.SetTool{}, false
+	}
+	name := u.prefixed(t.Name)
+	if !validName.MatchString(name) {
+		u.logger.Warn("upstream: a tool is skipped: its namespaced name is not valid", "tool", truncate(name))
+		return tools.SetTool{}, false
+	}
+	in, ok := objectSchema(t.InputSchema)
+	if !ok {
+		u.logger.Warn("upstream: a tool is skipped: its input schema is not a JSON object schema", "tool", name)
+		return tools.SetTool{}, false
+	}
+	tt := *t
+	tt.Name = name
+	tt.InputSchema = in
+	tt.OutputSchema = nil
+	if t.OutputSchema != nil {
+		if out, ok := objectSchema(t.OutputSchema); ok {
+			tt.OutputSchema = out
+		}
+	}
+	return tools.SetTool{Tool: &tt, Handler: u.callTool(t.Name)}, true
+}
+
+// objectSchema encodes s as JSON if it is a schema of type object.
+func objectSchema(s any) (json.RawMessage, bool) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, false
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || m["type"] != "object" {
+		return nil, false
+	}
+	return b, true
+}
+
+// validTemplate reports whether the SDK accepts t as a URI template; it
+// panics on one it does not.
+func validTemplate(t string) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	s := sdk.NewServer(&sdk.Implementation{Name: "check"}, nil)
+	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: t}, nil)
+	return true
+}
+
+func truncate(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "…"
+	}
+	return s
+}
+
+// start begins a request to the upstream, through the StartCall hook.
+func (u *upstream) start(ctx context.Context, method, target string) (context.Context, func(kind string)) {
+	if u.deps.Hooks.StartCall == nil {
+		return ctx, func(string) {}
+	}
+	return u.deps.Hooks.StartCall(ctx, u.opts.Name, method, target)
+}
+
+// meta is the _meta of a request sent upstream: the trace context, if
+// the Inject hook adds it; nil otherwise.
+func (u *upstream) meta(ctx context.Context) sdk.Meta {
+	if u.deps.Hooks.Inject == nil {
+		return nil
+	}
+	m := sdk.Meta{}
+	u.deps.Hooks.Inject(ctx, m)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// errNotConnected is sessionFor's error while the shared session is down.
+var errNotConnected = errors.New("upstream: not connected")
+
+// sessionFor returns the session a request of the caller described by
+// extra goes to: the shared one, or for a per_principal upstream the
+// caller's own process. release must be called when the request is done.
+func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
+	if u.pool != nil {
+		return u.pool.acquire(ctx, u.principalKey(extra))
+	}
+	sess := u.session()
+	if sess == nil {
+		return nil, nil, errNotConnected
+	}
+	return sess, func() {}, nil
+}
+
+// callTool returns the handler of the upstream tool called name.
+func (u *upstream) callTool(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ctx, done := u.start(ctx, "tools/call", name)
+		sess, release, err := u.sessionFor(ctx, req.Extra)
+		if err != nil {
+			done(KindUnavailable)
+			return u.errorResult(KindUnavailable, err), nil
+		}
+		defer release()
+		params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
+		if len(req.Params.Arguments) == 0 {
+			params.Arguments = map[string]any{}
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
+			u.progress.Store(ours, progressTarget{session: req.Session, token: tok})
+			// The SDK may hand over a progress notification after the
+			// result that followed it; it still reaches the caller.
+			defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
+			params.SetProgressToken(ours)
+		}
+		res, err := sess.CallTool(ctx, params)
+		kind := u.classify(ctx, sess, err)
+		if err == nil && res.IsError {
+			kind = KindToolError
+		}
+		done(kind)
+		if err != nil {
+			return u.errorResult(kind, err), nil
+		}
+		return res, nil
+	}
+}
+
+// classify names the kind of a failed request and, when the connection
+// of the shared session sess broke, has it re-established. (A caller's
+// own per_principal process is replaced when it exits.)
+func (u *upstream) classify(ctx context.Context, sess *sdk.ClientSession, err error) string {
+	var rpcErr *jsonrpc.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &rpcErr):
+		return KindProtocol
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return KindTimeout
+	case ctx.Err() != nil:
+		return KindCanceled
+	default:
+		if sess == u.session() {
+			signal(u.broken)
+		}
+		return KindTransport
+	}
+}
+
+// errorResult is what the caller reads when a call did not reach the
+// upstream's tool or did not come back. It names the upstream, never its
+// address or internals; the upstream's own JSON-RPC error message is
+// passed on, as the upstream meant the caller to read it.
+func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
+	var msg string
+	switch kind {
+	case KindUnavailable:
+		switch {
+		case errors.Is(err, errNoPrincipal):
+			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller and serves only callers with a token.", u.opts.Name)
+		case errors.Is(err, errPoolFull):
+			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller, and as many as allowed are busy. Retry in a moment.", u.opts.Name)
+		case err != nil && !errors.Is(err, errNotConnected):
+			u.logger.Warn("upstream: a caller's process did not start", "error", err)
+			msg = fmt.Sprintf("upstream: the MCP server %q could not be started for this call. Retry in a few seconds.", u.opts.Name)
+		default:
+			msg = fmt.Sprintf("upstream: the MCP server %q is not connected right now; Portcullis is reconnecting to it. Retry in a few seconds.", u.opts.Name)
+		}
+	case KindTimeout:
+		msg = fmt.Sprintf("upstream: the MCP server %q did not answer in time.", u.opts.Name)
+	case KindCanceled:
+		msg = fmt.Sprintf("upstream: the call to the MCP server %q was cancelled.", u.opts.Name)
+	case KindProtocol:
+		var rpcErr *jsonrpc.Error
+		errors.As(err, &rpcErr)
+		msg = fmt.Sprintf("upstream: the MCP server %q refused the call: %s", u.opts.Name, truncate(rpcErr.Message))
+	default:
+		u.logger.Warn("upstream: a call failed", "error", err)
+		msg = fmt.Sprintf("upstream: the connection to the MCP server %q broke during the call (it may have crashed or sent an invalid message); Portcullis is reconnecting. Retry in a few seconds.", u.opts.Name)
+	}
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
+}
+
+// requestError is the JSON-RPC error for a failed resources/read or
+// prompts/get, which have no error result.
+func (u *upstream) requestError(kind string, err error) error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	res := u.errorResult(kind, err)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: res.Content[0].(*sdk.TextContent).Text}
+}
+
+func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	ctx, done := u.start(ctx, "resources/read", req.Params.URI)
+	sess, release, err := u.sessionFor(ctx, req.Extra)
+	if err != nil {
+		done(KindUnavailable)
+		return nil, u.requestError(KindUnavailable, err)
+	}
+	defer release()
+	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: u.meta(ctx)})
+	kind := u.classify(ctx, sess, err)
+	done(kind)
+	if err != nil {
+		return nil, u.requestError(kind, err)
+	}
+	return res, nil
+}
+
+func (u *upstream) getPrompt(name string) sdk.PromptHandler {
+	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		ctx, done := u.start(ctx, "prompts/get", name)
+		sess, release, err := u.sessionFor(ctx, req.Extra)
+		if err != nil {
+			done(KindUnavailable)
+			return nil, u.requestError(KindUnavailable, err)
+		}
+		defer release()
+		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: u.meta(ctx)})
+		kind := u.classify(ctx, sess, err)
+		done(kind)
+		if err != nil {
+			return nil, u.requestError(kind, err)
+		}
+		return res, nil
+	}
+}
+
+// complete forwards a completion request for one of the upstream's
+// prompts (named as served) or resource templates.
+func (u *upstream) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+	ref := *req.Params.Ref
+	if ref.Type == "ref/prompt" && u.prefix != "" {
+		ref.Name = strings.TrimPrefix(ref.Name, u.prefix+"_")
+	}
+	ctx, done := u.start(ctx, "completion/complete", ref.Name+ref.URI)
+	sess, release, err := u.sessionFor(ctx, req.Extra)
+	if err != nil {
+		done(KindUnavailable)
+		return nil, u.requestError(KindUnavailable, err)
+	}
+	defer release()
+	res, err := sess.Complete(ctx, &sdk.CompleteParams{Ref: &ref, Argument: req.Params.Argument, Context: req.Params.Context, Meta: u.meta(ctx)})
+	kind := u.classify(ctx, sess, err)
+	done(kind)
+	if err != nil {
+		return nil, u.requestError(kind, err)
+	}
+	return res, nil
+}
+
+// subscribe passes a caller's subscription to uri on to the upstream,
+// unless another caller's already did.
+func (u *upstream) subscribe(ctx context.Context, uri string) error {
+	u.subsMu.Lock()
+	defer u.subsMu.Unlock()
+	u.subs[uri]++
+	if u.subs[uri] > 1 {
+		return nil
+	}
+	sess := u.session()
+	if sess == nil {
+		return nil // subscribed when the upstream is back (resubscribe)
+	}
+	if err := sess.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
+		if u.subs[uri]--; u.subs[uri] == 0 {
+			delete(u.subs, uri)
+		}
+		return u.requestError(u.classify(ctx, sess, err), err)
+	}
+	return nil
+}
+
+// unsubscribe ends a caller's subscription to uri, and the upstream's when
+// it was the last.
+func (u *upstream) unsubscribe(ctx context.Context, uri string) error {
+	u.subsMu.Lock()
+	defer u.subsMu.Unlock()
+	if u.subs[uri] == 0 {
+		return nil
+	}
+	if u.subs[uri]--; u.subs[uri] > 0 {
+		return nil
+	}
+	delete(u.subs, uri)
+	if sess := u.session(); sess != nil {
+		if err := sess.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: uri}); err != nil {
+			u.logger.Debug("upstream: unsubscribing failed", "error", err)
+		}
+	}
+	return nil
+}
+
+// resubscribe renews the callers' subscriptions on a new session.
+func (u *upstream) resubscribe(ctx context.Context, sess *sdk.ClientSession) {
+	u.subsMu.Lock()
+	defer u.subsMu.Unlock()
+	for uri := range u.subs {
+		if err := sess.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
+			u.logger.Warn("upstream: renewing a resource subscription failed", "error", err)
+		}
+	}
+}
+
+// forwardProgress passes an upstream's progress notification to the caller
+// whose call it is about, under the caller's own token.
+func (u *upstream) forwardProgress(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+	tok, ok := req.Params.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	v, ok := u.progress.Load(tok)
+	if !ok {
+		return
+	}
+	t := v.(progressTarget)
+	p := *req.Params
+	p.ProgressToken = t.token
+	if err := t.session.NotifyProgress(ctx, &p); err != nil {
+		u.logger.Debug("upstream: passing on progress failed", "error", err)
+	}
+}

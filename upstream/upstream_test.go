@@ -1,0 +1,665 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tools"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+// backend returns an upstream server with tools echo, add and secret, a
+// resource, a resource template and a prompt; its lists come in pages of
+// one so that pagination must be followed.
+func backend() *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "backend"}, &sdk.ServerOptions{
+		PageSize:           1,
+		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
+		CompletionHandler: func(_ context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+			r := req.Params.Ref
+			return &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{r.Type + ":" + r.Name + r.URI + ":" + req.Params.Argument.Value}}}, nil
+		},
+	})
+	for _, name := range []string{"echo", "add", "secret"} {
+		sdk.AddTool(s, &sdk.Tool{Name: name}, func(ctx context.Context, req *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half"})
+			}
+			if auth := req.Extra; auth != nil && auth.Header.Get("Authorization") != "" {
+				return nil, nil, fmt.Errorf("got an Authorization header")
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ":" + in.Text}}}, nil, nil
+		})
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "meta"}, func(_ context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		// The SDK's own per-request keys (2026-07-28) are left out.
+		keys := slices.DeleteFunc(slices.Sorted(maps.Keys(req.Params.Meta)), func(k string) bool {
+			return strings.HasPrefix(k, "io.modelcontextprotocol/")
+		})
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%v %v", keys, req.Params.Meta["traceparent"])}}}, nil, nil
+	})
+	s.AddResource(&sdk.Resource{URI: "mem://readme", Name: "readme"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "hello"}}}, nil
+	})
+	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: "mem://items/{id}", Name: "item"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "item " + strings.TrimPrefix(req.Params.URI, "mem://items/")}}}, nil
+	})
+	s.AddPrompt(&sdk.Prompt{Name: "greet", Arguments: []*sdk.PromptArgument{{Name: "who"}}}, func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "hi " + req.Params.Arguments["who"]}}}}, nil
+	})
+	return s
+}
+
+// memDial returns a dialFn that connects to a fresh session of s each time
+// and counts the dials.
+func memDial(t *testing.T, s *sdk.Server, dials *atomic.Int32) func() (sdk.Transport, func(), error) {
+	return func() (sdk.Transport, func(), error) {
+		dials.Add(1)
+		ct, st := sdk.NewInMemoryTransports()
+		ss, err := s.Connect(context.Background(), st, nil)
+		if err != nil {
+			return nil, func() {}, err
+		}
+		return ct, func() { ss.Close() }, nil
+	}
+}
+
+// front is Portcullis's side: a catalog, a server built from it and a
+// client session of that server.
+type front struct {
+	cat     *tools.Catalog
+	server  *sdk.Server
+	session *sdk.ClientSession
+	changed atomic.Int32
+	mu      sync.Mutex
+	prog    []*sdk.ProgressNotificationParams
+	updated []string
+}
+
+func newFront(t *testing.T) *front { return newFrontWith(t, nil) }
+
+// newFrontWith is newFront with prepare called on the catalog before the
+// server is built from it.
+func newFrontWith(t *testing.T, prepare func(*tools.Catalog)) *front {
+	t.Helper()
+	cat, err := tools.New(tools.Options{}, tools.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(cat)
+	}
+	so := &sdk.ServerOptions{}
+	cat.Apply(so)
+	f := &front{cat: cat, server: sdk.NewServer(&sdk.Implementation{Name: "portcullis"}, so)}
+	cat.Register(f.server)
+	ct, st := sdk.NewInMemoryTransports()
+	if _, err := f.server.Connect(context.Background(), st, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "caller"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { f.changed.Add(1) },
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			f.mu.Lock()
+			f.updated = append(f.updated, req.Params.URI)
+			f.mu.Unlock()
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			f.mu.Lock()
+			f.prog = append(f.prog, req.Params)
+			f.mu.Unlock()
+		},
+	})
+	if f.session, err = c.Connect(context.Background(), ct, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.session.Close() })
+	return f
+}
+
+func (f *front) toolNames(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range f.session.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (f *front) call(t *testing.T, name, text string) *sdk.CallToolResult {
+	t.Helper()
+	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": text}})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+func text(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// recorder is a Hooks that records what it hears.
+type recorder struct {
+	mu       sync.Mutex
+	calls    []string // "upstream method target kind"
+	restarts int
+	up       map[string]bool
+}
+
+func (r *recorder) hooks() Hooks {
+	return Hooks{
+		StartCall: func(ctx context.Context, up, method, target string) (context.Context, func(string)) {
+			return ctx, func(kind string) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.calls = append(r.calls, strings.Join([]string{up, method, target, kind}, " "))
+			}
+		},
+		Restarted: func(string) { r.mu.Lock(); r.restarts++; r.mu.Unlock() },
+		Up: func(name string, up bool) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.up == nil {
+				r.up = map[string]bool{}
+			}
+			r.up[name] = up
+		},
+	}
+}
+
+func (r *recorder) lastCall() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.calls) == 0 {
+		return ""
+	}
+	return r.calls[len(r.calls)-1]
+}
+
+func fastBackoff(int) time.Duration { return time.Millisecond }
+
+func startManager(t *testing.T, cat Catalog, list []Options, dial map[string]func() (sdk.Transport, func(), error), hooks Hooks) *Manager {
+	t.Helper()
+	m, err := New(list, cat, Deps{Hooks: hooks, Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range m.ups {
+		u.dialFn = dial[u.opts.Name]
+	}
+	m.Start(context.Background())
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestAggregation(t *testing.T) {
+	before := runtime.NumGoroutine()
+	f := newFront(t)
+	var dials atomic.Int32
+	rec := &recorder{}
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Deny: []string{"secret"}, Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, rec.hooks())
+	waitFor(t, "the upstream to be ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	if got, want := f.toolNames(t), []string{"be_add", "be_echo", "calculator", "echo", "now"}; !slices.Equal(got, want) {
+		// The core toolset's own tools are listed next to the upstream's.
+		if !slices.Contains(got, "be_add") || !slices.Contains(got, "be_echo") || slices.Contains(got, "be_secret") {
+			t.Fatalf("tools = %v, want be_add and be_echo (pages followed) and no be_secret (denied)", got)
+		}
+	}
+	if !f.cat.HasTool("be_echo") || f.cat.HasTool("be_secret") {
+		t.Errorf("HasTool(be_echo) = %v, HasTool(be_secret) = %v; want true, false", f.cat.HasTool("be_echo"), f.cat.HasTool("be_secret"))
+	}
+	if !slices.Contains(f.cat.ToolNames(), "be_add") {
+		t.Errorf("ToolNames() = %v, want be_add in it", f.cat.ToolNames())
+	}
+	if got := text(f.call(t, "be_echo", "x")); got != "echo:x" {
+		t.Errorf("be_echo = %q, want echo:x", got)
+	}
+	if got, want := rec.lastCall(), "be tools/call echo "; got != want {
+		t.Errorf("hook saw %q, want %q", got, want)
+	}
+
+	rr, err := f.session.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "mem://readme"})
+	if err != nil || rr.Contents[0].Text != "hello" {
+		t.Errorf("read mem://readme = %v, %v; want hello", rr, err)
+	}
+	rr, err = f.session.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "mem://items/7"})
+	if err != nil || rr.Contents[0].Text != "item 7" {
+		t.Errorf("read mem://items/7 = %v, %v; want item 7", rr, err)
+	}
+	gp, err := f.session.GetPrompt(context.Background(), &sdk.GetPromptParams{Name: "be_greet", Arguments: map[string]string{"who": "ann"}})
+	if err != nil || gp.Messages[0].Content.(*sdk.TextContent).Text != "hi ann" {
+		t.Errorf("prompt be_greet = %v, %v; want hi ann", gp, err)
+	}
+
+	// Progress reaches the caller under its own token.
+	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "be_add", Arguments: map[string]any{"text": "p"}, Meta: sdk.Meta{"progressToken": "mine"}})
+	if err != nil || text(res) != "add:p" {
+		t.Fatalf("be_add = %v, %v", res, err)
+	}
+	waitFor(t, "progress", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.prog) == 1 && f.prog[0].ProgressToken == "mine" && f.prog[0].Message == "half"
+	})
+
+	m.Close()
+	if dials.Load() != 1 {
+		t.Errorf("dialled %d times, want 1", dials.Load())
+	}
+	f.session.Close()
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestListChangedReachesCallers(t *testing.T) {
+	f := newFront(t)
+	be := backend()
+	var dials atomic.Int32
+	// echo is denied: it would clash with the core toolset's echo.
+	m := startManager(t, f.cat, []Options{{Name: "be", Prefix: ptr(""), Transport: TransportHTTP, URL: "http://unused", Required: true, Deny: []string{"echo"}}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, be, &dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	if !f.cat.HasTool("add") {
+		t.Fatal("an empty prefix should serve add as add")
+	}
+	seen := f.changed.Load()
+	sdk.AddTool(be, &sdk.Tool{Name: "fresh"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "new"}}}, nil, nil
+	})
+	waitFor(t, "the new tool in the catalog", func() bool { return f.cat.HasTool("fresh") })
+	waitFor(t, "list_changed at the caller", func() bool { return f.changed.Load() > seen })
+	if got := text(f.call(t, "fresh", "")); got != "new" {
+		t.Errorf("fresh = %q", got)
+	}
+	be.RemoveTools("fresh")
+	waitFor(t, "the removed tool gone", func() bool { return !f.cat.HasTool("fresh") })
+}
+
+func TestClashRefused(t *testing.T) {
+	f := newFront(t)
+	var d1 atomic.Int32
+	// "echo" is a built-in tool of the core toolset; with an empty prefix
+	// the upstream's echo clashes with it.
+	m := startManager(t, f.cat, []Options{{Name: "be", Prefix: ptr(""), Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &d1)}, Hooks{})
+	// The upstream connects but is never ready, and nothing of it is served.
+	waitFor(t, "the connection", func() bool { return m.ups[0].session() != nil })
+	if _, err := f.cat.SetSource("probe", tools.Set{}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Ready(context.Background()) == nil {
+		t.Error("Ready = nil, want an error: the upstream's names clash")
+	}
+	if f.cat.HasTool("add") {
+		t.Error("add is served although the upstream's set was refused")
+	}
+	_, err := f.cat.SetSource("other", tools.Set{Tools: []tools.SetTool{{Tool: &sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}})
+	if err == nil || !strings.Contains(err.Error(), `tool "echo" is already offered by a built-in tool`) {
+		t.Errorf("SetSource clash error = %v", err)
+	}
+}
+
+// crashingBackend has a tool that ends the session mid-call, as a crashing
+// process does, and one that never answers.
+func crashingBackend(sessions *sync.Map) *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "crashy"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "crash"}, func(ctx context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		go req.Session.Close()
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "hang"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "ok"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "fine"}}}, nil, nil
+	})
+	return s
+}
+
+func TestCrashMidCall(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	rec := &recorder{}
+	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"cr": memDial(t, crashingBackend(nil), &dials)}, rec.hooks())
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	res := f.call(t, "cr_crash", "")
+	if !res.IsError || !strings.Contains(text(res), `upstream: the connection to the MCP server "cr" broke`) {
+		t.Errorf("cr_crash = %q (IsError %v), want the readable broken-connection error", text(res), res.IsError)
+	}
+	if got := rec.lastCall(); got != "cr tools/call crash transport" {
+		t.Errorf("hook saw %q, want the transport kind", got)
+	}
+	waitFor(t, "the reconnect", func() bool { return dials.Load() >= 2 && m.Ready(context.Background()) == nil })
+	rec.mu.Lock()
+	restarts := rec.restarts
+	rec.mu.Unlock()
+	if restarts < 1 {
+		t.Errorf("restarts = %d, want at least 1", restarts)
+	}
+	if got := text(f.call(t, "cr_ok", "")); got != "fine" {
+		t.Errorf("after the reconnect cr_ok = %q, want fine", got)
+	}
+
+	// A call that hangs ends when the caller gives up; other calls go on.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	hung := make(chan error, 1)
+	go func() {
+		res, err := f.session.CallTool(ctx, &sdk.CallToolParams{Name: "cr_hang", Arguments: map[string]any{}})
+		if err == nil && !res.IsError {
+			err = fmt.Errorf("cr_hang succeeded")
+		} else {
+			err = nil
+		}
+		hung <- err
+	}()
+	if got := text(f.call(t, "cr_ok", "")); got != "fine" {
+		t.Errorf("while another call hangs, cr_ok = %q, want fine", got)
+	}
+	if err := <-hung; err != nil {
+		t.Error(err)
+	}
+}
+
+func TestUnavailableUpstream(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	m := startManager(t, f.cat, []Options{{Name: "down", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"down": func() (sdk.Transport, func(), error) {
+			dials.Add(1)
+			return nil, func() {}, fmt.Errorf("refused")
+		}}, Hooks{})
+	waitFor(t, "retries", func() bool { return dials.Load() >= 3 })
+	if err := m.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("Ready = %v, want an error naming down", err)
+	}
+	// The upstream's tool handler answers a readable error while it is down.
+	u := m.ups[0]
+	res, err := u.callTool("x")(context.Background(), &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "down_x"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "is not connected right now") {
+		t.Errorf("call while down = %v, %v", res, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		list []Options
+		want []string
+	}{
+		{name: "ok", list: []Options{
+			{Name: "gh", Transport: "stdio", Command: "gh-mcp"},
+			{Name: "web", Transport: "http", URL: "https://example.com/mcp"},
+		}},
+		{name: "everything wrong at once", list: []Options{
+			{Name: "bad name", Transport: "ftp"},
+			{Name: "a", Transport: "stdio", URL: "http://x", Isolation: "per_tenant"},
+			{Name: "a", Transport: "http", URL: "ftp://x", Command: "x", Headers: []NamedValue{{Name: "X", Value: "v", ValueFile: "/f"}}},
+			{Name: "c", Prefix: ptr("a"), Transport: "http", URL: "http://x", Allow: []string{"["}, Env: nil},
+		}, want: []string{
+			`[0].name: "bad name" must be`,
+			`[0].transport: "ftp" is not one of stdio, http`,
+			`[1].command: required for transport stdio`,
+			`[1].isolation: "per_tenant" is not one of shared, per_principal`,
+			`[1].transport: stdio takes no url, headers or oauth`,
+			`[2].name: "a" is also the name of upstreams[1]`,
+			`[2].prefix: "a" is also the prefix of upstreams[1]`,
+			`[2].url: must be an absolute http or https URL`,
+			`[2].transport: http takes no command`,
+			`[2].headers[0]: set value or value_file, not both`,
+			`[3].prefix: "a" is also the prefix of upstreams[1]`,
+			`[3].allow[0]: bad pattern "["`,
+		}},
+		{name: "oauth incomplete", list: []Options{
+			{Name: "o1", Transport: "http", URL: "https://x/mcp", OAuth: OAuthOptions{ClientID: "pc"}},
+			{Name: "o2", Transport: "http", URL: "https://x/mcp", OAuth: OAuthOptions{TokenURL: "https://idp/token"}, Headers: []NamedValue{{Name: "Authorization", Value: "Bearer x"}}},
+		}, want: []string{
+			`[0].oauth.token_url: required when other oauth keys are set`,
+			`[1].oauth.client_id: required with oauth.token_url`,
+			`[1].oauth.client_secret_file: required with oauth.token_url`,
+			`[1].headers[0].name: Authorization comes from oauth`,
+		}},
+		{name: "missing secret file", list: []Options{
+			{Name: "s", Transport: "stdio", Command: "x", Env: []NamedValue{{Name: "TOKEN", ValueFile: "/does/not/exist"}}, EnvFiles: []string{"/nope.env"}},
+		}, want: []string{`[0].env[0].value_file: reading /does/not/exist`, `[0].env_files[0]: reading /nope.env`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Validate(tt.list)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate = nil, want errors")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("missing %q in:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestAllowDeny(t *testing.T) {
+	o := Options{Allow: []string{"get_*", "search"}, Deny: []string{"get_secret"}}
+	for name, want := range map[string]bool{"get_a": true, "search": true, "get_secret": false, "delete": false} {
+		if got := o.allowed(name); got != want {
+			t.Errorf("allowed(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestSameServerTwice(t *testing.T) {
+	f := newFront(t)
+	var d1, d2 atomic.Int32
+	m := startManager(t, f.cat, []Options{
+		{Name: "one", Transport: TransportHTTP, URL: "http://unused", Required: true},
+		{Name: "two", Transport: TransportHTTP, URL: "http://unused", Required: true},
+	}, map[string]func() (sdk.Transport, func(), error){"one": memDial(t, backend(), &d1), "two": memDial(t, backend(), &d2)}, Hooks{})
+	// Tools and prompts are namespaced and both served; the resource URIs
+	// are the servers' own, so the second server's copies are left out
+	// rather than refusing all it offers.
+	waitFor(t, "both ready", func() bool { return m.Ready(context.Background()) == nil })
+	for _, name := range []string{"one_echo", "two_echo"} {
+		if got := text(f.call(t, name, "x")); got != "echo:x" {
+			t.Errorf("%s = %q", name, got)
+		}
+	}
+	res, err := f.session.ListResources(context.Background(), nil)
+	if err != nil || len(res.Resources) != 1 {
+		t.Errorf("resources/list = %v, %v; want mem://readme once", res, err)
+	}
+}
+
+func TestListAllStopsMisbehavingPagination(t *testing.T) {
+	tests := []struct {
+		name    string
+		page    func(cursor string) ([]int, string)
+		want    int
+		wantErr string
+	}{
+		{name: "three pages", page: func(c string) ([]int, string) {
+			next := map[string]string{"": "a", "a": "b", "b": ""}[c]
+			return []int{1}, next
+		}, want: 3},
+		{name: "empty pages that loop", page: func(c string) ([]int, string) {
+			return nil, map[string]string{"": "x", "x": "y", "y": "x"}[c]
+		}, wantErr: "repeats an earlier cursor"},
+		{name: "endless fresh cursors", page: func(c string) ([]int, string) {
+			return nil, c + "."
+		}, wantErr: "more than 1000 pages"},
+		{name: "too many items", page: func(c string) ([]int, string) {
+			return make([]int, 600), c + "."
+		}, wantErr: "more than 10000 items"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := 0
+			err := listAll(context.Background(), func(_ context.Context, c string) ([]int, string, error) {
+				items, next := tt.page(c)
+				return items, next, nil
+			}, func(int) { n++ })
+			if tt.wantErr == "" {
+				if err != nil || n != tt.want {
+					t.Errorf("listAll = %v with %d items, want nil with %d", err, n, tt.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("listAll = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestOnlyTraceContextGoesUpstreamInMeta(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	hooks := Hooks{Inject: func(_ context.Context, meta map[string]any) { meta["traceparent"] = "00-trace-span-01" }}
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, hooks)
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	// The caller's own _meta stays with Portcullis.
+	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "be_meta", Arguments: map[string]any{"text": ""}, Meta: sdk.Meta{"secret": "x", "traceparent": "00-caller"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := text(res), "[traceparent] 00-trace-span-01"; got != want {
+		t.Errorf("the upstream saw _meta %q, want %q", got, want)
+	}
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	tests := []struct {
+		name     string
+		attempt  int
+		min, max time.Duration
+	}{
+		{name: "first retry", attempt: 0, min: 200 * time.Millisecond, max: 250 * time.Millisecond},
+		{name: "doubles", attempt: 2, min: 800 * time.Millisecond, max: time.Second},
+		{name: "capped", attempt: 50, min: 24 * time.Second, max: 30 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 {
+				if d := DefaultBackoff(tt.attempt); d < tt.min || d > tt.max {
+					t.Fatalf("DefaultBackoff(%d) = %s, want within [%s, %s]", tt.attempt, d, tt.min, tt.max)
+				}
+			}
+		})
+	}
+}
+
+func TestCompletionsForwarded(t *testing.T) {
+	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardToSources() })
+	var dials atomic.Int32
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	for _, tt := range []struct {
+		name string
+		ref  *sdk.CompleteReference
+		want string
+	}{
+		{name: "prompt, named as served", ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "be_greet"}, want: "ref/prompt:greet:an"},
+		{name: "resource template", ref: &sdk.CompleteReference{Type: "ref/resource", URI: "mem://items/{id}"}, want: "ref/resource:mem://items/{id}:an"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := f.session.Complete(context.Background(), &sdk.CompleteParams{Ref: tt.ref, Argument: sdk.CompleteParamsArgument{Name: "who", Value: "an"}})
+			if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != tt.want {
+				t.Errorf("complete = %+v, %v; want [%s]", res, err, tt.want)
+			}
+		})
+	}
+	// A reference no one offers gets no values, not an error.
+	res, err := f.session.Complete(context.Background(), &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "nope"}, Argument: sdk.CompleteParamsArgument{Name: "x"}})
+	if err != nil || len(res.Completion.Values) != 0 {
+		t.Errorf("unknown reference: %+v, %v", res, err)
+	}
+}
+
+func TestSubscriptionsForwarded(t *testing.T) {
+	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardToSources() })
+	be := backend()
+	var dials atomic.Int32
+	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, be, &dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	if err := f.session.Subscribe(context.Background(), &sdk.SubscribeParams{URI: "mem://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the upstream subscription", func() bool {
+		m.ups[0].subsMu.Lock()
+		defer m.ups[0].subsMu.Unlock()
+		return m.ups[0].subs["mem://readme"] == 1
+	})
+	// The front server records the caller's subscription after passing
+	// it on, so the upstream reports updates until one arrives.
+	waitFor(t, "the update at the caller", func() bool {
+		if err := be.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: "mem://readme"}); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return slices.Contains(f.updated, "mem://readme")
+	})
+	if err := f.session.Unsubscribe(context.Background(), &sdk.UnsubscribeParams{URI: "mem://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	// Under 2026-07-28 the subscription ends with its listen stream, a
+	// little after Unsubscribe returns.
+	u := m.ups[0]
+	waitFor(t, "the upstream unsubscribed", func() bool {
+		u.subsMu.Lock()
+		defer u.subsMu.Unlock()
+		return len(u.subs) == 0
+	})
+}
