@@ -277,7 +277,10 @@ func TestDashboardAndAlertsQueryOnlyExportedMetrics(t *testing.T) {
 		t.Fatalf("found only %d metric names in the dashboard and rules: %v", len(used), slices.Sorted(maps.Keys(used)))
 	}
 
-	srv := startServer(t, []string{"PORTCULLIS_TOOLS_TOOLSETS=core"})
+	// With one upstream MCP server (the go-sdk's everything-server over
+	// stdio), so that the upstream panels' series are in the scrape too.
+	cfg := writeUpstreamConfig(t, fmt.Sprintf("upstreams:\n  - name: gosdk\n    transport: stdio\n    command: %q\n    required: true\n", goEverythingServer(t)))
+	srv := startServer(t, []string{"PORTCULLIS_TOOLS_TOOLSETS=core"}, "--config", cfg)
 	exercise(t, srv)
 	metricsURL := srv.MetricsURL(t)
 

@@ -101,6 +101,23 @@ func (u *Upstreams) Inject(ctx context.Context, meta map[string]any) {
 	}
 }
 
+// UpstreamErrorKinds are the values of portcullis_upstream_request_errors_total's
+// kind label.
+var UpstreamErrorKinds = []string{"unavailable", "transport", "timeout", "canceled", "protocol", "tool_error"}
+
+// Declare creates the series of an upstream before anything happens to it:
+// down, no restart, no error of any kind, no request. A panel or alert then
+// reads zero rather than nothing for an upstream that is configured but
+// has not failed yet, and rate() and increase() see the first event.
+func (u *Upstreams) Declare(upstream string) {
+	u.up.WithLabelValues(upstream).Set(0)
+	u.restarts.WithLabelValues(upstream)
+	for _, kind := range UpstreamErrorKinds {
+		u.errors.WithLabelValues(upstream, kind)
+	}
+	u.duration.WithLabelValues(upstream, "tools/call")
+}
+
 // Restarted counts a reconnection.
 func (u *Upstreams) Restarted(upstream string) { u.restarts.WithLabelValues(upstream).Inc() }
 

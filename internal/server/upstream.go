@@ -23,6 +23,9 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 		return nil, nil
 	}
 	obs := observability.NewUpstreams(metrics, tracing)
+	for _, u := range cfg.Upstreams {
+		obs.Declare(u.Name)
+	}
 	client := tools.DefaultHTTPClient()
 	// Calls are bounded by their context (mcp.tool_timeout); a 2026-07-28
 	// upstream sends a slow call's response headers only with its result,
