@@ -520,6 +520,60 @@ func TestCrashMidCall(t *testing.T) {
 	}
 }
 
+// TestCallsInFlightEndWithTheSession checks that a call waiting on an
+// upstream that does not answer ends at once, with the readable error,
+// when its session is ended (here because another call found the
+// connection broken), rather than when the caller gives up; and that the
+// upstream is reconnected meanwhile.
+func TestCallsInFlightEndWithTheSession(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	be := newCrashy()
+	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	hung := hangCall(callCtx(t), f)
+	be.waitHanging(t)
+	signal(m.ups[0].broken)
+	// Well before the call's own deadline (callTimeout).
+	r := awaitHang(t, hung, callTimeout/3, "after its session ended")
+	if r.err != nil || !r.res.IsError || !strings.Contains(text(r.res), brokenMsg) {
+		t.Errorf("cr_hang = %v, %v; want the readable broken-connection error", r.res, r.err)
+	}
+	waitFor(t, "the reconnect", func() bool { return dials.Load() >= 2 && m.Ready(context.Background()) == nil })
+	if got := text(f.call(t, "cr_ok", "")); got != "fine" {
+		t.Errorf("after the reconnect cr_ok = %q, want fine", got)
+	}
+}
+
+// TestCloseEndsCallsInFlight checks that Manager.Close does not wait for a
+// call the upstream never answers, and that the call ends with it.
+func TestCloseEndsCallsInFlight(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	be := newCrashy()
+	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	hung := hangCall(callCtx(t), f)
+	be.waitHanging(t)
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(callTimeout / 3):
+		t.Fatalf("Manager.Close did not return within %s while a call was in flight", callTimeout/3)
+	}
+	if r := awaitHang(t, hung, callTimeout/3, "after Manager.Close"); r.err != nil || !r.res.IsError {
+		t.Errorf("cr_hang = %v, %v; want an error result", r.res, r.err)
+	}
+}
+
 func TestUnavailableUpstream(t *testing.T) {
 	f := newFront(t)
 	var dials atomic.Int32
