@@ -78,7 +78,7 @@ func TestHTTPUpstream(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.Start(context.Background())
-			defer m.Close()
+			defer within(t, "Manager.Close", func() { m.Close() })
 			waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 			if got := text(f.call(t, "web_add", "1")); got != "add:1" {
 				t.Fatalf("web_add = %q", got)
@@ -97,8 +97,9 @@ func TestHTTPUpstream(t *testing.T) {
 			// The upstream restarts and forgets its sessions: the next call
 			// may fail, and the one after works on a new session.
 			sw.set(newHandler())
+			ctx := callCtx(t)
 			waitFor(t, "calls to work again", func() bool {
-				res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "web_add", Arguments: map[string]any{"text": "2"}})
+				res, err := f.session.CallTool(ctx, &sdk.CallToolParams{Name: "web_add", Arguments: map[string]any{"text": "2"}})
 				return err == nil && !res.IsError && text(res) == "add:2"
 			})
 		})
@@ -159,7 +160,7 @@ func TestHTTPUpstreamOAuthClientCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Start(context.Background())
-	defer m.Close()
+	defer within(t, "Manager.Close", func() { m.Close() })
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 	if got := text(f.call(t, "tickets_add", "1")); got != "add:1" {
 		t.Fatalf("tickets_add = %q", got)

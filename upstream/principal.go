@@ -111,15 +111,17 @@ func (p *pool) start(key string, c *principalConn) {
 	defer p.wg.Done()
 	t, stop, err := p.u.dialFn()
 	var sess *sdk.ClientSession
+	kt := &keptTransport{Transport: t}
 	if err == nil {
 		cctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
-		sess, err = p.u.client.Connect(cctx, t, nil)
+		sess, err = p.u.client.Connect(cctx, kt, nil)
 		cancel()
 	}
 	p.mu.Lock()
 	c.sess = sess
 	p.mu.Unlock()
 	if err != nil {
+		kt.close()
 		stop()
 		c.err = fmt.Errorf("upstream: %s: starting the caller's process: %w", p.u.opts.Name, err)
 		p.remove(key, c)
@@ -128,6 +130,9 @@ func (p *pool) start(key string, c *principalConn) {
 	}
 	p.mu.Lock()
 	c.stop = func() {
+		// Calls still in flight end with a transport error rather than
+		// hold the process (see connectAndServe).
+		kt.close()
 		_ = sess.Close()
 		stop()
 	}

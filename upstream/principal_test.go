@@ -12,8 +12,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// countingBackend is backend() whose "echo" answers with the number of the
-// backend session it runs in, so a test tells the processes apart.
+// countingDial returns a dialFn whose every connection is to a new server
+// with a tool "who" that answers with the number of its dial, so a test
+// tells the processes apart.
 func countingDial(dials *atomic.Int32) func() (sdk.Transport, func(), error) {
 	return func() (sdk.Transport, func(), error) {
 		n := dials.Add(1)
@@ -21,12 +22,7 @@ func countingDial(dials *atomic.Int32) func() (sdk.Transport, func(), error) {
 		sdk.AddTool(s, &sdk.Tool{Name: "who"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(rune('0' + n))}}}, nil, nil
 		})
-		ct, st := sdk.NewInMemoryTransports()
-		ss, err := s.Connect(context.Background(), st, nil)
-		if err != nil {
-			return nil, func() {}, err
-		}
-		return ct, func() { ss.Close() }, nil
+		return pipeConnect(s, nil)
 	}
 }
 
@@ -36,7 +32,7 @@ func callAs(t *testing.T, u *upstream, user string) *sdk.CallToolResult {
 	if user != "" {
 		req.Extra = &sdk.RequestExtra{TokenInfo: &sdkauth.TokenInfo{UserID: user}}
 	}
-	res, err := u.callTool("who")(context.Background(), req)
+	res, err := u.callTool("who")(callCtx(t), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +75,7 @@ func TestPerPrincipal(t *testing.T) {
 	if u.pool.size() != 2 {
 		t.Errorf("pool holds %d processes, want at most 2", u.pool.size())
 	}
-	m.Close()
+	within(t, "Manager.Close", func() { m.Close() })
 	if u.pool.size() != 0 {
 		t.Errorf("after Close the pool holds %d processes", u.pool.size())
 	}
@@ -96,12 +92,12 @@ func TestPerPrincipalIdleAndBusy(t *testing.T) {
 	u := m.ups[0]
 	u.dialFn = countingDial(&dials)
 	m.Start(context.Background())
-	defer m.Close()
+	defer within(t, "Manager.Close", func() { m.Close() })
 	callAs(t, u, "alice")
 	waitFor(t, "the idle process to stop", func() bool { return u.pool.size() == 0 })
 
 	// While alice's request holds the only process, bob is told to retry.
-	_, release, err := u.pool.acquire(context.Background(), "alice")
+	_, release, err := u.pool.acquire(callCtx(t), "alice")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func TestStdioMisbehaving(t *testing.T) {
 	// After three processes (the first, and one after each failure) every
 	// pipe, process and goroutine is released.
 	t.Cleanup(func() {
-		m.Close()
+		within(t, "Manager.Close", func() { m.Close() })
 		f.session.Close()
 		waitFor(t, "file descriptors to be closed", func() bool { return openFDs(t) <= fdsBefore })
 		waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutinesBefore })
@@ -152,8 +152,9 @@ func TestStdioMisbehaving(t *testing.T) {
 				t.Errorf("hook saw %q, want kind transport", got)
 			}
 			// The process is replaced and serves again.
+			ctx := callCtx(t)
 			waitFor(t, "the restart", func() bool {
-				res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "helper_echo", Arguments: map[string]any{"text": "b"}})
+				res, err := f.session.CallTool(ctx, &sdk.CallToolParams{Name: "helper_echo", Arguments: map[string]any{"text": "b"}})
 				return err == nil && !res.IsError && text(res) == "echo:b"
 			})
 		})
@@ -172,7 +173,7 @@ func TestStdioStopKillsStubbornServer(t *testing.T) {
 	waitFor(t, "the helper to start", func() bool { return strings.Contains(logs.String(), "stubborn: up") })
 	pid := findChild(t, os.Getpid())
 	start := time.Now()
-	m.Close()
+	within(t, "Manager.Close", func() { m.Close() })
 	// stdin closed, SIGTERM ignored, SIGKILL after two grace periods.
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Close took %s", d)

@@ -166,16 +166,22 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kt := &keptTransport{Transport: t}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	sess, err := u.client.Connect(cctx, t, nil)
+	sess, err := u.client.Connect(cctx, kt, nil)
 	cancel()
 	if err != nil {
+		kt.close()
 		return fmt.Errorf("upstream: %s: connecting: %w", u.opts.Name, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 	defer func() {
 		u.setSession(nil, false)
+		// The session's Close waits for the calls in flight, which an
+		// upstream that stopped answering never ends: the connection is
+		// closed first, so that they end now with a transport error.
+		kt.close()
 		_ = sess.Close()
 		<-done
 	}()
@@ -221,6 +227,33 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 			}
 			u.setSession(sess, true)
 		}
+	}
+}
+
+// keptTransport keeps the connection its Transport opened, so that a
+// session can be ended without waiting for its calls in flight.
+type keptTransport struct {
+	sdk.Transport
+	mu   sync.Mutex
+	conn sdk.Connection
+}
+
+func (t *keptTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	t.mu.Lock()
+	t.conn = conn
+	t.mu.Unlock()
+	return conn, err
+}
+
+// close closes the connection, if one was opened. Every call waiting on it
+// is answered with the connection's error.
+func (t *keptTransport) close() {
+	t.mu.Lock()
+	conn := t.conn
+	t.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
 	}
 }
 

@@ -2,8 +2,11 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,6 +19,35 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/tools"
 )
+
+// callTimeout bounds every request a test makes through the proxy: a call
+// that hangs fails the test instead of stalling it.
+const callTimeout = 30 * time.Second
+
+// callCtx returns a context that ends callTimeout from now, or when the
+// test ends.
+func callCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// within runs f and fails the test if it does not return within
+// callTimeout.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(callTimeout):
+		t.Fatalf("%s did not return within %s", what, callTimeout)
+	}
+}
 
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -81,13 +113,34 @@ func backend() *sdk.Server {
 func memDial(t *testing.T, s *sdk.Server, dials *atomic.Int32) func() (sdk.Transport, func(), error) {
 	return func() (sdk.Transport, func(), error) {
 		dials.Add(1)
-		ct, st := sdk.NewInMemoryTransports()
-		ss, err := s.Connect(context.Background(), st, nil)
-		if err != nil {
-			return nil, func() {}, err
-		}
-		return ct, func() { ss.Close() }, nil
+		return pipeConnect(s, nil)
 	}
+}
+
+// pipeConnect connects a new session of s over an in-memory pipe and
+// returns the transport of the pipe's other end. If conns is not nil, it
+// maps the session to the server's end of the pipe: closing that end
+// breaks the connection as the death of a stdio server does, and the
+// session's handlers see their contexts cancelled. stop closes the pipe
+// and the session.
+func pipeConnect(s *sdk.Server, conns *sync.Map) (sdk.Transport, func(), error) {
+	ce, se := net.Pipe()
+	ss, err := s.Connect(context.Background(), &sdk.IOTransport{Reader: se, Writer: se}, nil)
+	if err != nil {
+		ce.Close()
+		se.Close()
+		return nil, func() {}, err
+	}
+	if conns != nil {
+		conns.Store(ss, se)
+	}
+	return &sdk.IOTransport{Reader: ce, Writer: ce}, func() {
+		se.Close()
+		ss.Close()
+		if conns != nil {
+			conns.Delete(ss)
+		}
+	}, nil
 }
 
 // front is Portcullis's side: a catalog, a server built from it and a
@@ -146,7 +199,7 @@ func newFrontWith(t *testing.T, prepare func(*tools.Catalog)) *front {
 func (f *front) toolNames(t *testing.T) []string {
 	t.Helper()
 	var names []string
-	for tool, err := range f.session.Tools(context.Background(), nil) {
+	for tool, err := range f.session.Tools(callCtx(t), nil) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +211,10 @@ func (f *front) toolNames(t *testing.T) []string {
 
 func (f *front) call(t *testing.T, name, text string) *sdk.CallToolResult {
 	t.Helper()
-	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": text}})
+	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": text}})
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("calling %s: no answer within %s: the proxy or the upstream hangs", name, callTimeout)
+	}
 	if err != nil {
 		t.Fatalf("calling %s: %v", name, err)
 	}
@@ -225,7 +281,7 @@ func startManager(t *testing.T, cat Catalog, list []Options, dial map[string]fun
 		u.dialFn = dial[u.opts.Name]
 	}
 	m.Start(context.Background())
-	t.Cleanup(func() { m.Close() })
+	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
 	return m
 }
 
@@ -259,21 +315,21 @@ func TestAggregation(t *testing.T) {
 		t.Errorf("hook saw %q, want %q", got, want)
 	}
 
-	rr, err := f.session.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "mem://readme"})
+	rr, err := f.session.ReadResource(callCtx(t), &sdk.ReadResourceParams{URI: "mem://readme"})
 	if err != nil || rr.Contents[0].Text != "hello" {
 		t.Errorf("read mem://readme = %v, %v; want hello", rr, err)
 	}
-	rr, err = f.session.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "mem://items/7"})
+	rr, err = f.session.ReadResource(callCtx(t), &sdk.ReadResourceParams{URI: "mem://items/7"})
 	if err != nil || rr.Contents[0].Text != "item 7" {
 		t.Errorf("read mem://items/7 = %v, %v; want item 7", rr, err)
 	}
-	gp, err := f.session.GetPrompt(context.Background(), &sdk.GetPromptParams{Name: "be_greet", Arguments: map[string]string{"who": "ann"}})
+	gp, err := f.session.GetPrompt(callCtx(t), &sdk.GetPromptParams{Name: "be_greet", Arguments: map[string]string{"who": "ann"}})
 	if err != nil || gp.Messages[0].Content.(*sdk.TextContent).Text != "hi ann" {
 		t.Errorf("prompt be_greet = %v, %v; want hi ann", gp, err)
 	}
 
 	// Progress reaches the caller under its own token.
-	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "be_add", Arguments: map[string]any{"text": "p"}, Meta: sdk.Meta{"progressToken": "mine"}})
+	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_add", Arguments: map[string]any{"text": "p"}, Meta: sdk.Meta{"progressToken": "mine"}})
 	if err != nil || text(res) != "add:p" {
 		t.Fatalf("be_add = %v, %v", res, err)
 	}
@@ -283,7 +339,7 @@ func TestAggregation(t *testing.T) {
 		return len(f.prog) == 1 && f.prog[0].ProgressToken == "mine" && f.prog[0].Message == "half"
 	})
 
-	m.Close()
+	within(t, "Manager.Close", func() { m.Close() })
 	if dials.Load() != 1 {
 		t.Errorf("dialled %d times, want 1", dials.Load())
 	}
@@ -339,35 +395,102 @@ func TestClashRefused(t *testing.T) {
 	}
 }
 
-// crashingBackend has a tool that ends the session mid-call, as a crashing
-// process does, and one that never answers.
-func crashingBackend(sessions *sync.Map) *sdk.Server {
-	s := sdk.NewServer(&sdk.Implementation{Name: "crashy"}, nil)
-	sdk.AddTool(s, &sdk.Tool{Name: "crash"}, func(ctx context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
-		go req.Session.Close()
+// crashy is an upstream server with a tool that breaks its connection
+// mid-call, as a crashing process does, one that never answers and one
+// that answers.
+type crashy struct {
+	server *sdk.Server
+	// conns maps each session to the server's end of its pipe.
+	conns sync.Map
+	// hanging receives once each call of hang has started.
+	hanging chan struct{}
+}
+
+func newCrashy() *crashy {
+	c := &crashy{server: sdk.NewServer(&sdk.Implementation{Name: "crashy"}, nil), hanging: make(chan struct{}, 8)}
+	sdk.AddTool(c.server, &sdk.Tool{Name: "crash"}, func(ctx context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		conn, ok := c.conns.Load(req.Session)
+		if !ok {
+			return nil, nil, fmt.Errorf("crash: no connection known for this session")
+		}
+		// Closing the server's end of the pipe is what the caller sees
+		// of a dead process; it also cancels ctx.
+		conn.(io.Closer).Close()
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
 	})
-	sdk.AddTool(s, &sdk.Tool{Name: "hang"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+	sdk.AddTool(c.server, &sdk.Tool{Name: "hang"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		c.hanging <- struct{}{}
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
 	})
-	sdk.AddTool(s, &sdk.Tool{Name: "ok"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
+	sdk.AddTool(c.server, &sdk.Tool{Name: "ok"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "fine"}}}, nil, nil
 	})
-	return s
+	return c
 }
+
+// dial is a dialFn that connects to a fresh session of the server each
+// time and counts the dials.
+func (c *crashy) dial(dials *atomic.Int32) func() (sdk.Transport, func(), error) {
+	return func() (sdk.Transport, func(), error) {
+		dials.Add(1)
+		return pipeConnect(c.server, &c.conns)
+	}
+}
+
+// waitHanging waits until a call of hang has reached the server.
+func (c *crashy) waitHanging(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.hanging:
+	case <-time.After(callTimeout):
+		t.Fatalf("the call of hang did not reach the upstream within %s", callTimeout)
+	}
+}
+
+// hangCall calls cr_hang through f in the background, bounded by ctx, and
+// returns where its outcome arrives.
+func hangCall(ctx context.Context, f *front) <-chan hangResult {
+	out := make(chan hangResult, 1)
+	go func() {
+		res, err := f.session.CallTool(ctx, &sdk.CallToolParams{Name: "cr_hang", Arguments: map[string]any{"text": ""}})
+		out <- hangResult{res, err}
+	}()
+	return out
+}
+
+type hangResult struct {
+	res *sdk.CallToolResult
+	err error
+}
+
+// awaitHang returns the outcome of a hangCall, failing the test if it takes
+// longer than bound.
+func awaitHang(t *testing.T, out <-chan hangResult, bound time.Duration, what string) hangResult {
+	t.Helper()
+	select {
+	case r := <-out:
+		return r
+	case <-time.After(bound):
+		t.Fatalf("%s: the call of cr_hang did not end within %s", what, bound)
+		return hangResult{}
+	}
+}
+
+const brokenMsg = `upstream: the connection to the MCP server "cr" broke`
 
 func TestCrashMidCall(t *testing.T) {
 	f := newFront(t)
 	var dials atomic.Int32
 	rec := &recorder{}
+	be := newCrashy()
 	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
-		map[string]func() (sdk.Transport, func(), error){"cr": memDial(t, crashingBackend(nil), &dials)}, rec.hooks())
+		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, rec.hooks())
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 
 	res := f.call(t, "cr_crash", "")
-	if !res.IsError || !strings.Contains(text(res), `upstream: the connection to the MCP server "cr" broke`) {
+	if !res.IsError || !strings.Contains(text(res), brokenMsg) {
 		t.Errorf("cr_crash = %q (IsError %v), want the readable broken-connection error", text(res), res.IsError)
 	}
 	if got := rec.lastCall(); got != "cr tools/call crash transport" {
@@ -385,23 +508,69 @@ func TestCrashMidCall(t *testing.T) {
 	}
 
 	// A call that hangs ends when the caller gives up; other calls go on.
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	hung := make(chan error, 1)
-	go func() {
-		res, err := f.session.CallTool(ctx, &sdk.CallToolParams{Name: "cr_hang", Arguments: map[string]any{}})
-		if err == nil && !res.IsError {
-			err = fmt.Errorf("cr_hang succeeded")
-		} else {
-			err = nil
-		}
-		hung <- err
-	}()
+	ctx, cancel := context.WithCancel(callCtx(t))
+	hung := hangCall(ctx, f)
+	be.waitHanging(t)
 	if got := text(f.call(t, "cr_ok", "")); got != "fine" {
 		t.Errorf("while another call hangs, cr_ok = %q, want fine", got)
 	}
-	if err := <-hung; err != nil {
-		t.Error(err)
+	cancel()
+	if r := awaitHang(t, hung, callTimeout, "after the caller cancelled"); r.err == nil && !r.res.IsError {
+		t.Errorf("cr_hang succeeded after the caller cancelled it")
+	}
+}
+
+// TestCallsInFlightEndWithTheSession checks that a call waiting on an
+// upstream that does not answer ends at once, with the readable error,
+// when its session is ended (here because another call found the
+// connection broken), rather than when the caller gives up; and that the
+// upstream is reconnected meanwhile.
+func TestCallsInFlightEndWithTheSession(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	be := newCrashy()
+	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	hung := hangCall(callCtx(t), f)
+	be.waitHanging(t)
+	signal(m.ups[0].broken)
+	// Well before the call's own deadline (callTimeout).
+	r := awaitHang(t, hung, callTimeout/3, "after its session ended")
+	if r.err != nil || !r.res.IsError || !strings.Contains(text(r.res), brokenMsg) {
+		t.Errorf("cr_hang = %v, %v; want the readable broken-connection error", r.res, r.err)
+	}
+	waitFor(t, "the reconnect", func() bool { return dials.Load() >= 2 && m.Ready(context.Background()) == nil })
+	if got := text(f.call(t, "cr_ok", "")); got != "fine" {
+		t.Errorf("after the reconnect cr_ok = %q, want fine", got)
+	}
+}
+
+// TestCloseEndsCallsInFlight checks that Manager.Close does not wait for a
+// call the upstream never answers, and that the call ends with it.
+func TestCloseEndsCallsInFlight(t *testing.T) {
+	f := newFront(t)
+	var dials atomic.Int32
+	be := newCrashy()
+	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, Hooks{})
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	hung := hangCall(callCtx(t), f)
+	be.waitHanging(t)
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(callTimeout / 3):
+		t.Fatalf("Manager.Close did not return within %s while a call was in flight", callTimeout/3)
+	}
+	if r := awaitHang(t, hung, callTimeout/3, "after Manager.Close"); r.err != nil || !r.res.IsError {
+		t.Errorf("cr_hang = %v, %v; want an error result", r.res, r.err)
 	}
 }
 
@@ -419,7 +588,7 @@ func TestUnavailableUpstream(t *testing.T) {
 	}
 	// The upstream's tool handler answers a readable error while it is down.
 	u := m.ups[0]
-	res, err := u.callTool("x")(context.Background(), &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "down_x"}})
+	res, err := u.callTool("x")(callCtx(t), &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "down_x"}})
 	if err != nil || !res.IsError || !strings.Contains(text(res), "is not connected right now") {
 		t.Errorf("call while down = %v, %v", res, err)
 	}
@@ -513,7 +682,7 @@ func TestSameServerTwice(t *testing.T) {
 			t.Errorf("%s = %q", name, got)
 		}
 	}
-	res, err := f.session.ListResources(context.Background(), nil)
+	res, err := f.session.ListResources(callCtx(t), nil)
 	if err != nil || len(res.Resources) != 1 {
 		t.Errorf("resources/list = %v, %v; want mem://readme once", res, err)
 	}
@@ -568,7 +737,7 @@ func TestOnlyTraceContextGoesUpstreamInMeta(t *testing.T) {
 		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, hooks)
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 	// The caller's own _meta stays with Portcullis.
-	res, err := f.session.CallTool(context.Background(), &sdk.CallToolParams{Name: "be_meta", Arguments: map[string]any{"text": ""}, Meta: sdk.Meta{"secret": "x", "traceparent": "00-caller"}})
+	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_meta", Arguments: map[string]any{"text": ""}, Meta: sdk.Meta{"secret": "x", "traceparent": "00-caller"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,14 +782,14 @@ func TestCompletionsForwarded(t *testing.T) {
 		{name: "resource template", ref: &sdk.CompleteReference{Type: "ref/resource", URI: "mem://items/{id}"}, want: "ref/resource:mem://items/{id}:an"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := f.session.Complete(context.Background(), &sdk.CompleteParams{Ref: tt.ref, Argument: sdk.CompleteParamsArgument{Name: "who", Value: "an"}})
+			res, err := f.session.Complete(callCtx(t), &sdk.CompleteParams{Ref: tt.ref, Argument: sdk.CompleteParamsArgument{Name: "who", Value: "an"}})
 			if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != tt.want {
 				t.Errorf("complete = %+v, %v; want [%s]", res, err, tt.want)
 			}
 		})
 	}
 	// A reference no one offers gets no values, not an error.
-	res, err := f.session.Complete(context.Background(), &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "nope"}, Argument: sdk.CompleteParamsArgument{Name: "x"}})
+	res, err := f.session.Complete(callCtx(t), &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "nope"}, Argument: sdk.CompleteParamsArgument{Name: "x"}})
 	if err != nil || len(res.Completion.Values) != 0 {
 		t.Errorf("unknown reference: %+v, %v", res, err)
 	}
@@ -633,7 +802,7 @@ func TestSubscriptionsForwarded(t *testing.T) {
 	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
 		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, be, &dials)}, Hooks{})
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
-	if err := f.session.Subscribe(context.Background(), &sdk.SubscribeParams{URI: "mem://readme"}); err != nil {
+	if err := f.session.Subscribe(callCtx(t), &sdk.SubscribeParams{URI: "mem://readme"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the upstream subscription", func() bool {
@@ -643,15 +812,16 @@ func TestSubscriptionsForwarded(t *testing.T) {
 	})
 	// The front server records the caller's subscription after passing
 	// it on, so the upstream reports updates until one arrives.
+	ctx := callCtx(t)
 	waitFor(t, "the update at the caller", func() bool {
-		if err := be.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: "mem://readme"}); err != nil {
+		if err := be.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "mem://readme"}); err != nil {
 			t.Fatal(err)
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return slices.Contains(f.updated, "mem://readme")
 	})
-	if err := f.session.Unsubscribe(context.Background(), &sdk.UnsubscribeParams{URI: "mem://readme"}); err != nil {
+	if err := f.session.Unsubscribe(callCtx(t), &sdk.UnsubscribeParams{URI: "mem://readme"}); err != nil {
 		t.Fatal(err)
 	}
 	// Under 2026-07-28 the subscription ends with its listen stream, a
