@@ -29,10 +29,16 @@ type server struct {
 	base       string // http://host:port
 	metricsURL string // its /metrics page
 	logPath    string
-	logFile    *os.File
-	exited     chan struct{} // closed when the process has been waited for
-	stopOnce   sync.Once
-	stopErr    error
+	// tokens are the bearer tokens its workers send, one per worker index
+	// (nil: the harness's Portcullis tokens, which a bare server ignores).
+	tokens []string
+	// modernVersion, if set, is the Mcp-Protocol-Version its workers
+	// declare on the 2026-07-28 path (for a server that knows no later).
+	modernVersion string
+	logFile       *os.File
+	exited        chan struct{} // closed when the process has been waited for
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 // serverSpec says how to start a server.
