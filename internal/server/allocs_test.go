@@ -7,11 +7,11 @@ import "testing"
 // limits, telemetry, the MCP handler, the SDK) and the in-process HTTP
 // client that sends it, both counted by the runtime together. Lower it when
 // a change saves allocations; raise it only with a reason in the commit.
-const echoAllocBudget = 590
+const echoAllocBudget = 585
 
 // echoAllocBudgetRace is the same budget under the race detector, which
 // makes sync.Pool drop a share of what is put back, at random.
-const echoAllocBudgetRace = 630
+const echoAllocBudgetRace = 625
 
 // TestServeEchoAllocBudget fails when a 2026-07-28 tools/call through the
 // full stack allocates more than its budget. Allocation counts, unlike
