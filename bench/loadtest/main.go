@@ -64,6 +64,7 @@ type config struct {
 	startups              int
 	out                   string
 	profileDir            string   // -profile: CPU profiles of Portcullis's rows go here
+	only                  []string // -only: measure the rows of these servers only (all are still started)
 	env                   []string // extra environment for Portcullis
 	refEnv                []string // extra environment for the reference and the peers
 }
@@ -94,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
 	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
 	fs.StringVar(&c.profileDir, "profile", "", "write a CPU profile of Portcullis for each of its rows into `dir`, taken from /debug/pprof/profile over the measured time (turns server.allow_pprof on)")
+	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured (refserver, mcp-go, ts-sdk, portcullis, "+patchedName+"); default all. Every server is still built and started")
 	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
 	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference and the peer servers (repeatable), e.g. -ref-env GOGC=400")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +114,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("-paths: %q: want %s or %s", p, pathModern, pathLegacy)
 		}
 		c.paths = append(c.paths, p)
+	}
+	known := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", patchedName}
+	for _, n := range strings.Split(*onlyList, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("-only: %q: want one of %s", n, strings.Join(known, ", "))
+		}
+		c.only = append(c.only, n)
 	}
 	if c.smoke {
 		c.sessions = min(c.sessions, 100)

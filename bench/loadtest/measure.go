@@ -28,7 +28,9 @@ type row struct {
 	cpuTicks     int64
 	allocBytes   float64 // per request; NaN-free only when mem is true
 	allocObjects float64
-	mem          bool // allocation counters were read
+	mem          bool    // allocation counters were read
+	gcs, gcPause float64 // collections and their total stop-the-world pause (s) during the row
+	gc           bool    // the GC counters were read (Portcullis only)
 	rssKiB       int64
 	wrong        int64
 }
@@ -119,6 +121,9 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	for _, path := range h.cfg.paths {
 		for _, conc := range h.cfg.conc {
 			for _, s := range servers {
+				if len(h.cfg.only) > 0 && !slices.Contains(h.cfg.only, s.name) {
+					continue
+				}
 				r, err := h.row(ctx, s, path, conc)
 				if err != nil {
 					return nil, err
@@ -189,6 +194,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
+	gc0, gcOK := s.scrapeGC()
 	var prof <-chan error
 	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == patchedName) {
 		prof = h.profile(ctx, s, path, conc)
@@ -215,6 +221,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
+	gc1, gcOK1 := s.scrapeGC()
 	if err := ctx.Err(); err != nil {
 		return row{}, err
 	}
@@ -232,6 +239,9 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if len(all) > 0 {
 		r.p50 = all[(len(all)-1)*50/100]
 		r.p99 = all[(len(all)-1)*99/100]
+	}
+	if gcOK && gcOK1 {
+		r.gc, r.gcs, r.gcPause = true, gc1[gcCount]-gc0[gcCount], gc1[gcSum]-gc0[gcSum]
 	}
 	if memOK && n > 0 {
 		r.allocBytes = (mem1.bytes - mem0.bytes) / float64(n)

@@ -199,6 +199,25 @@ func (s *server) scrapeMem() (memCounters, bool, error) {
 	return memCounters{bytes: b, objects: o}, true, nil
 }
 
+// The Prometheus Go collector's GC pause summary: its count is the number
+// of collections, its sum their stop-the-world pauses in seconds.
+const (
+	gcCount = "go_gc_duration_seconds_count"
+	gcSum   = "go_gc_duration_seconds_sum"
+)
+
+// scrapeGC reads the GC pause summary; ok is false for a server without it.
+func (s *server) scrapeGC() (map[string]float64, bool) {
+	if s.metricsURL == "" {
+		return nil, false
+	}
+	vals, err := scrape(s.metricsURL, gcCount, gcSum)
+	if err != nil || len(vals) != 2 {
+		return nil, false
+	}
+	return vals, true
+}
+
 // scrape returns the values of the named unlabelled series on a
 // Prometheus text page.
 func scrape(url string, names ...string) (map[string]float64, error) {

@@ -135,6 +135,15 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s |\n",
 			r.path, r.conc, name, r.rps(), ms(r.p50), ms(r.p99), r.cpuPerReq(), kib, allocs, mib(r.rssKiB), ratio, cpuRatio)
 	}
+	b.WriteString("\n| collections during the row | conc | server | calls per collection | STW pause per collection, µs | STW pause per call, µs |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|\n")
+	for _, r := range rep.rows {
+		if !r.gc || r.gcs == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.0f | %.2f |\n", r.path, r.conc, label(r.server),
+			float64(r.requests)/r.gcs, r.gcPause/r.gcs*1e6, r.gcPause/float64(r.requests)*1e6)
+	}
 	b.WriteString("\n| req/s ÷ peer's req/s | conc | portcullis ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk | portcullis+patch ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, path := range c.paths {
