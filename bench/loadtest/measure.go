@@ -252,10 +252,11 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 
 // profile takes a CPU profile and an allocation profile (the allocations
 // made during the window, /debug/pprof/allocs?seconds=N) of s over the
-// measured part of a row from its /debug/pprof (-profile turns
-// server.allow_pprof on) and writes them to cfg.profileDir as
-// cpu-SERVER-PATH-cCONC[-pinned].pprof and allocs-…. The returned channel
-// yields the outcome once both, as long as the row, are written.
+// measured part of a row, and an execution trace of its first second, from
+// its /debug/pprof (-profile turns server.allow_pprof on) and writes them
+// to cfg.profileDir as cpu-SERVER-PATH-cCONC[-pinned].pprof, allocs-… and
+// trace-SERVER-PATH-cCONC[-pinned].out. The returned channel yields the
+// outcome once all three are written.
 func (h *harness) profile(ctx context.Context, s *server, path string, conc int) <-chan error {
 	secs := max(1, int(h.cfg.duration/time.Second))
 	suffix := fmt.Sprintf("%s-%s-c%d.pprof", s.name, path, conc)
@@ -264,11 +265,13 @@ func (h *harness) profile(ctx context.Context, s *server, path string, conc int)
 	}
 	base := strings.TrimSuffix(s.metricsURL, "/metrics") + "/debug/pprof/"
 	q := "?seconds=" + strconv.Itoa(secs)
-	errs := make(chan error, 2)
+	traceName := "trace-" + strings.TrimSuffix(suffix, ".pprof") + ".out"
+	errs := make(chan error, 3)
 	go func() { errs <- download(ctx, base+"profile"+q, filepath.Join(h.cfg.profileDir, "cpu-"+suffix)) }()
 	go func() { errs <- download(ctx, base+"allocs"+q, filepath.Join(h.cfg.profileDir, "allocs-"+suffix)) }()
+	go func() { errs <- download(ctx, base+"trace?seconds=1", filepath.Join(h.cfg.profileDir, traceName)) }()
 	done := make(chan error, 1)
-	go func() { done <- errors.Join(<-errs, <-errs) }()
+	go func() { done <- errors.Join(<-errs, <-errs, <-errs) }()
 	return done
 }
 
