@@ -175,7 +175,7 @@ bench: bench-bin ## Load-test the built binary (full stack) against the bare go-
 	$(LOADTEST) $(BENCHFLAGS)
 	$(LOADTEST) -pin $(BENCHFLAGS)
 
-bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row (seconds); fails on any wrong response.
+bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row and server, peers included (seconds); fails on any wrong response.
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
