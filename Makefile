@@ -85,12 +85,13 @@ api-tools: ## Install apidiff (pinned) into .cache/bin.
 api-check: api-tools ## Compare the public API (packages portcullis, auth, tools) with the commit in api/base: print every change, fail on an incompatible one.
 	bash scripts/api-check.sh
 
-lint: ## gofmt and go vet every package (end-to-end tests included); every e2e test file carries the e2e build tag.
+lint: ## gofmt and go vet every package (end-to-end tests and the bench peers' module included); every e2e test file carries the e2e build tag.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@untagged=$$(for f in e2e/*_test.go; do head -n1 "$$f" | grep -qx '//go:build e2e' || echo "$$f"; done); \
 	if [ -n "$$untagged" ]; then echo "e2e test files without the e2e build tag (go test ./... must need only Go):"; echo "$$untagged"; exit 1; fi
 	$(GO) vet -tags e2e ./...
+	cd bench/peers && $(GO) vet ./...
 
 # GENERATED lists the files go generate writes; generate-check fails when
 # one differs from what is committed.
