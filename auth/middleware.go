@@ -135,12 +135,18 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 // keeps a legacy session's initialize request for the session's life. So
 // a tool cannot forward the caller's token upstream, and an idle session
 // does not hold it in memory. The header map is copied, not changed: the
-// layers outside auth keep the request as it came.
+// layers outside auth keep the request as it came. The copy shares the
+// value slices, capped at their length, so that an Add past auth
+// reallocates instead of writing into the outer request's array.
 func withoutCredentials(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r2 := *r
-		r2.Header = r.Header.Clone()
-		r2.Header.Del("Authorization")
+		r2.Header = make(http.Header, len(r.Header))
+		for k, v := range r.Header {
+			if k != "Authorization" {
+				r2.Header[k] = v[:len(v):len(v)]
+			}
+		}
 		next.ServeHTTP(w, &r2)
 	})
 }

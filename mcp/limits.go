@@ -67,7 +67,7 @@ func (o *Options) validateLimits() []error {
 // handler's context is cancelled and the call ends at once with an error
 // result saying so, even if the handler has not returned yet: a handler
 // that ignores its context runs on in the background until it does, but
-// the caller is no longer held.
+// the caller is no longer held. The handler runs on a [toolWorkers] worker.
 func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, hook limits.Hook, logger *slog.Logger) sdk.Middleware {
 	if hook == nil {
 		hook = func(context.Context, limits.Event) {}
@@ -75,6 +75,7 @@ func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	workers := newToolWorkers(toolWorkerIdle)
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			r, ok := req.(*sdk.CallToolRequest)
@@ -96,10 +97,10 @@ func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, 
 				err error
 			}
 			done := make(chan outcome, 1) // buffered: a late handler never blocks
-			go func() {
+			workers.run(func() {
 				res, err := next(cctx, method, req)
 				done <- outcome{res, err}
-			}()
+			})
 			var o outcome
 			select {
 			case o = <-done:

@@ -38,6 +38,10 @@ func (e *limitEvents) list() []limits.Event {
 // every goroutine waits, and a call takes exactly its timeout.
 func TestToolTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		// The tool workers end toolWorkerIdle after their last call; the
+		// bubble ends once they have, after the stubborn call is released
+		// (cleanups run last first).
+		t.Cleanup(func() { time.Sleep(toolWorkerIdle) })
 		// slow waits for its context, or ignores it (stubborn) until released.
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) })

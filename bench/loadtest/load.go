@@ -37,6 +37,7 @@ type worker struct {
 	url     string // the /mcp endpoint
 	auth    string // Authorization header value
 	path    string
+	version string // Mcp-Protocol-Version on the modern path; empty means pathModern
 	session string // Mcp-Session-Id, legacy path only (empty if the server keeps none)
 	next    int64
 	body    []byte
@@ -160,7 +161,11 @@ func (w *worker) call(ctx context.Context) error {
 	if w.path == pathModern {
 		b = append(b, ',')
 		b = append(b, modernMeta...)
-		extra = []string{"Mcp-Protocol-Version", pathModern, "Mcp-Method", "tools/call", "Mcp-Name", "echo"}
+		v := w.version
+		if v == "" {
+			v = pathModern
+		}
+		extra = []string{"Mcp-Protocol-Version", v, "Mcp-Method", "tools/call", "Mcp-Name", "echo"}
 	} else {
 		extra = []string{"Mcp-Protocol-Version", pathLegacy}
 		if w.session != "" {

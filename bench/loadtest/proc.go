@@ -29,10 +29,16 @@ type server struct {
 	base       string // http://host:port
 	metricsURL string // its /metrics page
 	logPath    string
-	logFile    *os.File
-	exited     chan struct{} // closed when the process has been waited for
-	stopOnce   sync.Once
-	stopErr    error
+	// tokens are the bearer tokens its workers send, one per worker index
+	// (nil: the harness's Portcullis tokens, which a bare server ignores).
+	tokens []string
+	// modernVersion, if set, is the Mcp-Protocol-Version its workers
+	// declare on the 2026-07-28 path (for a server that knows no later).
+	modernVersion string
+	logFile       *os.File
+	exited        chan struct{} // closed when the process has been waited for
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 // serverSpec says how to start a server.
@@ -191,6 +197,25 @@ func (s *server) scrapeMem() (memCounters, bool, error) {
 		return memCounters{}, false, fmt.Errorf("%s: go_memstats_* missing from %s", s.name, s.metricsURL)
 	}
 	return memCounters{bytes: b, objects: o}, true, nil
+}
+
+// The Prometheus Go collector's GC pause summary: its count is the number
+// of collections, its sum their stop-the-world pauses in seconds.
+const (
+	gcCount = "go_gc_duration_seconds_count"
+	gcSum   = "go_gc_duration_seconds_sum"
+)
+
+// scrapeGC reads the GC pause summary; ok is false for a server without it.
+func (s *server) scrapeGC() (map[string]float64, bool) {
+	if s.metricsURL == "" {
+		return nil, false
+	}
+	vals, err := scrape(s.metricsURL, gcCount, gcSum)
+	if err != nil || len(vals) != 2 {
+		return nil, false
+	}
+	return vals, true
 }
 
 // scrape returns the values of the named unlabelled series on a

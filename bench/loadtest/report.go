@@ -8,14 +8,37 @@ import (
 	"time"
 )
 
-// The targets a load run is measured against.
+// The targets a load run is measured against: Portcullis's throughput on
+// the 2026-07-28 path at c=16 as a multiple of each peer's, its server CPU
+// per call there, and the rest.
 const (
-	targetThroughputRatio = 1.0
-	targetP99             = 5 * time.Millisecond
-	targetIdleRSSKiB      = 20 << 10
-	targetSessionKiB      = 20
-	targetStartup         = 100 * time.Millisecond
+	targetRatioGoSDK = 2.0
+	targetRatioMCPGo = 0.8
+	targetRatioTS    = 6.0
+	targetCPUPerCall = 90.0 // µs
+	targetP99        = 5 * time.Millisecond
+	targetIdleRSSKiB = 20 << 10
+	targetSessionKiB = 20
+	targetStartup    = 100 * time.Millisecond
 )
+
+// patchedName is the row name of Portcullis built against the patched SDK.
+const patchedName = "portcullis+patch"
+
+// peers are the bare servers Portcullis is compared with, by row name.
+var peers = []struct{ name, label string }{
+	{"refserver", "go-sdk"},
+	{"mcp-go", "mcp-go"},
+	{"ts-sdk", "ts-sdk"},
+}
+
+// label is a row's server name as the report shows it.
+func label(server string) string {
+	if server == "refserver" {
+		return "ref (go-sdk)"
+	}
+	return server
+}
 
 func (rep *report) find(server, path string, conc int) (row, bool) {
 	for _, r := range rep.rows {
@@ -71,7 +94,7 @@ func (rep *report) markdown() string {
 	if c.smoke {
 		mode = fmt.Sprintf("smoke mode: about %d requests per row", c.smokeRequests)
 	}
-	fmt.Fprintf(&b, "### Load test: bare SDK (ref) vs Portcullis full stack (%s)\n\n", map[bool]string{true: "pinned", false: "unpinned"}[c.pin])
+	fmt.Fprintf(&b, "### Load test: bare go-sdk (ref), mcp-go and TypeScript SDK vs Portcullis full stack (%s)\n\n", map[bool]string{true: "pinned", false: "unpinned"}[c.pin])
 	fmt.Fprintf(&b, "- %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), rep.machine)
 	fmt.Fprintf(&b, "- %s; %s\n", pin, mode)
 	fmt.Fprintf(&b, "- ref: bare go-sdk v1.8.0 stateless StreamableHTTPHandler, echo tool only (it keeps no sessions, so on the 2025-11-25 path it answers the same requests statelessly)")
@@ -79,6 +102,9 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "; env %s", strings.Join(c.refEnv, " "))
 	}
 	b.WriteString("\n")
+	b.WriteString("- mcp-go: bare github.com/mark3labs/mcp-go v1.2.1 StreamableHTTPServer, stateless, echo tool only (bench/peers/mcpgo)\n")
+	b.WriteString("- ts-sdk: @modelcontextprotocol/sdk 1.32.2 StreamableHTTPServerTransport, stateless (a server and transport per request, as in its stateless example), echo tool only, Node 22 (bench/peers/ts); it knows no 2026-07-28, so on that path it gets the same request declared as 2025-11-25; it has no Go counters (n/a)\n")
+	b.WriteString("- portcullis+patch: the same Portcullis built against go-sdk v1.8.0 with bench/patches applied (bench/patches/build-patched.sh), same configuration\n")
 	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, request limits (set above the load), metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
 	if len(c.env) > 0 {
 		fmt.Fprintf(&b, "; env %s", strings.Join(c.env, " "))
@@ -105,45 +131,85 @@ func (rep *report) markdown() string {
 				}
 			}
 		}
-		name := r.server
-		if name == "refserver" {
-			name = "ref"
-		}
+		name := label(r.server)
 		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s |\n",
 			r.path, r.conc, name, r.rps(), ms(r.p50), ms(r.p99), r.cpuPerReq(), kib, allocs, mib(r.rssKiB), ratio, cpuRatio)
 	}
-	b.WriteString("\n| memory and startup | ref | portcullis |\n|---|---:|---:|\n")
-	fmt.Fprintf(&b, "| RSS idle, MiB | %s | %s |\n", mib(rep.idleRSS["refserver"]), mib(rep.idleRSS["portcullis"]))
-	fmt.Fprintf(&b, "| RSS after the load above, MiB | %s | %s |\n", mib(rep.loadRSS["refserver"]), mib(rep.loadRSS["portcullis"]))
+	b.WriteString("\n| collections during the row | conc | server | calls per collection | STW pause per collection, µs | STW pause per call, µs |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|\n")
+	for _, r := range rep.rows {
+		if !r.gc || r.gcs == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.0f | %.2f |\n", r.path, r.conc, label(r.server),
+			float64(r.requests)/r.gcs, r.gcPause/r.gcs*1e6, r.gcPause/float64(r.requests)*1e6)
+	}
+	b.WriteString("\n| req/s ÷ peer's req/s | conc | portcullis ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk | portcullis+patch ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, path := range c.paths {
+		for _, conc := range c.conc {
+			fmt.Fprintf(&b, "| %s | %d |", path, conc)
+			for _, us := range []string{"portcullis", patchedName} {
+				u, ok := rep.find(us, path, conc)
+				for _, p := range peers {
+					v := " – |"
+					if pr, ok2 := rep.find(p.name, path, conc); ok && ok2 && pr.rps() > 0 {
+						v = fmt.Sprintf(" %.2f |", u.rps()/pr.rps())
+					}
+					b.WriteString(v)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n| memory and startup | ref (go-sdk) | mcp-go | ts-sdk | portcullis | portcullis+patch |\n|---|---:|---:|---:|---:|---:|\n")
+	names := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", patchedName}
+	b.WriteString("| RSS idle, MiB |")
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s |", mib(rep.idleRSS[n]))
+	}
+	b.WriteString("\n| RSS after the load above, MiB |")
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s |", mib(rep.loadRSS[n]))
+	}
+	b.WriteString("\n")
 	if rep.sessions > 0 {
-		fmt.Fprintf(&b, "| fresh process: RSS idle → before → with %d idle 2025-11-25 sessions, MiB | – | %s → %s → %s (%.1f KiB per session) |\n",
+		fmt.Fprintf(&b, "| fresh process: RSS idle → before → with %d idle 2025-11-25 sessions, MiB | | | | %s → %s → %s (%.1f KiB per session) | |\n",
 			rep.sessions, mib(rep.sessIdleRSS), mib(rep.sessBaseRSS), mib(rep.sessRSS), rep.perSessionKiB())
-		fmt.Fprintf(&b, "| live heap (after a GC) + goroutine stacks per idle session, KiB | – | %.1f |\n", rep.liveKiBPerSession())
+		fmt.Fprintf(&b, "| live heap (after a GC) + goroutine stacks per idle session, KiB | | | | %.1f | |\n", rep.liveKiBPerSession())
 	}
 	if len(rep.startups) > 0 {
-		fmt.Fprintf(&b, "| start to ready (`serve --dev`, /readyz 200), median of %d | – | %.1f ms (max %.1f ms) |\n",
+		fmt.Fprintf(&b, "| start to ready (`serve --dev`, /readyz 200), median of %d | | | | %.1f ms (max %.1f ms) | |\n",
 			len(rep.startups), ms(rep.medianStartup()), ms(slices.Max(rep.startups)))
 	}
-	b.WriteString("\n| target (issue 6) | measured | |\n|---|---|---|\n")
-	if pc, ok := rep.find("portcullis", pathModern, 16); ok {
-		if ref, ok := rep.find("refserver", pathModern, 16); ok {
-			ratio := pc.rps() / ref.rps()
-			fmt.Fprintf(&b, "| 2026-07-28 throughput at c=16 ≥ %.1f× ref | %.2f× | %s |\n", targetThroughputRatio, ratio, yes(ratio >= targetThroughputRatio))
+	b.WriteString("\n| target (2026-07-28, c=16, full stack) | portcullis | | portcullis+patch |\n|---|---|---|---|\n")
+	note := ""
+	if !c.pin {
+		note = " (the targets are for the pinned run)"
+	}
+	pc, ok1 := rep.find("portcullis", pathModern, 16)
+	pp, ok2 := rep.find(patchedName, pathModern, 16)
+	if ok1 && ok2 {
+		for _, t := range []struct {
+			peer, label string
+			want        float64
+		}{{"refserver", "go-sdk", targetRatioGoSDK}, {"mcp-go", "mcp-go", targetRatioMCPGo}, {"ts-sdk", "ts-sdk", targetRatioTS}} {
+			if pr, ok := rep.find(t.peer, pathModern, 16); ok && pr.rps() > 0 {
+				a, p := pc.rps()/pr.rps(), pp.rps()/pr.rps()
+				fmt.Fprintf(&b, "| req/s ≥ %.1f× bare %s%s | %.2f× | %s | %.2f× |\n", t.want, t.label, note, a, yes(a >= t.want), p)
+			}
 		}
-		note := ""
-		if !c.pin {
-			note = " (the target is for the pinned run)"
-		}
-		fmt.Fprintf(&b, "| p99 at c=16 ≤ %s%s | %.2f ms | %s |\n", targetP99, note, ms(pc.p99), yes(pc.p99 <= targetP99))
+		fmt.Fprintf(&b, "| server CPU ≤ %.0f µs per call | %.0f µs | %s | %.0f µs |\n", targetCPUPerCall, pc.cpuPerReq(), yes(pc.cpuPerReq() <= targetCPUPerCall), pp.cpuPerReq())
+		fmt.Fprintf(&b, "| p99 ≤ %s | %.2f ms | %s | %.2f ms |\n", targetP99, ms(pc.p99), yes(pc.p99 <= targetP99), ms(pp.p99))
 	}
 	idle := rep.idleRSS["portcullis"]
-	fmt.Fprintf(&b, "| idle RSS ≤ %d MiB | %s MiB | %s |\n", targetIdleRSSKiB>>10, mib(idle), yes(idle <= targetIdleRSSKiB))
+	fmt.Fprintf(&b, "| idle RSS ≤ %d MiB | %s MiB | %s | %s MiB |\n", targetIdleRSSKiB>>10, mib(idle), yes(idle <= targetIdleRSSKiB), mib(rep.idleRSS[patchedName]))
 	if rep.sessions > 0 {
-		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (RSS) | %.1f KiB | %s |\n", targetSessionKiB, rep.perSessionKiB(), yes(rep.perSessionKiB() <= targetSessionKiB))
-		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap + stacks) | %.1f KiB | %s |\n", targetSessionKiB, rep.liveKiBPerSession(), yes(rep.liveKiBPerSession() <= targetSessionKiB))
+		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (RSS) | %.1f KiB | %s | |\n", targetSessionKiB, rep.perSessionKiB(), yes(rep.perSessionKiB() <= targetSessionKiB))
+		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap + stacks) | %.1f KiB | %s | |\n", targetSessionKiB, rep.liveKiBPerSession(), yes(rep.liveKiBPerSession() <= targetSessionKiB))
 	}
 	if len(rep.startups) > 0 {
-		fmt.Fprintf(&b, "| start to ready ≤ %s | %.1f ms | %s |\n", targetStartup, ms(rep.medianStartup()), yes(rep.medianStartup() <= targetStartup))
+		fmt.Fprintf(&b, "| start to ready ≤ %s | %.1f ms | %s | |\n", targetStartup, ms(rep.medianStartup()), yes(rep.medianStartup() <= targetStartup))
 	}
 	return b.String()
 }
