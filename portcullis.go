@@ -55,10 +55,11 @@
 // and checked the same way: [github.com/portcullis-mcp/portcullis/auth]
 // (the [Principal]) and [github.com/portcullis-mcp/portcullis/tools] (the
 // [tools.Catalog]). The SDK's mcp package follows the SDK's own versions.
-// The packages mcp and observability of this module are what the server is
-// built from; they may move under internal/ in a later release, so import
-// them only if you accept that. Nothing under internal/ is for use outside
-// this module.
+// The packages mcp, observability and upstream of this module are what the
+// server is built from, not part of this promise: no API check covers them
+// and their exported names change as the server needs, so import them only
+// if you accept that. Nothing under internal/ is for use outside this
+// module.
 package portcullis
 
 import (

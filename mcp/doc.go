@@ -1,5 +1,9 @@
 // Package mcp turns a [tools.Catalog] into an MCP server and serves it.
 //
+// It is what the portcullis binary and the public package
+// github.com/portcullis-mcp/portcullis are built from; its API is not
+// covered by their compatibility promise and changes as the server needs.
+//
 // [NewServer] builds the official SDK's server from the catalog and adds the
 // receiving middleware every Portcullis server has: panics become error
 // results, an unknown tool name gets a "did you mean" hint, and MRTR
