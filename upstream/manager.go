@@ -228,15 +228,25 @@ var errClosed = errors.New("upstream: stopped")
 // newClient returns the SDK client an upstream connects with, whose
 // notification handlers feed u.
 func newClient(u *upstream, version string) *sdk.Client {
-	return sdk.NewClient(&sdk.Implementation{Name: "portcullis", Version: version}, &sdk.ClientOptions{
-		Logger:                      u.logger,
-		Capabilities:                &sdk.ClientCapabilities{},
-		ToolListChangedHandler:      func(context.Context, *sdk.ToolListChangedRequest) { u.changed() },
-		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
-		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
-		ProgressNotificationHandler: u.forwardProgress,
+	c := sdk.NewClient(&sdk.Implementation{Name: "portcullis", Version: version}, &sdk.ClientOptions{
+		Logger: u.logger,
+		// Elicitation and sampling are offered so that an upstream may ask
+		// its caller during a call (relay.go); a caller that cannot answer
+		// has the request refused. No roots are offered.
+		Capabilities: &sdk.ClientCapabilities{
+			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
+		},
+		ElicitationHandler:            u.elicit,
+		CreateMessageWithToolsHandler: u.createMessage,
+		LoggingMessageHandler:         u.log,
+		ToolListChangedHandler:        func(context.Context, *sdk.ToolListChangedRequest) { u.changed() },
+		PromptListChangedHandler:      func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
+		ResourceListChangedHandler:    func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
+		ProgressNotificationHandler:   u.forwardProgress,
 		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			u.cat.ResourceUpdated(ctx, req.Params.URI)
 		},
 	})
+	c.AddReceivingMiddleware(u.receiving)
+	return c
 }

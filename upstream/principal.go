@@ -114,12 +114,16 @@ func (p *pool) start(key string, c *principalConn) {
 	kt := &keptTransport{Transport: t}
 	if err == nil {
 		cctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
-		sess, err = p.u.client.Connect(cctx, kt, nil)
+		sess, err = p.u.client.Connect(cctx, kt, p.u.sessionOpts)
 		cancel()
 	}
 	p.mu.Lock()
 	c.sess = sess
 	p.mu.Unlock()
+	if err == nil {
+		p.u.notes.Store(sess, &kt.notes)
+		defer p.u.notes.Delete(sess)
+	}
 	if err != nil {
 		kt.close()
 		stop()

@@ -50,6 +50,9 @@ type upstream struct {
 	pool *pool
 	// dialFn opens a connection; dial, except in tests.
 	dialFn func() (sdk.Transport, func(), error)
+	// sessionOpts are the client session's options: nil (the latest
+	// protocol version), except in tests.
+	sessionOpts *sdk.ClientSessionOptions
 
 	mu   sync.Mutex
 	sess *sdk.ClientSession
@@ -70,6 +73,14 @@ type upstream struct {
 	// progress maps the progress tokens sent upstream to the callers'.
 	progress  sync.Map // string → progressTarget
 	nextToken atomic.Uint64
+
+	// notes counts each session's progress and log notifications, so that
+	// a call's result waits for those that came before it.
+	notes sync.Map // *sdk.ClientSession → *notes
+
+	// inflight names the caller of each call in flight, for the
+	// upstream's requests and log messages during it (relay.go).
+	inflight inflight
 }
 
 type progressTarget struct {
@@ -168,12 +179,14 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	}
 	kt := &keptTransport{Transport: t}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	sess, err := u.client.Connect(cctx, kt, nil)
+	sess, err := u.client.Connect(cctx, kt, u.sessionOpts)
 	cancel()
 	if err != nil {
 		kt.close()
 		return fmt.Errorf("upstream: %s: connecting: %w", u.opts.Name, err)
 	}
+	u.notes.Store(sess, &kt.notes)
+	defer u.notes.Delete(sess)
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 	defer func() {
@@ -205,6 +218,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 		return err
 	}
 	u.resubscribe(ctx, sess)
+	u.setLogLevel(ctx, sess)
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,18 +246,24 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 
 // keptTransport keeps the connection its Transport opened, so that a
 // session can be ended without waiting for its calls in flight.
+// It also counts the notifications read from the connection, for
+// notes.
 type keptTransport struct {
 	sdk.Transport
-	mu   sync.Mutex
-	conn sdk.Connection
+	mu    sync.Mutex
+	conn  sdk.Connection
+	notes notes
 }
 
 func (t *keptTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	t.conn = conn
 	t.mu.Unlock()
-	return conn, err
+	return &countingConn{Connection: conn, notes: &t.notes}, nil
 }
 
 // close closes the connection, if one was opened. Every call waiting on it
@@ -476,9 +496,14 @@ func validTemplate(t string) (ok bool) {
 	return true
 }
 
-func truncate(s string) string {
-	if len(s) > 128 {
-		return s[:128] + "…"
+func truncate(s string) string { return truncateN(s, 128) }
+
+// maxErrorMessage bounds an upstream's error message passed to the caller.
+const maxErrorMessage = 512
+
+func truncateN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
 	}
 	return s
 }
@@ -544,7 +569,19 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
 			params.SetProgressToken(ours)
 		}
-		res, err := sess.CallTool(ctx, params)
+		if lvl := logLevel(req); lvl != "" {
+			if params.Meta == nil {
+				params.Meta = sdk.Meta{}
+			}
+			params.Meta[sdk.MetaKeyLogLevel] = lvl
+		}
+		target := &callTarget{ctx: ctx, session: req.Session}
+		untrack := u.inflight.add(sess, target)
+		defer untrack()
+		res, err := sess.CallTool(context.WithValue(ctx, targetKey{}, target), params)
+		// The upstream's progress and log messages sent before its result
+		// reach the caller before the result does.
+		u.awaitNotes(ctx, sess)
 		kind := u.classify(ctx, sess, err)
 		if err == nil && res.IsError {
 			kind = KindToolError
@@ -605,7 +642,7 @@ func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
 	case KindProtocol:
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)
-		msg = fmt.Sprintf("upstream: the MCP server %q refused the call: %s", u.opts.Name, truncate(rpcErr.Message))
+		msg = fmt.Sprintf("upstream: the MCP server %q refused the call: %s", u.opts.Name, truncateN(rpcErr.Message, maxErrorMessage))
 	default:
 		u.logger.Warn("upstream: a call failed", "error", err)
 		msg = fmt.Sprintf("upstream: the connection to the MCP server %q broke during the call (it may have crashed or sent an invalid message); Portcullis is reconnecting. Retry in a few seconds.", u.opts.Name)
