@@ -77,6 +77,10 @@ type Deps struct {
 	// PrincipalKey names the caller a per_principal upstream runs a
 	// process for, from its token info. Nil means the token's UserID.
 	PrincipalKey func(*sdkauth.TokenInfo) string
+	// Principal is the caller's verified identity, from its token info,
+	// that pass_principal gives stdio servers. Nil means the token's
+	// UserID as subject and its scopes.
+	Principal func(*sdkauth.TokenInfo) (Principal, bool)
 }
 
 // DefaultBackoff doubles from 250ms per attempt up to 30s, with up to 20%

@@ -106,11 +106,16 @@ func (u *upstream) environ() ([]string, error) {
 	return env, nil
 }
 
-func (u *upstream) dialStdio() (sdk.Transport, func(), error) {
+func (u *upstream) dialStdio() (sdk.Transport, func(), error) { return u.dialStdioEnv(nil) }
+
+// dialStdioEnv starts a stdio process with extra added to its environment
+// after the configured variables.
+func (u *upstream) dialStdioEnv(extra []string) (sdk.Transport, func(), error) {
 	env, err := u.environ()
 	if err != nil {
 		return nil, func() {}, err
 	}
+	env = append(env, extra...)
 	cmd := exec.Command(u.opts.Command, u.opts.Args...)
 	cmd.Dir = u.opts.Dir
 	cmd.Env = env

@@ -50,6 +50,9 @@ type upstream struct {
 	pool *pool
 	// dialFn opens a connection; dial, except in tests.
 	dialFn func() (sdk.Transport, func(), error)
+	// dialEnvFn opens a connection to a new stdio process with env added
+	// to its environment (pass_principal: env).
+	dialEnvFn func(env []string) (sdk.Transport, func(), error)
 	// sessionOpts are the client session's options: nil (the latest
 	// protocol version), except in tests.
 	sessionOpts *sdk.ClientSessionOptions
@@ -101,6 +104,7 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 	}
 	u.client = newClient(u, deps.Version)
 	u.dialFn = u.dial
+	u.dialEnvFn = u.dialStdioEnv
 	return u, nil
 }
 
@@ -538,7 +542,13 @@ var errNotConnected = errors.New("upstream: not connected")
 // caller's own process. release must be called when the request is done.
 func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
 	if u.pool != nil {
-		return u.pool.acquire(ctx, u.principalKey(extra))
+		var env []string
+		if u.opts.PassPrincipal == PassPrincipalEnv {
+			if p, ok := u.principal(extra); ok {
+				env = p.environ()
+			}
+		}
+		return u.pool.acquire(ctx, u.principalKey(extra), env)
 	}
 	sess := u.session()
 	if sess == nil {
@@ -568,6 +578,14 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			// result that followed it; it still reaches the caller.
 			defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
 			params.SetProgressToken(ours)
+		}
+		if u.opts.PassPrincipal == PassPrincipalMeta {
+			if p, ok := u.principal(req.Extra); ok {
+				if params.Meta == nil {
+					params.Meta = sdk.Meta{}
+				}
+				params.Meta[MetaKeyPrincipal] = p.meta()
+			}
 		}
 		if lvl := logLevel(req); lvl != "" {
 			if params.Meta == nil {
