@@ -297,6 +297,48 @@ upstreams:
 		})
 	}
 
+	// server-everything's long-running operation reports progress at each
+	// step; a client without the standalone GET stream sees it on its
+	// call's own stream, on either era, from a stdio and an http upstream.
+	for _, version := range []string{"2025-11-25", modernProtocol} {
+		for _, tool := range []string{"every_trigger-long-running-operation", "everyhttp_trigger-long-running-operation"} {
+			t.Run("progress "+tool+" era "+version, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				defer cancel()
+				progress := make(chan *sdk.ProgressNotificationParams, 16)
+				client := sdk.NewClient(&sdk.Implementation{Name: "progress"}, &sdk.ClientOptions{
+					ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+						progress <- req.Params
+					},
+				})
+				tr := &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient, DisableStandaloneSSE: true, MaxRetries: -1}
+				cs, err := client.Connect(ctx, tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cs.Close()
+				params := &sdk.CallToolParams{Name: tool, Arguments: map[string]any{"duration": 0.3, "steps": 3}}
+				params.SetProgressToken("steps-" + version)
+				res, err := cs.CallTool(ctx, params)
+				if err != nil || res.IsError {
+					t.Fatalf("%s: %v %v", tool, err, res)
+				}
+				// The client hands notifications to their handler on a
+				// goroutine of its own: they may follow the result.
+				for want := 1.0; want <= 3; want++ {
+					select {
+					case p := <-progress:
+						if p.ProgressToken != "steps-"+version || p.Progress != want || p.Total != 3 {
+							t.Errorf("progress %+v, want %v of 3 under the client's token", p, want)
+						}
+					case <-ctx.Done():
+						t.Fatalf("progress %v of 3 never reached the client", want)
+					}
+				}
+			})
+		}
+	}
+
 	t.Run("list_changed reaches a client", func(t *testing.T) {
 		changed := make(chan struct{}, 1)
 		client := sdk.NewClient(&sdk.Implementation{Name: "watcher"}, &sdk.ClientOptions{

@@ -15,7 +15,9 @@ import (
 // result may be handled after the call returned, when its caller's request
 // is over. notes counts the notifications of those kinds read from a
 // connection and handled, so that a call can wait, after its result, for
-// those read before it.
+// those read before it. Streamable HTTP connections are not counted (see
+// keptTransport): from an http upstream, a progress or log message sent
+// just before the result may still come after it, or be dropped.
 
 // notesGrace bounds that wait: a notification the SDK drops unhandled
 // (invalid params) must not hold a call.

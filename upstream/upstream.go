@@ -87,6 +87,10 @@ type upstream struct {
 }
 
 type progressTarget struct {
+	// ctx is the caller's request context: a notification sent with it
+	// travels on the caller's call (its POST stream, the only one a
+	// 2026-07-28 caller has).
+	ctx     context.Context
 	session *sdk.ServerSession
 	token   any
 }
@@ -250,8 +254,8 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 
 // keptTransport keeps the connection its Transport opened, so that a
 // session can be ended without waiting for its calls in flight.
-// It also counts the notifications read from the connection, for
-// notes.
+// It also counts the notifications read from a stdio or in-memory
+// connection, for notes.
 type keptTransport struct {
 	sdk.Transport
 	mu    sync.Mutex
@@ -267,6 +271,12 @@ func (t *keptTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	t.mu.Lock()
 	t.conn = conn
 	t.mu.Unlock()
+	// The SDK's Streamable HTTP connection has unexported methods that a
+	// wrapper would hide (the negotiated protocol version reaches its
+	// headers through one): it is not counted.
+	if _, ok := t.Transport.(*sdk.StreamableClientTransport); ok {
+		return conn, nil
+	}
 	return &countingConn{Connection: conn, notes: &t.notes}, nil
 }
 
@@ -573,7 +583,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 		}
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
-			u.progress.Store(ours, progressTarget{session: req.Session, token: tok})
+			u.progress.Store(ours, progressTarget{ctx: ctx, session: req.Session, token: tok})
 			// The SDK may hand over a progress notification after the
 			// result that followed it; it still reaches the caller.
 			defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
@@ -805,7 +815,13 @@ func (u *upstream) forwardProgress(ctx context.Context, req *sdk.ProgressNotific
 	t := v.(progressTarget)
 	p := *req.Params
 	p.ProgressToken = t.token
-	if err := t.session.NotifyProgress(ctx, &p); err != nil {
+	// After the call, its context is done; the notification goes out
+	// with the notification's own then.
+	nctx := t.ctx
+	if nctx.Err() != nil {
+		nctx = ctx
+	}
+	if err := t.session.NotifyProgress(nctx, &p); err != nil {
 		u.logger.Debug("upstream: passing on progress failed", "error", err)
 	}
 }
