@@ -1,7 +1,12 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +20,9 @@ import (
 // result may be handled after the call returned, when its caller's request
 // is over. notes counts the notifications of those kinds read from a
 // connection and handled, so that a call can wait, after its result, for
-// those read before it. Streamable HTTP connections are not counted (see
-// keptTransport): from an http upstream, a progress or log message sent
-// just before the result may still come after it, or be dropped.
+// those read before it. A Streamable HTTP connection cannot be wrapped (see
+// keptTransport): its notifications are counted as the SSE streams of its
+// responses are read (sseCounter).
 
 // notesGrace bounds that wait: a notification the SDK drops unhandled
 // (invalid params) must not hold a call.
@@ -128,4 +133,82 @@ func (u *upstream) receiving(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// sseCounter counts the awaited notifications in the SSE streams of an
+// http upstream's responses, as the SDK reads them: an event is counted
+// when the blank line that ends it is read, before the SDK can hand it on.
+type sseCounter struct {
+	next  http.RoundTripper
+	notes *notes
+}
+
+func (c *sseCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(r)
+	if err != nil || resp.Body == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	resp.Body = &sseBody{ReadCloser: resp.Body, notes: c.notes}
+	return resp, nil
+}
+
+// maxSSELine bounds the part of a line sseBody keeps; longer data lines
+// (large results) cannot be awaited notifications, which are small.
+const maxSSELine = 64 << 10
+
+type sseBody struct {
+	io.ReadCloser
+	notes *notes
+	line  []byte // the current line, up to maxSSELine
+	long  bool   // the current line is longer than maxSSELine
+	data  []byte // the current event's data
+}
+
+func (b *sseBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		if c != '\n' {
+			if len(b.line) < maxSSELine {
+				b.line = append(b.line, c)
+			} else {
+				b.long = true
+			}
+			continue
+		}
+		b.endLine()
+	}
+	return n, err
+}
+
+func (b *sseBody) endLine() {
+	line := bytes.TrimSuffix(b.line, []byte("\r"))
+	long := b.long
+	b.line, b.long = b.line[:0], false
+	switch {
+	case len(line) == 0:
+		if isAwaited(b.data) {
+			b.notes.addRead()
+		}
+		b.data = b.data[:0]
+	case long:
+		b.data = append(b.data[:0], '!') // not JSON: not counted
+	case bytes.HasPrefix(line, []byte("data:")):
+		d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+		if len(b.data) > 0 {
+			b.data = append(b.data, '\n')
+		}
+		b.data = append(b.data, d...)
+	}
+}
+
+// isAwaited reports whether data is an awaited notification.
+func isAwaited(data []byte) bool {
+	if len(data) == 0 {
+		return false
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	return json.Unmarshal(data, &m) == nil && m.ID == nil && awaited[m.Method]
 }

@@ -155,7 +155,7 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 	}
 	t, stop, err := dial()
 	var sess *sdk.ClientSession
-	kt := &keptTransport{Transport: t}
+	kt := newKeptTransport(t)
 	if err == nil {
 		cctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
 		sess, err = p.u.client.Connect(cctx, kt, p.u.sessionOpts)
@@ -165,7 +165,7 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 	c.sess = sess
 	p.mu.Unlock()
 	if err == nil {
-		p.u.notes.Store(sess, &kt.notes)
+		p.u.notes.Store(sess, kt.notes)
 		defer p.u.notes.Delete(sess)
 	}
 	if err != nil {
@@ -185,6 +185,7 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 		stop()
 	}
 	p.mu.Unlock()
+	p.u.setLogLevel(p.ctx, sess)
 	close(c.ready)
 	p.u.logger.Info("upstream: started a process for a caller", "processes", p.size())
 	done := make(chan struct{})

@@ -52,7 +52,7 @@ func (u *upstream) dial() (sdk.Transport, func(), error) {
 			ctx := context.WithValue(context.Background(), oauth2.HTTPClient, u.deps.HTTPClient)
 			rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
 		}
-		client.Transport = rt
+		client.Transport = &sseCounter{next: rt, notes: &notes{}}
 		return &sdk.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: &client, MaxRetries: 2}, func() {}, nil
 	default:
 		return u.dialStdio()

@@ -185,7 +185,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kt := &keptTransport{Transport: t}
+	kt := newKeptTransport(t)
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	sess, err := u.client.Connect(cctx, kt, u.sessionOpts)
 	cancel()
@@ -193,7 +193,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 		kt.close()
 		return fmt.Errorf("upstream: %s: connecting: %w", u.opts.Name, err)
 	}
-	u.notes.Store(sess, &kt.notes)
+	u.notes.Store(sess, kt.notes)
 	defer u.notes.Delete(sess)
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
@@ -254,13 +254,23 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 
 // keptTransport keeps the connection its Transport opened, so that a
 // session can be ended without waiting for its calls in flight.
-// It also counts the notifications read from a stdio or in-memory
-// connection, for notes.
+// It also holds the count of notifications read from the connection, for
+// notes.
 type keptTransport struct {
 	sdk.Transport
 	mu    sync.Mutex
 	conn  sdk.Connection
-	notes notes
+	notes *notes
+}
+
+func newKeptTransport(t sdk.Transport) *keptTransport {
+	kt := &keptTransport{Transport: t, notes: &notes{}}
+	if st, ok := t.(*sdk.StreamableClientTransport); ok && st.HTTPClient != nil {
+		if c, ok := st.HTTPClient.Transport.(*sseCounter); ok {
+			kt.notes = c.notes
+		}
+	}
+	return kt
 }
 
 func (t *keptTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -273,11 +283,12 @@ func (t *keptTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	t.mu.Unlock()
 	// The SDK's Streamable HTTP connection has unexported methods that a
 	// wrapper would hide (the negotiated protocol version reaches its
-	// headers through one): it is not counted.
+	// headers through one): its notifications are counted as its HTTP
+	// responses are read (sseCounter).
 	if _, ok := t.Transport.(*sdk.StreamableClientTransport); ok {
 		return conn, nil
 	}
-	return &countingConn{Connection: conn, notes: &t.notes}, nil
+	return &countingConn{Connection: conn, notes: t.notes}, nil
 }
 
 // close closes the connection, if one was opened. Every call waiting on it
