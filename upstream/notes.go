@@ -25,7 +25,7 @@ import (
 // responses are read (sseCounter).
 
 // notesGrace bounds that wait: a notification the SDK drops unhandled
-// (invalid params) must not hold a call.
+// (invalid params) holds one call this long, and is then written off.
 const notesGrace = time.Second
 
 // awaited are the notifications a call's result waits for.
@@ -80,6 +80,10 @@ func (n *notes) wait(ctx context.Context) {
 			continue
 		case <-ctx.Done():
 		case <-timer.C:
+			// One the SDK dropped unhandled must not hold later calls.
+			n.mu.Lock()
+			n.handled = max(n.handled, target)
+			n.mu.Unlock()
 		}
 		break
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func TestSSECounter(t *testing.T) {
@@ -22,5 +23,30 @@ func TestSSECounter(t *testing.T) {
 	}
 	if n.read != 2 {
 		t.Errorf("counted %d awaited notifications, want 2 (a progress and a multi-line log message)", n.read)
+	}
+}
+
+func TestNotesWaitWritesOffLostNotifications(t *testing.T) {
+	n := &notes{}
+	n.addRead() // never handled
+	ctx := callCtx(t)
+	start := time.Now()
+	n.wait(ctx)
+	if d := time.Since(start); d < notesGrace {
+		t.Fatalf("wait returned after %v with a notification unhandled, want %v", d, notesGrace)
+	}
+	// Written off: the next wait has nothing to wait for.
+	done := make(chan struct{})
+	go func() { n.wait(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(notesGrace / 2):
+		t.Fatal("a lost notification still holds later calls")
+	}
+	n.addRead()
+	go n.addHandled()
+	n.wait(ctx) // returns once handled
+	if n.handled != 2 {
+		t.Errorf("handled = %d, want 2", n.handled)
 	}
 }
