@@ -25,8 +25,12 @@
 //
 // A call reaches the upstream with the caller's arguments, a progress token
 // of Portcullis's own (progress is passed back under the caller's token),
-// and the trace context [Hooks.Inject] writes; nothing else of the
-// caller's request, and never the caller's token. A call that fails
+// the trace context [Hooks.Inject] writes and the log level the caller
+// asked for; nothing else of the caller's request, and never the caller's
+// token. What the upstream sends during the call — progress, log messages,
+// elicitation and sampling requests — goes to that call's caller, when it
+// can be tied to the call and the caller's session can carry it; a request
+// that cannot is refused with a JSON-RPC error (relay.go). A call that fails
 // because the upstream is down, crashed, hung or sent garbage ends with an
 // error result that names the upstream ([KindTransport] and the other
 // kinds go to [Hooks.StartCall]); the supervisor reconnects with backoff

@@ -77,6 +77,10 @@ type Deps struct {
 	// PrincipalKey names the caller a per_principal upstream runs a
 	// process for, from its token info. Nil means the token's UserID.
 	PrincipalKey func(*sdkauth.TokenInfo) string
+	// Principal is the caller's verified identity, from its token info,
+	// that pass_principal gives stdio servers. Nil means the token's
+	// UserID as subject and its scopes.
+	Principal func(*sdkauth.TokenInfo) (Principal, bool)
 }
 
 // DefaultBackoff doubles from 250ms per attempt up to 30s, with up to 20%
@@ -228,15 +232,25 @@ var errClosed = errors.New("upstream: stopped")
 // newClient returns the SDK client an upstream connects with, whose
 // notification handlers feed u.
 func newClient(u *upstream, version string) *sdk.Client {
-	return sdk.NewClient(&sdk.Implementation{Name: "portcullis", Version: version}, &sdk.ClientOptions{
-		Logger:                      u.logger,
-		Capabilities:                &sdk.ClientCapabilities{},
-		ToolListChangedHandler:      func(context.Context, *sdk.ToolListChangedRequest) { u.changed() },
-		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
-		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
-		ProgressNotificationHandler: u.forwardProgress,
+	c := sdk.NewClient(&sdk.Implementation{Name: "portcullis", Version: version}, &sdk.ClientOptions{
+		Logger: u.logger,
+		// Elicitation and sampling are offered so that an upstream may ask
+		// its caller during a call (relay.go); a caller that cannot answer
+		// has the request refused. No roots are offered.
+		Capabilities: &sdk.ClientCapabilities{
+			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
+		},
+		ElicitationHandler:            u.elicit,
+		CreateMessageWithToolsHandler: u.createMessage,
+		LoggingMessageHandler:         u.log,
+		ToolListChangedHandler:        func(context.Context, *sdk.ToolListChangedRequest) { u.changed() },
+		PromptListChangedHandler:      func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
+		ResourceListChangedHandler:    func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
+		ProgressNotificationHandler:   u.forwardProgress,
 		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			u.cat.ResourceUpdated(ctx, req.Params.URI)
 		},
 	})
+	c.AddReceivingMiddleware(u.receiving)
+	return c
 }

@@ -27,6 +27,17 @@ const (
 	IsolationPerPrincipal = "per_principal"
 )
 
+// Ways of passing the caller's identity accepted in [Options.PassPrincipal].
+const (
+	PassPrincipalNone = "none"
+	PassPrincipalEnv  = "env"
+	PassPrincipalMeta = "meta"
+)
+
+// MetaKeyPrincipal is the _meta key under which a call carries the
+// caller's identity with pass_principal: meta.
+const MetaKeyPrincipal = "io.portcullis/principal"
+
 // Defaults of the per_principal isolation.
 const (
 	DefaultMaxProcesses = 16
@@ -89,6 +100,15 @@ type Options struct {
 	// IdleTimeout stops a per_principal process after this long without
 	// requests. Default 10m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// PassPrincipal gives the stdio server the verified identity of the
+	// caller — issuer, subject, client id and scopes, never a token:
+	// "env" sets MCP_PRINCIPAL_ISSUER, MCP_PRINCIPAL_SUBJECT,
+	// MCP_PRINCIPAL_CLIENT_ID and MCP_PRINCIPAL_SCOPES (space-separated)
+	// in the environment of each per_principal process as it starts
+	// (per_principal only); "meta" adds it to each tools/call's _meta under
+	// "io.portcullis/principal" as {issuer, subject, client_id, scopes};
+	// "none", the default, passes nothing.
+	PassPrincipal string `yaml:"pass_principal" schema:"enum=none|env|meta"`
 	// StopGrace is how long the stdio server gets to exit when Portcullis
 	// stops, first after its stdin closes, then after SIGTERM, before it is
 	// killed. Default 5s.
@@ -148,6 +168,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Transport == TransportStdio && o.Isolation == "" {
 		o.Isolation = IsolationShared
+	}
+	if o.Transport == TransportStdio && o.PassPrincipal == "" {
+		o.PassPrincipal = PassPrincipalNone
 	}
 	if o.StopGrace == 0 {
 		o.StopGrace = DefaultStopGrace
@@ -231,6 +254,15 @@ func Validate(list []Options) error {
 			if o.URL != "" || len(o.Headers) > 0 || o.OAuth.set() {
 				at("transport", "stdio takes no url, headers or oauth")
 			}
+			switch o.PassPrincipal {
+			case PassPrincipalNone, PassPrincipalMeta:
+			case PassPrincipalEnv:
+				if o.Isolation != IsolationPerPrincipal {
+					at("pass_principal", "env needs isolation per_principal: a shared process serves every caller")
+				}
+			default:
+				at("pass_principal", "%q is not one of none, env, meta", o.PassPrincipal)
+			}
 			for k, e := range o.Env {
 				errs = append(errs, checkNamedValue(fmt.Sprintf("[%d].env[%d]", i, k), e, validEnvName)...)
 			}
@@ -243,8 +275,8 @@ func Validate(list []Options) error {
 			if err := checkURL(o.URL); err != nil {
 				at("url", "%v", err)
 			}
-			if stdioSet || o.Isolation != "" || o.MaxProcesses != 0 || o.IdleTimeout != 0 {
-				at("transport", "http takes no command, args, env, env_files, dir, isolation, max_processes or idle_timeout")
+			if stdioSet || o.Isolation != "" || o.MaxProcesses != 0 || o.IdleTimeout != 0 || o.PassPrincipal != "" {
+				at("transport", "http takes no command, args, env, env_files, dir, isolation, max_processes, idle_timeout or pass_principal")
 			}
 			if o.OAuth.enabled() {
 				if err := checkURL(o.OAuth.TokenURL); err != nil {

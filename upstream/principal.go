@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,45 @@ var errNoPrincipal = errors.New("upstream: a per_principal upstream serves only 
 
 // errPoolFull is the answer when every per-principal process is busy.
 var errPoolFull = errors.New("upstream: every per_principal process is busy")
+
+// Principal is the verified identity of a caller that a stdio server may
+// be given (pass_principal). It holds no credential.
+type Principal struct {
+	Issuer   string
+	Subject  string
+	ClientID string
+	Scopes   []string
+}
+
+// principal returns the caller's identity, or false without one.
+func (u *upstream) principal(extra *sdk.RequestExtra) (Principal, bool) {
+	if extra == nil || extra.TokenInfo == nil {
+		return Principal{}, false
+	}
+	if u.deps.Principal != nil {
+		return u.deps.Principal(extra.TokenInfo)
+	}
+	return Principal{Subject: extra.TokenInfo.UserID, Scopes: extra.TokenInfo.Scopes}, true
+}
+
+// environ is the identity as MCP_PRINCIPAL_* environment variables.
+func (p Principal) environ() []string {
+	return []string{
+		"MCP_PRINCIPAL_ISSUER=" + p.Issuer,
+		"MCP_PRINCIPAL_SUBJECT=" + p.Subject,
+		"MCP_PRINCIPAL_CLIENT_ID=" + p.ClientID,
+		"MCP_PRINCIPAL_SCOPES=" + strings.Join(p.Scopes, " "),
+	}
+}
+
+// meta is the identity as the value of MetaKeyPrincipal.
+func (p Principal) meta() map[string]any {
+	scopes := p.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return map[string]any{"issuer": p.Issuer, "subject": p.Subject, "client_id": p.ClientID, "scopes": scopes}
+}
 
 // pool runs one stdio process per principal for a per_principal upstream:
 // started on the principal's first request, stopped after IdleTimeout
@@ -67,7 +107,7 @@ func (u *upstream) principalKey(extra *sdk.RequestExtra) string {
 
 // acquire returns the session of the principal's process, starting it if
 // needed; release must be called when the request is done.
-func (p *pool) acquire(ctx context.Context, key string) (sess *sdk.ClientSession, release func(), err error) {
+func (p *pool) acquire(ctx context.Context, key string, env []string) (sess *sdk.ClientSession, release func(), err error) {
 	if key == "" {
 		return nil, nil, errNoPrincipal
 	}
@@ -81,7 +121,7 @@ func (p *pool) acquire(ctx context.Context, key string) (sess *sdk.ClientSession
 		c = &principalConn{ready: make(chan struct{}), stop: func() {}}
 		p.conns[key] = c
 		p.wg.Add(1)
-		go p.start(key, c)
+		go p.start(key, c, env)
 	}
 	c.inflight++
 	c.lastUsed = time.Now()
@@ -107,19 +147,27 @@ func (p *pool) acquire(ctx context.Context, key string) (sess *sdk.ClientSession
 
 // start starts the principal's process and watches it: when it exits, it
 // leaves the pool, and the principal's next request starts a new one.
-func (p *pool) start(key string, c *principalConn) {
+func (p *pool) start(key string, c *principalConn, env []string) {
 	defer p.wg.Done()
-	t, stop, err := p.u.dialFn()
+	dial := p.u.dialFn
+	if len(env) > 0 {
+		dial = func() (sdk.Transport, func(), error) { return p.u.dialEnvFn(env) }
+	}
+	t, stop, err := dial()
 	var sess *sdk.ClientSession
-	kt := &keptTransport{Transport: t}
+	kt := newKeptTransport(t)
 	if err == nil {
 		cctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
-		sess, err = p.u.client.Connect(cctx, kt, nil)
+		sess, err = p.u.client.Connect(cctx, kt, p.u.sessionOpts)
 		cancel()
 	}
 	p.mu.Lock()
 	c.sess = sess
 	p.mu.Unlock()
+	if err == nil {
+		p.u.notes.Store(sess, kt.notes)
+		defer p.u.notes.Delete(sess)
+	}
 	if err != nil {
 		kt.close()
 		stop()
@@ -137,6 +185,7 @@ func (p *pool) start(key string, c *principalConn) {
 		stop()
 	}
 	p.mu.Unlock()
+	p.u.setLogLevel(p.ctx, sess)
 	close(c.ready)
 	p.u.logger.Info("upstream: started a process for a caller", "processes", p.size())
 	done := make(chan struct{})

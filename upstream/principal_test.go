@@ -97,7 +97,7 @@ func TestPerPrincipalIdleAndBusy(t *testing.T) {
 	waitFor(t, "the idle process to stop", func() bool { return u.pool.size() == 0 })
 
 	// While alice's request holds the only process, bob is told to retry.
-	_, release, err := u.pool.acquire(callCtx(t), "alice")
+	_, release, err := u.pool.acquire(callCtx(t), "alice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,4 +111,57 @@ func TestPerPrincipalIdleAndBusy(t *testing.T) {
 	}()
 	wg.Wait()
 	release()
+}
+
+func TestPassPrincipal(t *testing.T) {
+	ti := &sdkauth.TokenInfo{UserID: "alice", Scopes: []string{"read", "write"}, Extra: map[string]any{"token": "raw-secret"}}
+	principal := func(ti *sdkauth.TokenInfo) (Principal, bool) {
+		return Principal{Issuer: "https://idp", Subject: ti.UserID, ClientID: "cli", Scopes: ti.Scopes}, true
+	}
+	tests := []struct {
+		pass, isolation, want string
+	}{
+		{PassPrincipalNone, IsolationShared, `[] null`},
+		{PassPrincipalMeta, IsolationShared, `[] {"client_id":"cli","issuer":"https://idp","scopes":["read","write"],"subject":"alice"}`},
+		{PassPrincipalEnv, IsolationPerPrincipal, `[MCP_PRINCIPAL_CLIENT_ID=cli MCP_PRINCIPAL_ISSUER=https://idp MCP_PRINCIPAL_SCOPES=read write MCP_PRINCIPAL_SUBJECT=alice] null`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pass, func(t *testing.T) {
+			f := newFront(t)
+			o := stdioOptions(t, "serve")
+			o.PassPrincipal, o.Isolation = tt.pass, tt.isolation
+			m, err := New([]Options{o}, f.cat, Deps{Backoff: fastBackoff, Principal: principal})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Start(context.Background())
+			t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
+			waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+			req := &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "helper_whoami", Arguments: []byte(`{"text":""}`)}, Extra: &sdk.RequestExtra{TokenInfo: ti}}
+			res, err := m.ups[0].callTool("whoami")(callCtx(t), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := text(res); res.IsError || got != tt.want {
+				t.Errorf("the server saw %q (error %v), want %q", got, res.IsError, tt.want)
+			}
+		})
+	}
+}
+
+func TestPassPrincipalValidation(t *testing.T) {
+	err := Validate([]Options{
+		{Name: "a", Transport: TransportStdio, Command: "x", PassPrincipal: PassPrincipalEnv},
+		{Name: "b", Transport: TransportStdio, Command: "x", PassPrincipal: "token"},
+		{Name: "c", Transport: TransportHTTP, URL: "http://h/mcp", PassPrincipal: PassPrincipalMeta},
+	})
+	for _, want := range []string{
+		"[0].pass_principal: env needs isolation per_principal",
+		`[1].pass_principal: "token" is not one of none, env, meta`,
+		"[2].transport: http takes no",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v; want an error containing %q", err, want)
+		}
+	}
 }

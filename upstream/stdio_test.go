@@ -3,12 +3,14 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	ossignal "os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +44,17 @@ func helperServe() {
 	s := sdk.NewServer(&sdk.Implementation{Name: "helper"}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "echo"}, func(_ context.Context, _ *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "echo:" + in.Text}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "whoami"}, func(_ context.Context, req *sdk.CallToolRequest, _ echoIn) (*sdk.CallToolResult, any, error) {
+		var env []string
+		for _, kv := range os.Environ() {
+			if strings.HasPrefix(kv, "MCP_PRINCIPAL_") || strings.Contains(strings.ToLower(kv), "token") {
+				env = append(env, kv)
+			}
+		}
+		slices.Sort(env)
+		meta, _ := json.Marshal(req.Params.Meta[MetaKeyPrincipal])
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%v %s", env, meta)}}}, nil, nil
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "crash"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
 		fmt.Fprintln(os.Stderr, "helper: crashing")

@@ -52,7 +52,7 @@ func (u *upstream) dial() (sdk.Transport, func(), error) {
 			ctx := context.WithValue(context.Background(), oauth2.HTTPClient, u.deps.HTTPClient)
 			rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
 		}
-		client.Transport = rt
+		client.Transport = &sseCounter{next: rt, notes: &notes{}}
 		return &sdk.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: &client, MaxRetries: 2}, func() {}, nil
 	default:
 		return u.dialStdio()
@@ -106,11 +106,16 @@ func (u *upstream) environ() ([]string, error) {
 	return env, nil
 }
 
-func (u *upstream) dialStdio() (sdk.Transport, func(), error) {
+func (u *upstream) dialStdio() (sdk.Transport, func(), error) { return u.dialStdioEnv(nil) }
+
+// dialStdioEnv starts a stdio process with extra added to its environment
+// after the configured variables.
+func (u *upstream) dialStdioEnv(extra []string) (sdk.Transport, func(), error) {
 	env, err := u.environ()
 	if err != nil {
 		return nil, func() {}, err
 	}
+	env = append(env, extra...)
 	cmd := exec.Command(u.opts.Command, u.opts.Args...)
 	cmd.Dir = u.opts.Dir
 	cmd.Env = env

@@ -50,6 +50,12 @@ type upstream struct {
 	pool *pool
 	// dialFn opens a connection; dial, except in tests.
 	dialFn func() (sdk.Transport, func(), error)
+	// dialEnvFn opens a connection to a new stdio process with env added
+	// to its environment (pass_principal: env).
+	dialEnvFn func(env []string) (sdk.Transport, func(), error)
+	// sessionOpts are the client session's options: nil (the latest
+	// protocol version), except in tests.
+	sessionOpts *sdk.ClientSessionOptions
 
 	mu   sync.Mutex
 	sess *sdk.ClientSession
@@ -70,9 +76,21 @@ type upstream struct {
 	// progress maps the progress tokens sent upstream to the callers'.
 	progress  sync.Map // string → progressTarget
 	nextToken atomic.Uint64
+
+	// notes counts each session's progress and log notifications, so that
+	// a call's result waits for those that came before it.
+	notes sync.Map // *sdk.ClientSession → *notes
+
+	// inflight names the caller of each call in flight, for the
+	// upstream's requests and log messages during it (relay.go).
+	inflight inflight
 }
 
 type progressTarget struct {
+	// ctx is the caller's request context: a notification sent with it
+	// travels on the caller's call (its POST stream, the only one a
+	// 2026-07-28 caller has).
+	ctx     context.Context
 	session *sdk.ServerSession
 	token   any
 }
@@ -90,6 +108,7 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 	}
 	u.client = newClient(u, deps.Version)
 	u.dialFn = u.dial
+	u.dialEnvFn = u.dialStdioEnv
 	return u, nil
 }
 
@@ -166,14 +185,16 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kt := &keptTransport{Transport: t}
+	kt := newKeptTransport(t)
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	sess, err := u.client.Connect(cctx, kt, nil)
+	sess, err := u.client.Connect(cctx, kt, u.sessionOpts)
 	cancel()
 	if err != nil {
 		kt.close()
 		return fmt.Errorf("upstream: %s: connecting: %w", u.opts.Name, err)
 	}
+	u.notes.Store(sess, kt.notes)
+	defer u.notes.Delete(sess)
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 	defer func() {
@@ -205,6 +226,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 		return err
 	}
 	u.resubscribe(ctx, sess)
+	u.setLogLevel(ctx, sess)
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,18 +254,41 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 
 // keptTransport keeps the connection its Transport opened, so that a
 // session can be ended without waiting for its calls in flight.
+// It also holds the count of notifications read from the connection, for
+// notes.
 type keptTransport struct {
 	sdk.Transport
-	mu   sync.Mutex
-	conn sdk.Connection
+	mu    sync.Mutex
+	conn  sdk.Connection
+	notes *notes
+}
+
+func newKeptTransport(t sdk.Transport) *keptTransport {
+	kt := &keptTransport{Transport: t, notes: &notes{}}
+	if st, ok := t.(*sdk.StreamableClientTransport); ok && st.HTTPClient != nil {
+		if c, ok := st.HTTPClient.Transport.(*sseCounter); ok {
+			kt.notes = c.notes
+		}
+	}
+	return kt
 }
 
 func (t *keptTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	t.conn = conn
 	t.mu.Unlock()
-	return conn, err
+	// The SDK's Streamable HTTP connection has unexported methods that a
+	// wrapper would hide (the negotiated protocol version reaches its
+	// headers through one): its notifications are counted as its HTTP
+	// responses are read (sseCounter).
+	if _, ok := t.Transport.(*sdk.StreamableClientTransport); ok {
+		return conn, nil
+	}
+	return &countingConn{Connection: conn, notes: t.notes}, nil
 }
 
 // close closes the connection, if one was opened. Every call waiting on it
@@ -476,9 +521,14 @@ func validTemplate(t string) (ok bool) {
 	return true
 }
 
-func truncate(s string) string {
-	if len(s) > 128 {
-		return s[:128] + "…"
+func truncate(s string) string { return truncateN(s, 128) }
+
+// maxErrorMessage bounds an upstream's error message passed to the caller.
+const maxErrorMessage = 512
+
+func truncateN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
 	}
 	return s
 }
@@ -513,7 +563,13 @@ var errNotConnected = errors.New("upstream: not connected")
 // caller's own process. release must be called when the request is done.
 func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
 	if u.pool != nil {
-		return u.pool.acquire(ctx, u.principalKey(extra))
+		var env []string
+		if u.opts.PassPrincipal == PassPrincipalEnv {
+			if p, ok := u.principal(extra); ok {
+				env = p.environ()
+			}
+		}
+		return u.pool.acquire(ctx, u.principalKey(extra), env)
 	}
 	sess := u.session()
 	if sess == nil {
@@ -538,13 +594,33 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 		}
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
-			u.progress.Store(ours, progressTarget{session: req.Session, token: tok})
+			u.progress.Store(ours, progressTarget{ctx: ctx, session: req.Session, token: tok})
 			// The SDK may hand over a progress notification after the
 			// result that followed it; it still reaches the caller.
 			defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
 			params.SetProgressToken(ours)
 		}
-		res, err := sess.CallTool(ctx, params)
+		if u.opts.PassPrincipal == PassPrincipalMeta {
+			if p, ok := u.principal(req.Extra); ok {
+				if params.Meta == nil {
+					params.Meta = sdk.Meta{}
+				}
+				params.Meta[MetaKeyPrincipal] = p.meta()
+			}
+		}
+		if lvl := logLevel(req); lvl != "" {
+			if params.Meta == nil {
+				params.Meta = sdk.Meta{}
+			}
+			params.Meta[sdk.MetaKeyLogLevel] = lvl
+		}
+		target := &callTarget{ctx: ctx, session: req.Session}
+		untrack := u.inflight.add(sess, target)
+		defer untrack()
+		res, err := sess.CallTool(context.WithValue(ctx, targetKey{}, target), params)
+		// The upstream's progress and log messages sent before its result
+		// reach the caller before the result does.
+		u.awaitNotes(ctx, sess)
 		kind := u.classify(ctx, sess, err)
 		if err == nil && res.IsError {
 			kind = KindToolError
@@ -605,7 +681,7 @@ func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
 	case KindProtocol:
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)
-		msg = fmt.Sprintf("upstream: the MCP server %q refused the call: %s", u.opts.Name, truncate(rpcErr.Message))
+		msg = fmt.Sprintf("upstream: the MCP server %q refused the call: %s", u.opts.Name, truncateN(rpcErr.Message, maxErrorMessage))
 	default:
 		u.logger.Warn("upstream: a call failed", "error", err)
 		msg = fmt.Sprintf("upstream: the connection to the MCP server %q broke during the call (it may have crashed or sent an invalid message); Portcullis is reconnecting. Retry in a few seconds.", u.opts.Name)
@@ -750,7 +826,13 @@ func (u *upstream) forwardProgress(ctx context.Context, req *sdk.ProgressNotific
 	t := v.(progressTarget)
 	p := *req.Params
 	p.ProgressToken = t.token
-	if err := t.session.NotifyProgress(ctx, &p); err != nil {
+	// After the call, its context is done; the notification goes out
+	// with the notification's own then.
+	nctx := t.ctx
+	if nctx.Err() != nil {
+		nctx = ctx
+	}
+	if err := t.session.NotifyProgress(nctx, &p); err != nil {
 		u.logger.Debug("upstream: passing on progress failed", "error", err)
 	}
 }

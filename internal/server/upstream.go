@@ -48,6 +48,15 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 			}
 			return ""
 		},
+		// pass_principal gives stdio servers the verified identity, never
+		// the token.
+		Principal: func(ti *sdkauth.TokenInfo) (upstream.Principal, bool) {
+			p, ok := auth.PrincipalFromTokenInfo(ti)
+			if !ok {
+				return upstream.Principal{}, false
+			}
+			return upstream.Principal{Issuer: p.Issuer, Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}, true
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,214 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Server→client traffic during a call. An upstream may ask the client for
+// input while it serves a call (elicitation/create, sampling/createMessage)
+// and send it log messages. Portcullis passes these to the caller whose
+// call caused them:
+//
+//   - An upstream on the 2026-07-28 era returns input requests in the
+//     call's result; the SDK client fulfils them within the call, so the
+//     handler's context is the call's and names its caller exactly.
+//   - An upstream on an older era sends them as requests on its session.
+//     They carry no reference to the call, so they go to the caller of the
+//     one call in flight on that session; with none or several in flight,
+//     they are refused with a JSON-RPC error.
+//
+// A caller on the 2026-07-28 era cannot be sent requests during a call;
+// those are refused with a JSON-RPC error that says so.
+
+// callTarget is the caller a call to an upstream is made for: its request
+// context (requests sent with it travel on the caller's call) and session.
+type callTarget struct {
+	ctx     context.Context
+	session *sdk.ServerSession
+}
+
+type targetKey struct{}
+
+// inflight tracks the calls in flight on each upstream session.
+type inflight struct {
+	mu    sync.Mutex
+	calls map[*sdk.ClientSession]map[*callTarget]struct{}
+}
+
+// add records t as in flight on cs until the returned function is called.
+func (f *inflight) add(cs *sdk.ClientSession, t *callTarget) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[*sdk.ClientSession]map[*callTarget]struct{}{}
+	}
+	if f.calls[cs] == nil {
+		f.calls[cs] = map[*callTarget]struct{}{}
+	}
+	f.calls[cs][t] = struct{}{}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.calls[cs], t)
+		if len(f.calls[cs]) == 0 {
+			delete(f.calls, cs)
+		}
+	}
+}
+
+// errNoCaller and errAmbiguousCaller are why a request of an upstream is
+// not passed to a caller.
+var (
+	errNoCaller        = errors.New("no call of Portcullis's is in flight on this session")
+	errAmbiguousCaller = errors.New("several calls are in flight on this session and the request does not say which one it belongs to")
+)
+
+// target returns the caller a request or notification of an upstream
+// belongs to: the one named by ctx (a request made within a call), or the
+// caller of the only call in flight on cs.
+func (f *inflight) target(ctx context.Context, cs *sdk.ClientSession) (*callTarget, error) {
+	if t, ok := ctx.Value(targetKey{}).(*callTarget); ok {
+		return t, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch calls := f.calls[cs]; len(calls) {
+	case 0:
+		return nil, errNoCaller
+	case 1:
+		for t := range calls {
+			return t, nil
+		}
+	}
+	return nil, errAmbiguousCaller
+}
+
+// callerProtocol is the protocol version the caller's session speaks.
+func callerProtocol(ss *sdk.ServerSession) string {
+	if p := ss.InitializeParams(); p != nil {
+		return p.ProtocolVersion
+	}
+	return ""
+}
+
+// statelessEra is the first protocol version in which a server cannot
+// send requests to the client during a call.
+const statelessEra = "2026-07-28"
+
+// relayTarget returns the caller a request (method) of the upstream goes
+// to, or the JSON-RPC error the upstream is answered with.
+func (u *upstream) relayTarget(ctx context.Context, cs *sdk.ClientSession, method string) (*callTarget, error) {
+	t, err := u.inflight.target(ctx, cs)
+	if err != nil {
+		return nil, u.refuse(method, err.Error())
+	}
+	if t.session == nil {
+		return nil, u.refuse(method, "the caller's session cannot receive requests")
+	}
+	if v := callerProtocol(t.session); v >= statelessEra {
+		return nil, u.refuse(method, fmt.Sprintf("the caller speaks protocol %s, in which a server cannot send it requests during a call", v))
+	}
+	return t, nil
+}
+
+func (u *upstream) refuse(method, why string) error {
+	u.logger.Debug("upstream: a request to the client is refused", "method", method, "reason", why)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("portcullis: %s not passed to the client: %s", method, why)}
+}
+
+// relayError is the upstream's answer when the caller failed a request:
+// the caller's JSON-RPC error as it is, anything else as an internal error.
+func relayError(method string, err error) error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("portcullis: the client did not answer %s: %v", method, err)}
+}
+
+// elicit passes an upstream's elicitation request to its caller.
+func (u *upstream) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	t, err := u.relayTarget(ctx, req.Session, "elicitation/create")
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.session.Elicit(t.ctx, req.Params)
+	if err != nil {
+		return nil, relayError("elicitation/create", err)
+	}
+	return res, nil
+}
+
+// createMessage passes an upstream's sampling request to its caller.
+func (u *upstream) createMessage(ctx context.Context, req *sdk.CreateMessageWithToolsRequest) (*sdk.CreateMessageWithToolsResult, error) {
+	const method = "sampling/createMessage"
+	t, err := u.relayTarget(ctx, req.Session, method)
+	if err != nil {
+		return nil, err
+	}
+	var caps *sdk.ClientCapabilities
+	if p := t.session.InitializeParams(); p != nil {
+		caps = p.Capabilities
+	}
+	switch {
+	case caps == nil || caps.Sampling == nil:
+		return nil, u.refuse(method, "the caller does not offer sampling")
+	case req.Params != nil && len(req.Params.Tools) > 0 && caps.Sampling.Tools == nil:
+		return nil, u.refuse(method, "the caller does not offer sampling with tools")
+	}
+	res, err := t.session.CreateMessageWithTools(t.ctx, req.Params)
+	if err != nil {
+		return nil, relayError(method, err)
+	}
+	return res, nil
+}
+
+// log passes an upstream's log message to the caller of the call it was
+// sent during, at the level the caller asked for (none, unless it did).
+// Messages that belong to no one call are dropped.
+func (u *upstream) log(ctx context.Context, req *sdk.LoggingMessageRequest) {
+	t, err := u.inflight.target(ctx, req.Session)
+	if err != nil || t.session == nil {
+		return
+	}
+	if err := t.session.Log(t.ctx, req.Params); err != nil {
+		u.logger.Debug("upstream: passing on a log message failed", "error", err)
+	}
+}
+
+// setLogLevel asks an upstream of an era before 2026-07-28 that logs for
+// every message: each is passed only to a caller that asked for its level.
+// (On 2026-07-28 each call carries the level, see logLevel.)
+func (u *upstream) setLogLevel(ctx context.Context, sess *sdk.ClientSession) {
+	r := sess.InitializeResult()
+	if r == nil || r.Capabilities == nil || r.Capabilities.Logging == nil || r.ProtocolVersion >= statelessEra {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		u.logger.Debug("upstream: setting the log level failed", "error", err)
+	}
+}
+
+// logLevel is the log level a call sent upstream carries in its _meta for
+// an upstream on the 2026-07-28 era: the caller's own, when it speaks that
+// era and set one; "debug" for a caller of an older era, whose session
+// level filters the messages (see log); none otherwise.
+func logLevel(req *sdk.CallToolRequest) string {
+	if req.Params != nil {
+		if v, ok := req.Params.Meta[sdk.MetaKeyLogLevel].(string); ok {
+			return v
+		}
+	}
+	if req.Session != nil && callerProtocol(req.Session) < statelessEra {
+		return "debug"
+	}
+	return ""
+}
