@@ -25,6 +25,18 @@ const (
 // patchedName is the row name of Portcullis built against the patched SDK.
 const patchedName = "portcullis+patch"
 
+// The upstream rows: a reference server called directly, and Portcullis
+// (full stack) proxying the same calls to it as an HTTP upstream.
+const (
+	upstreamName = "upstream"
+	proxiedName  = "portcullis-upstream"
+)
+
+// Goals of the upstream rows: the p50 latency Portcullis adds at c=1 on
+// the 2026-07-28 path, and its CPU per proxied call at most the upstream's
+// own CPU per call.
+const targetAddedP50 = 300 * time.Microsecond
+
 // peers are the bare servers Portcullis is compared with, by row name.
 var peers = []struct{ name, label string }{
 	{"refserver", "go-sdk"},
@@ -34,8 +46,13 @@ var peers = []struct{ name, label string }{
 
 // label is a row's server name as the report shows it.
 func label(server string) string {
-	if server == "refserver" {
+	switch server {
+	case "refserver":
 		return "ref (go-sdk)"
+	case upstreamName:
+		return "upstream direct"
+	case proxiedName:
+		return "portcullis → upstream"
 	}
 	return server
 }
@@ -135,6 +152,7 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s |\n",
 			r.path, r.conc, name, r.rps(), ms(r.p50), ms(r.p99), r.cpuPerReq(), kib, allocs, mib(r.rssKiB), ratio, cpuRatio)
 	}
+	rep.upstreamTable(&b)
 	b.WriteString("\n| collections during the row | conc | server | calls per collection | STW pause per collection, µs | STW pause per call, µs |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|\n")
 	for _, r := range rep.rows {
@@ -212,6 +230,51 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| start to ready ≤ %s | %.1f ms | %s | |\n", targetStartup, ms(rep.medianStartup()), yes(rep.medianStartup() <= targetStartup))
 	}
 	return b.String()
+}
+
+// upstreamTable writes the upstream rows side by side: the latency
+// Portcullis adds to a call it proxies, and its CPU per proxied call next
+// to the upstream's own, both read over the proxied row.
+func (rep *report) upstreamTable(b *strings.Builder) {
+	var lines []string
+	for _, path := range rep.cfg.paths {
+		for _, conc := range rep.cfg.conc {
+			d, ok1 := rep.find(upstreamName, path, conc)
+			p, ok2 := rep.find(proxiedName, path, conc)
+			if !ok1 || !ok2 {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("| %s | %d | %.3f | %.3f | %+.3f | %.0f | %.0f | %.0f | %.2f |\n",
+				path, conc, ms(d.p50), ms(p.p50), ms(p.p50-d.p50), d.cpuPerReq(), p.cpuPerReq(), p.upCPUPerReq(), ratio(p.cpuPerReq(), p.upCPUPerReq())))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("\n| upstream rows | conc | direct p50 ms | via portcullis p50 ms | added p50 ms | upstream CPU µs/call, direct | portcullis CPU µs/proxied call | upstream CPU µs/call, proxied | portcullis ÷ upstream CPU |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, l := range lines {
+		b.WriteString(l)
+	}
+	d, ok1 := rep.find(upstreamName, pathModern, 1)
+	p, ok2 := rep.find(proxiedName, pathModern, 1)
+	if ok1 && ok2 {
+		added := p.p50 - d.p50
+		fmt.Fprintf(b, "\n- added p50 at c=1 (2026-07-28) ≤ %.1f ms: %.3f ms, %s\n", ms(targetAddedP50), ms(added), yes(added <= targetAddedP50))
+		fmt.Fprintf(b, "- portcullis CPU per proxied call ≤ the upstream's own (2026-07-28, c=1): %.0f µs vs %.0f µs, %s\n",
+			p.cpuPerReq(), p.upCPUPerReq(), yes(p.cpuPerReq() <= p.upCPUPerReq()))
+	}
+	if p, ok := rep.find(proxiedName, pathModern, 16); ok {
+		fmt.Fprintf(b, "- the same at c=16: %.0f µs vs %.0f µs, %s\n", p.cpuPerReq(), p.upCPUPerReq(), yes(p.cpuPerReq() <= p.upCPUPerReq()))
+	}
+}
+
+// ratio is a/b, or 0 when b is 0 (no CPU tick was seen).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // check fails a run whose telemetry did not work: a Portcullis that serves
