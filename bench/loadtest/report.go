@@ -121,6 +121,7 @@ func (rep *report) markdown() string {
 	b.WriteString("\n")
 	b.WriteString("- mcp-go: bare github.com/mark3labs/mcp-go v1.2.1 StreamableHTTPServer, stateless, echo tool only (bench/peers/mcpgo)\n")
 	b.WriteString("- ts-sdk: @modelcontextprotocol/sdk 1.32.2 StreamableHTTPServerTransport, stateless (a server and transport per request, as in its stateless example), echo tool only, Node 22 (bench/peers/ts); it knows no 2026-07-28, so on that path it gets the same request declared as 2025-11-25; it has no Go counters (n/a)\n")
+	b.WriteString("- upstream direct: a second ref, called directly; portcullis → upstream: Portcullis, same configuration, with that ref as its Streamable HTTP upstream `ref`, the calls going to `ref_echo` (its CPU is Portcullis's alone; the upstream's CPU over the same row is shown next to it)\n")
 	b.WriteString("- portcullis+patch: the same Portcullis built against go-sdk v1.8.0 with bench/patches applied (bench/patches/build-patched.sh), same configuration\n")
 	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, request limits (set above the load), metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
 	if len(c.env) > 0 {
