@@ -152,13 +152,13 @@ func TestUpstreamTable(t *testing.T) {
 	ms := time.Millisecond
 	rep := &report{cfg: &config{paths: []string{pathModern}, conc: []int{1}}, rows: []row{
 		{server: upstreamName, path: pathModern, conc: 1, requests: 1000, p50: ms, cpuTicks: 10},
-		{server: proxiedName, path: pathModern, conc: 1, requests: 1000, p50: ms + 400*time.Microsecond, cpuTicks: 5, up: true, upCPUTicks: 10},
+		{server: proxiedName, path: pathModern, conc: 1, requests: 1000, p50: ms + 400*time.Microsecond, cpuTicks: 5, up: true, upCPUTicks: 20},
 	}}
 	var b strings.Builder
 	rep.upstreamTable(&b)
 	got := b.String()
 	for _, want := range []string{
-		"| 2026-07-28 | 1 | 1.000 | 1.400 | +0.400 | 100 | 50 | 100 | 0.50 |",
+		"| 2026-07-28 | 1 | 1.000 | 1.400 | +0.400 | 100 | 50 | 200 | 0.25 |",
 		"≤ 0.3 ms: 0.400 ms, **missed**",
 		"50 µs vs 100 µs, met",
 	} {

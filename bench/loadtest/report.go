@@ -235,7 +235,8 @@ func (rep *report) markdown() string {
 
 // upstreamTable writes the upstream rows side by side: the latency
 // Portcullis adds to a call it proxies, and its CPU per proxied call next
-// to the upstream's own, both read over the proxied row.
+// to the upstream's own, called directly and (read over the proxied row)
+// through Portcullis. The CPU goal compares with the direct row.
 func (rep *report) upstreamTable(b *strings.Builder) {
 	var lines []string
 	for _, path := range rep.cfg.paths {
@@ -262,11 +263,13 @@ func (rep *report) upstreamTable(b *strings.Builder) {
 	if ok1 && ok2 {
 		added := p.p50 - d.p50
 		fmt.Fprintf(b, "\n- added p50 at c=1 (2026-07-28) ≤ %.1f ms: %.3f ms, %s\n", ms(targetAddedP50), ms(added), yes(added <= targetAddedP50))
-		fmt.Fprintf(b, "- portcullis CPU per proxied call ≤ the upstream's own (2026-07-28, c=1): %.0f µs vs %.0f µs, %s\n",
-			p.cpuPerReq(), p.upCPUPerReq(), yes(p.cpuPerReq() <= p.upCPUPerReq()))
+		fmt.Fprintf(b, "- portcullis CPU per proxied call ≤ the upstream's own handling, called directly (2026-07-28, c=1): %.0f µs vs %.0f µs, %s\n",
+			p.cpuPerReq(), d.cpuPerReq(), yes(p.cpuPerReq() <= d.cpuPerReq()))
 	}
-	if p, ok := rep.find(proxiedName, pathModern, 16); ok {
-		fmt.Fprintf(b, "- the same at c=16: %.0f µs vs %.0f µs, %s\n", p.cpuPerReq(), p.upCPUPerReq(), yes(p.cpuPerReq() <= p.upCPUPerReq()))
+	d, ok1 = rep.find(upstreamName, pathModern, 16)
+	p, ok2 = rep.find(proxiedName, pathModern, 16)
+	if ok1 && ok2 {
+		fmt.Fprintf(b, "- the same at c=16: %.0f µs vs %.0f µs, %s\n", p.cpuPerReq(), d.cpuPerReq(), yes(p.cpuPerReq() <= d.cpuPerReq()))
 	}
 }
 
