@@ -7,6 +7,9 @@
 //     auth against an in-process issuer (RS256 and ES256 tokens, keys
 //     fetched over HTTP), a per-tool policy, metrics, traces exported over
 //     OTLP/HTTP to an in-process sink, and audit logs written to a file,
+//   - (c) a second reference server called directly, and a Portcullis with
+//     the stack of (b) that has it as its HTTP upstream, the calls going to
+//     ref_echo, reading the upstream's CPU over that row too,
 //
 // on both protocol paths (2026-07-28, stateless; 2025-11-25 with a session)
 // at each concurrency, checking every response. It reports req/s, p50/p99
