@@ -38,6 +38,7 @@ type worker struct {
 	auth    string // Authorization header value
 	path    string
 	version string // Mcp-Protocol-Version on the modern path; empty means pathModern
+	tool    string // the echo tool's name on this server; empty means echo
 	session string // Mcp-Session-Id, legacy path only (empty if the server keeps none)
 	next    int64
 	body    []byte
@@ -151,10 +152,16 @@ func (w *worker) call(ctx context.Context) error {
 	w.next++
 	id := w.next
 	text := "w" + strconv.Itoa(w.idx) + "-" + strconv.FormatInt(id, 10)
+	tool := w.tool
+	if tool == "" {
+		tool = "echo"
+	}
 	b := w.body[:0]
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = strconv.AppendInt(b, id, 10)
-	b = append(b, `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`...)
+	b = append(b, `,"method":"tools/call","params":{"name":"`...)
+	b = append(b, tool...)
+	b = append(b, `","arguments":{"text":"`...)
 	b = append(b, text...)
 	b = append(b, `"}`...)
 	var extra []string
@@ -165,7 +172,7 @@ func (w *worker) call(ctx context.Context) error {
 		if v == "" {
 			v = pathModern
 		}
-		extra = []string{"Mcp-Protocol-Version", v, "Mcp-Method", "tools/call", "Mcp-Name", "echo"}
+		extra = []string{"Mcp-Protocol-Version", v, "Mcp-Method", "tools/call", "Mcp-Name", tool}
 	} else {
 		extra = []string{"Mcp-Protocol-Version", pathLegacy}
 		if w.session != "" {

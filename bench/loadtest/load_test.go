@@ -5,6 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	pcconfig "github.com/portcullis-mcp/portcullis/internal/config"
+	pcserver "github.com/portcullis-mcp/portcullis/internal/server"
 )
 
 func TestCheckEcho(t *testing.T) {
@@ -111,5 +115,61 @@ func TestParseFlags(t *testing.T) {
 			}
 			tt.check(t, c)
 		})
+	}
+}
+
+func TestPortcullisConfigUpstream(t *testing.T) {
+	const url = "http://127.0.0.1:9/mcp"
+	for _, upURL := range []string{"", url} {
+		var c pcserver.Config
+		if err := pcconfig.Load(&c, []byte(portcullisConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3", upURL)), nil, "PORTCULLIS_"); err != nil {
+			t.Fatalf("upstream %q: the config does not load: %v", upURL, err)
+		}
+		var tools []string
+		for _, p := range c.Auth.Policy {
+			tools = append(tools, p.Tool)
+		}
+		if upURL == "" {
+			if len(c.Upstreams) != 0 || !slices.Equal(tools, []string{"echo"}) {
+				t.Errorf("no upstream: upstreams %+v, policy on %q", c.Upstreams, tools)
+			}
+			continue
+		}
+		if len(c.Upstreams) != 1 {
+			t.Fatalf("upstreams %+v, want one", c.Upstreams)
+		}
+		u := c.Upstreams[0]
+		if u.Transport != "http" || u.URL != url || u.Prefix == nil || *u.Prefix+"_echo" != "ref_echo" || !slices.Equal(u.Allow, []string{"echo"}) {
+			t.Errorf("upstream %+v: want ref over http at %s, echo served as ref_echo", u, url)
+		}
+		if !slices.Equal(tools, []string{"echo", "ref_echo"}) {
+			t.Errorf("policy on %q, want echo and ref_echo", tools)
+		}
+	}
+}
+
+func TestUpstreamTable(t *testing.T) {
+	ms := time.Millisecond
+	rep := &report{cfg: &config{paths: []string{pathModern}, conc: []int{1}}, rows: []row{
+		{server: upstreamName, path: pathModern, conc: 1, requests: 1000, p50: ms, cpuTicks: 10},
+		{server: proxiedName, path: pathModern, conc: 1, requests: 1000, p50: ms + 400*time.Microsecond, cpuTicks: 5, up: true, upCPUTicks: 20},
+	}}
+	var b strings.Builder
+	rep.upstreamTable(&b)
+	got := b.String()
+	for _, want := range []string{
+		"| 2026-07-28 | 1 | 1.000 | 1.400 | +0.400 | 100 | 50 | 200 | 0.25 |",
+		"≤ 0.3 ms: 0.400 ms, **missed**",
+		"50 µs vs 100 µs, met",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("upstream table lacks %q:\n%s", want, got)
+		}
+	}
+	rep.rows = rep.rows[:1]
+	b.Reset()
+	rep.upstreamTable(&b)
+	if b.Len() != 0 {
+		t.Errorf("without the proxied row there is no table, got:\n%s", b.String())
 	}
 }

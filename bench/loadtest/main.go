@@ -7,6 +7,9 @@
 //     auth against an in-process issuer (RS256 and ES256 tokens, keys
 //     fetched over HTTP), a per-tool policy, metrics, traces exported over
 //     OTLP/HTTP to an in-process sink, and audit logs written to a file,
+//   - (c) a second reference server called directly, and a Portcullis with
+//     the stack of (b) that has it as its HTTP upstream, the calls going to
+//     ref_echo, reading the upstream's CPU over that row too,
 //
 // on both protocol paths (2026-07-28, stateless; 2025-11-25 with a session)
 // at each concurrency, checking every response. It reports req/s, p50/p99
@@ -95,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
 	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
 	fs.StringVar(&c.profileDir, "profile", "", "write a CPU profile of Portcullis for each of its rows into `dir`, taken from /debug/pprof/profile over the measured time (turns server.allow_pprof on)")
-	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured (refserver, mcp-go, ts-sdk, portcullis, "+patchedName+"); default all. Every server is still built and started")
+	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured (refserver, mcp-go, ts-sdk, portcullis, "+patchedName+", "+upstreamName+", "+proxiedName+"); default all. Every server is still built and started")
 	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
 	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference and the peer servers (repeatable), e.g. -ref-env GOGC=400")
 	if err := fs.Parse(args); err != nil {
@@ -115,7 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 		c.paths = append(c.paths, p)
 	}
-	known := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", patchedName}
+	known := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", patchedName, upstreamName, proxiedName}
 	for _, n := range strings.Split(*onlyList, ",") {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
@@ -251,8 +254,22 @@ const (
 // policy on echo, metrics on their own listener, info logs (one access line
 // and one audit line per call), and the request limits on but set above
 // what the load reaches (a worker is one caller making thousands of calls
-// a second), so they are measured but never refuse a call.
-func portcullisConfig(addr, metricsAddr, issuerURL string) string {
+// a second), so they are measured but never refuse a call. A non-empty
+// upstreamURL adds one Streamable HTTP upstream there, named ref, whose
+// echo tool is served as ref_echo under the same policy as echo.
+func portcullisConfig(addr, metricsAddr, issuerURL, upstreamURL string) string {
+	up := ""
+	if upstreamURL != "" {
+		up = fmt.Sprintf(`    - tool: ref_echo
+      scopes: [%s]
+upstreams:
+  - name: ref
+    transport: http
+    url: %s
+    prefix: ref
+    allow: [echo]
+`, scopeEcho, upstreamURL)
+	}
 	return fmt.Sprintf(`server:
   listen: %[1]s
   metrics_listen: %[2]s
@@ -268,24 +285,25 @@ auth:
   policy:
     - tool: echo
       scopes: [%[5]s]
-limits:
+%[6]slimits:
   max_in_flight: 100000
   max_in_flight_per_principal: 100000
   rate_per_principal: 1000000000
   burst_per_principal: 1000000000
 log:
   level: info
-`, addr, metricsAddr, issuerURL, scopeTools, scopeEcho)
+`, addr, metricsAddr, issuerURL, scopeTools, scopeEcho, up)
 }
 
 // startPortcullis starts the binary with the full stack; dev adds --dev
 // (and no config file: dev mode needs no IdP).
 func (h *harness) startPortcullis(ctx context.Context, name string, dev bool) (*server, time.Duration, error) {
-	return h.startPortcullisBin(ctx, h.cfg.portcullis, name, dev)
+	return h.startPortcullisBin(ctx, h.cfg.portcullis, name, dev, "")
 }
 
-// startPortcullisBin is startPortcullis with another build of the binary.
-func (h *harness) startPortcullisBin(ctx context.Context, bin, name string, dev bool) (*server, time.Duration, error) {
+// startPortcullisBin is startPortcullis with another build of the binary
+// and, if upstreamURL is set, the upstream of portcullisConfig.
+func (h *harness) startPortcullisBin(ctx context.Context, bin, name string, dev bool, upstreamURL string) (*server, time.Duration, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, 0, err
@@ -300,7 +318,7 @@ func (h *harness) startPortcullisBin(ctx context.Context, bin, name string, dev 
 		args = append(args, "--dev")
 	} else {
 		cfgPath := filepath.Join(h.dir, name+".yaml")
-		if err := os.WriteFile(cfgPath, []byte(portcullisConfig(addr, maddr, h.issuer.url)), 0o600); err != nil {
+		if err := os.WriteFile(cfgPath, []byte(portcullisConfig(addr, maddr, h.issuer.url, upstreamURL)), 0o600); err != nil {
 			return nil, 0, err
 		}
 		args = append(args, "--config", cfgPath)
@@ -321,6 +339,23 @@ func (h *harness) startPortcullisBin(ctx context.Context, bin, name string, dev 
 // startRef starts the bare go-sdk reference server.
 func (h *harness) startRef(ctx context.Context) (*server, error) {
 	return h.startPeer(ctx, "refserver", h.cfg.refserver, nil, true)
+}
+
+// startUpstream starts a second reference server, the upstream that
+// Portcullis proxies to in the upstream rows (and that they call directly),
+// and Portcullis with it as its upstream, the calls going to ref_echo.
+func (h *harness) startUpstream(ctx context.Context) (direct, proxied *server, err error) {
+	direct, err = h.startPeer(ctx, upstreamName, h.cfg.refserver, nil, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	proxied, _, err = h.startPortcullisBin(ctx, h.cfg.portcullis, proxiedName, false, direct.base+"/mcp")
+	if err != nil {
+		direct.stop()
+		return nil, nil, err
+	}
+	proxied.tool, proxied.upstream = "ref_echo", direct
+	return direct, proxied, nil
 }
 
 // startMCPGo starts the bare mcp-go peer.

@@ -33,6 +33,8 @@ type row struct {
 	gc           bool    // the GC counters were read (Portcullis only)
 	rssKiB       int64
 	wrong        int64
+	upCPUTicks   int64 // CPU of the server's upstream during the row
+	up           bool  // the server proxies to an upstream (upCPUTicks was read)
 }
 
 func (r row) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
@@ -40,6 +42,11 @@ func (r row) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
 // cpuPerReq is server CPU time per request, in microseconds.
 func (r row) cpuPerReq() float64 {
 	return float64(r.cpuTicks) * 1e6 / clockTicks / float64(r.requests)
+}
+
+// upCPUPerReq is the upstream's CPU time per request, in microseconds.
+func (r row) upCPUPerReq() float64 {
+	return float64(r.upCPUTicks) * 1e6 / clockTicks / float64(r.requests)
 }
 
 // report is everything one run measured.
@@ -95,14 +102,20 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer pc.stop()
-	pp, _, err := h.startPortcullisBin(ctx, h.cfg.patched, patchedName, false)
+	pp, _, err := h.startPortcullisBin(ctx, h.cfg.patched, patchedName, false, "")
 	if err != nil {
 		return nil, err
 	}
 	defer pp.stop()
+	up, pu, err := h.startUpstream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer up.stop()
+	defer pu.stop()
 	if _, _, err := pc.scrapeMem(); err != nil {
 		h.logf("Portcullis serves no metrics (%v): its bytes and allocations per request are not reported", err)
-		pc.metricsURL, pp.metricsURL = "", ""
+		pc.metricsURL, pp.metricsURL, pu.metricsURL = "", "", ""
 		rep.noMetrics = true
 	}
 	if h.tokens, err = h.mintTokens(pc.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
@@ -111,8 +124,11 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	if pp.tokens, err = h.mintTokens(pp.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
 		return nil, err
 	}
+	if pu.tokens, err = h.mintTokens(pu.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
+		return nil, err
+	}
 	time.Sleep(h.settle())
-	servers := []*server{ref, mg, ts, pc, pp}
+	servers := []*server{ref, mg, ts, pc, pp, up, pu}
 	for _, s := range servers {
 		if rep.idleRSS[s.name], err = s.rssKiB(); err != nil {
 			return nil, err
@@ -140,7 +156,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		}
 	}
 	// SIGTERM flushes the spans still batched in the exporter.
-	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop()); err != nil {
+	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop(), pu.stop(), up.stop()); err != nil {
 		return nil, err
 	}
 	rep.spanPosts, rep.spanBytes, rep.badSpanPosts = h.sink.requests.Load(), h.sink.bytes.Load(), h.sink.bad.Load()
@@ -174,7 +190,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	}
 	ws := make([]*worker, conc)
 	for i := range ws {
-		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[i], path: path, version: s.modernVersion}
+		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[i], path: path, version: s.modernVersion, tool: s.tool}
 	}
 	if err := parallel(ws, func(w *worker) error { return w.setup(ctx) }); err != nil {
 		h.fail.add(where, err)
@@ -190,13 +206,19 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
+	var up0 int64
+	if s.upstream != nil {
+		if up0, err = s.upstream.cpuTicks(); err != nil {
+			return row{}, err
+		}
+	}
 	mem0, memOK, err := s.scrapeMem()
 	if err != nil {
 		return row{}, err
 	}
 	gc0, gcOK := s.scrapeGC()
 	var prof <-chan error
-	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == patchedName) {
+	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == patchedName || s.name == proxiedName) {
 		prof = h.profile(ctx, s, path, conc)
 	}
 	lat := make([][]time.Duration, conc)
@@ -217,6 +239,12 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
+	var up1 int64
+	if s.upstream != nil {
+		if up1, err = s.upstream.cpuTicks(); err != nil {
+			return row{}, err
+		}
+	}
 	mem1, _, err := s.scrapeMem()
 	if err != nil {
 		return row{}, err
@@ -235,7 +263,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	r := row{server: s.name, path: path, conc: conc, requests: n, elapsed: elapsed, cpuTicks: cpu1 - cpu0,
-		mem: memOK, rssKiB: rss, wrong: h.fail.count() - wrong0}
+		mem: memOK, rssKiB: rss, wrong: h.fail.count() - wrong0, up: s.upstream != nil, upCPUTicks: up1 - up0}
 	if len(all) > 0 {
 		r.p50 = all[(len(all)-1)*50/100]
 		r.p99 = all[(len(all)-1)*99/100]

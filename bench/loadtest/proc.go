@@ -35,10 +35,15 @@ type server struct {
 	// modernVersion, if set, is the Mcp-Protocol-Version its workers
 	// declare on the 2026-07-28 path (for a server that knows no later).
 	modernVersion string
-	logFile       *os.File
-	exited        chan struct{} // closed when the process has been waited for
-	stopOnce      sync.Once
-	stopErr       error
+	// tool is the echo tool's name on this server; empty means echo.
+	tool string
+	// upstream, if set, is the server this one proxies the calls to; its
+	// CPU is read over the row too.
+	upstream *server
+	logFile  *os.File
+	exited   chan struct{} // closed when the process has been waited for
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // serverSpec says how to start a server.

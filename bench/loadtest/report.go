@@ -25,6 +25,18 @@ const (
 // patchedName is the row name of Portcullis built against the patched SDK.
 const patchedName = "portcullis+patch"
 
+// The upstream rows: a reference server called directly, and Portcullis
+// (full stack) proxying the same calls to it as an HTTP upstream.
+const (
+	upstreamName = "upstream"
+	proxiedName  = "portcullis-upstream"
+)
+
+// Goals of the upstream rows: the p50 latency Portcullis adds at c=1 on
+// the 2026-07-28 path, and its CPU per proxied call at most the upstream's
+// own CPU per call.
+const targetAddedP50 = 300 * time.Microsecond
+
 // peers are the bare servers Portcullis is compared with, by row name.
 var peers = []struct{ name, label string }{
 	{"refserver", "go-sdk"},
@@ -34,8 +46,13 @@ var peers = []struct{ name, label string }{
 
 // label is a row's server name as the report shows it.
 func label(server string) string {
-	if server == "refserver" {
+	switch server {
+	case "refserver":
 		return "ref (go-sdk)"
+	case upstreamName:
+		return "upstream direct"
+	case proxiedName:
+		return "portcullis → upstream"
 	}
 	return server
 }
@@ -104,6 +121,7 @@ func (rep *report) markdown() string {
 	b.WriteString("\n")
 	b.WriteString("- mcp-go: bare github.com/mark3labs/mcp-go v1.2.1 StreamableHTTPServer, stateless, echo tool only (bench/peers/mcpgo)\n")
 	b.WriteString("- ts-sdk: @modelcontextprotocol/sdk 1.32.2 StreamableHTTPServerTransport, stateless (a server and transport per request, as in its stateless example), echo tool only, Node 22 (bench/peers/ts); it knows no 2026-07-28, so on that path it gets the same request declared as 2025-11-25; it has no Go counters (n/a)\n")
+	b.WriteString("- upstream direct: a second ref, called directly; portcullis → upstream: Portcullis, same configuration, with that ref as its Streamable HTTP upstream `ref`, the calls going to `ref_echo` (its CPU is Portcullis's alone; the upstream's CPU over the same row is shown next to it)\n")
 	b.WriteString("- portcullis+patch: the same Portcullis built against go-sdk v1.8.0 with bench/patches applied (bench/patches/build-patched.sh), same configuration\n")
 	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, request limits (set above the load), metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
 	if len(c.env) > 0 {
@@ -135,6 +153,7 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s |\n",
 			r.path, r.conc, name, r.rps(), ms(r.p50), ms(r.p99), r.cpuPerReq(), kib, allocs, mib(r.rssKiB), ratio, cpuRatio)
 	}
+	rep.upstreamTable(&b)
 	b.WriteString("\n| collections during the row | conc | server | calls per collection | STW pause per collection, µs | STW pause per call, µs |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|\n")
 	for _, r := range rep.rows {
@@ -212,6 +231,54 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| start to ready ≤ %s | %.1f ms | %s | |\n", targetStartup, ms(rep.medianStartup()), yes(rep.medianStartup() <= targetStartup))
 	}
 	return b.String()
+}
+
+// upstreamTable writes the upstream rows side by side: the latency
+// Portcullis adds to a call it proxies, and its CPU per proxied call next
+// to the upstream's own, called directly and (read over the proxied row)
+// through Portcullis. The CPU goal compares with the direct row.
+func (rep *report) upstreamTable(b *strings.Builder) {
+	var lines []string
+	for _, path := range rep.cfg.paths {
+		for _, conc := range rep.cfg.conc {
+			d, ok1 := rep.find(upstreamName, path, conc)
+			p, ok2 := rep.find(proxiedName, path, conc)
+			if !ok1 || !ok2 {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("| %s | %d | %.3f | %.3f | %+.3f | %.0f | %.0f | %.0f | %.2f |\n",
+				path, conc, ms(d.p50), ms(p.p50), ms(p.p50-d.p50), d.cpuPerReq(), p.cpuPerReq(), p.upCPUPerReq(), ratio(p.cpuPerReq(), p.upCPUPerReq())))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("\n| upstream rows | conc | direct p50 ms | via portcullis p50 ms | added p50 ms | upstream CPU µs/call, direct | portcullis CPU µs/proxied call | upstream CPU µs/call, proxied | portcullis ÷ upstream CPU |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, l := range lines {
+		b.WriteString(l)
+	}
+	d, ok1 := rep.find(upstreamName, pathModern, 1)
+	p, ok2 := rep.find(proxiedName, pathModern, 1)
+	if ok1 && ok2 {
+		added := p.p50 - d.p50
+		fmt.Fprintf(b, "\n- added p50 at c=1 (2026-07-28) ≤ %.1f ms: %.3f ms, %s\n", ms(targetAddedP50), ms(added), yes(added <= targetAddedP50))
+		fmt.Fprintf(b, "- portcullis CPU per proxied call ≤ the upstream's own handling, called directly (2026-07-28, c=1): %.0f µs vs %.0f µs, %s\n",
+			p.cpuPerReq(), d.cpuPerReq(), yes(p.cpuPerReq() <= d.cpuPerReq()))
+	}
+	d, ok1 = rep.find(upstreamName, pathModern, 16)
+	p, ok2 = rep.find(proxiedName, pathModern, 16)
+	if ok1 && ok2 {
+		fmt.Fprintf(b, "- the same at c=16: %.0f µs vs %.0f µs, %s\n", p.cpuPerReq(), d.cpuPerReq(), yes(p.cpuPerReq() <= d.cpuPerReq()))
+	}
+}
+
+// ratio is a/b, or 0 when b is 0 (no CPU tick was seen).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // check fails a run whose telemetry did not work: a Portcullis that serves
