@@ -37,6 +37,10 @@ const DefaultLifetime = time.Minute
 // EarlyExpiry is how long before its expiry a cached token is replaced.
 const EarlyExpiry = 30 * time.Second
 
+// Timeout bounds one exchange, whatever the context of the request that
+// needs it.
+const Timeout = 30 * time.Second
+
 // Config is the client of one token endpoint.
 type Config struct {
 	// TokenURL is the authorization server's token endpoint.
@@ -224,9 +228,12 @@ type Source struct {
 	cfg *Config
 	now func() time.Time
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards subject
 	subject string
-	tok     *Token
+	// turn, a semaphore of one, guards tok and serializes exchanges;
+	// waiting for it ends with the waiter's context.
+	turn chan struct{}
+	tok  *Token
 }
 
 // NewSource returns a Source of cfg; now nil means time.Now.
@@ -234,7 +241,7 @@ func NewSource(cfg *Config, now func() time.Time) *Source {
 	if now == nil {
 		now = time.Now
 	}
-	return &Source{cfg: cfg, now: now}
+	return &Source{cfg: cfg, now: now, turn: make(chan struct{}, 1)}
 }
 
 // SetSubject sets the subject token of the next exchange.
@@ -248,14 +255,23 @@ func (s *Source) SetSubject(raw string) {
 // EarlyExpiry, and else exchanges the subject token for a new one. Calls
 // wait for one another, so that a caller's burst makes one exchange.
 func (s *Source) Token(ctx context.Context) (*Token, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &Error{err: ctx.Err()}
+	}
+	defer func() { <-s.turn }()
 	now := s.now()
 	if s.tok != nil && now.Add(EarlyExpiry).Before(s.tok.Expiry) {
 		return s.tok, nil
 	}
 	s.tok = nil
-	t, err := s.cfg.Exchange(ctx, s.subject, now)
+	s.mu.Lock()
+	subject := s.subject
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	t, err := s.cfg.Exchange(ctx, subject, now)
 	if err != nil {
 		return nil, err
 	}

@@ -245,3 +245,31 @@ func TestTransportSendsExchangedToken(t *testing.T) {
 		t.Errorf("upstream saw Authorization %q", v)
 	}
 }
+
+// TestSourceWaitEndsWithContext checks that a request waiting for another
+// one's hung exchange gives up with its own context.
+func TestSourceWaitEndsWithContext(t *testing.T) {
+	e := newEndpoint(t)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	e.reply = func(w http.ResponseWriter) {
+		entered <- struct{}{}
+		<-release
+		http.Error(w, `{"error":"temporarily_unavailable"}`, 503)
+	}
+	defer close(release)
+	s := NewSource(e.config(), nil)
+	s.SetSubject(subject)
+	first := make(chan error, 1)
+	go func() { _, err := s.Token(bounded(t)); first <- err }()
+	<-entered
+	ctx, cancel := context.WithCancel(bounded(t))
+	cancel()
+	if _, err := s.Token(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiting Token = %v, want context.Canceled", err)
+	}
+	release <- struct{}{}
+	if err := <-first; err == nil {
+		t.Error("the hung exchange succeeded")
+	}
+}
