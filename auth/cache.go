@@ -57,7 +57,7 @@ func (c *cachingVerifier) Verify(ctx context.Context, token string) (*Principal,
 	if now.Before(expires) {
 		// p is ours alone until it is in the cache: c.next is the
 		// multiVerifier, which makes a new principal per verification.
-		p.tokenInfo = p.newTokenInfo()
+		p.tokenInfo = p.newTokenInfo(token)
 		c.cache.Add(key, cacheEntry{p: p, expires: expires})
 	}
 	return p, nil

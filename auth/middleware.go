@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/portcullis-mcp/portcullis/internal/bearer"
 )
 
 // Event is what [Middleware] reports for every request it guards.
@@ -60,12 +62,16 @@ func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *sl
 	return func(next http.Handler) http.Handler {
 		// The SDK keeps its TokenInfo context key private; the exported way
 		// to set it is its own middleware, given the principal we verified.
-		withTokenInfo := sdkauth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		withTokenInfo := sdkauth.RequireBearerToken(func(ctx context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
 			p, _ := PrincipalFrom(ctx)
+			// A cached principal's, made once for the token it is cached
+			// under.
 			if p.tokenInfo != nil {
-				return p.tokenInfo, nil // a cached principal's, made once
+				if t, _ := bearer.FromTokenInfo(p.tokenInfo); t == token {
+					return p.tokenInfo, nil
+				}
 			}
-			return p.newTokenInfo(), nil
+			return p.newTokenInfo(token), nil
 		}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: o.ClockSkew})(withoutCredentials(next))
 
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/portcullis-mcp/portcullis/internal/bearer"
 )
 
 // Principal is the authenticated caller of a request, built from a verified
@@ -37,10 +39,12 @@ type Principal struct {
 }
 
 // newTokenInfo returns the SDK's TokenInfo for p, carrying p itself (see
-// [PrincipalFromTokenInfo]).
-func (p *Principal) newTokenInfo() *sdkauth.TokenInfo {
-	return &sdkauth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expiry, UserID: p.UserID(),
-		Extra: map[string]any{tokenInfoPrincipalKey: p}}
+// [PrincipalFromTokenInfo]) and raw, the token p was verified from, which
+// only package internal/bearer can read back.
+func (p *Principal) newTokenInfo(raw string) *sdkauth.TokenInfo {
+	extra := map[string]any{tokenInfoPrincipalKey: p}
+	bearer.Set(extra, raw)
+	return &sdkauth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expiry, UserID: p.UserID(), Extra: extra}
 }
 
 // UserID is the identity the SDK binds legacy sessions to: issuer "|" subject.

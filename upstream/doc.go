@@ -39,6 +39,12 @@
 // A stdio upstream is single-tenant: one process serves every caller, so
 // whatever state it keeps is shared by all of them ([IsolationShared]).
 //
+// An http upstream with oauth.grant token_exchange ([GrantTokenExchange])
+// is sent, on a session of each caller's own ([IsolationPerPrincipal]), a
+// token that the authorization server issued for it in exchange for the
+// caller's (RFC 8693); the caller's token itself, which comes from
+// [Deps.SubjectToken], is sent only to the token endpoint.
+//
 // The package never imports Prometheus or OpenTelemetry: metrics and spans
 // come in through [Hooks], which cmd/server wires to package observability.
 package upstream

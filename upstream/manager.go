@@ -81,6 +81,12 @@ type Deps struct {
 	// that pass_principal gives stdio servers. Nil means the token's
 	// UserID as subject and its scopes.
 	Principal func(*sdkauth.TokenInfo) (Principal, bool)
+	// SubjectToken is the caller's raw bearer token, from its token info,
+	// which an http upstream with oauth.grant token_exchange exchanges for
+	// a token of its own audience; nothing else reads it, and it is never
+	// logged or sent upstream. Nil means no caller has one, and such
+	// upstreams refuse every call.
+	SubjectToken func(*sdkauth.TokenInfo) (string, bool)
 }
 
 // DefaultBackoff doubles from 250ms per attempt up to 30s, with up to 20%

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
 
 // Transports accepted in [Options.Transport].
@@ -37,6 +39,17 @@ const (
 // MetaKeyPrincipal is the _meta key under which a call carries the
 // caller's identity with pass_principal: meta.
 const MetaKeyPrincipal = "io.portcullis/principal"
+
+// Grants accepted in [OAuthOptions.Grant].
+const (
+	// GrantClientCredentials gets the upstream a token of Portcullis's own
+	// (RFC 6749 section 4.4).
+	GrantClientCredentials = "client_credentials"
+	// GrantTokenExchange gets the upstream a token for each caller by
+	// exchanging the caller's token for one whose audience is the
+	// upstream (RFC 8693).
+	GrantTokenExchange = "token_exchange"
+)
 
 // Defaults of the per_principal isolation.
 const (
@@ -85,20 +98,22 @@ type Options struct {
 	EnvFiles []string `yaml:"env_files"`
 	// Dir is the stdio server's working directory. Empty means Portcullis's.
 	Dir string `yaml:"dir"`
-	// Isolation is how callers share the stdio server: "shared" (the
-	// default), one process for every caller, so its state (files it
+	// Isolation is how callers share the upstream: "shared", one stdio
+	// process or HTTP session for every caller, so its state (files it
 	// writes, memory it keeps, the account it acts as) is shared by all; or
-	// "per_principal", one process per caller with a token, started on its
-	// first request. Either way the process gets the same env and
-	// credentials: per_principal separates the callers' state, not their
-	// rights upstream.
+	// "per_principal", one process or HTTP session per caller with a
+	// token, started on its first request. A stdio process gets the same
+	// env and credentials either way: per_principal separates the callers'
+	// state, not their rights upstream. The default is per_principal for
+	// an http upstream with oauth.grant token_exchange, which requires it,
+	// and shared otherwise.
 	Isolation string `yaml:"isolation" schema:"enum=shared|per_principal"`
-	// MaxProcesses bounds the per_principal processes running at once; a
-	// new caller then replaces the longest idle one, or is told to retry.
-	// Default 16.
+	// MaxProcesses bounds the per_principal processes (or HTTP sessions)
+	// running at once; a new caller then replaces the longest idle one, or
+	// is told to retry. Default 16.
 	MaxProcesses int `yaml:"max_processes" schema:"min=0"`
-	// IdleTimeout stops a per_principal process after this long without
-	// requests. Default 10m.
+	// IdleTimeout stops a per_principal process (or HTTP session, with its
+	// cached token) after this long without requests. Default 10m.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// PassPrincipal gives the stdio server the verified identity of the
 	// caller — issuer, subject, client id and scopes, never a token:
@@ -120,17 +135,25 @@ type Options struct {
 	// credentials (an API key header). Values should come from mounted
 	// files (value_file). The caller's Authorization header is never sent.
 	Headers []NamedValue `yaml:"headers"`
-	// OAuth gets the http upstream an access token of its own with the
-	// OAuth client-credentials grant and sends it as a bearer token. Off
+	// OAuth gets the http upstream an access token and sends it as a
+	// bearer token: Portcullis's own (grant client_credentials), or one per
+	// caller exchanged for the caller's token (grant token_exchange). Off
 	// while token_url is empty.
 	OAuth OAuthOptions `yaml:"oauth"`
 }
 
-// OAuthOptions configures the client-credentials grant that gets an http
-// upstream Portcullis's own access token (RFC 6749 section 4.4). The token
-// is cached and renewed before it expires; the caller's token is never
-// used.
+// OAuthOptions configures how an http upstream gets its access token.
+// With grant client_credentials (RFC 6749 section 4.4) the token is
+// Portcullis's own. With grant token_exchange (RFC 8693) each caller's
+// token is exchanged at token_url for a token whose audience is the
+// upstream, which is sent on that caller's own HTTP session (isolation
+// per_principal); the session that lists what the upstream offers uses a
+// client-credentials token of the same client. Tokens are cached and
+// renewed before they expire; the caller's own token is never sent to the
+// upstream.
 type OAuthOptions struct {
+	// Grant is client_credentials (the default) or token_exchange.
+	Grant string `yaml:"grant" schema:"enum=client_credentials|token_exchange"`
 	// TokenURL is the authorization server's token endpoint.
 	TokenURL string `yaml:"token_url" schema:"url"`
 	// ClientID is Portcullis's client at the authorization server.
@@ -142,6 +165,14 @@ type OAuthOptions struct {
 	// Resource, when set, is sent as the RFC 8707 resource parameter: the
 	// upstream's identifier, so that the token is good for it alone.
 	Resource string `yaml:"resource" schema:"url"`
+	// Audience, when set, is sent as the RFC 8693 audience parameter: the
+	// logical name of the upstream at the authorization server
+	// (token_exchange only).
+	Audience string `yaml:"audience"`
+	// RequestedTokenType is the RFC 8693 requested_token_type
+	// (token_exchange only). Default
+	// urn:ietf:params:oauth:token-type:access_token.
+	RequestedTokenType string `yaml:"requested_token_type"`
 }
 
 // enabled reports whether the grant is configured.
@@ -149,8 +180,12 @@ func (o OAuthOptions) enabled() bool { return o.TokenURL != "" }
 
 // set reports whether any key is set.
 func (o OAuthOptions) set() bool {
-	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != ""
+	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != "" ||
+		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != ""
 }
+
+// exchange reports whether the grant is token_exchange.
+func (o OAuthOptions) exchange() bool { return o.enabled() && o.Grant == GrantTokenExchange }
 
 // NamedValue is an environment variable or header: its value is Value, or
 // the contents of ValueFile with one trailing newline removed.
@@ -168,6 +203,18 @@ func (o *Options) Defaults() {
 	}
 	if o.Transport == TransportStdio && o.Isolation == "" {
 		o.Isolation = IsolationShared
+	}
+	if o.Transport == TransportHTTP && o.OAuth.enabled() && o.OAuth.Grant == "" {
+		o.OAuth.Grant = GrantClientCredentials
+	}
+	if o.Transport == TransportHTTP && o.Isolation == "" {
+		o.Isolation = IsolationShared
+		if o.OAuth.exchange() {
+			o.Isolation = IsolationPerPrincipal
+		}
+	}
+	if o.OAuth.exchange() && o.OAuth.RequestedTokenType == "" {
+		o.OAuth.RequestedTokenType = tokenexchange.TokenTypeAccessToken
 	}
 	if o.Transport == TransportStdio && o.PassPrincipal == "" {
 		o.PassPrincipal = PassPrincipalNone
@@ -275,10 +322,37 @@ func Validate(list []Options) error {
 			if err := checkURL(o.URL); err != nil {
 				at("url", "%v", err)
 			}
-			if stdioSet || o.Isolation != "" || o.MaxProcesses != 0 || o.IdleTimeout != 0 || o.PassPrincipal != "" {
-				at("transport", "http takes no command, args, env, env_files, dir, isolation, max_processes, idle_timeout or pass_principal")
+			if stdioSet || o.PassPrincipal != "" {
+				at("transport", "http takes no command, args, env, env_files, dir or pass_principal")
+			}
+			switch o.Isolation {
+			case IsolationShared:
+				if o.OAuth.exchange() {
+					at("isolation", "shared cannot be used with oauth.grant token_exchange: a shared HTTP session cannot carry each caller's token; use per_principal (the default with token_exchange)")
+				}
+			case IsolationPerPrincipal:
+			default:
+				at("isolation", "%q is not one of shared, per_principal", o.Isolation)
+			}
+			if o.Isolation != IsolationPerPrincipal && (list[i].MaxProcesses != 0 || list[i].IdleTimeout != 0) {
+				at("isolation", "max_processes and idle_timeout apply only to per_principal")
+			}
+			if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
+				at("isolation", "max_processes and idle_timeout must not be negative")
 			}
 			if o.OAuth.enabled() {
+				switch o.OAuth.Grant {
+				case GrantClientCredentials:
+					if o.OAuth.Audience != "" || o.OAuth.RequestedTokenType != "" {
+						at("oauth.grant", "audience and requested_token_type apply only to token_exchange")
+					}
+				case GrantTokenExchange:
+					if o.OAuth.RequestedTokenType != tokenexchange.TokenTypeAccessToken && o.OAuth.RequestedTokenType != tokenexchange.TokenTypeJWT {
+						at("oauth.requested_token_type", "%q is not one of %s, %s: the upstream is sent a bearer access token", o.OAuth.RequestedTokenType, tokenexchange.TokenTypeAccessToken, tokenexchange.TokenTypeJWT)
+					}
+				default:
+					at("oauth.grant", "%q is not one of client_credentials, token_exchange", o.OAuth.Grant)
+				}
 				if err := checkURL(o.OAuth.TokenURL); err != nil {
 					at("oauth.token_url", "%v", err)
 				}

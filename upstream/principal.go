@@ -10,11 +10,23 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
 
 // errNoPrincipal is the answer of a per_principal upstream to a call
 // without a caller identity (auth off, or stdio).
 var errNoPrincipal = errors.New("upstream: a per_principal upstream serves only callers with a token")
+
+// errNoToken is the answer of a token_exchange upstream to a call whose
+// caller's token is not at hand.
+var errNoToken = errors.New("upstream: a token_exchange upstream serves only callers with a token")
+
+// exchangeError is a failed token exchange for the caller.
+type exchangeError struct{ err error }
+
+func (e *exchangeError) Error() string { return "upstream: token exchange: " + e.err.Error() }
+func (e *exchangeError) Unwrap() error { return e.err }
 
 // errPoolFull is the answer when every per-principal process is busy.
 var errPoolFull = errors.New("upstream: every per_principal process is busy")
@@ -58,9 +70,11 @@ func (p Principal) meta() map[string]any {
 	return map[string]any{"issuer": p.Issuer, "subject": p.Subject, "client_id": p.ClientID, "scopes": scopes}
 }
 
-// pool runs one stdio process per principal for a per_principal upstream:
-// started on the principal's first request, stopped after IdleTimeout
-// without requests, at most MaxProcesses at once.
+// pool runs one stdio process or HTTP session per principal for a
+// per_principal upstream: started on the principal's first request,
+// stopped after IdleTimeout without requests, at most MaxProcesses at once.
+// The HTTP session of a token_exchange upstream owns the principal's
+// exchanged token, which goes with it.
 type pool struct {
 	u   *upstream
 	ctx context.Context // ends when the manager closes
@@ -80,6 +94,8 @@ type principalConn struct {
 	inflight int
 	stopOnce sync.Once
 	stop     func()
+	// src exchanges the principal's token (token_exchange only).
+	src *tokenexchange.Source
 }
 
 func newPool(ctx context.Context, u *upstream) *pool {
@@ -106,10 +122,17 @@ func (u *upstream) principalKey(extra *sdk.RequestExtra) string {
 }
 
 // acquire returns the session of the principal's process, starting it if
-// needed; release must be called when the request is done.
-func (p *pool) acquire(ctx context.Context, key string, env []string) (sess *sdk.ClientSession, release func(), err error) {
+// needed; release must be called when the request is done. For a
+// token_exchange upstream, subject is the caller's token: the session's
+// exchanged token is made sure of before acquire returns, so that a failed
+// exchange sends the upstream nothing.
+func (p *pool) acquire(ctx context.Context, key string, env []string, subject string) (sess *sdk.ClientSession, release func(), err error) {
 	if key == "" {
 		return nil, nil, errNoPrincipal
+	}
+	exchange := p.u.opts.OAuth.exchange()
+	if exchange && subject == "" {
+		return nil, nil, errNoToken
 	}
 	p.mu.Lock()
 	c, ok := p.conns[key]
@@ -119,6 +142,15 @@ func (p *pool) acquire(ctx context.Context, key string, env []string) (sess *sdk
 			return nil, nil, errPoolFull
 		}
 		c = &principalConn{ready: make(chan struct{}), stop: func() {}}
+		if exchange {
+			cfg, err := p.u.exchangeConfig()
+			if err != nil {
+				p.mu.Unlock()
+				return nil, nil, err
+			}
+			c.src = tokenexchange.NewSource(cfg, p.u.now)
+			c.src.SetSubject(subject)
+		}
 		p.conns[key] = c
 		p.wg.Add(1)
 		go p.start(key, c, env)
@@ -126,6 +158,10 @@ func (p *pool) acquire(ctx context.Context, key string, env []string) (sess *sdk
 	c.inflight++
 	c.lastUsed = time.Now()
 	p.mu.Unlock()
+	if c.src != nil {
+		// The principal's latest token is exchanged next.
+		c.src.SetSubject(subject)
+	}
 	release = func() {
 		p.mu.Lock()
 		c.inflight--
@@ -142,6 +178,12 @@ func (p *pool) acquire(ctx context.Context, key string, env []string) (sess *sdk
 		release()
 		return nil, nil, c.err
 	}
+	if c.src != nil {
+		if _, err := c.src.Token(ctx); err != nil {
+			release()
+			return nil, nil, &exchangeError{err}
+		}
+	}
 	return c.sess, release, nil
 }
 
@@ -152,6 +194,17 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 	dial := p.u.dialFn
 	if len(env) > 0 {
 		dial = func() (sdk.Transport, func(), error) { return p.u.dialEnvFn(env) }
+	}
+	var xerr error
+	if c.src != nil {
+		dial = func() (sdk.Transport, func(), error) { return p.u.dialHTTP(c.src) }
+		// The session starts with an exchanged token, or not at all.
+		xctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
+		if _, err := c.src.Token(xctx); err != nil {
+			xerr = &exchangeError{err}
+			dial = func() (sdk.Transport, func(), error) { return nil, func() {}, xerr }
+		}
+		cancel()
 	}
 	t, stop, err := dial()
 	var sess *sdk.ClientSession
@@ -172,6 +225,9 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 		kt.close()
 		stop()
 		c.err = fmt.Errorf("upstream: %s: starting the caller's process: %w", p.u.opts.Name, err)
+		if xerr != nil {
+			c.err = xerr
+		}
 		p.remove(key, c)
 		close(c.ready)
 		return

@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -27,36 +29,66 @@ const maxStderrLine = 4 << 10
 func (u *upstream) dial() (sdk.Transport, func(), error) {
 	switch u.opts.Transport {
 	case TransportHTTP:
-		headers := make(http.Header)
-		for _, h := range u.opts.Headers {
-			v, err := h.value()
-			if err != nil {
-				return nil, func() {}, fmt.Errorf("upstream: %s: header %s: %w", u.opts.Name, h.Name, err)
-			}
-			headers.Set(h.Name, v)
-		}
-		client := *u.deps.HTTPClient
-		var rt http.RoundTripper = &headerTransport{next: transportOf(u.deps.HTTPClient), headers: headers}
-		if o := u.opts.OAuth; o.enabled() {
-			secret, err := readValueFile(o.ClientSecretFile)
-			if err != nil {
-				return nil, func() {}, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", u.opts.Name, err)
-			}
-			cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: o.TokenURL, Scopes: o.Scopes}
-			if o.Resource != "" {
-				cc.EndpointParams = url.Values{"resource": {o.Resource}}
-			}
-			// The token source caches the token and renews it when it
-			// expires, for this connection; a reconnect reads the secret
-			// file again, so a rotated secret is picked up.
-			ctx := context.WithValue(context.Background(), oauth2.HTTPClient, u.deps.HTTPClient)
-			rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
-		}
-		client.Transport = &sseCounter{next: rt, notes: &notes{}}
-		return &sdk.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: &client, MaxRetries: 2}, func() {}, nil
+		return u.dialHTTP(nil)
 	default:
 		return u.dialStdio()
 	}
+}
+
+// dialHTTP opens a session to the http upstream. With src, a caller's
+// exchanged token from src authenticates every request; without, the
+// client-credentials token of oauth (of the same client, for a
+// token_exchange upstream), if any.
+func (u *upstream) dialHTTP(src *tokenexchange.Source) (sdk.Transport, func(), error) {
+	headers := make(http.Header)
+	for _, h := range u.opts.Headers {
+		v, err := h.value()
+		if err != nil {
+			return nil, func() {}, fmt.Errorf("upstream: %s: header %s: %w", u.opts.Name, h.Name, err)
+		}
+		headers.Set(h.Name, v)
+	}
+	client := *u.deps.HTTPClient
+	var rt http.RoundTripper = &headerTransport{next: transportOf(u.deps.HTTPClient), headers: headers}
+	if src != nil {
+		rt = &tokenexchange.Transport{Source: src, Base: rt}
+	} else if o := u.opts.OAuth; o.enabled() {
+		secret, err := readValueFile(o.ClientSecretFile)
+		if err != nil {
+			return nil, func() {}, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", u.opts.Name, err)
+		}
+		cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: o.TokenURL, Scopes: o.Scopes}
+		if o.Resource != "" {
+			cc.EndpointParams = url.Values{"resource": {o.Resource}}
+		}
+		if o.Audience != "" {
+			if cc.EndpointParams == nil {
+				cc.EndpointParams = url.Values{}
+			}
+			cc.EndpointParams.Set("audience", o.Audience)
+		}
+		// The token source caches the token and renews it when it
+		// expires, for this connection; a reconnect reads the secret
+		// file again, so a rotated secret is picked up.
+		ctx := context.WithValue(context.Background(), oauth2.HTTPClient, u.deps.HTTPClient)
+		rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
+	}
+	client.Transport = &sseCounter{next: rt, notes: &notes{}}
+	return &sdk.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: &client, MaxRetries: 2}, func() {}, nil
+}
+
+// exchangeConfig is the token exchange of a token_exchange upstream. It
+// reads the client secret file, so that a rotated secret is picked up by
+// the next caller's session.
+func (u *upstream) exchangeConfig() (*tokenexchange.Config, error) {
+	o := u.opts.OAuth
+	secret, err := readValueFile(o.ClientSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", u.opts.Name, err)
+	}
+	return &tokenexchange.Config{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: secret,
+		Audience: o.Audience, Resource: o.Resource, Scopes: o.Scopes, RequestedTokenType: o.RequestedTokenType,
+		HTTPClient: u.deps.HTTPClient}, nil
 }
 
 func transportOf(c *http.Client) http.RoundTripper {

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -53,6 +54,8 @@ type upstream struct {
 	// dialEnvFn opens a connection to a new stdio process with env added
 	// to its environment (pass_principal: env).
 	dialEnvFn func(env []string) (sdk.Transport, func(), error)
+	// now is the clock of the exchanged tokens' expiry.
+	now func() time.Time
 	// sessionOpts are the client session's options: nil (the latest
 	// protocol version), except in tests.
 	sessionOpts *sdk.ClientSessionOptions
@@ -108,6 +111,7 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 	}
 	u.client = newClient(u, deps.Version)
 	u.dialFn = u.dial
+	u.now = time.Now
 	u.dialEnvFn = u.dialStdioEnv
 	return u, nil
 }
@@ -569,7 +573,11 @@ func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sd
 				env = p.environ()
 			}
 		}
-		return u.pool.acquire(ctx, u.principalKey(extra), env)
+		var subject string
+		if u.opts.OAuth.exchange() && u.deps.SubjectToken != nil && extra != nil {
+			subject, _ = u.deps.SubjectToken(extra.TokenInfo)
+		}
+		return u.pool.acquire(ctx, u.principalKey(extra), env, subject)
 	}
 	sess := u.session()
 	if sess == nil {
@@ -666,6 +674,11 @@ func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
 		switch {
 		case errors.Is(err, errNoPrincipal):
 			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller and serves only callers with a token.", u.opts.Name)
+		case errors.Is(err, errNoToken):
+			msg = fmt.Sprintf("upstream: the MCP server %q is called with a token exchanged for the caller's, and this call came without a token.", u.opts.Name)
+		case errors.As(err, new(*exchangeError)):
+			u.logger.Warn("upstream: token exchange failed", "error", err)
+			msg = fmt.Sprintf("upstream: the authorization server did not issue a token for the MCP server %q to this caller%s, so the call was not sent.", u.opts.Name, exchangeCode(err))
 		case errors.Is(err, errPoolFull):
 			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller, and as many as allowed are busy. Retry in a moment.", u.opts.Name)
 		case err != nil && !errors.Is(err, errNotConnected):
@@ -687,6 +700,16 @@ func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
 		msg = fmt.Sprintf("upstream: the connection to the MCP server %q broke during the call (it may have crashed or sent an invalid message); Portcullis is reconnecting. Retry in a few seconds.", u.opts.Name)
 	}
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
+}
+
+// exchangeCode is ` (<OAuth error code>)` of a failed token exchange, or
+// nothing without one.
+func exchangeCode(err error) string {
+	var xe *tokenexchange.Error
+	if errors.As(err, &xe) && xe.Code != "" {
+		return " (" + xe.Code + ")"
+	}
+	return ""
 }
 
 // requestError is the JSON-RPC error for a failed resources/read or

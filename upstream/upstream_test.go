@@ -632,6 +632,20 @@ func TestValidate(t *testing.T) {
 			`[1].oauth.client_secret_file: required with oauth.token_url`,
 			`[1].headers[0].name: Authorization comes from oauth`,
 		}},
+		{name: "token exchange", list: []Options{
+			{Name: "x1", Transport: "http", URL: "https://x/mcp", Isolation: "shared", OAuth: OAuthOptions{Grant: "token_exchange", TokenURL: "https://idp/token", ClientID: "pc", ClientSecretFile: "/does/not/exist", RequestedTokenType: "urn:ietf:params:oauth:token-type:id_token"}},
+			{Name: "x2", Transport: "http", URL: "https://x/mcp", OAuth: OAuthOptions{Grant: "device_code", TokenURL: "https://idp/token", ClientID: "pc"}},
+			{Name: "x3", Transport: "http", URL: "https://x/mcp", MaxProcesses: 3, OAuth: OAuthOptions{TokenURL: "https://idp/token", ClientID: "pc", Audience: "tickets"}},
+			{Name: "x4", Transport: "http", URL: "https://x/mcp", OAuth: OAuthOptions{Grant: "token_exchange"}},
+		}, want: []string{
+			`[0].isolation: shared cannot be used with oauth.grant token_exchange: a shared HTTP session cannot carry each caller's token`,
+			`[0].oauth.requested_token_type: "urn:ietf:params:oauth:token-type:id_token" is not one of`,
+			`[0].oauth.client_secret_file: reading /does/not/exist`,
+			`[1].oauth.grant: "device_code" is not one of client_credentials, token_exchange`,
+			`[2].isolation: max_processes and idle_timeout apply only to per_principal`,
+			`[2].oauth.grant: audience and requested_token_type apply only to token_exchange`,
+			`[3].oauth.token_url: required when other oauth keys are set`,
+		}},
 		{name: "missing secret file", list: []Options{
 			{Name: "s", Transport: "stdio", Command: "x", Env: []NamedValue{{Name: "TOKEN", ValueFile: "/does/not/exist"}}, EnvFiles: []string{"/nope.env"}},
 		}, want: []string{`[0].env[0].value_file: reading /does/not/exist`, `[0].env_files[0]: reading /nope.env`}},

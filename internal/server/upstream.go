@@ -8,6 +8,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/bearer"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
@@ -57,6 +58,9 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 			}
 			return upstream.Principal{Issuer: p.Issuer, Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}, true
 		},
+		// token_exchange upstreams exchange the caller's token, which only
+		// internal/bearer reads out of the token info.
+		SubjectToken: bearer.FromTokenInfo,
 	})
 	if err != nil {
 		return nil, err
