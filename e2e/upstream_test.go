@@ -512,6 +512,20 @@ upstreams:
 	if !strings.Contains(s.Stderr(), `"upstream":"broken"`) || !strings.Contains(s.Stderr(), "starting") {
 		t.Errorf("the upstream's stderr is not logged with its name")
 	}
+	// portcullis doctor, given the metrics listener, reports the upstream's
+	// state; without it, it says why it cannot.
+	doctor := func(args ...string) string {
+		cmd := exec.CommandContext(t.Context(), binary, append([]string{"doctor", s.MCPURL()}, args...)...)
+		cmd.Env = serverEnv()
+		out, _ := cmd.CombinedOutput() // non-zero: no token, so some checks fail
+		return string(out)
+	}
+	if out := doctor("--metrics-url", s.MetricsURL(t)); !regexp.MustCompile(`(?m)^\s*WARN\s+upstream broken\s.*not connected.*restarts`).MatchString(out) {
+		t.Errorf("doctor --metrics-url does not warn that upstream broken is not connected:\n%s", out)
+	}
+	if out := doctor(); !regexp.MustCompile(`(?m)^\s*SKIP\s+upstreams\s.*--metrics-url`).MatchString(out) {
+		t.Errorf("doctor without --metrics-url does not skip the upstreams check with the reason:\n%s", out)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{token}}}, "")

@@ -130,6 +130,11 @@ type Options struct {
 	// AllowUnauthenticated turns "auth is off" from a failure into a warning,
 	// for servers that are meant to be open (loopback development).
 	AllowUnauthenticated bool
+	// MetricsURL, when set, is the server's metrics listener
+	// (http://HOST:9090/metrics); the upstreams check reads the state of
+	// each upstream MCP server there. It is not public, so the check is
+	// skipped without it.
+	MetricsURL string
 	// HTTPClient is used for every request; nil means a client with
 	// Timeout. Redirects are never followed, so they are reported as seen.
 	HTTPClient *http.Client
@@ -166,6 +171,7 @@ func Run(ctx context.Context, o Options) *Report {
 	d.origin(ctx)
 	d.mcpMethod(ctx)
 	d.initialize(ctx)
+	d.upstreams(ctx)
 	return d.rep
 }
 

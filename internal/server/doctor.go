@@ -28,6 +28,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&tokenFile, "token-file", "", "read the bearer token from `file`")
 	fs.StringVar(&o.Origin, "origin-check-origin", doctor.DefaultOrigin, "an `origin` the server must refuse")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "bound on each request")
+	fs.StringVar(&o.MetricsURL, "metrics-url", "", "the server's metrics `URL` (e.g. http://POD:9090/metrics), to report each upstream MCP server's state")
 	fs.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "report a server without auth as a warning, not a failure")
 
 	// The URL may come before or after the flags.
