@@ -478,6 +478,16 @@ func awaitHang(t *testing.T, out <-chan hangResult, bound time.Duration, what st
 	}
 }
 
+// startCrashy starts a manager of one required upstream "cr" served by be,
+// counting its connections in dials, and waits until it is ready.
+func startCrashy(t *testing.T, f *front, be *crashy, dials *atomic.Int32, hooks Hooks) *Manager {
+	t.Helper()
+	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
+		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(dials)}, hooks)
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	return m
+}
+
 const brokenMsg = `upstream: the connection to the MCP server "cr" broke`
 
 func TestCrashMidCall(t *testing.T) {
@@ -485,9 +495,7 @@ func TestCrashMidCall(t *testing.T) {
 	var dials atomic.Int32
 	rec := &recorder{}
 	be := newCrashy()
-	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
-		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, rec.hooks())
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	m := startCrashy(t, f, be, &dials, rec.hooks())
 
 	res := f.call(t, "cr_crash", "")
 	if !res.IsError || !strings.Contains(text(res), brokenMsg) {
@@ -529,9 +537,7 @@ func TestCallsInFlightEndWithTheSession(t *testing.T) {
 	f := newFront(t)
 	var dials atomic.Int32
 	be := newCrashy()
-	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
-		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, Hooks{})
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	m := startCrashy(t, f, be, &dials, Hooks{})
 
 	hung := hangCall(callCtx(t), f)
 	be.waitHanging(t)
@@ -553,9 +559,7 @@ func TestCloseEndsCallsInFlight(t *testing.T) {
 	f := newFront(t)
 	var dials atomic.Int32
 	be := newCrashy()
-	m := startManager(t, f.cat, []Options{{Name: "cr", Transport: TransportHTTP, URL: "http://unused", Required: true}},
-		map[string]func() (sdk.Transport, func(), error){"cr": be.dial(&dials)}, Hooks{})
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	m := startCrashy(t, f, be, &dials, Hooks{})
 
 	hung := hangCall(callCtx(t), f)
 	be.waitHanging(t)
