@@ -80,6 +80,9 @@ type Task struct {
 	// lost its worker.
 	Worker string    `json:"worker,omitempty"`
 	Lease  time.Time `json:"lease"`
+	// Trace is the W3C traceparent of the call that created the task, so
+	// that the spans of its polls can link to it.
+	Trace string `json:"trace,omitempty"`
 }
 
 // Clone returns a deep copy of t.

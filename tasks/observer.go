@@ -1,0 +1,35 @@
+package tasks
+
+import "time"
+
+// Observer hears what a [Manager] does, for metrics and logs. Its methods
+// must be cheap and must not block.
+type Observer interface {
+	// Created: a task of tool was created on this replica.
+	Created(tool string)
+	// Refused: a task was not created; reason is "owner_cap", "total_cap"
+	// or "store_error".
+	Refused(tool, reason string)
+	// Live: the number of live tasks this replica runs with that status
+	// (working or input_required) changed by delta.
+	Live(status Status, delta int)
+	// Finished: a task of tool that this replica ran ended with status
+	// after d.
+	Finished(tool string, status Status, d time.Duration)
+	// Lost: a task of tool was marked failed because the replica running
+	// it stopped renewing its lease.
+	Lost(tool string)
+	// StoreError: a store operation (op: "create", "get", "update",
+	// "stale", "subscribe") failed.
+	StoreError(op string)
+}
+
+// NopObserver hears nothing.
+type NopObserver struct{}
+
+func (NopObserver) Created(string)                         {}
+func (NopObserver) Refused(string, string)                 {}
+func (NopObserver) Live(Status, int)                       {}
+func (NopObserver) Finished(string, Status, time.Duration) {}
+func (NopObserver) Lost(string)                            {}
+func (NopObserver) StoreError(string)                      {}
