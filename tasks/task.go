@@ -52,9 +52,9 @@ type Task struct {
 	// and subject); empty when auth is off.
 	Owner string `json:"owner"`
 	// Tool is the tool called, for telemetry.
-	Tool          string `json:"tool"`
-	Status        Status `json:"status"`
-	StatusMessage string `json:"status_message,omitempty"`
+	Tool          string    `json:"tool"`
+	Status        Status    `json:"status"`
+	StatusMessage string    `json:"status_message,omitempty"`
 	Created       time.Time `json:"created"`
 	Updated       time.Time `json:"updated"`
 	// Expires is when the store may forget the task: Created plus the
