@@ -16,6 +16,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 	"github.com/portcullis-mcp/portcullis/internal/mcpmethod"
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // Handler serves /mcp for every protocol era on one endpoint.
@@ -38,6 +39,7 @@ type Handler struct {
 	gate      *toolGate // nil without a policy
 	sessions  *sessionCap
 	limitHook limits.Hook
+	tasks     *tasks.Manager // nil: the tasks extension is off
 
 	mu       sync.Mutex
 	draining bool
@@ -65,6 +67,7 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 	h := &Handler{
 		sessions:  newSessionCap(maxSessions, min(opts.MaxSessionsPerPrincipal, maxSessions), opts.PrincipalKey, server),
 		limitHook: hook,
+		tasks:     opts.Tasks,
 		origins:   opts.AllowedOrigins,
 		maxBody:   opts.MaxBodyBytes,
 		logger:    logger,
@@ -158,6 +161,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	if modern && len(msgs) == 1 && isTaskMethod(msgs[0].Method) {
+		h.serveTask(w, r, msgs[0])
+		return
 	}
 	if h.gate != nil && !h.gateTools(w, r, msgs) {
 		return

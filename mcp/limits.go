@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // DefaultToolTimeout bounds a tool call when mcp.tool_timeout is not set.
@@ -80,6 +81,10 @@ func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, 
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			r, ok := req.(*sdk.CallToolRequest)
 			if method != "tools/call" || !ok || r.Params == nil {
+				return next(ctx, method, req)
+			}
+			if tasks.TaskID(ctx) != "" {
+				// A task is bounded by its TTL, not the call timeout.
 				return next(ctx, method, req)
 			}
 			name := r.Params.Name

@@ -9,6 +9,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // Options configures the /mcp endpoint. It is the `mcp:` section of the
@@ -54,6 +55,10 @@ type Options struct {
 	// LimitHook receives an event whenever a limit refuses a request (body
 	// size, session cap). Nil means none. Not configurable from YAML.
 	LimitHook limits.Hook `yaml:"-"`
+	// Tasks answers tasks/get, tasks/update and tasks/cancel; nil means
+	// the tasks extension is off and those methods are unknown. Not
+	// configurable from YAML.
+	Tasks *tasks.Manager `yaml:"-"`
 	// PrincipalKey names the caller that MaxSessionsPerPrincipal counts
 	// under; an empty key (no principal, as with auth off) is held to
 	// MaxSessions only. Nil means no per-principal share. Not configurable

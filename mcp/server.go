@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -47,6 +48,10 @@ type ServerConfig struct {
 	// LimitHook receives an event for every tool call cut off by its
 	// timeout. Nil means none.
 	LimitHook limits.Hook
+	// Tasks enables the tasks extension (io.modelcontextprotocol/tasks):
+	// the server advertises it and runs calls of task-supporting tools as
+	// tasks. A zero TaskConfig leaves it off.
+	Tasks TaskConfig
 }
 
 // NewServer builds the SDK server that offers everything in cat.
@@ -64,6 +69,12 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 		Instructions: cfg.Instructions,
 		Logger:       sdkLogger(logger),
 	}
+	if cfg.Tasks.Manager != nil {
+		opts.Capabilities = &sdk.ServerCapabilities{
+			Logging:    &sdk.LoggingCapabilities{},
+			Extensions: map[string]any{tasks.ExtensionID: map[string]any{}},
+		}
+	}
 	cat.Apply(opts)
 	s := sdk.NewServer(&sdk.Implementation{
 		Name:    "portcullis",
@@ -79,6 +90,7 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 	mws = append(mws,
 		gateToolsMiddleware(gate),
 		filterToolsMiddleware(cfg.Policy),
+		taskMiddleware(cfg.Tasks),
 		sealStateMiddleware(cfg.Sealer, logger),
 		toolTimeoutMiddleware(cfg.ToolTimeout, toolTimeoutMap(cfg.ToolTimeouts), cfg.LimitHook, logger),
 		recoverMiddleware(logger),
@@ -105,7 +117,7 @@ func recoverMiddleware(logger *slog.Logger) sdk.Middleware {
 				logger.ErrorContext(ctx, "handler panicked",
 					"mcp.method.name", method, "target", target,
 					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-				if method == "tools/call" {
+				if method == "tools/call" && tasks.TaskID(ctx) == "" {
 					res = &sdk.CallToolResult{
 						IsError: true,
 						Content: []sdk.Content{&sdk.TextContent{

@@ -145,6 +145,7 @@ func conformanceTools(c *Catalog) []tool {
 			sdk.AddTool(s, t, triggerPromptChange(s))
 		}},
 	}
+	ts = append(ts, taskConformanceTools()...)
 	return append(ts, inputRequiredTools()...)
 }
 

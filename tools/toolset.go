@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // Toolset names accepted in [Options.Toolsets].
@@ -223,13 +225,17 @@ type Catalog struct {
 	servers []*sdk.Server
 	// forwardToSources: see ForwardToSources.
 	forwardToSources bool
+	// taskTools is how tools' calls may run as tasks, where that is set
+	// by SetTaskSupport rather than by the tool (config, upstream tools).
+	taskTools map[string]tasks.ToolTasks
 }
 
 // tool is one tool, ready to add to any server. add receives the server so
 // that tools which change the server's lists (conformance) can reach it.
 type tool struct {
-	name string
-	add  func(s *sdk.Server)
+	name  string
+	add   func(s *sdk.Server)
+	tasks tasks.ToolTasks
 }
 
 type resource struct {
@@ -425,6 +431,34 @@ func (c *Catalog) Register(s *sdk.Server) {
 	for _, p := range c.prompts {
 		s.AddPrompt(p.p, p.h)
 	}
+}
+
+// SetTaskSupport says how calls of the tool named may run as tasks (see
+// [tasks.Support]), whoever provides the tool: one of c's own or an
+// upstream's. It overrides what the tool declared.
+func (c *Catalog) SetTaskSupport(name string, tt tasks.ToolTasks) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.taskTools == nil {
+		c.taskTools = map[string]tasks.ToolTasks{}
+	}
+	c.taskTools[name] = tt
+}
+
+// TaskSupport returns how calls of the tool named may run as tasks.
+func (c *Catalog) TaskSupport(name string) tasks.ToolTasks {
+	c.mu.RLock()
+	tt, ok := c.taskTools[name]
+	c.mu.RUnlock()
+	if ok {
+		return tt
+	}
+	for _, t := range c.tools {
+		if t.name == name {
+			return t.tasks
+		}
+	}
+	return tasks.ToolTasks{}
 }
 
 // ToolNames returns the names of the tools that servers built from c

@@ -22,20 +22,26 @@ const (
 // Line returns the error response for id (nil or empty means null) as one
 // line of JSON ending in a newline.
 func Line(id json.RawMessage, code int64, message string) []byte {
+	return LineData(id, code, message, nil)
+}
+
+// LineData is [Line] with the error's data member (omitted when nil).
+func LineData(id json.RawMessage, code int64, message string, data json.RawMessage) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
 	type wireError struct {
-		Code    int64  `json:"code"`
-		Message string `json:"message"`
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
 	}
 	data, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   wireError       `json:"error"`
-	}{"2.0", id, wireError{code, message}})
+	}{"2.0", id, wireError{code, message, data}})
 	if err != nil {
-		// Only an id that is not valid JSON fails; answer as unknown.
+		// Only an id or data that is not valid JSON fails; answer without.
 		return Line(nil, code, message)
 	}
 	return append(data, '\n')
@@ -53,10 +59,15 @@ type Recorder interface {
 // null) as an application/json body, and tells w's [Recorder], if it has
 // one, the code. Headers set on w before the call are sent too.
 func Write(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string) {
+	WriteData(w, status, id, code, message, nil)
+}
+
+// WriteData is [Write] with the error's data member (omitted when nil).
+func WriteData(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string, data json.RawMessage) {
 	if rec, ok := w.(Recorder); ok {
 		rec.RecordJSONRPCError(int(code))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(Line(id, code, message))
+	w.Write(LineData(id, code, message, data))
 }

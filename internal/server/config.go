@@ -14,6 +14,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
+	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	// endpoints) whose tools, resources and prompts Portcullis serves
 	// behind its own auth, policy, limits and telemetry.
 	Upstreams []upstream.Options `yaml:"upstreams"`
+	// Tasks configures long-running tool calls (the MCP tasks extension):
+	// where tasks live, how long they run and are kept, and the caps.
+	Tasks tasks.Options `yaml:"tasks"`
 }
 
 // ServerOptions configures the HTTP listener and its lifecycle.
@@ -170,6 +174,7 @@ func (c *Config) Validate() error {
 	add("upstreams", upstream.Validate(c.Upstreams))
 	add("auth.", c.Auth.Validate())
 	add("limits.", c.Limits.Validate())
+	add("tasks.", c.Tasks.Validate())
 	return errors.Join(errs...)
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
+	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
@@ -254,6 +255,8 @@ type app struct {
 	upstreams *upstream.Manager
 	// onDenied logs and counts tool calls answered as unknown tools.
 	onDenied mcp.DenialHook
+	// tasks runs long tool calls as tasks of the MCP tasks extension.
+	tasks *tasks.Manager
 }
 
 // newApp builds the server and its telemetry. environ supplies the OTEL_*
@@ -323,6 +326,10 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
 	})
+	taskMgr, err := newTaskManager(cfg, cat, logger)
+	if err != nil {
+		return nil, err
+	}
 	server := mcp.NewServer(cat, mcp.ServerConfig{
 		Version: version,
 		Sealer:  sealer,
@@ -335,8 +342,9 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 		ToolTimeout:  cfg.MCP.ToolTimeout,
 		ToolTimeouts: cfg.MCP.ToolTimeouts,
 		LimitHook:    limitHook(logger, metrics),
+		Tasks:        mcp.TaskConfig{Manager: taskMgr, Tool: cat.TaskSupport},
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, onDenied: onDenied}, nil
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, onDenied: onDenied, tasks: taskMgr}, nil
 }
 
 // identity names the caller for traces and audit lines: the token's
@@ -491,6 +499,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	mcpOpts := a.cfg.MCP
 	mcpOpts.LimitHook = hook
 	mcpOpts.PrincipalKey = principalKey
+	mcpOpts.Tasks = a.tasks
 	mcpHandler := mcp.NewHandler(a.server, mcpOpts, access, a.logger)
 	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
 	if err != nil {
@@ -514,6 +523,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	go a.catalog.Run(bg, a.server)
+	go a.tasks.Run(bg)
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -549,6 +559,9 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	mcpHandler.Drain()
 	// The metrics listener closes last, so the drain itself can be scraped.
 	defer metricsSrv.Close()
+	// Tasks still running when the grace ends are failed, so that their
+	// callers learn it now rather than when their lease runs out.
+	defer a.tasks.Shutdown(sctx)
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 		return fmt.Errorf("calls still in flight after shutdown_grace %s were cut off: %w", s.ShutdownGrace, err)

@@ -1,0 +1,290 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+	"github.com/portcullis-mcp/portcullis/tasks"
+)
+
+// Error codes of SEP-2243 and SEP-2575 that the tasks surface answers with.
+const (
+	codeHeaderMismatch           = -32020
+	codeMissingClientCapability  = -32021
+	codeInternalError            = -32603
+	codeInvalidParams            = -32602
+	taskStoreUnreachableMessage  = "Internal error: the task store is unreachable; retry later."
+	taskNotFoundMessage          = "Task not found: it does not exist, has expired, or belongs to another caller."
+	missingTasksCapabilityPrefix = "Missing required client capability: "
+)
+
+// missingTasksData is the data of -32021 naming the tasks extension.
+var missingTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + tasks.ExtensionID + `":{}}}}`)
+
+// TaskConfig enables the tasks extension in [NewServer].
+type TaskConfig struct {
+	// Manager creates and answers for tasks.
+	Manager *tasks.Manager
+	// Tool returns how a tool's calls may run as tasks; nil means they
+	// never do.
+	Tool func(name string) tasks.ToolTasks
+}
+
+// declaresTasks reports whether a request of revision 2026-07-28 or later
+// declares the tasks extension in its per-request client capabilities.
+func declaresTasks(r *sdk.CallToolRequest) bool {
+	meta := r.Params.GetMeta()
+	if meta == nil {
+		return false
+	}
+	if _, ok := meta[sdk.MetaKeyProtocolVersion]; !ok {
+		return false
+	}
+	caps := r.ClientCapabilities()
+	if caps == nil || caps.Extensions == nil {
+		return false
+	}
+	_, ok := caps.Extensions[tasks.ExtensionID]
+	return ok
+}
+
+// taskOwner is the principal a task belongs to: the token's issuer and
+// subject, "" with auth off.
+func taskOwner(info *sdkauth.TokenInfo) string {
+	if info == nil {
+		return ""
+	}
+	return info.UserID
+}
+
+// taskMiddleware runs tools/call of task-supporting tools as tasks for
+// clients that declared the extension, answers -32021 for a tool that
+// requires tasks called by any other client, and lets a handler start a
+// task itself with [tasks.Run].
+func taskMiddleware(cfg TaskConfig) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		if cfg.Manager == nil {
+			return next
+		}
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			r, ok := req.(*sdk.CallToolRequest)
+			if method != "tools/call" || !ok || r.Params == nil || tasks.TaskID(ctx) != "" {
+				return next(ctx, method, req)
+			}
+			var tt tasks.ToolTasks
+			if cfg.Tool != nil {
+				tt = cfg.Tool(r.Params.Name)
+			}
+			support := tt.Support
+			// Only /mcp answers tasks/get: a call over stdio never becomes one.
+			extra := req.GetExtra()
+			declared := extra != nil && extra.Header != nil && declaresTasks(r)
+			switch {
+			case support == tasks.SupportNone:
+				return next(ctx, method, req)
+			case !declared && support == tasks.SupportRequired:
+				return nil, &jsonrpc.Error{
+					Code:    codeMissingClientCapability,
+					Message: missingTasksCapabilityPrefix + fmt.Sprintf("the tool %q runs only as a task; declare the %s extension in the request's client capabilities.", r.Params.Name, tasks.ExtensionID),
+					Data:    missingTasksData,
+				}
+			case !declared:
+				return next(ctx, method, req)
+			}
+			var info *sdkauth.TokenInfo
+			if extra := req.GetExtra(); extra != nil {
+				info = extra.TokenInfo
+			}
+			owner := taskOwner(info)
+			start := func(work tasks.Work) (*tasks.Task, error) {
+				t, err := cfg.Manager.Start(ctx, owner, r.Params.Name, work)
+				return t, startError(err)
+			}
+			// A handler that gathers input first starts the task itself
+			// (tasks.Run); until it does, the call is a plain call.
+			starter := tasks.NewStarter(start)
+			if tt.HandlerStarts {
+				res, err := next(tasks.WithStarter(ctx, starter), method, req)
+				if t := starter.Created(); t != nil && err == nil {
+					return newCreateTaskResult(t), nil
+				}
+				return res, err
+			}
+			// Otherwise the whole call is the task: each round calls the
+			// handler, with the client's responses to the previous round's
+			// input requests.
+			t, err := cfg.Manager.Start(ctx, owner, r.Params.Name, func(tctx context.Context, in tasks.Input) tasks.Outcome {
+				round := *r
+				params := *r.Params
+				params.InputResponses, params.RequestState = nil, in.State
+				if in.Responses != nil {
+					data, _ := json.Marshal(in.Responses)
+					if err := json.Unmarshal(data, &params.InputResponses); err != nil {
+						return tasks.Outcome{Err: &tasks.Error{Code: codeInvalidParams, Message: "Invalid input responses: " + err.Error()}}
+					}
+				}
+				round.Params = &params
+				res, err := next(tctx, method, &round)
+				ctr, _ := res.(*sdk.CallToolResult)
+				if err == nil && ctr == nil && res != nil {
+					return tasks.Outcome{Err: &tasks.Error{Code: codeInternalError, Message: "Internal error: unexpected result type."}}
+				}
+				return tasks.OutcomeOf(ctr, err)
+			})
+			if err != nil {
+				if errors.Is(err, tasks.ErrOwnerCap) || errors.Is(err, tasks.ErrTotalCap) || support == tasks.SupportRequired {
+					return nil, startError(err)
+				}
+				// The store is down: a tool that only supports tasks still
+				// answers, synchronously.
+				return next(ctx, method, req)
+			}
+			return newCreateTaskResult(t), nil
+		}
+	}
+}
+
+// startError turns a failure to create a task into the JSON-RPC error the
+// caller gets.
+func startError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tasks.ErrOwnerCap):
+		return &jsonrpc.Error{Code: jsonrpcerr.ServerError, Message: "Too many tasks: this caller already has as many live tasks as allowed; wait for one to finish or cancel one."}
+	case errors.Is(err, tasks.ErrTotalCap):
+		return &jsonrpc.Error{Code: jsonrpcerr.ServerError, Message: "Too many tasks: the server already runs as many tasks as allowed; retry later."}
+	case errors.Is(err, tasks.ErrStopped):
+		return &jsonrpc.Error{Code: jsonrpcerr.ServerError, Message: "The server is shutting down; retry on another instance."}
+	default:
+		return &jsonrpc.Error{Code: codeInternalError, Message: taskStoreUnreachableMessage}
+	}
+}
+
+// createTaskResult is the CreateTaskResult of SEP-2663: the task's fields
+// at the top level, resultType "task". Embedding the SDK's Result interface
+// (never set, never encoded) makes it a Result the SDK will send.
+type createTaskResult struct {
+	sdk.Result `json:"-"`
+	Meta       map[string]any `json:"_meta,omitempty"`
+	*tasks.Wire
+}
+
+func newCreateTaskResult(t *tasks.Task) *createTaskResult {
+	return &createTaskResult{Wire: t.ToWire("task", false)}
+}
+
+func (r *createTaskResult) GetMeta() map[string]any  { return r.Meta }
+func (r *createTaskResult) SetMeta(m map[string]any) { r.Meta = m }
+
+// taskParams are the params of tasks/get, tasks/update and tasks/cancel.
+type taskParams struct {
+	TaskID         *string                    `json:"taskId"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	Meta           struct {
+		Caps *struct {
+			Extensions map[string]json.RawMessage `json:"extensions"`
+		} `json:"io.modelcontextprotocol/clientCapabilities"`
+	} `json:"_meta"`
+}
+
+// isTaskMethod reports whether method belongs to the tasks extension.
+func isTaskMethod(method string) bool { return strings.HasPrefix(method, "tasks/") }
+
+// serveTask answers a tasks/get, tasks/update or tasks/cancel request of
+// revision 2026-07-28 or later; tasks/result and tasks/list (removed in
+// this revision) and any other tasks/ method get -32601.
+func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) {
+	reply := func(result any) {
+		data, err := json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Result  any             `json:"result"`
+		}{"2.0", m.ID, result})
+		if err != nil {
+			jsonrpcerr.Write(w, http.StatusOK, m.ID, codeInternalError, "Internal error.")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(data)
+	}
+	fail := func(status int, code int64, msg string, data json.RawMessage) {
+		if data == nil {
+			jsonrpcerr.Write(w, status, m.ID, code, msg)
+			return
+		}
+		jsonrpcerr.WriteData(w, status, m.ID, code, msg, data)
+	}
+	switch m.Method {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+	default:
+		fail(http.StatusOK, jsonrpcerr.MethodNotFound, fmt.Sprintf("Method not found: %q.", m.Method), nil)
+		return
+	}
+	if len(m.ID) == 0 {
+		w.WriteHeader(http.StatusAccepted) // a notification: nothing to answer
+		return
+	}
+	var p taskParams
+	if len(m.Params) == 0 || json.Unmarshal(m.Params, &p) != nil || p.TaskID == nil {
+		fail(http.StatusOK, codeInvalidParams, "Invalid params: taskId (a string) is required.", nil)
+		return
+	}
+	if got := r.Header.Get(mcpheader.Method); got != "" && got != m.Method {
+		fail(http.StatusBadRequest, codeHeaderMismatch, fmt.Sprintf("Header mismatch: Mcp-Method is %q but the body's method is %q.", got, m.Method), nil)
+		return
+	}
+	if vals, ok := r.Header[http.CanonicalHeaderKey(mcpheader.Name)]; ok && len(vals) > 0 && strings.TrimSpace(vals[0]) != *p.TaskID {
+		fail(http.StatusBadRequest, codeHeaderMismatch, "Header mismatch: Mcp-Name must equal params.taskId.", nil)
+		return
+	}
+	if p.Meta.Caps == nil || p.Meta.Caps.Extensions[tasks.ExtensionID] == nil {
+		fail(http.StatusOK, codeMissingClientCapability, missingTasksCapabilityPrefix+"declare the "+tasks.ExtensionID+" extension in the request's client capabilities to use "+m.Method+".", missingTasksData)
+		return
+	}
+	if h.tasks == nil {
+		fail(http.StatusOK, codeInvalidParams, taskNotFoundMessage, nil)
+		return
+	}
+	owner := ""
+	if info := sdkauth.TokenInfoFromContext(r.Context()); info != nil {
+		owner = taskOwner(info)
+	}
+	ctx := r.Context()
+	var err error
+	switch m.Method {
+	case "tasks/get":
+		var t *tasks.Task
+		if t, err = h.tasks.Get(ctx, owner, *p.TaskID); err == nil {
+			reply(t.ToWire("complete", true))
+			return
+		}
+	case "tasks/update":
+		if p.InputResponses == nil {
+			fail(http.StatusOK, codeInvalidParams, "Invalid params: inputResponses (an object) is required.", nil)
+			return
+		}
+		err = h.tasks.Respond(ctx, owner, *p.TaskID, p.InputResponses)
+	case "tasks/cancel":
+		err = h.tasks.Cancel(ctx, owner, *p.TaskID)
+	}
+	switch {
+	case err == nil:
+		reply(map[string]string{"resultType": "complete"})
+	case errors.Is(err, tasks.ErrNotFound):
+		fail(http.StatusOK, codeInvalidParams, taskNotFoundMessage, nil)
+	default:
+		h.logger.WarnContext(ctx, "task store error", "mcp.method.name", m.Method, "error", err)
+		fail(http.StatusOK, codeInternalError, taskStoreUnreachableMessage, nil)
+	}
+}
