@@ -205,7 +205,11 @@ func isTaskMethod(method string) bool { return strings.HasPrefix(method, "tasks/
 // revision 2026-07-28 or later; tasks/result and tasks/list (removed in
 // this revision) and any other tasks/ method get -32601.
 func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) {
+	link := ""
 	reply := func(result any) {
+		if rec, ok := w.(jsonrpcerr.AnswerRecorder); ok {
+			rec.RecordAnswered(link)
+		}
 		data, err := json.Marshal(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
@@ -266,6 +270,7 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 	case "tasks/get":
 		var t *tasks.Task
 		if t, err = h.tasks.Get(ctx, owner, *p.TaskID); err == nil {
+			link = t.Trace
 			reply(t.ToWire("complete", true))
 			return
 		}

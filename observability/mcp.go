@@ -48,7 +48,7 @@ const maxNameLen = 128
 // MethodLabel is the mcp_method_name of method: itself when it is an MCP
 // method, [Other] otherwise.
 func MethodLabel(method string) string {
-	if mcpmethod.IsRequest(method) || mcpmethod.IsNotification(method) {
+	if mcpmethod.IsRequest(method) || mcpmethod.IsNotification(method) || mcpmethod.IsTaskRequest(method) {
 		return method
 	}
 	return Other

@@ -1,11 +1,13 @@
 package observability
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -63,7 +65,7 @@ func Refusals(o RefusalOptions) func(http.Handler) http.Handler {
 			start := o.Now()
 			rw := &refusalWriter{ResponseWriter: w}
 			next.ServeHTTP(rw, r)
-			if rw.code == 0 && rw.status < http.StatusBadRequest {
+			if rw.code == 0 && rw.status < http.StatusBadRequest && !rw.answered {
 				return
 			}
 			op := refusedOperation(r.Header, rw, o.KnownTool)
@@ -72,7 +74,7 @@ func Refusals(o RefusalOptions) func(http.Handler) http.Handler {
 				o.Metrics.ObserveOperation(op)
 			}
 			if o.Tracing != nil {
-				recordRefusalSpan(tracer, r, op, start)
+				recordRefusalSpan(tracer, r, op, start, rw)
 			}
 		})
 	}
@@ -84,7 +86,9 @@ func refusedOperation(h http.Header, rw *refusalWriter, knownTool func(string) b
 		Method:          MethodLabel(h.Get(mcpheader.Method)),
 		ProtocolVersion: VersionLabel(h.Get(mcpheader.ProtocolVersion)),
 		Transport:       TransportTCP,
-		ErrorType:       strconv.Itoa(rw.status),
+	}
+	if !rw.answered || rw.status >= http.StatusBadRequest {
+		op.ErrorType = strconv.Itoa(rw.status)
 	}
 	if op.Method == "tools/call" {
 		op.Tool = Other
@@ -102,10 +106,18 @@ func refusedOperation(h http.Header, rw *refusalWriter, knownTool func(string) b
 	return op
 }
 
-// recordRefusalSpan records the span of a refused request, from start to
-// now, under the HTTP request's span.
-func recordRefusalSpan(tracer trace.Tracer, r *http.Request, op Operation, start time.Time) {
-	_, span := tracer.Start(r.Context(), op.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
+// recordRefusalSpan records the span of a request answered before the SDK
+// (refused, or a tasks extension method), from start to now, under the
+// HTTP request's span, linked to the trace the answer names.
+func recordRefusalSpan(tracer trace.Tracer, r *http.Request, op Operation, start time.Time, rw *refusalWriter) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start)}
+	if rw.link != "" {
+		linked := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": rw.link})
+		if sc := trace.SpanContextFromContext(linked); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		}
+	}
+	_, span := tracer.Start(r.Context(), op.Method, opts...)
 	defer span.End()
 	if !span.IsRecording() {
 		return
@@ -124,16 +136,25 @@ func recordRefusalSpan(tracer trace.Tracer, r *http.Request, op Operation, start
 	if op.StatusCode != "" {
 		span.SetAttributes(attrRPCResponseStatus.String(op.StatusCode))
 	}
-	span.SetStatus(codes.Error, "refused before the MCP server handled it")
+	if op.ErrorType != "" {
+		span.SetStatus(codes.Error, "refused before the MCP server handled it")
+	}
 }
 
 // refusalWriter notes the status a handler writes and the JSON-RPC error
 // code of a refusal the MCP handler writes itself.
 type refusalWriter struct {
 	http.ResponseWriter
-	status int // 0 until WriteHeader or Write
-	code   int // the JSON-RPC error code of a refusal, 0 when none
+	status   int    // 0 until WriteHeader or Write
+	code     int    // the JSON-RPC error code of a refusal, 0 when none
+	answered bool   // answered without error before the SDK
+	link     string // traceparent of a related trace
 }
+
+// RecordAnswered is called by the MCP handler when it answers a request
+// itself without error (the tasks extension's methods); link is the
+// traceparent of the call that created the task, or "".
+func (w *refusalWriter) RecordAnswered(link string) { w.answered, w.link = true, link }
 
 // RecordJSONRPCError is called by the MCP handler when it answers a request
 // itself, before the SDK sees it, with a JSON-RPC error of this code.

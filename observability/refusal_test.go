@@ -126,3 +126,53 @@ func seriesLabels(t *testing.T, reg *prometheus.Registry, name string) []string 
 	}
 	return out
 }
+
+// TestTaskAnswersAreOperations checks that a tasks extension request the
+// MCP handler answers itself is an operation without error, whose span
+// links to the trace of the call that created the task.
+func TestTaskAnswersAreOperations(t *testing.T) {
+	const creator = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tt := range []struct {
+		name     string
+		link     string
+		wantLink bool
+	}{
+		{name: "tasks/get links to the creating call", link: creator, wantLink: true},
+		{name: "no link", link: ""},
+		{name: "malformed link ignored", link: "00-zz-yy-01"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := NewMetrics(reg, BuildInfo{})
+			exp := tracetest.NewInMemoryExporter()
+			tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Propagator: propagation.TraceContext{}, Enabled: true}
+			h := Refusals(RefusalOptions{Metrics: m, Tracing: tr})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.(interface{ RecordAnswered(string) }).RecordAnswered(tt.link)
+				w.Write([]byte(`{}`))
+			}))
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{}`))
+			req.Header.Set("Mcp-Method", "tasks/get")
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			h.ServeHTTP(httptest.NewRecorder(), req)
+
+			want := `error_type="",gen_ai_operation_name="",gen_ai_prompt_name="",gen_ai_tool_name="",mcp_method_name="tasks/get",mcp_protocol_version="2026-07-28",network_transport="tcp",rpc_response_status_code=""`
+			if got := seriesLabels(t, reg, "mcp_server_operation_duration_seconds"); len(got) != 1 || got[0] != want {
+				t.Errorf("series %q, want one with %s", got, want)
+			}
+			spans := exp.GetSpans()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want 1", len(spans))
+			}
+			s := spans[0]
+			if s.Status.Code == codes.Error || s.Name != "tasks/get" {
+				t.Errorf("span %q status %v, want tasks/get without error", s.Name, s.Status.Code)
+			}
+			if got := len(s.Links); (got == 1) != tt.wantLink || got > 1 {
+				t.Fatalf("%d links, want link=%v", got, tt.wantLink)
+			}
+			if tt.wantLink && s.Links[0].SpanContext.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+				t.Errorf("link to trace %s", s.Links[0].SpanContext.TraceID())
+			}
+		})
+	}
+}

@@ -55,6 +55,14 @@ type Recorder interface {
 	RecordJSONRPCError(code int)
 }
 
+// AnswerRecorder is implemented by a response writer that wants to know
+// when a request is answered successfully before the SDK sees it (the
+// tasks extension's methods), for telemetry. link is the W3C traceparent
+// of a related trace (the call that created the task), or "".
+type AnswerRecorder interface {
+	RecordAnswered(link string)
+}
+
 // Write writes status and the error response for id (nil or empty means
 // null) as an application/json body, and tells w's [Recorder], if it has
 // one, the code. Headers set on w before the call are sent too.

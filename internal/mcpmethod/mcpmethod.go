@@ -26,3 +26,11 @@ func IsRequest(method string) bool { return requests[method] }
 // IsNotification reports whether method is a notification a client sends
 // to a server.
 func IsNotification(method string) bool { return notifications[method] }
+
+// taskRequests are the requests of the tasks extension
+// (io.modelcontextprotocol/tasks) of revision 2026-07-28, which Portcullis
+// answers itself.
+var taskRequests = map[string]bool{"tasks/get": true, "tasks/update": true, "tasks/cancel": true}
+
+// IsTaskRequest reports whether method is a request of the tasks extension.
+func IsTaskRequest(method string) bool { return taskRequests[method] }
