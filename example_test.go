@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -134,4 +135,37 @@ func ExampleToolset() {
 			}),
 	)
 	_ = greetings // portcullis.Main(greetings)
+}
+
+// DeployIn is the deploy tool's input.
+type DeployIn struct {
+	Service string `json:"service" jsonschema:"The service to roll out."`
+	Version string `json:"version" jsonschema:"The version to roll out."`
+}
+
+// A rollout takes minutes: as a task tool, a client that supports the
+// tasks extension gets a task handle at once and polls tasks/get for the
+// result, over any replica when tasks.store is redis. The handler's
+// context ends if the client cancels (tasks/cancel). Before going ahead it
+// asks the user to confirm, during the task: tasks/get shows the question,
+// tasks/update answers it, and the handler runs again with the answer.
+func ExampleTaskTool() {
+	rollout := func(ctx context.Context, req *mcp.CallToolRequest, in DeployIn) (*mcp.CallToolResult, any, error) {
+		answer, _ := req.Params.InputResponses["confirm"].(*mcp.ElicitResult)
+		if answer == nil {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+				"confirm": &mcp.ElicitParams{Message: "Roll " + in.Service + " out to " + in.Version + "?"},
+			}}, nil, nil
+		}
+		if answer.Action != "accept" {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Rollout declined; nothing changed."}}}, nil, nil
+		}
+		select { // the rollout itself
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("rollout of %s stopped: %w", in.Service, context.Cause(ctx))
+		case <-time.After(10 * time.Minute):
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Service + " now runs " + in.Version + "."}}}, nil, nil
+	}
+	_ = portcullis.TaskTool(&mcp.Tool{Name: "deploy", Description: "Rolls a service out to a version."}, rollout, portcullis.TaskOptional)
 }

@@ -1,6 +1,7 @@
 package portcullis
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/server"
+	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -61,6 +63,60 @@ func Tool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) Option {
 			return nil
 		})
 	}
+}
+
+// TaskMode says how a [TaskTool]'s calls run as tasks (the MCP tasks
+// extension, io.modelcontextprotocol/tasks): combine [TaskOptional] or
+// [TaskRequired] with [TaskStartedByHandler] if the handler starts the task.
+type TaskMode int
+
+const (
+	// TaskOptional: a call from a client that declared the tasks extension
+	// is answered at once with a task handle and runs in the background;
+	// the client polls tasks/get for its result. Other clients' calls run
+	// as plain calls.
+	TaskOptional TaskMode = 1 << iota
+	// TaskRequired: only clients that declared the tasks extension may
+	// call the tool; others get error -32021 naming the extension.
+	TaskRequired
+	// TaskStartedByHandler: the call stays a plain call (it may ask for
+	// input with multi-round-trip results) until the handler calls
+	// [StartTask], which answers with the task handle.
+	TaskStartedByHandler
+)
+
+// TaskTool adds a tool, as [Tool] does, whose calls run as tasks for the
+// clients that support them: a rollout, a migration, an approval — work
+// that outlasts an HTTP request. Unless mode has [TaskStartedByHandler],
+// the whole handler runs as the task: its context ends when the client
+// cancels the task (tasks/cancel) or when the task outlives tasks.ttl; an
+// error result completes the task with isError, a *jsonrpc.Error fails it;
+// a result with InputRequests parks the task in input_required until the
+// client answers with tasks/update, and the handler is called again with
+// the answers in req.Params.InputResponses (each key asked once). With
+// tasks.store redis, any replica answers for the task and its result
+// survives the replica that produced it.
+func TaskTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], mode TaskMode) Option {
+	tt := tasks.ToolTasks{Support: tasks.SupportOptional, HandlerStarts: mode&TaskStartedByHandler != 0}
+	if mode&TaskRequired != 0 {
+		tt.Support = tasks.SupportRequired
+	}
+	return func(s *settings) {
+		s.register(func(c *tools.Catalog) error {
+			tools.AddTaskTool(c, t, h, tt)
+			return nil
+		})
+	}
+}
+
+// StartTask, called by the handler of a [TaskTool] with
+// [TaskStartedByHandler], runs f as the call's task and returns at once
+// with a placeholder result that the client receives as the task handle;
+// f's result becomes the task's. Where the call cannot become a task (the
+// client does not support tasks, or the handler is already running as
+// one), StartTask runs f and returns what it returns.
+func StartTask(ctx context.Context, f func(ctx context.Context) (*sdk.CallToolResult, error)) (*sdk.CallToolResult, error) {
+	return tasks.Run(ctx, f)
 }
 
 // Resource adds a resource and the handler that reads it.

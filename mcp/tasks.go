@@ -115,7 +115,10 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 			starter := tasks.NewStarter(start)
 			if tt.HandlerStarts {
 				res, err := next(tasks.WithStarter(ctx, starter), method, req)
-				if t := starter.Created(); t != nil && err == nil {
+				if t := starter.Created(); t != nil {
+					// Whatever the SDK made of the handler's placeholder
+					// result (an output schema it fails, say), the task
+					// exists and runs: its handle is the answer.
 					return newCreateTaskResult(t), nil
 				}
 				return res, err
