@@ -1,6 +1,7 @@
 package observability
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -287,4 +288,40 @@ func TestTasksRegistersOnce(t *testing.T) {
 		}
 	}()
 	m.Tasks(TaskMetricsOptions{})
+}
+
+// TestTaskMetricsAreDocumented checks that the README's metrics table and
+// the operator page on tasks name every task series, and every value of
+// their bounded labels.
+func TestTaskMetricsAreDocumented(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg, BuildInfo{}).Tasks(TaskMetricsOptions{})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range fams {
+		if n := f.GetName(); strings.HasPrefix(n, "portcullis_task") {
+			names = append(names, n)
+		}
+	}
+	if len(names) != 9 {
+		t.Fatalf("found %d task families, want 9: %v", len(names), names)
+	}
+	values := slices.Concat(TaskRefusalReasons, TaskStoreOps)
+	for _, s := range slices.Concat(taskLiveStatuses, taskEndStatuses) {
+		values = append(values, string(s))
+	}
+	for _, doc := range []string{"../README.md", "../docs/tasks.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range slices.Concat(names, values) {
+			if !strings.Contains(string(b), "`"+want+"`") {
+				t.Errorf("%s does not name `%s`", doc, want)
+			}
+		}
+	}
 }
