@@ -109,7 +109,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // TestExpositionGolden runs a scripted sequence of successful, failing and
-// unknown tool calls and auth decisions, and compares what a scrape shows
+// unknown tool calls, auth decisions and task events, and compares what a scrape shows
 // with the golden exposition.
 func TestExpositionGolden(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -147,6 +147,24 @@ func TestExpositionGolden(t *testing.T) {
 	m.ToolDenied(ToolDenialPolicy, "echo")
 	m.ToolDenied(ToolDenialUnknownTool, Other)
 	m.ToolDenied("made-up reason", Other)
+	// Tasks: echo runs as a task; one completes after 3 s, one is lost,
+	// one is refused at the caller's cap; a made-up tool is _OTHER.
+	tm := m.Tasks(TaskMetricsOptions{
+		KnownTool:  func(name string) bool { return name == "echo" },
+		StoreUp:    func() bool { return true },
+		OldestLive: func() time.Duration { return 42 * time.Second },
+	})
+	tm.Declare("echo")
+	tm.Created("echo")
+	tm.Live("working", 1)
+	tm.Live("working", -1)
+	tm.Finished("echo", "completed", 3*time.Second)
+	tm.Created("echo")
+	tm.Live("working", 1)
+	tm.Created("no-such-tool")
+	tm.Lost("echo")
+	tm.Refused("echo", TaskRefusedOwnerCap)
+	tm.StoreError("get")
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -155,7 +173,10 @@ func TestExpositionGolden(t *testing.T) {
 	var buf bytes.Buffer
 	for _, mf := range families {
 		switch mf.GetName() {
-		case "mcp_server_operation_duration_seconds", "portcullis_auth_requests_total", "portcullis_build_info", "portcullis_tool_calls_denied_total":
+		case "mcp_server_operation_duration_seconds", "portcullis_auth_requests_total", "portcullis_build_info", "portcullis_tool_calls_denied_total",
+			"portcullis_tasks_created_total", "portcullis_tasks_refused_total", "portcullis_tasks_live", "portcullis_tasks_finished_total",
+			"portcullis_task_duration_seconds", "portcullis_tasks_lost_total", "portcullis_task_store_errors_total",
+			"portcullis_task_store_up", "portcullis_task_oldest_live_seconds":
 			if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
 				t.Fatal(err)
 			}

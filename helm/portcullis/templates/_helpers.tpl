@@ -91,6 +91,15 @@ portcullis.image is repository:tag, or repository@digest when a digest is set.
 {{- define "portcullis.configDir" -}}/etc/portcullis{{- end }}
 {{- define "portcullis.requestStateDir" -}}/etc/portcullis/request-state{{- end }}
 {{- define "portcullis.introspectionDir" -}}/etc/portcullis/introspection{{- end }}
+{{- define "portcullis.redisTLSDir" -}}/etc/portcullis/redis-tls{{- end }}
+
+{{/*
+portcullis.redisCA is "true" when the chart mounts a CA for Redis's TLS
+(redis.tls.enabled with redis.tls.caSecret).
+*/}}
+{{- define "portcullis.redisCA" -}}
+{{- if and .Values.redis.tls.enabled .Values.redis.tls.caSecret }}true{{ end }}
+{{- end }}
 
 {{/* The container ports; the config file makes the server listen on them. */}}
 {{- define "portcullis.httpPort" -}}8080{{- end }}
@@ -155,6 +164,16 @@ the keys the chart owns (listen addresses and the mounted secret files).
 {{- if include "portcullis.introspectionEnabled" . }}
 {{- $_ := set $cfg.auth.introspection "client_secret_file" (printf "%s/client-secret" (include "portcullis.introspectionDir" .)) }}
 {{- end }}
+{{- if .Values.redis.url }}
+{{- $redis := $cfg.redis | default dict }}
+{{- $_ := set $redis "url" .Values.redis.url }}
+{{- if include "portcullis.redisCA" . }}
+{{- $tls := $redis.tls | default dict }}
+{{- $_ := set $tls "ca_file" (printf "%s/ca.crt" (include "portcullis.redisTLSDir" .)) }}
+{{- $_ := set $redis "tls" $tls }}
+{{- end }}
+{{- $_ := set $cfg "redis" $redis }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -175,6 +194,13 @@ naming the values key to change.
 {{- end }}
 {{- if and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.clientSecret) (not .Values.introspection.existingSecret) }}
 {{- fail "introspection: config.auth.introspection.url is set, so set introspection.existingSecret (or introspection.clientSecret) to the client secret Portcullis authenticates with" }}
+{{- end }}
+{{- $redis := .Values.redis }}
+{{- if and (not $redis.url) (or $redis.existingSecret $redis.tls.enabled) }}
+{{- fail "redis: existingSecret or tls is set but redis.url is empty; set redis.url to the Redis to connect to" }}
+{{- end }}
+{{- if and $redis.tls.enabled (not (hasPrefix "rediss://" $redis.url)) }}
+{{- fail (printf "redis.tls.enabled: redis.url %q must start with rediss:// to connect over TLS" $redis.url) }}
 {{- end }}
 {{- $server := .Values.config.server | default dict }}
 {{- $drain := include "portcullis.seconds" ($server.drain_delay | default "0s") | atoi }}

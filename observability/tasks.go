@@ -1,0 +1,233 @@
+package observability
+
+import (
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/portcullis-mcp/portcullis/tasks"
+)
+
+// TaskBuckets are the classic bucket boundaries, in seconds, of
+// portcullis_task_duration_seconds: a task is a tool call long enough to
+// be answered with a handle and polled, so its duration runs from a tenth
+// of a second to the hour a task may live by default (tasks.ttl).
+var TaskBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+
+// Values of the reason label of portcullis_tasks_refused_total: the
+// reasons a [tasks.Observer] is told.
+const (
+	TaskRefusedOwnerCap   = "owner_cap"
+	TaskRefusedTotalCap   = "total_cap"
+	TaskRefusedStoreError = "store_error"
+)
+
+// TaskRefusalReasons are the values of portcullis_tasks_refused_total's
+// reason label. Other values are counted as [Other].
+var TaskRefusalReasons = []string{TaskRefusedOwnerCap, TaskRefusedTotalCap, TaskRefusedStoreError}
+
+// TaskStoreOps are the values of portcullis_task_store_errors_total's op
+// label: the store operations a [tasks.Observer] is told failed. Other
+// values are counted as [Other].
+var TaskStoreOps = []string{"create", "get", "update", "stale", "subscribe"}
+
+// taskLiveStatuses and taskEndStatuses are the values of the status label
+// of the live gauge and of the finished counter and duration histogram.
+var (
+	taskLiveStatuses = []tasks.Status{tasks.StatusWorking, tasks.StatusInputRequired}
+	taskEndStatuses  = []tasks.Status{tasks.StatusCompleted, tasks.StatusFailed, tasks.StatusCancelled}
+)
+
+// TaskMetricsOptions configures [Metrics.Tasks]. The zero value is usable:
+// every tool is labelled [Other], the store is always up and no live task
+// is ever old.
+type TaskMetricsOptions struct {
+	// KnownTool reports whether a tool is registered; other names are
+	// labelled [Other], as in every other tool label of the package. Nil
+	// treats every tool as unregistered.
+	KnownTool func(name string) bool
+	// StoreUp reports whether the task store answered its last check;
+	// portcullis_task_store_up is 1 when it returns true. It runs on every
+	// scrape, so it must return a state already known, never call the
+	// store. Nil means the store cannot fail (the in-memory store): 1.
+	StoreUp func() bool
+	// OldestLive returns the age of the oldest live (working or
+	// input_required) task this replica runs, 0 when it runs none; it is
+	// portcullis_task_oldest_live_seconds. It runs on every scrape and
+	// must be cheap. Nil means 0.
+	OldestLive func() time.Duration
+}
+
+// TaskMetrics counts what a task manager does, on this replica: it is the
+// [tasks.Observer] that cmd/server hands the manager. Build it with
+// [Metrics.Tasks]; its methods are safe for concurrent use and never
+// block.
+type TaskMetrics struct {
+	knownTool   func(string) bool
+	created     *prometheus.CounterVec
+	refused     *prometheus.CounterVec
+	live        *prometheus.GaugeVec
+	finished    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	lost        *prometheus.CounterVec
+	storeErrors *prometheus.CounterVec
+}
+
+var _ tasks.Observer = (*TaskMetrics)(nil)
+
+// Tasks registers the task series on m's registry and returns the
+// observer that records them. Call it once per Metrics: a second call
+// panics, as registering a series twice does.
+//
+// Every series without a tool label exists from the start, at zero (each
+// live status, each store operation's errors, the store's up gauge and the
+// oldest task's age), as do the tool series of [Other]; [TaskMetrics.Declare]
+// creates those of a tool that runs as a task.
+func (m *Metrics) Tasks(o TaskMetricsOptions) *TaskMetrics {
+	known := o.KnownTool
+	if known == nil {
+		known = func(string) bool { return false }
+	}
+	storeUp := o.StoreUp
+	if storeUp == nil {
+		storeUp = func() bool { return true }
+	}
+	oldest := o.OldestLive
+	if oldest == nil {
+		oldest = func() time.Duration { return 0 }
+	}
+	t := &TaskMetrics{
+		knownTool: known,
+		created: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_tasks_created_total",
+			Help: "Tasks (tool calls answered with a task handle) created on this replica, by tool.",
+		}, []string{"tool"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_tasks_refused_total",
+			Help: "Tasks not created, by tool and reason: owner_cap (the caller has its maximum of live tasks), total_cap (the server has its maximum), store_error (the task store failed).",
+		}, []string{"tool", "reason"}),
+		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "portcullis_tasks_live",
+			Help: "Live tasks this replica runs now, by status (working, input_required); the sum over replicas is the cluster's.",
+		}, []string{"status"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_tasks_finished_total",
+			Help: "Tasks this replica ran that ended, by tool and status (completed, failed, cancelled).",
+		}, []string{"tool", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:                            "portcullis_task_duration_seconds",
+			Help:                            "Duration of tasks this replica ran, from creation to their end, by tool and status.",
+			Buckets:                         TaskBuckets,
+			NativeHistogramBucketFactor:     nativeBucketFactor,
+			NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
+			NativeHistogramMinResetDuration: nativeMinReset,
+		}, []string{"tool", "status"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_tasks_lost_total",
+			Help: "Live tasks marked failed because the replica running them stopped renewing its lease (it stopped, or lost the task store), by tool.",
+		}, []string{"tool"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "portcullis_task_store_errors_total",
+			Help: "Task store operations that failed, by op: create, get, update, stale (the search for tasks whose worker stopped), subscribe.",
+		}, []string{"op"}),
+	}
+	up := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "portcullis_task_store_up",
+		Help: "1 when the task store (memory or Redis) answered its last check, else 0.",
+	}, func() float64 {
+		if storeUp() {
+			return 1
+		}
+		return 0
+	})
+	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "portcullis_task_oldest_live_seconds",
+		Help: "Age of the oldest live (working or input_required) task this replica runs, 0 when it runs none.",
+	}, func() float64 { return oldest().Seconds() })
+
+	for _, s := range taskLiveStatuses {
+		t.live.WithLabelValues(string(s))
+	}
+	for _, op := range TaskStoreOps {
+		t.storeErrors.WithLabelValues(op)
+	}
+	t.declare(Other)
+	m.reg.MustRegister(t.created, t.refused, t.live, t.finished, t.duration, t.lost, t.storeErrors, up, age)
+	return t
+}
+
+// Declare creates the series of a tool that runs as a task before its
+// first task: none created, refused for any reason, finished with any
+// status or lost. A panel or alert then reads zero rather than nothing,
+// and rate() and increase() see the first event. A tool that is not
+// registered is declared as [Other].
+func (t *TaskMetrics) Declare(tool string) { t.declare(t.tool(tool)) }
+
+func (t *TaskMetrics) declare(tool string) {
+	t.created.WithLabelValues(tool)
+	for _, r := range TaskRefusalReasons {
+		t.refused.WithLabelValues(tool, r)
+	}
+	for _, s := range taskEndStatuses {
+		t.finished.WithLabelValues(tool, string(s))
+		t.duration.WithLabelValues(tool, string(s))
+	}
+	t.lost.WithLabelValues(tool)
+}
+
+// tool is the label value of a tool name.
+func (t *TaskMetrics) tool(name string) string {
+	if t.knownTool(name) {
+		return name
+	}
+	return Other
+}
+
+// Created counts a task of tool created on this replica.
+func (t *TaskMetrics) Created(tool string) { t.created.WithLabelValues(t.tool(tool)).Inc() }
+
+// Refused counts a task of tool that was not created, for reason (one of
+// [TaskRefusalReasons]; any other is counted as [Other]).
+func (t *TaskMetrics) Refused(tool, reason string) {
+	if !slices.Contains(TaskRefusalReasons, reason) {
+		reason = Other
+	}
+	t.refused.WithLabelValues(t.tool(tool), reason).Inc()
+}
+
+// Live adds delta to the live tasks of status (working or input_required;
+// any other is counted as [Other]) this replica runs.
+func (t *TaskMetrics) Live(status tasks.Status, delta int) {
+	t.live.WithLabelValues(statusLabel(status, taskLiveStatuses)).Add(float64(delta))
+}
+
+// Finished counts a task of tool that this replica ran and that ended with
+// status (completed, failed or cancelled; any other is counted as
+// [Other]) after d.
+func (t *TaskMetrics) Finished(tool string, status tasks.Status, d time.Duration) {
+	tool, s := t.tool(tool), statusLabel(status, taskEndStatuses)
+	t.finished.WithLabelValues(tool, s).Inc()
+	t.duration.WithLabelValues(tool, s).Observe(d.Seconds())
+}
+
+// Lost counts a task of tool marked failed because the replica running it
+// stopped renewing its lease.
+func (t *TaskMetrics) Lost(tool string) { t.lost.WithLabelValues(t.tool(tool)).Inc() }
+
+// StoreError counts a failed store operation op (one of [TaskStoreOps];
+// any other is counted as [Other]).
+func (t *TaskMetrics) StoreError(op string) {
+	if !slices.Contains(TaskStoreOps, op) {
+		op = Other
+	}
+	t.storeErrors.WithLabelValues(op).Inc()
+}
+
+// statusLabel is s when it is one of allowed, else [Other].
+func statusLabel(s tasks.Status, allowed []tasks.Status) string {
+	if slices.Contains(allowed, s) {
+		return string(s)
+	}
+	return Other
+}
