@@ -326,7 +326,7 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
 	})
-	taskMgr, err := newTaskManager(cfg, cat, logger)
+	taskMgr, err := newTaskManager(cfg, cat, metrics, logger)
 	if err != nil {
 		return nil, err
 	}
