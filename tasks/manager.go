@@ -229,13 +229,17 @@ func (m *Manager) OldestLive() time.Duration {
 // storeErr records the outcome of a store operation.
 func (m *Manager) storeErr(op string, err error) error {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrOwnerCap) || errors.Is(err, ErrTotalCap) {
-		m.storeUp.Store(true)
+		if !m.storeUp.Swap(true) {
+			m.logger.Info("task store reachable again", "op", op)
+		}
 		return err
 	}
 	if m.storeUp.Swap(false) {
 		m.logger.Warn("task store unreachable", "op", op, "error", err)
 	}
-	m.obs.StoreError(op)
+	if op != "ping" {
+		m.obs.StoreError(op)
+	}
 	return err
 }
 
@@ -576,6 +580,7 @@ func (m *Manager) Run(ctx context.Context) {
 			}
 			m.check(ctx, id)
 		case <-renew.C:
+			m.storeErr("ping", m.store.Ping(ctx))
 			m.renew(ctx)
 		case <-sweep.C:
 			m.sweep(ctx)
