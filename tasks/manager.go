@@ -580,7 +580,11 @@ func (m *Manager) Run(ctx context.Context) {
 			}
 			m.check(ctx, id)
 		case <-renew.C:
-			m.storeErr("ping", m.store.Ping(ctx))
+			if m.storeErr("ping", m.store.Ping(ctx)) == nil && changed == nil {
+				if ch, err := m.store.Subscribe(ctx); m.storeErr("subscribe", err) == nil {
+					changed = ch
+				}
+			}
 			m.renew(ctx)
 		case <-sweep.C:
 			m.sweep(ctx)
