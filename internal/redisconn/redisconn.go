@@ -65,8 +65,9 @@ type Options struct {
 	// DialTimeout bounds connecting to Redis, and the ping of [Open].
 	// Default 2s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
-	// ReadTimeout bounds waiting for one reply. It bounds how long a
-	// request waits when Redis stops answering. Default 1s.
+	// ReadTimeout bounds waiting for one reply. A command is tried twice
+	// at most, so a request waits at most about twice DialTimeout plus
+	// ReadTimeout when Redis stops answering. Default 1s.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// WriteTimeout bounds writing one command. Default 1s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
@@ -242,6 +243,13 @@ func clientOptions(o Options) (*redis.Options, error) {
 		ReadTimeout:  o.ReadTimeout,
 		WriteTimeout: o.WriteTimeout,
 		PoolSize:     o.PoolSize,
+		// One dial per attempt and one retry per command (go-redis's
+		// defaults are 5 and 3), so that a command fails within about
+		// two dial timeouts plus two read timeouts when Redis is gone:
+		// callers fall back (rate limits) or answer "try again" (tasks)
+		// instead of holding requests.
+		DialerRetries: 1,
+		MaxRetries:    1,
 		// Set no client name and no library identity: CLIENT SETINFO
 		// fails on Redis before 7.2 and on some managed services.
 		DisableIdentity: true,

@@ -104,7 +104,8 @@ func TestClientOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ro.Addr != "redis.internal:6379" || ro.DB != 3 || ro.Username != "app" || ro.Password != "pw" || ro.PoolSize != 5 ||
-		ro.DialTimeout != DefaultDialTimeout || ro.ReadTimeout != DefaultReadTimeout || ro.WriteTimeout != DefaultWriteTimeout || ro.TLSConfig != nil {
+		ro.DialTimeout != DefaultDialTimeout || ro.ReadTimeout != DefaultReadTimeout || ro.WriteTimeout != DefaultWriteTimeout || ro.TLSConfig != nil ||
+		ro.DialerRetries != 1 || ro.MaxRetries != 1 {
 		t.Fatalf("clientOptions = %+v", ro)
 	}
 

@@ -14,6 +14,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os/exec"
@@ -34,6 +35,7 @@ type Server struct {
 	Addr string
 
 	t    testing.TB
+	tls  bool
 	bin  string
 	dir  string
 	args []string
@@ -68,11 +70,26 @@ func (b *lockedBuffer) String() string {
 // The server is stopped when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return start(t, false, extra)
+}
+
+// StartTLS is [Start] for a server that speaks only TLS, with the
+// certificate and key in the given PEM files (clients are not asked for
+// certificates).
+func StartTLS(t testing.TB, certFile, keyFile string, extra ...string) *Server {
+	t.Helper()
+	return start(t, true, append([]string{
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-auth-clients", "no",
+	}, extra...))
+}
+
+func start(t testing.TB, useTLS bool, extra []string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found on PATH: run `make tools` (scripts/install-redis.sh installs Debian's redis-server package): %v", err)
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), tls: useTLS}
 	t.Cleanup(s.stop)
 	// A free port can be taken between finding it and redis binding it:
 	// try a few.
@@ -83,13 +100,20 @@ func Start(t testing.TB, extra ...string) *Server {
 			t.Fatal(err)
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		listen := []string{"--port", strconv.Itoa(port)}
+		if useTLS {
+			listen = []string{"--port", "0", "--tls-port", strconv.Itoa(port)}
+		}
+		s.args = append(append(listen,
+			"--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no",
 			"--dir", s.dir, "--daemonize", "no",
-		}, extra...)
+		), extra...)
 		if last = s.start(); last == nil {
 			return s
+		}
+		if !strings.Contains(last.Error(), "in use") {
+			break // not a lost race for the port: trying again would not help
 		}
 	}
 	t.Fatalf("redistest: %v", last)
@@ -120,7 +144,7 @@ func (s *Server) start() error {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if ping(s.Addr) == nil {
+		if ping(s.Addr, s.tls) == nil {
 			s.cmd, s.exited = cmd, exited
 			return nil
 		}
@@ -138,9 +162,17 @@ func (s *Server) start() error {
 }
 
 // ping sends PING in the Redis protocol and wants PONG (or NOAUTH, which
-// a server started with --requirepass answers: it is up).
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// a server started with --requirepass answers: it is up). Over TLS it
+// does not check the certificate: it only asks whether the server is up.
+func ping(addr string, useTLS bool) error {
+	var c net.Conn
+	var err error
+	if useTLS {
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a liveness probe of a test server
+		c, err = d.Dial("tcp", addr)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}
