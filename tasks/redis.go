@@ -345,6 +345,11 @@ func (s *RedisStore) Stale(ctx context.Context, now time.Time) ([]string, error)
 // channel is not closed (select on ctx as well), as with
 // [MemoryStore.Subscribe]. A reader slower than the changes misses some.
 func (s *RedisStore) Subscribe(ctx context.Context) (<-chan string, error) {
+	select {
+	case <-s.closed:
+		return nil, errors.New("tasks: Subscribe on a closed store")
+	default:
+	}
 	ps := s.client.Subscribe(ctx)
 	if err := ps.Subscribe(ctx, s.channel); err != nil {
 		_ = ps.Close()
@@ -352,7 +357,7 @@ func (s *RedisStore) Subscribe(ctx context.Context) (<-chan string, error) {
 	}
 	wait := subscribeTimeout
 	if d, ok := ctx.Deadline(); ok {
-		wait = time.Until(d)
+		wait = max(time.Until(d), time.Millisecond)
 	}
 	if _, err := ps.ReceiveTimeout(ctx, wait); err != nil {
 		_ = ps.Close()
