@@ -14,24 +14,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tasks/storetest"
-	"github.com/redis/go-redis/v9"
 )
-
-// newClient returns a client of srv with short timeouts, so that a test
-// of an outage sees errors quickly.
-func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{
-		Addr:            srv.Addr,
-		DialTimeout:     500 * time.Millisecond,
-		ReadTimeout:     500 * time.Millisecond,
-		WriteTimeout:    500 * time.Millisecond,
-		MaxRetries:      1,
-		DisableIdentity: true,
-	})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 var prefixes atomic.Int64
 
@@ -41,7 +24,7 @@ func newPrefix() string { return fmt.Sprintf("test%d:", prefixes.Add(1)) }
 
 func TestRedisStore(t *testing.T) {
 	srv := redistest.Start(t)
-	client := newClient(t, srv)
+	client := srv.Client(t)
 	storetest.Run(t, func(t *testing.T) tasks.Store {
 		s := tasks.NewRedisStore(client, newPrefix(), nil)
 		t.Cleanup(func() { s.Close() })
@@ -62,8 +45,8 @@ func TestRedisStoreTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	prefix := newPrefix()
-	a := tasks.NewRedisStore(newClient(t, srv), prefix, nil)
-	b := tasks.NewRedisStore(newClient(t, srv), prefix, nil)
+	a := tasks.NewRedisStore(srv.Client(t), prefix, nil)
+	b := tasks.NewRedisStore(srv.Client(t), prefix, nil)
 	defer a.Close()
 	defer b.Close()
 
@@ -106,7 +89,7 @@ func TestRedisStoreTwoReplicas(t *testing.T) {
 func TestRedisStoreKeys(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	client := newClient(t, srv)
+	client := srv.Client(t)
 	prefix := newPrefix()
 	s := tasks.NewRedisStore(client, prefix, nil)
 	defer s.Close()
@@ -190,7 +173,7 @@ func TestRedisStoreKeys(t *testing.T) {
 func TestRedisStoreExpiredLiveTasksStopCounting(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	client := newClient(t, srv)
+	client := srv.Client(t)
 	prefix := newPrefix()
 	s := tasks.NewRedisStore(client, prefix, nil)
 	defer s.Close()
@@ -233,8 +216,8 @@ func TestRedisStoreExpiredLiveTasksStopCounting(t *testing.T) {
 func TestRedisStoreUpdateGivesUpUnderConstantConflict(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	client := newClient(t, srv)
-	other := newClient(t, srv)
+	client := srv.Client(t)
+	other := srv.Client(t)
 	prefix := newPrefix()
 	s := tasks.NewRedisStore(client, prefix, nil)
 	defer s.Close()
@@ -262,7 +245,7 @@ func TestRedisStoreUpdateGivesUpUnderConstantConflict(t *testing.T) {
 func TestRedisStoreOutage(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	client := newClient(t, srv)
+	client := srv.Client(t)
 	s := tasks.NewRedisStore(client, newPrefix(), nil)
 	defer s.Close()
 

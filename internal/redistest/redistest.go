@@ -5,7 +5,7 @@
 // installs it).
 //
 //	srv := redistest.Start(t)
-//	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+//	client := srv.Client(t) // or redis.NewClient(&redis.Options{Addr: srv.Addr})
 //
 // A missing redis-server fails the test, never skips it: a skipped test
 // would pass CI without testing anything.
@@ -13,7 +13,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -23,6 +22,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
+	"github.com/redis/go-redis/v9"
 )
 
 // startTimeout bounds waiting for redis-server to answer PING.
@@ -39,30 +41,11 @@ type Server struct {
 	bin  string
 	dir  string
 	args []string
-	log  lockedBuffer
+	log  syncbuf.Buffer // the server's output
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
-}
-
-// lockedBuffer is the server's output: os/exec writes it from its own
-// goroutine while a test may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Start starts a redis-server on a free port and waits until it answers
@@ -231,6 +214,23 @@ func (s *Server) Restart() {
 		time.Sleep(100 * time.Millisecond) // the port may take a moment to be free
 	}
 	s.t.Fatalf("redistest: restarting: %v", err)
+}
+
+// Client returns a client of the server with short timeouts (half a
+// second) and one retry, so that a test of an outage sees errors quickly.
+// It is closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:            s.Addr,
+		DialTimeout:     500 * time.Millisecond,
+		ReadTimeout:     500 * time.Millisecond,
+		WriteTimeout:    500 * time.Millisecond,
+		DialerRetries:   1,
+		MaxRetries:      1,
+		DisableIdentity: true,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // Log returns what the server has written so far, for failure messages.

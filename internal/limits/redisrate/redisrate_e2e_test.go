@@ -16,20 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{
-		Addr:            srv.Addr,
-		DialTimeout:     500 * time.Millisecond,
-		ReadTimeout:     500 * time.Millisecond,
-		WriteTimeout:    500 * time.Millisecond,
-		MaxRetries:      1,
-		DisableIdentity: true,
-	})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // replica is one server's Limiter in front of a handler that answers 200.
 type replica struct {
 	l *limits.Limiter
@@ -74,8 +60,8 @@ func TestLimitHoldsAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	// One request per 1000 seconds: no refill during the test.
 	opts := limits.Options{RatePerPrincipal: 0.001, BurstPerPrincipal: 3}
-	a := newReplica(t, newClient(t, srv), opts, nil)
-	b := newReplica(t, newClient(t, srv), opts, nil)
+	a := newReplica(t, srv.Client(t), opts, nil)
+	b := newReplica(t, srv.Client(t), opts, nil)
 
 	for i, r := range []*replica{a, b, a} {
 		if w := r.call("alice"); w.Code != http.StatusOK {
@@ -100,7 +86,7 @@ func TestLimitHoldsAcrossReplicas(t *testing.T) {
 		t.Fatalf("store errors %v %v with Redis up", a.errors, b.errors)
 	}
 
-	keys, err := newClient(t, srv).Keys(context.Background(), "*").Result()
+	keys, err := srv.Client(t).Keys(context.Background(), "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +106,7 @@ func TestRedisOutageFallsBackToLocalLimit(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	opts := limits.Options{RatePerPrincipal: 0.001, BurstPerPrincipal: 2}
-	a := newReplica(t, newClient(t, srv), opts, clock)
+	a := newReplica(t, srv.Client(t), opts, clock)
 
 	srv.Stop()
 
@@ -161,7 +147,7 @@ func TestRedisOutageFallsBackToLocalLimit(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // waiting on a real process
 	}
 	// Redis (empty after the restart) holds bob's shared allowance now.
-	if n, err := newClient(t, srv).Exists(context.Background(), redisrate.Key("test:", "bob")).Result(); err != nil || n != 1 {
+	if n, err := srv.Client(t).Exists(context.Background(), redisrate.Key("test:", "bob")).Result(); err != nil || n != 1 {
 		t.Fatalf("bob's key in Redis after the restart: %d, %v", n, err)
 	}
 }
