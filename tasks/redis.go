@@ -50,6 +50,11 @@ const subscribeTimeout = 5 * time.Second
 // sets; Create drops such IDs when a cap would refuse, and Stale whenever
 // it meets them, so that they never count for long.
 //
+// Expiry is absolute (the replica's Expires, applied by Redis's clock),
+// as are leases (one replica's lease, judged by another's clock in
+// Stale): the replicas' and Redis's clocks must agree (NTP) to well
+// within a lease.
+//
 // It needs Redis 7.0 or later (SET … PXAT, PEXPIREAT … GT). On Redis
 // Cluster every key must be in one slot: give a prefix with a hash tag,
 // such as "{portcullis}:".

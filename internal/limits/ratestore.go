@@ -39,8 +39,10 @@ type rateStoreState struct {
 }
 
 // SetRateStore makes l check each principal's rate in store, shared with
-// the other replicas, instead of in this process alone. A nil store goes
-// back to local buckets. Call it before serving.
+// the other replicas, instead of in this process alone: each request with
+// a principal then costs one call to the store (a round trip to Redis),
+// made before the in-flight checks. A nil store goes back to local
+// buckets. Call it before serving.
 //
 // When the store fails, the request is checked against this replica's own
 // bucket for the principal (the same limit, held per replica as without a
