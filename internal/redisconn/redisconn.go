@@ -66,8 +66,8 @@ type Options struct {
 	// Default 2s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// ReadTimeout bounds waiting for one reply. A command is tried twice
-	// at most, so a request waits at most about twice DialTimeout plus
-	// ReadTimeout when Redis stops answering. Default 1s.
+	// at most, so a request waits at most about 2 × (DialTimeout +
+	// ReadTimeout) when Redis stops answering. Default 1s.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// WriteTimeout bounds writing one command. Default 1s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
