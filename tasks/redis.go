@@ -19,7 +19,9 @@ import (
 // error): the task may well exist, so a caller must not answer "not
 // found" but "try again". errors.Is(err, ErrUnavailable) tells it apart
 // from [ErrNotFound], which a RedisStore returns only when Redis answered
-// that the task is not there.
+// that the task is not there. After a timeout, a write (Create, Update)
+// may or may not have taken effect: Redis may have run it without its
+// reply arriving.
 var ErrUnavailable = errors.New("tasks: task store unavailable")
 
 // maxUpdateAttempts bounds how often [RedisStore.Update] retries when
@@ -29,7 +31,8 @@ var ErrUnavailable = errors.New("tasks: task store unavailable")
 const maxUpdateAttempts = 64
 
 // subscribeTimeout bounds waiting for Redis to confirm a subscription when
-// the caller's context has no deadline.
+// neither the client (a *redis.Client's read timeout) nor the caller's
+// context bounds it.
 const subscribeTimeout = 5 * time.Second
 
 // RedisStore keeps tasks in Redis, so that every replica sees every task
@@ -109,7 +112,8 @@ func unavailable(op string, err error) error {
 // createScript saves a new task and counts it against the caps, as one
 // atomic step. It returns "ok", "exists", "owner_cap" or "total_cap".
 // Before refusing for a cap it drops the IDs of tasks Redis has expired
-// from the set, and counts again.
+// from the set, and counts again. Run twice with the same task (go-redis
+// retries a command whose reply timed out) it answers "ok" both times.
 //
 // KEYS: the task key, the live set, the owner's set.
 // ARGV: the task JSON, Expires and Lease in Unix ms, "1" if the task is
@@ -137,7 +141,13 @@ local function extend(key, at)
   end
 end
 
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+local current = redis.call('GET', KEYS[1])
+if current then
+  -- The same task again is a client's retry of a create whose reply was
+  -- lost: it succeeded.
+  if current == ARGV[1] then return 'ok' end
+  return 'exists'
+end
 local live = ARGV[4] == '1'
 if live then
   local per_owner, total = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -361,8 +371,11 @@ func (s *RedisStore) Subscribe(ctx context.Context) (<-chan string, error) {
 		return nil, unavailable("subscribe", err)
 	}
 	wait := subscribeTimeout
+	if c, ok := s.client.(*redis.Client); ok && c.Options().ReadTimeout > 0 {
+		wait = c.Options().ReadTimeout
+	}
 	if d, ok := ctx.Deadline(); ok {
-		wait = max(time.Until(d), time.Millisecond)
+		wait = max(min(wait, time.Until(d)), time.Millisecond)
 	}
 	if _, err := ps.ReceiveTimeout(ctx, wait); err != nil {
 		_ = ps.Close()

@@ -334,3 +334,78 @@ func TestRedisStoreOutage(t *testing.T) {
 		}
 	}
 }
+
+// A Redis that hangs (accepts connections, answers nothing) makes every
+// method fail within the client's timeouts with ErrUnavailable; once it
+// answers again, so does the store.
+func TestRedisStoreHungServer(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s := tasks.NewRedisStore(srv.Client(t), newPrefix(), nil)
+	defer s.Close()
+	if err := s.Create(ctx, liveTask("t1", "alice", time.Now()), tasks.Caps{}); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Pause()
+	for name, call := range map[string]func() error{
+		"Get":    func() error { _, err := s.Get(ctx, "t1"); return err },
+		"Update": func() error { _, err := s.Update(ctx, "t1", func(*tasks.Task) error { return nil }); return err },
+		"Create": func() error { return s.Create(ctx, liveTask("t2", "alice", time.Now()), tasks.Caps{PerOwner: 3}) },
+		"Stale":  func() error { _, err := s.Stale(ctx, time.Now()); return err },
+		"Subscribe": func() error {
+			sub, cancel := context.WithCancel(ctx)
+			defer cancel()
+			_, err := s.Subscribe(sub)
+			return err
+		},
+		"Ping": func() error { return s.Ping(ctx) },
+	} {
+		start := time.Now()
+		err := call()
+		// 500ms timeouts, two attempts: about 1–2s.
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("%s against a hung Redis took %v", name, took)
+		}
+		if !errors.Is(err, tasks.ErrUnavailable) || errors.Is(err, tasks.ErrNotFound) {
+			t.Errorf("%s against a hung Redis = %v, want ErrUnavailable", name, err)
+		}
+	}
+	srv.Resume()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := s.Get(ctx, "t1")
+		if err == nil && got.ID == "t1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Get after Redis answered again: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // waiting on a real process
+	}
+}
+
+// A create whose reply was lost is retried by go-redis: the same task
+// again succeeds, another task under the same ID does not.
+func TestRedisStoreCreateRetryIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s := tasks.NewRedisStore(srv.Client(t), newPrefix(), nil)
+	defer s.Close()
+	tk := liveTask("t1", "alice", time.Now())
+	caps := tasks.Caps{PerOwner: 1}
+	for i := range 2 {
+		if err := s.Create(ctx, tk, caps); err != nil {
+			t.Fatalf("create %d of the same task: %v", i+1, err)
+		}
+	}
+	other := tk.Clone()
+	other.Owner = "mallory"
+	if err := s.Create(ctx, other, tasks.Caps{}); err == nil || errors.Is(err, tasks.ErrUnavailable) {
+		t.Fatalf("another task under a taken ID: %v, want refused", err)
+	}
+	if ids, _ := s.Stale(ctx, time.Now().Add(time.Hour)); len(ids) != 1 {
+		t.Fatalf("live tasks %q, want one", ids)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,9 +194,29 @@ func (s *Server) stop() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Process.Kill() // SIGKILL ends a paused process too
 	<-s.exited
 	s.cmd, s.exited = nil, nil
+}
+
+// Pause freezes the server (SIGSTOP), as a hung or overloaded Redis: the
+// kernel still accepts connections, but nothing answers. [Server.Resume]
+// thaws it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume thaws a server [Server.Pause] froze.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("redistest: %v: the server is not running", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %v: %v", sig, err)
+	}
 }
 
 // Restart starts the server again on the same port, empty (persistence is
