@@ -3,9 +3,10 @@
 # `make test` is the one command a newcomer runs (and what CI runs): it
 # installs every test tool it needs into .cache (Node 22, the MCP
 # conformance suite and Inspector, an OpenID provider, the OpenTelemetry
-# Collector, Prometheus, helm and the Kubernetes schemas), then runs every
-# Go test with the race detector (end-to-end tests included), the chart,
-# rule and dashboard checks, short fuzzing, and short load and soak runs.
+# Collector, Prometheus, redis-server, helm and the Kubernetes schemas),
+# then runs every Go test with the race detector (end-to-end tests
+# included), the chart, rule and dashboard checks, short fuzzing, and short
+# load and soak runs.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -33,7 +34,7 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build run test check lint generate generate-check tools go-test e2e example-test api-tools api-check vet clean \
+.PHONY: help build run test check lint generate generate-check tools go-test e2e example-test api-tools api-check vet clean redis-tools \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
@@ -59,7 +60,10 @@ check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools helm-tools api-tools
+	$(MAKE) --no-print-directory obs-tools redis-tools helm-tools api-tools
+
+redis-tools: ## Install redis-server (Debian's package; the Redis tests start their own on a free port).
+	bash scripts/install-redis.sh
 
 go-test: ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included (needs make tools).
 	rm -f results/conformance.txt

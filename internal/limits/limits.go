@@ -8,8 +8,14 @@
 // Retry-After when one principal is over its share or its rate. The body is
 // a JSON-RPC error, so an MCP client can show it.
 //
+// By default each replica keeps its own rate buckets. With
+// [Limiter.SetRateStore] the rates live in a [RateStore] shared by the
+// replicas (internal/limits/redisrate keeps them in Redis), and a failing
+// store falls back to the local bucket.
+//
 // The package imports no telemetry: it reports each refusal to a [Hook],
-// which the observability layer turns into metrics.
+// which the observability layer turns into metrics, and each failure of a
+// rate store to the function given to [Limiter.SetRateStore].
 package limits
 
 import (
@@ -143,6 +149,7 @@ type Limiter struct {
 	hook  Hook
 	now   func() time.Time
 	total atomic.Int64
+	rs    rateStoreState
 
 	mu         sync.Mutex // guards principals' Get-or-Add
 	principals *lru.Cache[string, *principal]
@@ -218,15 +225,8 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		p := l.principal(key)
-		now := l.now()
-		res := p.rate.ReserveN(now, 1)
-		if !res.OK() {
-			l.refuse(w, r, LimitRate, http.StatusTooManyRequests, time.Second, "Too many requests: this caller's request rate is over its limit.")
-			return
-		}
-		if d := res.DelayFrom(now); d > 0 {
-			res.CancelAt(now)
-			l.refuse(w, r, LimitRate, http.StatusTooManyRequests, d, "Too many requests: this caller's request rate is over its limit.")
+		if ok, retry := l.allowRate(r.Context(), key, p); !ok {
+			l.refuse(w, r, LimitRate, http.StatusTooManyRequests, retry, "Too many requests: this caller's request rate is over its limit.")
 			return
 		}
 		if r.Method == http.MethodGet {

@@ -1,0 +1,172 @@
+//go:build e2e
+
+package redisconn_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/redisconn"
+	"github.com/portcullis-mcp/portcullis/internal/redistest"
+)
+
+func TestOpen(t *testing.T) {
+	const secret = "correct-horse-battery"
+	srv := redistest.Start(t, "--requirepass", secret)
+	ctx := context.Background()
+
+	client, err := redisconn.Open(ctx, redisconn.Options{URL: "redis://" + srv.Addr + "/3", Password: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The URL's /3 selected database 3.
+	if n := client.Do(ctx, "CLIENT", "INFO").String(); !strings.Contains(n, "db=3") {
+		t.Fatalf("CLIENT INFO = %s, want db=3", n)
+	}
+
+	for _, tt := range []struct {
+		name     string
+		password string
+		want     string
+	}{
+		{name: "wrong password", password: "not-the-" + secret, want: "WRONGPASS"},
+		{name: "no password", password: "", want: "NOAUTH"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := redisconn.Open(ctx, redisconn.Options{URL: "redis://" + srv.Addr, Password: tt.password})
+			if err == nil {
+				c.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), "cannot reach Redis at "+srv.Addr) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Open() = %q, want it to name %s and say %s", err, srv.Addr, tt.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Open() error carries a password: %q", err)
+			}
+		})
+	}
+}
+
+func TestOpenACLUser(t *testing.T) {
+	srv := redistest.Start(t, "--user", "portcullis", "on", ">app-pass", "~portcullis:*", "&portcullis:*", "+@all")
+	ctx := context.Background()
+	client, err := redisconn.Open(ctx, redisconn.Options{URL: "redis://portcullis@" + srv.Addr, Password: "app-pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if who, err := client.Do(ctx, "ACL", "WHOAMI").Text(); err != nil || who != "portcullis" {
+		t.Fatalf("ACL WHOAMI = %q, %v", who, err)
+	}
+	// The user may write only under its prefix.
+	if err := client.Set(ctx, "portcullis:k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Set(ctx, "other:k", "v", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("SET outside the prefix = %v, want NOPERM", err)
+	}
+}
+
+// writeCerts writes a CA and a server certificate it signs, for the name
+// redis.test and the address 127.0.0.1, as PEM files in dir.
+func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"redis.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", der), write("key.pem", "EC PRIVATE KEY", keyDER)
+}
+
+func TestOpenTLS(t *testing.T) {
+	caFile, certFile, keyFile := writeCerts(t, t.TempDir())
+	srv := redistest.StartTLS(t, certFile, keyFile)
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		o    redisconn.Options
+		want string // empty: Open succeeds
+	}{
+		{name: "ca file, address in the certificate", o: redisconn.Options{URL: "rediss://" + srv.Addr, TLS: redisconn.TLSOptions{CAFile: caFile}}},
+		{name: "ca file and server name", o: redisconn.Options{URL: "rediss://" + srv.Addr, TLS: redisconn.TLSOptions{CAFile: caFile, ServerName: "redis.test"}}},
+		{name: "wrong server name", o: redisconn.Options{URL: "rediss://" + srv.Addr, TLS: redisconn.TLSOptions{CAFile: caFile, ServerName: "other.test"}}, want: "certificate is valid for redis.test, not other.test"},
+		{name: "system roots do not know the CA", o: redisconn.Options{URL: "rediss://" + srv.Addr}, want: "certificate signed by unknown authority"},
+		{name: "insecure skip verify", o: redisconn.Options{URL: "rediss://localhost:" + port, TLS: redisconn.TLSOptions{InsecureSkipVerify: true}}},
+		{name: "clear text to a TLS port", o: redisconn.Options{URL: "redis://" + srv.Addr, ReadTimeout: 300 * time.Millisecond}, want: "cannot reach Redis at " + srv.Addr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := redisconn.Open(ctx, tt.o)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				c.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open() = %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
