@@ -292,13 +292,34 @@ func Open(ctx context.Context, o Options) (*redis.Client, error) {
 		return nil, err
 	}
 	client := redis.NewClient(ro)
+	if err := Ping(ctx, client, o); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return client, nil
+}
+
+// New returns a client for the Redis o names without reaching it: a server
+// that is down at start is reached once it is up. The caller closes it.
+func New(o Options) (*redis.Client, error) {
+	ro, err := clientOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(ro), nil
+}
+
+// Ping reports whether client's server answers a PING within o.DialTimeout
+// (or ctx's deadline, if sooner), with an error that names the server and
+// says what to check, never the password.
+func Ping(ctx context.Context, client *redis.Client, o Options) error {
+	ro := client.Options()
 	pctx, cancel := context.WithTimeout(ctx, ro.DialTimeout)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("redisconn: cannot reach Redis at %s: %w (check redis.url, redis.username and redis.password, and that the server runs)", ro.Addr, scrub(err, o.Password))
+		return fmt.Errorf("redisconn: cannot reach Redis at %s: %w (check redis.url, redis.username and redis.password, and that the server runs)", ro.Addr, scrub(err, o.Password))
 	}
-	return client, nil
+	return nil
 }
 
 // scrub returns err, or an error with its text if the text contains the
