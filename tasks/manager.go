@@ -37,7 +37,9 @@ type Options struct {
 	// redis.url is set, else memory.
 	Store string `yaml:"store" schema:"enum=memory|redis"`
 	// TTL bounds how long a task may run, from its creation; a task still
-	// live then is failed. Zero means one hour.
+	// live then is failed (its work is stopped a tenth of the TTL, at most
+	// 5s, early, so that the failure is recorded before the store may
+	// forget the task). Zero means one hour.
 	TTL time.Duration `yaml:"ttl"`
 	// Retention is how long a finished task (its result or error) is kept
 	// for tasks/get. Zero means one hour.
@@ -147,6 +149,11 @@ type Error struct {
 // responses, after a round that asked for input. ctx ends when the task is
 // cancelled or outlives its TTL.
 type Work func(ctx context.Context, in Input) Outcome
+
+// ttlMargin bounds how long before a live task's Expires its work is
+// stopped, leaving time to record its failure (finish retries a failing
+// store for about 3s).
+const ttlMargin = 5 * time.Second
 
 // ErrStopped is returned by Start once the manager is shutting down.
 var ErrStopped = errors.New("tasks: the server is shutting down")
@@ -276,7 +283,10 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancelCause(WithTaskID(WithStarter(context.WithoutCancel(ctx), nil), t.ID))
-	runCtx, cancelTTL := context.WithDeadline(runCtx, t.Expires)
+	// The work must end before the store may forget the live task (at
+	// Expires), or its failure could not be recorded: it gets a tenth of
+	// the TTL less, at most ttlMargin.
+	runCtx, cancelTTL := context.WithDeadline(runCtx, t.Expires.Add(-min(m.opts.TTL/10, ttlMargin)))
 	r := &run{tool: tool, started: now, cancel: cancel, wake: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.runs[t.ID] = r
