@@ -86,9 +86,11 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 				tt = cfg.Tool(r.Params.Name)
 			}
 			support := tt.Support
-			// Only /mcp answers tasks/get: a call over stdio never becomes one.
+			// Only /mcp answers tasks/get: a call over stdio never becomes
+			// one. Stdio requests carry a header too (the request id, see
+			// stdioConn.Read) but never a Content-Type.
 			extra := req.GetExtra()
-			declared := extra != nil && extra.Header != nil && declaresTasks(r)
+			declared := extra != nil && extra.Header.Get("Content-Type") != "" && declaresTasks(r)
 			switch {
 			case support == tasks.SupportNone:
 				return next(ctx, method, req)
