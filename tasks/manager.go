@@ -171,7 +171,8 @@ type Manager struct {
 
 	mu      sync.Mutex
 	runs    map[string]*run
-	stopped bool
+	stopped bool // Shutdown began: no new tasks
+	forced  bool // Shutdown's context ended: stop every task
 	wg      sync.WaitGroup
 }
 
@@ -256,12 +257,21 @@ func newID() string {
 // background, detached from ctx's cancellation but keeping its values. It
 // returns once the task can be read back from any replica.
 func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Task, error) {
+	// Counted before the task is saved, so that a Shutdown that begins
+	// meanwhile waits for it.
 	m.mu.Lock()
-	stopped := m.stopped
-	m.mu.Unlock()
-	if stopped {
+	if m.stopped {
+		m.mu.Unlock()
 		return nil, ErrStopped
 	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	running := false
+	defer func() {
+		if !running {
+			m.wg.Done()
+		}
+	}()
 	now := m.now()
 	t := &Task{
 		ID: newID(), Owner: owner, Tool: tool, Status: StatusWorking,
@@ -290,8 +300,11 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 	r := &run{tool: tool, started: now, cancel: cancel, wake: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.runs[t.ID] = r
-	m.wg.Add(1)
+	if m.forced {
+		cancel(ErrStopped) // Shutdown gave up waiting while the task was saved
+	}
 	m.mu.Unlock()
+	running = true
 	m.obs.Created(tool)
 	m.obs.Live(StatusWorking, 1)
 	go func() {
@@ -682,6 +695,7 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	m.mu.Lock()
+	m.forced = true
 	for _, r := range m.runs {
 		r.cancel(ErrStopped)
 	}
