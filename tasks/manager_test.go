@@ -723,3 +723,74 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+// gatedStore holds every Create until gate is closed, announcing on
+// entered that one is waiting.
+type gatedStore struct {
+	*MemoryStore
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s gatedStore) Create(ctx context.Context, t *Task, caps Caps) error {
+	s.entered <- struct{}{}
+	<-s.gate
+	return s.MemoryStore.Create(ctx, t, caps)
+}
+
+// TestShutdownDuringStart shuts the manager down while a Start is saving
+// its task: Shutdown must not return while that task runs, and the task
+// must end failed when Shutdown's context ends.
+func TestShutdownDuringStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := gatedStore{NewMemoryStore(nil), make(chan struct{}, 1), make(chan struct{})}
+		m := NewManager(store, testOptions, nil, nil, nil)
+		shutdownAtEnd(t, m)
+		type started struct {
+			task *Task
+			err  error
+		}
+		causes := make(chan error, 1)
+		result := make(chan started, 1)
+		go func() {
+			task, err := m.Start(context.Background(), "alice", "slow", blockUntilDone(causes))
+			result <- started{task, err}
+		}()
+		<-store.entered
+		shutdownDone := make(chan struct{})
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			m.Shutdown(ctx)
+			close(shutdownDone)
+		}()
+		synctest.Wait()
+		close(store.gate)
+		s := <-result
+		synctest.Wait()
+		if s.err != nil {
+			if !errors.Is(s.err, ErrStopped) {
+				t.Fatalf("Start during Shutdown: %v, want ErrStopped or a task", s.err)
+			}
+			return
+		}
+		select {
+		case <-shutdownDone:
+			t.Fatal("Shutdown returned while the task a concurrent Start created runs")
+		default:
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		select {
+		case <-shutdownDone:
+		default:
+			t.Fatal("Shutdown still waits after its context ended")
+		}
+		if cause := <-causes; !errors.Is(cause, ErrStopped) {
+			t.Errorf("work's context ended with %v, want ErrStopped", cause)
+		}
+		if got := mustGet(t, m, "alice", s.task.ID); got.Status != StatusFailed || !strings.Contains(got.StatusMessage, "server stopped") {
+			t.Errorf("task %+v, want failed: the server stopped", got)
+		}
+	})
+}
