@@ -492,3 +492,26 @@ func TestTasksOverStdio(t *testing.T) {
 		}
 	})
 }
+
+// TestTaskMethodsWithTasksOff sends tasks/ methods to an endpoint without
+// the extension: they are unknown methods (Options.Tasks), whatever the
+// request declares.
+func TestTaskMethodsWithTasksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := endpoint{toolsets: []string{"conformance"}}.handler(t)
+		for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/list"} {
+			for _, meta := range []string{tasksMeta, plainMeta} {
+				r := send(t, h, "alice", method, "",
+					`{"jsonrpc":"2.0","id":5,"method":"`+method+`","params":{"taskId":"x","inputResponses":{},`+meta+`}}`)
+				if r.Error == nil || r.Error.Code != -32601 {
+					t.Errorf("%s with %s: %d %s, want -32601", method, meta, r.status, r.body)
+				}
+			}
+		}
+		// A task-supporting tool answers plainly.
+		r := callTool(t, h, "alice", "slow_compute", `{"seconds":0}`, true)
+		if r.Error != nil || strings.Contains(string(r.Result), `"taskId"`) {
+			t.Errorf("slow_compute with tasks off: %s, want a plain result", r.body)
+		}
+	})
+}
