@@ -794,3 +794,77 @@ func TestShutdownDuringStart(t *testing.T) {
 		}
 	})
 }
+
+// TestRetention checks that a finished task is kept for the retention,
+// and then forgotten.
+func TestRetention(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _, _ := newTestManager(t, testOptions)
+		task, err := m.Start(context.Background(), "alice", "quick", func(context.Context, Input) Outcome {
+			return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		time.Sleep(testOptions.Retention - time.Second)
+		if got := mustGet(t, m, "alice", task.ID); got.Status != StatusCompleted {
+			t.Fatalf("within the retention: %+v", got)
+		}
+		time.Sleep(time.Second)
+		if _, err := m.Get(context.Background(), "alice", task.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("after the retention: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestRespondThroughOtherReplica answers a task's input request through
+// replica b while the task runs in replica a: a's work resumes at once
+// when a hears of the change, within a poll interval when it does not.
+func TestRespondThroughOtherReplica(t *testing.T) {
+	tests := []struct {
+		name   string
+		runA   bool
+		within time.Duration
+	}{
+		{name: "a subscribed", runA: true, within: 0},
+		{name: "a polling", runA: false, within: testOptions.PollInterval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := NewMemoryStore(nil)
+				a := NewManager(store, testOptions, nil, nil, nil)
+				b := NewManager(store, testOptions, nil, nil, nil)
+				if tt.runA {
+					runManager(t, a)
+				}
+				resumed := make(chan time.Time, 1)
+				task, err := a.Start(context.Background(), "alice", "ask", func(_ context.Context, in Input) Outcome {
+					if in.Responses == nil {
+						return Outcome{InputRequests: map[string]json.RawMessage{"q": json.RawMessage(`{"method":"elicitation/create"}`)}}
+					}
+					resumed <- time.Now()
+					return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(testOptions.PollInterval / 3) // off the poll ticks
+				synctest.Wait()
+				answered := time.Now()
+				if err := b.Respond(context.Background(), "alice", task.ID, map[string]json.RawMessage{"q": json.RawMessage(`{"action":"accept"}`)}); err != nil {
+					t.Fatal(err)
+				}
+				at := <-resumed
+				if d := at.Sub(answered); d > tt.within {
+					t.Errorf("a's work resumed %v after b delivered the response, want at most %v", d, tt.within)
+				}
+				synctest.Wait()
+				if got := mustGet(t, b, "alice", task.ID); got.Status != StatusCompleted {
+					t.Errorf("task %+v, want completed", got)
+				}
+			})
+		})
+	}
+}
