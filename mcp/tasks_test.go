@@ -30,14 +30,19 @@ const (
 
 // taskEndpoint serves the conformance toolset with the tasks extension
 // over a memory store, behind a bearer check whose token is the caller's
-// name. It returns the handler to call in the bubble, and the manager.
-func taskEndpoint(t *testing.T) (http.Handler, *tasks.Manager) {
+// name, with the task options given (default: none). It returns the
+// handler to call in the bubble, and the manager.
+func taskEndpoint(t *testing.T, topts ...tasks.Options) (http.Handler, *tasks.Manager) {
 	t.Helper()
 	cat, err := tools.New(tools.Options{Toolsets: []string{"conformance"}}, tools.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr := tasks.NewManager(tasks.NewMemoryStore(nil), tasks.Options{}, nil, nil, nil)
+	var o tasks.Options
+	if len(topts) > 0 {
+		o = topts[0]
+	}
+	mgr := tasks.NewManager(tasks.NewMemoryStore(nil), o, nil, nil, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -513,5 +518,28 @@ func TestTaskMethodsWithTasksOff(t *testing.T) {
 		if r.Error != nil || strings.Contains(string(r.Result), `"taskId"`) {
 			t.Errorf("slow_compute with tasks off: %s, want a plain result", r.body)
 		}
+	})
+}
+
+// TestTaskCapsOverHTTP fills a caller's share of tasks: the next call
+// that would become a task is refused with -32000, whether the whole
+// call is the task or the handler starts it; other callers go on.
+func TestTaskCapsOverHTTP(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := taskEndpoint(t, tasks.Options{MaxPerPrincipal: 1})
+		first := createTask(t, h, "alice", "slow_compute", `{"seconds":600}`)
+		r := callTool(t, h, "alice", "slow_compute", `{"seconds":600}`, true)
+		if r.Error == nil || r.Error.Code != -32000 || !strings.Contains(r.Error.Message, "Too many tasks") {
+			t.Errorf("second task: %d %s, want -32000 too many tasks", r.status, r.body)
+		}
+		r = send(t, h, "alice", "tools/call", "test_tool_with_task",
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_tool_with_task","arguments":{},"inputResponses":{"user_name":{"action":"accept","content":{"name":"Ada"}}},`+tasksMeta+`}}`)
+		if r.Error == nil || r.Error.Code != -32000 || !strings.Contains(r.Error.Message, "Too many tasks") {
+			t.Errorf("a task the handler starts: %d %s, want -32000 too many tasks", r.status, r.body)
+		}
+		createTask(t, h, "bob", "slow_compute", `{"seconds":600}`)
+		// A task that ends frees the place.
+		taskCall(t, h, "alice", "tasks/cancel", first, "")
+		createTask(t, h, "alice", "slow_compute", `{"seconds":600}`)
 	})
 }
