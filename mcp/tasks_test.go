@@ -13,6 +13,7 @@ import (
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -28,27 +29,45 @@ const (
 	plainMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
 )
 
+// taskSetup says how to build a tasks endpoint; the zero value serves the
+// conformance toolset with default task options and no sealing key.
+type taskSetup struct {
+	opts    tasks.Options
+	sealTTL time.Duration          // zero: no sealer
+	add     func(c *tools.Catalog) // more tools
+}
+
 // taskEndpoint serves the conformance toolset with the tasks extension
 // over a memory store, behind a bearer check whose token is the caller's
-// name, with the task options given (default: none). It returns the
-// handler to call in the bubble, and the manager.
-func taskEndpoint(t *testing.T, topts ...tasks.Options) (http.Handler, *tasks.Manager) {
+// name. It returns the handler to call in the bubble, and the manager.
+func taskEndpoint(t *testing.T) (http.Handler, *tasks.Manager) {
+	t.Helper()
+	return taskSetup{}.endpoint(t)
+}
+
+// endpoint is taskEndpoint as s says.
+func (s taskSetup) endpoint(t *testing.T) (http.Handler, *tasks.Manager) {
 	t.Helper()
 	cat, err := tools.New(tools.Options{Toolsets: []string{"conformance"}}, tools.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o tasks.Options
-	if len(topts) > 0 {
-		o = topts[0]
+	if s.add != nil {
+		s.add(cat)
 	}
-	mgr := tasks.NewManager(tasks.NewMemoryStore(nil), o, nil, nil, nil)
+	mgr := tasks.NewManager(tasks.NewMemoryStore(nil), s.opts, nil, nil, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		mgr.Shutdown(ctx) // tasks still running end now, inside the bubble
 	})
-	server := NewServer(cat, ServerConfig{Version: "test", Tasks: TaskConfig{Manager: mgr, Tool: cat.TaskSupport}})
+	cfg := ServerConfig{Version: "test", Tasks: TaskConfig{Manager: mgr, Tool: cat.TaskSupport}}
+	if s.sealTTL > 0 {
+		if cfg.Sealer, err = NewSealer([][]byte{NewRandomKey()}, s.sealTTL, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server := NewServer(cat, cfg)
 	var opts Options
 	opts.Tasks = mgr
 	h := NewHandler(server, opts, Access{}, nil)
@@ -526,7 +545,7 @@ func TestTaskMethodsWithTasksOff(t *testing.T) {
 // call is the task or the handler starts it; other callers go on.
 func TestTaskCapsOverHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := taskEndpoint(t, tasks.Options{MaxPerPrincipal: 1})
+		h, _ := taskSetup{opts: tasks.Options{MaxPerPrincipal: 1}}.endpoint(t)
 		first := createTask(t, h, "alice", "slow_compute", `{"seconds":600}`)
 		r := callTool(t, h, "alice", "slow_compute", `{"seconds":600}`, true)
 		if r.Error == nil || r.Error.Code != -32000 || !strings.Contains(r.Error.Message, "Too many tasks") {
@@ -542,4 +561,57 @@ func TestTaskCapsOverHTTP(t *testing.T) {
 		taskCall(t, h, "alice", "tasks/cancel", first, "")
 		createTask(t, h, "alice", "slow_compute", `{"seconds":600}`)
 	})
+}
+
+// TestTaskRequestState runs a task whose tool keeps state between input
+// rounds (requestState): the state comes back to the next round however
+// long the client took to answer within the task's TTL, past the sealed
+// state's lifetime, and without a sealing key at all, since it never
+// leaves the server.
+func TestTaskRequestState(t *testing.T) {
+	add := func(c *tools.Catalog) {
+		tools.AddTaskTool(c, &sdk.Tool{Name: "stateful"}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			if req.Params.RequestState == "" {
+				return &sdk.CallToolResult{
+					InputRequests: sdk.InputRequestMap{"q": &sdk.ElicitParams{Message: "Go on?", RequestedSchema: map[string]any{"type": "object"}}},
+					RequestState:  "step-1",
+				}, nil, nil
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "state " + req.Params.RequestState}}}, nil, nil
+		}, tasks.ToolTasks{Support: tasks.SupportOptional})
+	}
+	tests := []struct {
+		name    string
+		sealTTL time.Duration
+		think   time.Duration
+	}{
+		{name: "answered quickly", sealTTL: 10 * time.Minute, think: time.Minute},
+		{name: "answered after the seal's lifetime", sealTTL: 10 * time.Minute, think: 15 * time.Minute},
+		{name: "no sealing key", think: time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h, _ := taskSetup{sealTTL: tt.sealTTL, add: add}.endpoint(t)
+				id := createTask(t, h, "alice", "stateful", `{}`)
+				synctest.Wait()
+				if d := getTask(t, h, "alice", id); d.Status != tasks.StatusInputRequired {
+					t.Fatalf("after the call: %+v", d)
+				}
+				time.Sleep(tt.think)
+				r := taskCall(t, h, "alice", "tasks/update", id, `,"inputResponses":{"q":{"action":"accept","content":{}}}`)
+				if r.Error != nil {
+					t.Fatalf("tasks/update: %s", r.body)
+				}
+				synctest.Wait()
+				d := getTask(t, h, "alice", id)
+				if d.Status != tasks.StatusCompleted {
+					t.Fatalf("after the answer: %+v (error %+v), want completed", d, d.Error)
+				}
+				if text, _ := resultText(t, d.Result); text != "state step-1" {
+					t.Fatalf("result %s, want the first round's state", d.Result)
+				}
+			})
+		})
+	}
 }
