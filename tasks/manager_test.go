@@ -868,3 +868,29 @@ func TestRespondThroughOtherReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiredTasksLeaveMemory checks that the memory store lets go of
+// tasks past their Expires even if nobody asks for them again: a server
+// running for weeks must not keep every result it ever produced.
+func TestExpiredTasksLeaveMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _, store := newTestManager(t, testOptions)
+		runManager(t, m)
+		for range 5 {
+			if _, err := m.Start(context.Background(), "alice", "quick", func(context.Context, Input) Outcome {
+				return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		time.Sleep(testOptions.Retention + testOptions.Lease)
+		synctest.Wait()
+		store.mu.Lock()
+		n := len(store.tasks)
+		store.mu.Unlock()
+		if n != 0 {
+			t.Errorf("the store still holds %d tasks a lease after their retention ended", n)
+		}
+	})
+}
