@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -33,6 +34,7 @@ const (
 // conformance toolset with default task options and no sealing key.
 type taskSetup struct {
 	opts    tasks.Options
+	store   tasks.Store            // nil: a new memory store
 	sealTTL time.Duration          // zero: no sealer
 	add     func(c *tools.Catalog) // more tools
 }
@@ -55,7 +57,11 @@ func (s taskSetup) endpoint(t *testing.T) (http.Handler, *tasks.Manager) {
 	if s.add != nil {
 		s.add(cat)
 	}
-	mgr := tasks.NewManager(tasks.NewMemoryStore(nil), s.opts, nil, nil, nil)
+	store := s.store
+	if store == nil {
+		store = tasks.NewMemoryStore(nil)
+	}
+	mgr := tasks.NewManager(store, s.opts, nil, nil, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -614,4 +620,32 @@ func TestTaskRequestState(t *testing.T) {
 			})
 		})
 	}
+}
+
+// downStore is a task store that cannot be reached.
+type downStore struct{ *tasks.MemoryStore }
+
+func (downStore) Create(context.Context, *tasks.Task, tasks.Caps) error {
+	return errors.New("dial tcp: connection refused")
+}
+
+// TestTaskStoreDown calls task-supporting tools while the task store is
+// unreachable: a tool that may run as a task answers synchronously, one
+// that runs only as a task fails with an internal error that does not
+// leak the store's error.
+func TestTaskStoreDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, mgr := taskSetup{store: downStore{tasks.NewMemoryStore(nil)}}.endpoint(t)
+		r := callTool(t, h, "alice", "slow_compute", `{"seconds":1,"label":"sync"}`, true)
+		if text, _ := resultText(t, r.Result); r.Error != nil || !strings.Contains(text, `Computed "sync"`) {
+			t.Errorf("optional-task tool with the store down: %s, want a plain result", r.body)
+		}
+		r = callTool(t, h, "alice", "failing_job", `{}`, true)
+		if r.Error == nil || r.Error.Code != -32603 || strings.Contains(r.body, "refused") {
+			t.Errorf("required-task tool with the store down: %s, want -32603 without the store's error", r.body)
+		}
+		if mgr.StoreUp() {
+			t.Error("StoreUp = true after failed creates")
+		}
+	})
 }
