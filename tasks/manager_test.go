@@ -258,6 +258,10 @@ func TestInputRounds(t *testing.T) {
 		}
 		before := got
 
+		// Another caller cannot answer it.
+		if err := m.Respond(ctx, "mallory", task.ID, map[string]json.RawMessage{"second": json.RawMessage(`{"action":"accept"}`)}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Respond by another owner: %v, want ErrNotFound", err)
+		}
 		// A key never asked for, and a key already answered, change nothing.
 		for _, resp := range []map[string]json.RawMessage{
 			{"third": json.RawMessage(`{"action":"accept"}`)},
