@@ -586,6 +586,7 @@ func TestCancelThroughOtherReplica(t *testing.T) {
 				obsA := &recorder{}
 				a := NewManager(store, testOptions, obsA, nil, nil)
 				b := NewManager(store, testOptions, nil, nil, nil)
+				shutdownAtEnd(t, a)
 				runManager(t, a)
 				runManager(t, b)
 				ended := make(chan time.Time, 1)
