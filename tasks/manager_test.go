@@ -314,6 +314,7 @@ func TestInputRounds(t *testing.T) {
 func TestCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, obs, _ := newTestManager(t, testOptions)
+		shutdownAtEnd(t, m)
 		ctx := context.Background()
 		causes := make(chan error, 1)
 		task, err := m.Start(ctx, "alice", "slow", blockUntilDone(causes))
@@ -841,6 +842,7 @@ func TestRespondThroughOtherReplica(t *testing.T) {
 				store := NewMemoryStore(nil)
 				a := NewManager(store, testOptions, nil, nil, nil)
 				b := NewManager(store, testOptions, nil, nil, nil)
+				shutdownAtEnd(t, a)
 				if tt.runA {
 					runManager(t, a)
 				}
