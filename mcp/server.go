@@ -26,7 +26,8 @@ type ServerConfig struct {
 	Instructions string
 	// Sealer seals MRTR requestState. Nil disables multi-round-trip state:
 	// a handler that returns requestState then fails the call, and any
-	// requestState a client sends is rejected.
+	// requestState a client sends is rejected. The rounds of a task keep
+	// their state in the server and need no sealing.
 	Sealer *Sealer
 	// Policy decides which tools a caller may see and call. Nil allows
 	// every tool to everyone. A tool the policy refuses a caller is hidden
@@ -168,7 +169,10 @@ func sealStateMiddleware(sealer *Sealer, logger *slog.Logger) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			state, digest, ok := mrtrState(method, req)
-			if !ok {
+			if !ok || tasks.TaskID(ctx) != "" {
+				// A task's rounds keep their state in the server (see
+				// tasks.Input), where nobody can alter it: sealing it would
+				// only make it expire while the client takes its time.
 				return next(ctx, method, req)
 			}
 			sub := ""

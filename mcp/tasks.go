@@ -86,9 +86,11 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 				tt = cfg.Tool(r.Params.Name)
 			}
 			support := tt.Support
-			// Only /mcp answers tasks/get: a call over stdio never becomes one.
+			// Only /mcp answers tasks/get: a call over stdio never becomes
+			// one. Stdio requests carry a header too (the request id, see
+			// stdioConn.Read) but never a Content-Type.
 			extra := req.GetExtra()
-			declared := extra != nil && extra.Header != nil && declaresTasks(r)
+			declared := extra != nil && extra.Header.Get("Content-Type") != "" && declaresTasks(r)
 			switch {
 			case support == tasks.SupportNone:
 				return next(ctx, method, req)
@@ -206,7 +208,8 @@ func isTaskMethod(method string) bool { return strings.HasPrefix(method, "tasks/
 
 // serveTask answers a tasks/get, tasks/update or tasks/cancel request of
 // revision 2026-07-28 or later; tasks/result and tasks/list (removed in
-// this revision) and any other tasks/ method get -32601.
+// this revision), any other tasks/ method, and every tasks/ method when the
+// extension is off get -32601.
 func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) {
 	link := ""
 	reply := func(result any) {
@@ -232,9 +235,9 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 		}
 		jsonrpcerr.WriteData(w, status, m.ID, code, msg, data)
 	}
-	switch m.Method {
-	case "tasks/get", "tasks/update", "tasks/cancel":
-	default:
+	// With the extension off, no tasks/ method exists.
+	known := m.Method == "tasks/get" || m.Method == "tasks/update" || m.Method == "tasks/cancel"
+	if !known || h.tasks == nil {
 		fail(http.StatusOK, jsonrpcerr.MethodNotFound, fmt.Sprintf("Method not found: %q.", m.Method), nil)
 		return
 	}
@@ -257,10 +260,6 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 	}
 	if p.Meta.Caps == nil || p.Meta.Caps.Extensions[tasks.ExtensionID] == nil {
 		fail(http.StatusOK, codeMissingClientCapability, missingTasksCapabilityPrefix+"declare the "+tasks.ExtensionID+" extension in the request's client capabilities to use "+m.Method+".", missingTasksData)
-		return
-	}
-	if h.tasks == nil {
-		fail(http.StatusOK, codeInvalidParams, taskNotFoundMessage, nil)
 		return
 	}
 	owner := ""

@@ -37,7 +37,9 @@ type Options struct {
 	// redis.url is set, else memory.
 	Store string `yaml:"store" schema:"enum=memory|redis"`
 	// TTL bounds how long a task may run, from its creation; a task still
-	// live then is failed. Zero means one hour.
+	// live then is failed (its work is stopped a tenth of the TTL, at most
+	// 5s, early, so that the failure is recorded before the store may
+	// forget the task). Zero means one hour.
 	TTL time.Duration `yaml:"ttl"`
 	// Retention is how long a finished task (its result or error) is kept
 	// for tasks/get. Zero means one hour.
@@ -148,6 +150,11 @@ type Error struct {
 // cancelled or outlives its TTL.
 type Work func(ctx context.Context, in Input) Outcome
 
+// ttlMargin bounds how long before a live task's Expires its work is
+// stopped, leaving time to record its failure (finish retries a failing
+// store for about 3s).
+const ttlMargin = 5 * time.Second
+
 // ErrStopped is returned by Start once the manager is shutting down.
 var ErrStopped = errors.New("tasks: the server is shutting down")
 
@@ -164,7 +171,8 @@ type Manager struct {
 
 	mu      sync.Mutex
 	runs    map[string]*run
-	stopped bool
+	stopped bool // Shutdown began: no new tasks
+	forced  bool // Shutdown's context ended: stop every task
 	wg      sync.WaitGroup
 }
 
@@ -253,12 +261,21 @@ func newID() string {
 // background, detached from ctx's cancellation but keeping its values. It
 // returns once the task can be read back from any replica.
 func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Task, error) {
+	// Counted before the task is saved, so that a Shutdown that begins
+	// meanwhile waits for it.
 	m.mu.Lock()
-	stopped := m.stopped
-	m.mu.Unlock()
-	if stopped {
+	if m.stopped {
+		m.mu.Unlock()
 		return nil, ErrStopped
 	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	running := false
+	defer func() {
+		if !running {
+			m.wg.Done()
+		}
+	}()
 	now := m.now()
 	t := &Task{
 		ID: newID(), Owner: owner, Tool: tool, Status: StatusWorking,
@@ -280,12 +297,18 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancelCause(WithTaskID(WithStarter(context.WithoutCancel(ctx), nil), t.ID))
-	runCtx, cancelTTL := context.WithDeadline(runCtx, t.Expires)
+	// The work must end before the store may forget the live task (at
+	// Expires), or its failure could not be recorded: it gets a tenth of
+	// the TTL less, at most ttlMargin.
+	runCtx, cancelTTL := context.WithDeadline(runCtx, t.Expires.Add(-min(m.opts.TTL/10, ttlMargin)))
 	r := &run{tool: tool, started: now, cancel: cancel, wake: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.runs[t.ID] = r
-	m.wg.Add(1)
+	if m.forced {
+		cancel(ErrStopped) // Shutdown gave up waiting while the task was saved
+	}
 	m.mu.Unlock()
+	running = true
 	m.obs.Created(tool)
 	m.obs.Live(StatusWorking, 1)
 	go func() {
@@ -681,6 +704,7 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	m.mu.Lock()
+	m.forced = true
 	for _, r := range m.runs {
 		r.cancel(ErrStopped)
 	}

@@ -125,10 +125,15 @@ func (s *MemoryStore) Update(_ context.Context, id string, fn func(*Task) error)
 	return out, nil
 }
 
-// Stale implements [Store].
+// Stale implements [Store]. It also forgets every task past its Expires:
+// get forgets only the tasks it is asked for, and the manager calls Stale
+// every half lease.
 func (s *MemoryStore) Stale(_ context.Context, now time.Time) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for id := range s.tasks {
+		s.get(id)
+	}
 	var ids []string
 	for _, owned := range s.live {
 		for id := range owned {
