@@ -71,6 +71,12 @@ var Overrides = []Override{
 	{Key: "auth.introspection.client_secret_file", ChartOwned: true},
 	{Key: "mcp.request_state", Note: "Its keys come from the requestState values."},
 	{Key: "auth.introspection", Note: "Its client secret comes from the introspection values."},
+	// The redis values set the URL, the password (from a Secret, as
+	// PORTCULLIS_REDIS_PASSWORD) and the CA file (a mounted Secret).
+	{Key: "redis.url", ChartOwned: true},
+	{Key: "redis.password", ChartOwned: true},
+	{Key: "redis.tls.ca_file", ChartOwned: true},
+	{Key: "redis", Note: "Its url, password and CA come from the redis values."},
 	// portcullis.validate adds these two up (portcullis.seconds) to check
 	// terminationGracePeriodSeconds, which only works for whole h, m and s.
 	{Key: "server.drain_delay", Pattern: wholeDuration, NonEmpty: true, Note: "Whole h, m and s only, e.g. 25s or 1m30s: the chart adds it to shutdown_grace to check terminationGracePeriodSeconds."},

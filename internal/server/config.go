@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/config"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
+	"github.com/portcullis-mcp/portcullis/internal/redisconn"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
@@ -54,6 +55,9 @@ type Config struct {
 	// Tasks configures long-running tool calls (the MCP tasks extension):
 	// where tasks live, how long they run and are kept, and the caps.
 	Tasks tasks.Options `yaml:"tasks"`
+	// Redis is the Redis that replicas share: the task store with
+	// tasks.store redis, and the per-caller rate limits. Empty url: none.
+	Redis redisconn.Options `yaml:"redis"`
 }
 
 // ServerOptions configures the HTTP listener and its lifecycle.
@@ -126,6 +130,7 @@ func (c *Config) defaults() {
 	c.Tools.Defaults()
 	c.Auth.Defaults()
 	c.Limits.Defaults()
+	c.Redis.Defaults()
 }
 
 // Validate reports every problem at once, each naming its key.
@@ -175,6 +180,10 @@ func (c *Config) Validate() error {
 	add("auth.", c.Auth.Validate())
 	add("limits.", c.Limits.Validate())
 	add("tasks.", c.Tasks.Validate())
+	add("redis.", c.Redis.Validate())
+	if c.Tasks.Store == "redis" && !c.Redis.Enabled() {
+		errs = append(errs, errors.New("tasks.store: redis needs redis.url (the Redis every replica shares)"))
+	}
 	return errors.Join(errs...)
 }
 

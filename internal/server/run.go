@@ -19,6 +19,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 
 	"github.com/portcullis-mcp/portcullis/auth"
@@ -257,6 +258,8 @@ type app struct {
 	onDenied mcp.DenialHook
 	// tasks runs long tool calls as tasks of the MCP tasks extension.
 	tasks *tasks.Manager
+	// redis is the Redis replicas share (tasks, rate limits); nil if none.
+	redis *redis.Client
 }
 
 // newApp builds the server and its telemetry. environ supplies the OTEL_*
@@ -326,7 +329,11 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
 	})
-	taskMgr, err := newTaskManager(cfg, cat, metrics, logger)
+	rdb, err := openRedis(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	taskMgr, err := newTaskManager(cfg, cat, rdb, metrics, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +351,7 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 		LimitHook:    limitHook(logger, metrics),
 		Tasks:        mcp.TaskConfig{Manager: taskMgr, Tool: cat.TaskSupport},
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, onDenied: onDenied, tasks: taskMgr}, nil
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, onDenied: onDenied, tasks: taskMgr, redis: rdb}, nil
 }
 
 // identity names the caller for traces and audit lines: the token's
@@ -504,6 +511,10 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
 	if err != nil {
 		return err
+	}
+	shareRateLimits(limiter, a.redis, a.cfg.Redis.KeyPrefix, a.logger)
+	if a.redis != nil {
+		defer a.redis.Close()
 	}
 	metricsSrv := a.metricsServer()
 	chain := chainParts{

@@ -1,21 +1,73 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/limits/redisrate"
+	"github.com/portcullis-mcp/portcullis/internal/redisconn"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
-// newTaskManager builds the task manager cfg.Tasks describes, counted in
-// metrics, and marks the tools it lists as task tools in cat.
-func newTaskManager(cfg *Config, cat *tools.Catalog, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
+// openRedis returns a client for the configured Redis, or nil when none is
+// configured. A Redis that does not answer at start is logged, not fatal:
+// the task store and the shared rate limits reach it once it is up, and
+// degrade until then (see docs/tasks.md).
+func openRedis(ctx context.Context, cfg *Config, logger *slog.Logger) (*redis.Client, error) {
+	if !cfg.Redis.Enabled() {
+		return nil, nil
+	}
+	for _, w := range cfg.Redis.Warnings() {
+		logger.Warn(w)
+	}
+	// go-redis logs dial failures through its own logger, on stderr as
+	// plain text; send them to the structured log instead.
+	redis.SetLogger(redisLogger{logger})
+	client, err := redisconn.New(cfg.Redis)
+	if err != nil {
+		return nil, err
+	}
+	if err := redisconn.Ping(ctx, client, cfg.Redis); err != nil {
+		logger.Warn("redis unreachable at start; task tools degrade and rate limits are per replica until it answers", "redis", cfg.Redis, "error", err)
+	} else {
+		logger.Info("redis reachable", "redis", cfg.Redis)
+	}
+	return client, nil
+}
+
+// redisLogger is go-redis's logger, writing to ours at debug level: the
+// state changes that matter are logged by the task manager and the rate
+// limiter.
+type redisLogger struct{ logger *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.DebugContext(ctx, "redis client", "message", fmt.Sprintf(format, v...))
+}
+
+// newTaskManager builds the task manager cfg.Tasks describes, on Redis
+// when configured for it, counted in metrics, and marks the tools it lists
+// as task tools in cat.
+func newTaskManager(cfg *Config, cat *tools.Catalog, rdb *redis.Client, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
 	for _, t := range cfg.Tasks.Tools {
 		cat.SetTaskSupport(t.Name, tasks.ToolTasks{Support: t.Support})
 	}
-	store := tasks.NewMemoryStore(nil)
+	var store tasks.Store = tasks.NewMemoryStore(nil)
+	kind := "memory"
+	if cfg.Tasks.Store == "redis" || (cfg.Tasks.Store == "" && rdb != nil) {
+		if rdb == nil {
+			return nil, fmt.Errorf("tasks.store: redis needs redis.url")
+		}
+		store = tasks.NewRedisStore(rdb, cfg.Redis.KeyPrefix, nil)
+		kind = "redis"
+	}
 	var mgr *tasks.Manager
 	obs := metrics.Tasks(observability.TaskMetricsOptions{
 		KnownTool:  cat.HasTool,
@@ -31,5 +83,25 @@ func newTaskManager(cfg *Config, cat *tools.Catalog, metrics *observability.Metr
 		obs.Declare(t.Name)
 	}
 	mgr = tasks.NewManager(store, cfg.Tasks, obs, logger, nil)
+	logger.Debug("task store", "store", kind)
 	return mgr, nil
+}
+
+// shareRateLimits moves the per-caller rate limits into Redis, so that they
+// hold across replicas. When Redis fails, a request is limited by this
+// replica's own bucket; the log says so once per outage (at most every
+// 30s), with how many requests fell back.
+func shareRateLimits(l *limits.Limiter, rdb *redis.Client, prefix string, logger *slog.Logger) {
+	if rdb == nil {
+		return
+	}
+	var last atomic.Int64
+	l.SetRateStore(redisrate.New(rdb, prefix), func(ctx context.Context, err error) {
+		now := time.Now().UnixNano()
+		prev := last.Load()
+		if now-prev < int64(30*time.Second) || !last.CompareAndSwap(prev, now) {
+			return
+		}
+		logger.WarnContext(ctx, "rate limits fell back to this replica's own buckets: redis failed", "error", err, "fallbacks", l.RateStoreFallbacks())
+	})
 }
