@@ -12,10 +12,17 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -69,7 +76,12 @@ type podSpec struct {
 		Env  []struct {
 			Name      string `yaml:"name"`
 			Value     string `yaml:"value"`
-			ValueFrom any    `yaml:"valueFrom"`
+			ValueFrom *struct {
+				SecretKeyRef *struct {
+					Name string `yaml:"name"`
+					Key  string `yaml:"key"`
+				} `yaml:"secretKeyRef"`
+			} `yaml:"valueFrom"`
 		} `yaml:"env"`
 		Ports []struct {
 			Name          string `yaml:"name"`
@@ -254,6 +266,8 @@ func TestChartScenariosCheckConfig(t *testing.T) {
 	secrets := map[string]map[string]string{
 		"portcullis-request-state": {"keys": base64.StdEncoding.EncodeToString(mcp.NewRandomKey())},
 		"portcullis-introspection": {"client-secret": "a client secret"},
+		"valkey-users":             {"default": "a redis password"},
+		"valkey-ca":                {"ca.crt": selfSignedCAPEM(t)},
 	}
 	for _, values := range scenarios {
 		t.Run(strings.TrimSuffix(filepath.Base(values), ".yaml"), func(t *testing.T) {
@@ -313,10 +327,20 @@ func prepareDeployment(t *testing.T, r rendered, secrets map[string]map[string]s
 		d.args = append(d.args, local)
 	}
 	for _, e := range c.Env {
+		value := e.Value
 		if e.ValueFrom != nil {
-			t.Fatalf("env %s uses valueFrom, which the test cannot resolve", e.Name)
+			// A key of one of the Secrets the scenarios expect to exist.
+			ref := e.ValueFrom.SecretKeyRef
+			if ref == nil {
+				t.Fatalf("env %s uses a valueFrom other than secretKeyRef, which the test cannot resolve", e.Name)
+			}
+			v, ok := secrets[ref.Name][ref.Key]
+			if !ok {
+				t.Fatalf("env %s reads key %q of Secret %q, which the test does not provide", e.Name, ref.Key, ref.Name)
+			}
+			value = v
 		}
-		d.env = append(d.env, e.Name+"="+e.Value)
+		d.env = append(d.env, e.Name+"="+value)
 	}
 	i := slices.Index(c.Args, "--config")
 	if i < 0 || i+1 >= len(c.Args) {
@@ -639,4 +663,27 @@ func waitStatus(t *testing.T, url string, want int, timeout time.Duration) {
 	}) {
 		t.Fatalf("GET %s: status %d after %v, want %d: %s", url, status, timeout, want, body)
 	}
+}
+
+// selfSignedCAPEM returns a CA certificate made for the test, PEM-encoded.
+func selfSignedCAPEM(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "portcullis e2e CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
