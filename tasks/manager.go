@@ -168,6 +168,13 @@ type Manager struct {
 	worker string
 
 	storeUp atomic.Bool
+	// halt is closed when Shutdown's grace ends: retries stop.
+	halt     chan struct{}
+	haltOnce sync.Once
+	// lastStoreFailure is when a store operation last failed (unix ns):
+	// after an outage no replica could renew its leases, so none is
+	// judged lost until a lease has passed since.
+	lastStoreFailure atomic.Int64
 
 	mu      sync.Mutex
 	runs    map[string]*run
@@ -206,6 +213,7 @@ func NewManager(store Store, opts Options, obs Observer, logger *slog.Logger, no
 		store: store, opts: opts, obs: obs, logger: logger, now: now,
 		worker: host + "/" + newID()[:8],
 		runs:   map[string]*run{},
+		halt:   make(chan struct{}),
 	}
 	m.storeUp.Store(true)
 	return m
@@ -242,6 +250,7 @@ func (m *Manager) storeErr(op string, err error) error {
 		}
 		return err
 	}
+	m.lastStoreFailure.Store(m.now().UnixNano())
 	if m.storeUp.Swap(false) {
 		m.logger.Warn("task store unreachable", "op", op, "error", err)
 	}
@@ -444,7 +453,11 @@ func (m *Manager) awaitInput(ctx context.Context, id string, r *run) (map[string
 // cancelled, or another replica gave up on it).
 func (m *Manager) finish(ctx context.Context, id string, r *run, status Status, result, errObj json.RawMessage, msg string) {
 	final := status
-	// The result must not be lost to a store blip: retry for a while.
+	// The result must not be lost to a store outage: retry, backing off to
+	// every 5s, for as long as the result would be kept. The task stays
+	// this replica's meanwhile (no sweep fails it), and once the store is
+	// back the renewals restore its lease.
+	giveUp := m.now().Add(m.opts.Retention)
 	for attempt := 0; ; attempt++ {
 		t, err := m.store.Update(context.WithoutCancel(ctx), id, func(t *Task) error {
 			if t.Status.Terminal() {
@@ -460,11 +473,20 @@ func (m *Manager) finish(ctx context.Context, id string, r *run, status Status, 
 			final = t.Status
 			break
 		}
-		if errors.Is(err, ErrNotFound) || attempt >= 5 {
+		if errors.Is(err, ErrNotFound) || !m.now().Before(giveUp) {
 			m.logger.Error("task: could not record the end of a task", "tool", r.tool, "status", status, "error", err)
 			break
 		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond) // backing off a failing store
+		if attempt == 0 {
+			m.logger.Warn("task: the store is unreachable; retrying to record the end of a task", "tool", r.tool, "status", status)
+		}
+		select { // backing off a failing store
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 5*time.Second)):
+		case <-m.halt:
+			m.logger.Error("task: the server stopped before the end of a task could be recorded", "tool", r.tool, "status", status)
+			m.obs.Finished(r.tool, final, m.now().Sub(r.started))
+			return
+		}
 	}
 	m.obs.Finished(r.tool, final, m.now().Sub(r.started))
 }
@@ -664,11 +686,20 @@ func (m *Manager) renew(ctx context.Context) {
 // sweep fails live tasks whose replica stopped renewing their lease.
 func (m *Manager) sweep(ctx context.Context) {
 	now := m.now()
+	if last := m.lastStoreFailure.Load(); last != 0 && now.Sub(time.Unix(0, last)) < m.opts.Lease {
+		return // the replicas are still renewing the leases the outage let lapse
+	}
 	ids, err := m.store.Stale(ctx, now)
 	if m.storeErr("stale", err) != nil {
 		return
 	}
 	for _, id := range ids {
+		m.mu.Lock()
+		_, local := m.runs[id]
+		m.mu.Unlock()
+		if local {
+			continue // this replica runs it: alive, and renews it itself
+		}
 		lost := false
 		var tool string
 		_, err := m.store.Update(ctx, id, func(t *Task) error {
@@ -709,5 +740,6 @@ func (m *Manager) Shutdown(ctx context.Context) {
 		r.cancel(ErrStopped)
 	}
 	m.mu.Unlock()
+	m.haltOnce.Do(func() { close(m.halt) })
 	<-done
 }
