@@ -10,9 +10,11 @@
 // task whose replica stopped renewing as failed. Every task belongs to the
 // principal that created it: to anyone else it does not exist.
 //
-// The package is outside the compatibility promise of the portcullis,
-// auth and tools packages; tool authors reach tasks through
-// [tools.TaskSupport] and [Run].
+// Tool authors declare task tools with portcullis.TaskTool (or
+// tools.AddTaskTool), and a handler that starts its task itself calls
+// [Run]. The stores and the manager are outside the compatibility promise
+// of the portcullis, auth and tools packages; [Support] and [ToolTasks],
+// which those packages use, keep it.
 package tasks
 
 import (

@@ -22,6 +22,7 @@ import (
 func AddTaskTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], tt tasks.ToolTasks) {
 	AddTool(c, t, h)
 	c.tools[len(c.tools)-1].tasks = tt
+	c.declareTasks(c.tools[len(c.tools)-1])
 }
 
 // newTaskTool is newTool for a tool whose calls may run as tasks.

@@ -228,6 +228,9 @@ type Catalog struct {
 	// taskTools is how tools' calls may run as tasks, where that is set
 	// by SetTaskSupport rather than by the tool (config, upstream tools).
 	taskTools map[string]tasks.ToolTasks
+	// declaredTasks is what the catalog's own task tools declare, filled
+	// as they are added, before any server is built: read without a lock.
+	declaredTasks map[string]tasks.ToolTasks
 }
 
 // tool is one tool, ready to add to any server. add receives the server so
@@ -344,6 +347,7 @@ func New(opts Options, deps Deps) (*Catalog, error) {
 			if !c.names[t.name] {
 				c.names[t.name] = true
 				c.tools = append(c.tools, t)
+				c.declareTasks(t)
 			}
 		}
 	}
@@ -433,6 +437,17 @@ func (c *Catalog) Register(s *sdk.Server) {
 	}
 }
 
+// declareTasks records the task support t declares, if any.
+func (c *Catalog) declareTasks(t tool) {
+	if t.tasks.Support == tasks.SupportNone {
+		return
+	}
+	if c.declaredTasks == nil {
+		c.declaredTasks = map[string]tasks.ToolTasks{}
+	}
+	c.declaredTasks[t.name] = t.tasks
+}
+
 // SetTaskSupport says how calls of the tool named may run as tasks (see
 // [tasks.Support]), whoever provides the tool: one of c's own or an
 // upstream's. It overrides what the tool declared.
@@ -453,12 +468,7 @@ func (c *Catalog) TaskSupport(name string) tasks.ToolTasks {
 	if ok {
 		return tt
 	}
-	for _, t := range c.tools {
-		if t.name == name {
-			return t.tasks
-		}
-	}
-	return tasks.ToolTasks{}
+	return c.declaredTasks[name]
 }
 
 // ToolNames returns the names of the tools that servers built from c
