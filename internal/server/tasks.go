@@ -56,8 +56,13 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 // when configured for it, counted in metrics, and marks the tools it lists
 // as task tools in cat.
 func newTaskManager(cfg *Config, cat *tools.Catalog, rdb *redis.Client, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
-	for _, t := range cfg.Tasks.Tools {
+	for i, t := range cfg.Tasks.Tools {
 		cat.SetTaskSupport(t.Name, tasks.ToolTasks{Support: t.Support})
+		// An upstream's tools appear once it is connected; the server's
+		// own are all known now.
+		if len(cfg.Upstreams) == 0 && !cat.HasTool(t.Name) {
+			logger.Warn("tasks.tools names a tool this server does not have; it marks nothing", "key", fmt.Sprintf("tasks.tools[%d].name", i), "tool", t.Name)
+		}
 	}
 	var store tasks.Store = tasks.NewMemoryStore(nil)
 	kind := "memory"
