@@ -372,8 +372,10 @@ func (m *Manager) execute(ctx context.Context, id string, r *run, work Work) {
 				return
 			}
 		}
-		// Park the task for input, then wait until every request is answered.
-		_, err := m.store.Update(ctx, id, func(t *Task) error {
+		// Park the task for input, then wait until every request is
+		// answered. The requests must reach the store, or the client
+		// would see the task working forever: retry through an outage.
+		_, err := m.retryUpdate(ctx, id, r, "input requests", func(t *Task) error {
 			if t.Status.Terminal() {
 				return ErrUnchanged
 			}
@@ -383,8 +385,9 @@ func (m *Manager) execute(ctx context.Context, id string, r *run, work Work) {
 			t.Updated = m.now()
 			return nil
 		})
-		if m.storeErr("update", err) != nil {
-			m.logger.Warn("task: could not record input requests", "tool", r.tool, "error", err)
+		if err != nil {
+			m.finishAfterStop(ctx, id, r)
+			return
 		}
 		m.obs.Live(StatusWorking, -1)
 		m.obs.Live(StatusInputRequired, 1)
@@ -489,6 +492,28 @@ func (m *Manager) finish(ctx context.Context, id string, r *run, status Status, 
 		}
 	}
 	m.obs.Finished(r.tool, final, m.now().Sub(r.started))
+}
+
+// retryUpdate is store.Update retried, backing off to every 5s, while the
+// store is unreachable, until ctx ends or the server stops; what names the
+// change in the log.
+func (m *Manager) retryUpdate(ctx context.Context, id string, r *run, what string, fn func(*Task) error) (*Task, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := m.store.Update(ctx, id, fn)
+		if m.storeErr("update", err) == nil || errors.Is(err, ErrNotFound) {
+			return t, err
+		}
+		if attempt == 0 {
+			m.logger.Warn("task: the store is unreachable; retrying to record "+what, "tool", r.tool, "error", err)
+		}
+		select {
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 5*time.Second)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-m.halt:
+			return nil, ErrStopped
+		}
+	}
 }
 
 // finishAfterStop records the end of a task whose context ended: it was

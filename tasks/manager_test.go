@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -898,6 +899,67 @@ func TestExpiredTasksLeaveMemory(t *testing.T) {
 		store.mu.Unlock()
 		if n != 0 {
 			t.Errorf("the store still holds %d tasks a lease after their retention ended", n)
+		}
+	})
+}
+
+// flakyStore is a MemoryStore whose Update fails while down is set.
+type flakyStore struct {
+	*MemoryStore
+	down atomic.Bool
+}
+
+func (s *flakyStore) Update(ctx context.Context, id string, fn func(*Task) error) (*Task, error) {
+	if s.down.Load() {
+		return nil, errors.New("store unreachable")
+	}
+	return s.MemoryStore.Update(ctx, id, fn)
+}
+
+// TestStoreOutageWhileParking: a round that asks for input while the store
+// cannot be written keeps retrying, and the task shows its requests once
+// the store is back (rather than showing working forever); an end reached
+// during an outage is recorded once the store is back.
+func TestStoreOutageWhileParking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{MemoryStore: NewMemoryStore(nil)}
+		m := NewManager(store, testOptions, &recorder{}, nil, nil)
+		shutdownAtEnd(t, m)
+		ctx := context.Background()
+		proceed := make(chan struct{})
+		task, err := m.Start(ctx, "alice", "ask", func(_ context.Context, in Input) Outcome {
+			if in.Responses == nil {
+				<-proceed
+				return Outcome{InputRequests: map[string]json.RawMessage{"q": json.RawMessage(`{"method":"elicitation/create"}`)}}
+			}
+			<-proceed
+			return Outcome{Result: json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.down.Store(true)
+		proceed <- struct{}{}
+		time.Sleep(time.Minute) // the outage, on the bubble's clock
+		if got := mustGet(t, m, "alice", task.ID); got.Status != StatusWorking {
+			t.Fatalf("during the outage: %s, want working (nothing could be written)", got.Status)
+		}
+		store.down.Store(false)
+		time.Sleep(6 * time.Second) // one backoff step at most
+		if got := mustGet(t, m, "alice", task.ID); got.Status != StatusInputRequired || got.InputRequests["q"] == nil {
+			t.Fatalf("after the outage: %+v, want input_required asking q", got)
+		}
+		if err := m.Respond(ctx, "alice", task.ID, map[string]json.RawMessage{"q": json.RawMessage(`{"action":"accept"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		store.down.Store(true)
+		proceed <- struct{}{}
+		time.Sleep(time.Minute)
+		store.down.Store(false)
+		time.Sleep(6 * time.Second)
+		if got := mustGet(t, m, "alice", task.ID); got.Status != StatusCompleted {
+			t.Fatalf("an end reached during an outage: %s, want completed once the store is back", got.Status)
 		}
 	})
 }
