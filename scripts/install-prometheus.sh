@@ -21,6 +21,9 @@
 # stops and disables the unit the package enabled.
 set -euo pipefail
 
+# shellcheck source=lib/apt-install.sh
+source "$(dirname "$0")/lib/apt-install.sh"
+
 # The oldest Prometheus whose promtool reads our rules and tests.
 MIN_MAJOR=2
 MIN_MINOR=42
@@ -37,26 +40,7 @@ or put prometheus and promtool (>= $MIN_MAJOR.$MIN_MINOR) from https://prometheu
 	fi
 	command -v apt-get >/dev/null 2>&1 || die "prometheus/promtool not found on PATH and apt-get is not available: put prometheus and promtool (>= $MIN_MAJOR.$MIN_MINOR) on PATH"
 
-	policy=/usr/sbin/policy-rc.d
-	added_policy=false
-	if [[ ! -e "$policy" ]]; then
-		printf '#!/bin/sh\n# Added by portcullis scripts/install-prometheus.sh for the duration of one install.\nexit 101\n' >"$policy"
-		chmod 0755 "$policy"
-		added_policy=true
-	fi
-	cleanup() { if $added_policy; then rm -f "$policy"; fi; }
-	trap cleanup EXIT
-
-	echo "install-prometheus: apt-get install -y --no-install-recommends prometheus" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	if ! apt-get install -y --no-install-recommends prometheus >&2; then
-		echo "install-prometheus: install failed; running apt-get update and retrying once" >&2
-		apt-get update >&2
-		apt-get install -y --no-install-recommends prometheus >&2
-	fi
-	if [[ -d /run/systemd/system ]]; then
-		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
-	fi
+	apt_install_quietly install-prometheus prometheus prometheus || die "apt-get install prometheus failed"
 	have || die "apt-get installed prometheus but prometheus/promtool are still not on PATH"
 fi
 

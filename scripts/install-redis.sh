@@ -22,6 +22,9 @@
 # 6379.
 set -euo pipefail
 
+# shellcheck source=lib/apt-install.sh
+source "$(dirname "$0")/lib/apt-install.sh"
+
 # The oldest Redis the task store runs on: it uses SET … PXAT and
 # PEXPIREAT … GT (7.0).
 MIN_MAJOR=7
@@ -40,26 +43,8 @@ or put a redis-server (>= $MIN_MAJOR.$MIN_MINOR) from https://redis.io/downloads
 	fi
 	command -v apt-get >/dev/null 2>&1 || die "redis-server not found on PATH and apt-get is not available: put a redis-server (>= $MIN_MAJOR.$MIN_MINOR) on PATH"
 
-	policy=/usr/sbin/policy-rc.d
-	added_policy=false
-	if [[ ! -e "$policy" ]]; then
-		printf '#!/bin/sh\n# Added by portcullis scripts/install-redis.sh for the duration of one install.\nexit 101\n' >"$policy"
-		chmod 0755 "$policy"
-		added_policy=true
-	fi
-	cleanup() { if $added_policy; then rm -f "$policy"; fi; }
-	trap cleanup EXIT
-
-	echo "install-redis: apt-get install -y --no-install-recommends redis-server" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	if ! apt-get install -y --no-install-recommends redis-server >&2; then
-		echo "install-redis: install failed; running apt-get update and retrying once" >&2
-		apt-get update >&2
-		apt-get install -y --no-install-recommends redis-server >&2
-	fi
-	if [[ -d /run/systemd/system ]]; then
-		systemctl disable --now redis-server.service >/dev/null 2>&1 || true
-	elif [[ -r /run/redis/redis-server.pid ]]; then
+	apt_install_quietly install-redis redis-server redis-server || die "apt-get install redis-server failed"
+	if [[ ! -d /run/systemd/system && -r /run/redis/redis-server.pid ]]; then
 		# No systemd but the service started anyway (a policy-rc.d that
 		# allowed it): stop the daemon the init script started.
 		kill "$(cat /run/redis/redis-server.pid)" 2>/dev/null || true
