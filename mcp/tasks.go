@@ -17,12 +17,8 @@ import (
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
-// Error codes of SEP-2243 and SEP-2575 that the tasks surface answers with.
+// Messages of the errors the tasks surface answers with.
 const (
-	codeHeaderMismatch           = -32020
-	codeMissingClientCapability  = -32021
-	codeInternalError            = -32603
-	codeInvalidParams            = -32602
 	taskStoreUnreachableMessage  = "Internal error: the task store is unreachable; retry later."
 	taskNotFoundMessage          = "Task not found: it does not exist, has expired, or belongs to another caller."
 	missingTasksCapabilityPrefix = "Missing required client capability: "
@@ -96,7 +92,7 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 				return next(ctx, method, req)
 			case !declared && support == tasks.SupportRequired:
 				return nil, &jsonrpc.Error{
-					Code:    codeMissingClientCapability,
+					Code:    sdk.CodeMissingRequiredClientCapabilities,
 					Message: missingTasksCapabilityPrefix + fmt.Sprintf("the tool %q runs only as a task; declare the %s extension in the request's client capabilities.", r.Params.Name, tasks.ExtensionID),
 					Data:    missingTasksData,
 				}
@@ -135,14 +131,14 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 				if in.Responses != nil {
 					data, _ := json.Marshal(in.Responses)
 					if err := json.Unmarshal(data, &params.InputResponses); err != nil {
-						return tasks.Outcome{Err: &tasks.Error{Code: codeInvalidParams, Message: "Invalid input responses: " + err.Error()}}
+						return tasks.Outcome{Err: &tasks.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid input responses: " + err.Error()}}
 					}
 				}
 				round.Params = &params
 				res, err := next(tctx, method, &round)
 				ctr, _ := res.(*sdk.CallToolResult)
 				if err == nil && ctr == nil && res != nil {
-					return tasks.Outcome{Err: &tasks.Error{Code: codeInternalError, Message: "Internal error: unexpected result type."}}
+					return tasks.Outcome{Err: &tasks.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: unexpected result type."}}
 				}
 				return tasks.OutcomeOf(ctr, err)
 			})
@@ -172,7 +168,7 @@ func startError(err error) error {
 	case errors.Is(err, tasks.ErrStopped):
 		return &jsonrpc.Error{Code: jsonrpcerr.ServerError, Message: "The server is shutting down; retry on another instance."}
 	default:
-		return &jsonrpc.Error{Code: codeInternalError, Message: taskStoreUnreachableMessage}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: taskStoreUnreachableMessage}
 	}
 }
 
@@ -222,7 +218,7 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 			Result  any             `json:"result"`
 		}{"2.0", m.ID, result})
 		if err != nil {
-			jsonrpcerr.Write(w, http.StatusOK, m.ID, codeInternalError, "Internal error.")
+			jsonrpcerr.Write(w, http.StatusOK, m.ID, jsonrpc.CodeInternalError, "Internal error.")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -247,19 +243,19 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 	}
 	var p taskParams
 	if len(m.Params) == 0 || json.Unmarshal(m.Params, &p) != nil || p.TaskID == nil {
-		fail(http.StatusOK, codeInvalidParams, "Invalid params: taskId (a string) is required.", nil)
+		fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: taskId (a string) is required.", nil)
 		return
 	}
 	if got := r.Header.Get(mcpheader.Method); got != "" && got != m.Method {
-		fail(http.StatusBadRequest, codeHeaderMismatch, fmt.Sprintf("Header mismatch: Mcp-Method is %q but the body's method is %q.", got, m.Method), nil)
+		fail(http.StatusBadRequest, sdk.CodeHeaderMismatch, fmt.Sprintf("Header mismatch: Mcp-Method is %q but the body's method is %q.", got, m.Method), nil)
 		return
 	}
 	if vals, ok := r.Header[http.CanonicalHeaderKey(mcpheader.Name)]; ok && len(vals) > 0 && strings.TrimSpace(vals[0]) != *p.TaskID {
-		fail(http.StatusBadRequest, codeHeaderMismatch, "Header mismatch: Mcp-Name must equal params.taskId.", nil)
+		fail(http.StatusBadRequest, sdk.CodeHeaderMismatch, "Header mismatch: Mcp-Name must equal params.taskId.", nil)
 		return
 	}
 	if p.Meta.Caps == nil || p.Meta.Caps.Extensions[tasks.ExtensionID] == nil {
-		fail(http.StatusOK, codeMissingClientCapability, missingTasksCapabilityPrefix+"declare the "+tasks.ExtensionID+" extension in the request's client capabilities to use "+m.Method+".", missingTasksData)
+		fail(http.StatusOK, sdk.CodeMissingRequiredClientCapabilities, missingTasksCapabilityPrefix+"declare the "+tasks.ExtensionID+" extension in the request's client capabilities to use "+m.Method+".", missingTasksData)
 		return
 	}
 	owner := ""
@@ -278,7 +274,7 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 		}
 	case "tasks/update":
 		if p.InputResponses == nil {
-			fail(http.StatusOK, codeInvalidParams, "Invalid params: inputResponses (an object) is required.", nil)
+			fail(http.StatusOK, jsonrpc.CodeInvalidParams, "Invalid params: inputResponses (an object) is required.", nil)
 			return
 		}
 		err = h.tasks.Respond(ctx, owner, *p.TaskID, p.InputResponses)
@@ -289,9 +285,9 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 	case err == nil:
 		reply(map[string]string{"resultType": "complete"})
 	case errors.Is(err, tasks.ErrNotFound):
-		fail(http.StatusOK, codeInvalidParams, taskNotFoundMessage, nil)
+		fail(http.StatusOK, jsonrpc.CodeInvalidParams, taskNotFoundMessage, nil)
 	default:
 		h.logger.WarnContext(ctx, "task store error", "mcp.method.name", m.Method, "error", err)
-		fail(http.StatusOK, codeInternalError, taskStoreUnreachableMessage, nil)
+		fail(http.StatusOK, jsonrpc.CodeInternalError, taskStoreUnreachableMessage, nil)
 	}
 }

@@ -18,9 +18,9 @@ var TaskBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600
 // Values of the reason label of portcullis_tasks_refused_total: the
 // reasons a [tasks.Observer] is told.
 const (
-	TaskRefusedOwnerCap   = "owner_cap"
-	TaskRefusedTotalCap   = "total_cap"
-	TaskRefusedStoreError = "store_error"
+	TaskRefusedOwnerCap   = tasks.RefusedOwnerCap
+	TaskRefusedTotalCap   = tasks.RefusedTotalCap
+	TaskRefusedStoreError = tasks.RefusedStoreError
 )
 
 // TaskRefusalReasons are the values of portcullis_tasks_refused_total's
@@ -30,7 +30,7 @@ var TaskRefusalReasons = []string{TaskRefusedOwnerCap, TaskRefusedTotalCap, Task
 // TaskStoreOps are the values of portcullis_task_store_errors_total's op
 // label: the store operations a [tasks.Observer] is told failed. Other
 // values are counted as [Other].
-var TaskStoreOps = []string{"create", "get", "update", "stale", "subscribe"}
+var TaskStoreOps = tasks.StoreOps
 
 // taskLiveStatuses and taskEndStatuses are the values of the status label
 // of the live gauge and of the finished counter and duration histogram.

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -151,8 +152,8 @@ type Error struct {
 type Work func(ctx context.Context, in Input) Outcome
 
 // ttlMargin bounds how long before a live task's Expires its work is
-// stopped, leaving time to record its failure (finish retries a failing
-// store for about 3s).
+// stopped, leaving time to record its failure before the store may forget
+// the task.
 const ttlMargin = 5 * time.Second
 
 // ErrStopped is returned by Start once the manager is shutting down.
@@ -218,9 +219,6 @@ func NewManager(store Store, opts Options, obs Observer, logger *slog.Logger, no
 	m.storeUp.Store(true)
 	return m
 }
-
-// Options returns the manager's options, defaults filled in.
-func (m *Manager) Options() Options { return m.opts }
 
 // StoreUp reports whether the last store operation succeeded.
 func (m *Manager) StoreUp() bool { return m.storeUp.Load() }
@@ -297,11 +295,11 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 	if err := m.storeErr("create", m.store.Create(ctx, t, caps)); err != nil {
 		switch {
 		case errors.Is(err, ErrOwnerCap):
-			m.obs.Refused(tool, "owner_cap")
+			m.obs.Refused(tool, RefusedOwnerCap)
 		case errors.Is(err, ErrTotalCap):
-			m.obs.Refused(tool, "total_cap")
+			m.obs.Refused(tool, RefusedTotalCap)
 		default:
-			m.obs.Refused(tool, "store_error")
+			m.obs.Refused(tool, RefusedStoreError)
 		}
 		return nil, err
 	}
@@ -367,7 +365,7 @@ func (m *Manager) execute(ctx context.Context, id string, r *run, work Work) {
 		for k := range out.InputRequests {
 			if answered[k] {
 				m.logger.Error("task work asked again for input it already had", "tool", r.tool, "key", k)
-				data, _ := json.Marshal(Error{Code: -32603, Message: "Internal error: the tool asked twice for the same input."})
+				data, _ := json.Marshal(Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: the tool asked twice for the same input."})
 				m.finish(ctx, id, r, StatusFailed, nil, data, "")
 				return
 			}
@@ -412,7 +410,7 @@ func safeRound(ctx context.Context, work Work, in Input, logger *slog.Logger, to
 	defer func() {
 		if p := recover(); p != nil {
 			logger.ErrorContext(ctx, "task work panicked", "tool", tool, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			out = Outcome{Err: &Error{Code: -32603, Message: "Internal error: the tool failed. This is a bug in the server, not in your request."}}
+			out = Outcome{Err: &Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: the tool failed. This is a bug in the server, not in your request."}}
 		}
 	}()
 	return work(ctx, in)
@@ -455,41 +453,27 @@ func (m *Manager) awaitInput(ctx context.Context, id string, r *run) (map[string
 // finish records the end of task id, unless it has already ended (it was
 // cancelled, or another replica gave up on it).
 func (m *Manager) finish(ctx context.Context, id string, r *run, status Status, result, errObj json.RawMessage, msg string) {
+	// The result must not be lost to a store outage: it is retried for as
+	// long as it would be kept. The task stays this replica's meanwhile
+	// (no sweep fails it), and once the store is back the renewals
+	// restore its lease.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.Retention)
+	defer cancel()
 	final := status
-	// The result must not be lost to a store outage: retry, backing off to
-	// every 5s, for as long as the result would be kept. The task stays
-	// this replica's meanwhile (no sweep fails it), and once the store is
-	// back the renewals restore its lease.
-	giveUp := m.now().Add(m.opts.Retention)
-	for attempt := 0; ; attempt++ {
-		t, err := m.store.Update(context.WithoutCancel(ctx), id, func(t *Task) error {
-			if t.Status.Terminal() {
-				return ErrUnchanged
-			}
-			now := m.now()
-			t.Status, t.Result, t.Error, t.StatusMessage = status, result, errObj, msg
-			t.InputRequests, t.InputResponses = nil, nil
-			t.Updated, t.Expires, t.Lease = now, now.Add(m.opts.Retention), time.Time{}
-			return nil
-		})
-		if m.storeErr("update", err) == nil {
-			final = t.Status
-			break
+	t, err := m.retryUpdate(rctx, id, r, "the end of a task", func(t *Task) error {
+		if t.Status.Terminal() {
+			return ErrUnchanged
 		}
-		if errors.Is(err, ErrNotFound) || !m.now().Before(giveUp) {
-			m.logger.Error("task: could not record the end of a task", "tool", r.tool, "status", status, "error", err)
-			break
-		}
-		if attempt == 0 {
-			m.logger.Warn("task: the store is unreachable; retrying to record the end of a task", "tool", r.tool, "status", status)
-		}
-		select { // backing off a failing store
-		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 5*time.Second)):
-		case <-m.halt:
-			m.logger.Error("task: the server stopped before the end of a task could be recorded", "tool", r.tool, "status", status)
-			m.obs.Finished(r.tool, final, m.now().Sub(r.started))
-			return
-		}
+		now := m.now()
+		t.Status, t.Result, t.Error, t.StatusMessage = status, result, errObj, msg
+		t.InputRequests, t.InputResponses = nil, nil
+		t.Updated, t.Expires, t.Lease = now, now.Add(m.opts.Retention), time.Time{}
+		return nil
+	})
+	if err == nil {
+		final = t.Status
+	} else {
+		m.logger.Error("task: could not record the end of a task", "tool", r.tool, "status", status, "error", err)
 	}
 	m.obs.Finished(r.tool, final, m.now().Sub(r.started))
 }
@@ -524,10 +508,10 @@ func (m *Manager) finishAfterStop(ctx context.Context, id string, r *run) {
 	case errors.Is(cause, errCancelled):
 		m.obs.Finished(r.tool, StatusCancelled, m.now().Sub(r.started))
 	case errors.Is(cause, context.DeadlineExceeded):
-		data, _ := json.Marshal(Error{Code: -32603, Message: "The task ran out of time: it outlived its time to live (tasks.ttl)."})
+		data, _ := json.Marshal(Error{Code: jsonrpc.CodeInternalError, Message: "The task ran out of time: it outlived its time to live (tasks.ttl)."})
 		m.finish(ctx, id, r, StatusFailed, nil, data, "The task ran out of time.")
 	default:
-		data, _ := json.Marshal(Error{Code: -32603, Message: "The server stopped before the task finished."})
+		data, _ := json.Marshal(Error{Code: jsonrpc.CodeInternalError, Message: "The server stopped before the task finished."})
 		m.finish(ctx, id, r, StatusFailed, nil, data, "The server stopped before the task finished.")
 	}
 }
@@ -731,7 +715,7 @@ func (m *Manager) sweep(ctx context.Context) {
 			if t.Status.Terminal() || !t.Lease.Before(now) {
 				return ErrUnchanged
 			}
-			data, _ := json.Marshal(Error{Code: -32603, Message: "The server instance running this task stopped before it finished; call the tool again."})
+			data, _ := json.Marshal(Error{Code: jsonrpc.CodeInternalError, Message: "The server instance running this task stopped before it finished; call the tool again."})
 			t.Status, t.Error = StatusFailed, data
 			t.StatusMessage = "The server instance running this task stopped."
 			t.InputRequests, t.InputResponses = nil, nil

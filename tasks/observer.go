@@ -2,13 +2,23 @@ package tasks
 
 import "time"
 
+// The reasons [Observer.Refused] is told.
+const (
+	RefusedOwnerCap   = "owner_cap"
+	RefusedTotalCap   = "total_cap"
+	RefusedStoreError = "store_error"
+)
+
+// StoreOps are the operations [Observer.StoreError] is told failed.
+var StoreOps = []string{"create", "get", "update", "stale", "subscribe"}
+
 // Observer hears what a [Manager] does, for metrics and logs. Its methods
 // must be cheap and must not block.
 type Observer interface {
 	// Created: a task of tool was created on this replica.
 	Created(tool string)
-	// Refused: a task was not created; reason is "owner_cap", "total_cap"
-	// or "store_error".
+	// Refused: a task was not created; reason is RefusedOwnerCap,
+	// RefusedTotalCap or RefusedStoreError.
 	Refused(tool, reason string)
 	// Live: the number of live tasks this replica runs with that status
 	// (working or input_required) changed by delta.
@@ -19,8 +29,7 @@ type Observer interface {
 	// Lost: a task of tool was marked failed because the replica running
 	// it stopped renewing its lease.
 	Lost(tool string)
-	// StoreError: a store operation (op: "create", "get", "update",
-	// "stale", "subscribe") failed.
+	// StoreError: a store operation (one of StoreOps) failed.
 	StoreError(op string)
 }
 

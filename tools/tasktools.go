@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -113,7 +112,8 @@ func taskConformanceTools() []tool {
 	}
 }
 
-var nameAndConfirmSchema = sync.OnceValue(func() *jsonschema.Schema {
+// nameAndConfirm is the form multi_input asks to fill in, twice.
+func nameAndConfirm() *jsonschema.Schema {
 	return &jsonschema.Schema{
 		Type: "object",
 		Properties: map[string]*jsonschema.Schema{
@@ -121,6 +121,4 @@ var nameAndConfirmSchema = sync.OnceValue(func() *jsonschema.Schema {
 			"confirm": {Type: "boolean"},
 		},
 	}
-})
-
-func nameAndConfirm() *jsonschema.Schema { return nameAndConfirmSchema() }
+}
