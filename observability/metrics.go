@@ -46,6 +46,9 @@ const Other = "_OTHER"
 type BuildInfo struct {
 	Version  string
 	Revision string
+	// SDKPatches names the patches of patches/go-sdk the binary was built
+	// with, comma-separated; empty for the SDK as released.
+	SDKPatches string
 }
 
 // Metrics holds every Prometheus series Portcullis exports. It registers on
@@ -131,7 +134,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "portcullis_build_info",
 		Help:        "Always 1; the labels name the running build.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go_version": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go_version": runtime.Version(), "sdk_patches": b.SDKPatches},
 	})
 	build.Set(1)
 

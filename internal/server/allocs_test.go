@@ -1,6 +1,11 @@
 package server
 
-import "testing"
+import (
+	"runtime"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
 
 // echoAllocBudget is the most heap allocations one 2026-07-28 tools/call
 // echo may make through the whole stack, in process: the server (auth,
@@ -12,6 +17,32 @@ const echoAllocBudget = 585
 // echoAllocBudgetRace is the same budget under the race detector, which
 // makes sync.Pool drop a share of what is put back, at random.
 const echoAllocBudgetRace = 625
+
+// echoBytesBudgetPatched is the most bytes one such call may allocate when
+// the SDK carries the patches of patches/go-sdk (make build, make test):
+// about 58 KiB. The SDK as released allocates about 590 KiB, nearly all of
+// it a 32 KiB read buffer per JSON value decoded, which the patch removes;
+// a call over this budget on a patched build means the patch no longer
+// does its job.
+const echoBytesBudgetPatched = 96 << 10
+
+// sdkDecodesInPlace reports whether the SDK's JSON decoding works on the
+// bytes in place, as with patches/go-sdk (go test -modfile
+// .cache/sdk-patched/go.mod, which make test uses), rather than through a
+// streaming decoder with a 32 KiB buffer per value, as released. Test
+// binaries carry no module build info, so it asks the SDK itself.
+func sdkDecodesInPlace(t *testing.T) bool {
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if _, err := jsonrpc.DecodeMessage(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc-before.TotalAlloc)/10 < 4<<10
+}
 
 // TestServeEchoAllocBudget fails when a 2026-07-28 tools/call through the
 // full stack allocates more than its budget. Allocation counts, unlike
@@ -26,13 +57,26 @@ func TestServeEchoAllocBudget(t *testing.T) {
 		}
 	}
 	var failed error
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := call(); err != nil && failed == nil {
 			failed = err
 		}
 	})
+	runtime.ReadMemStats(&after)
 	if failed != nil {
 		t.Fatal(failed)
+	}
+	// AllocsPerRun makes one warm-up run besides the 1,000 it counts.
+	bytes := (after.TotalAlloc - before.TotalAlloc) / 1001
+	if sdkDecodesInPlace(t) {
+		t.Logf("%d bytes per call on the patched SDK (budget %d)", bytes, echoBytesBudgetPatched)
+		if bytes > echoBytesBudgetPatched {
+			t.Errorf("a 2026-07-28 tools/call echo allocates %d bytes on the patched SDK, over the budget of %d: does patches/go-sdk still remove the decoder buffers? go test -modfile .cache/sdk-patched/go.mod -run '^$' -bench ServeEcho -memprofile mem.out ./internal/server, go tool pprof -sample_index=alloc_space -top mem.out", bytes, echoBytesBudgetPatched)
+		}
+	} else {
+		t.Logf("%d bytes per call on the SDK as released", bytes)
 	}
 	budget := float64(echoAllocBudget)
 	if raceEnabled {

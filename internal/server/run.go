@@ -34,10 +34,13 @@ import (
 )
 
 // Set by the linker: -ldflags "-X github.com/portcullis-mcp/portcullis/internal/server.version=…"
-// and the same for revision (see the Makefile's LDFLAGS).
+// and the same for revision (see the Makefile's LDFLAGS), and sdkPatches
+// to the names of the patches/go-sdk patches the binary was built with
+// (make build, scripts/sdk-patch.sh).
 var (
-	version  = "dev"
-	revision = ""
+	version    = "dev"
+	revision   = ""
+	sdkPatches = ""
 )
 
 const usage = `Usage: portcullis [command] [flags]
@@ -159,7 +162,23 @@ type usageError struct{ err error }
 func (u usageError) Error() string { return u.err.Error() }
 
 func versionString() string {
-	return fmt.Sprintf("portcullis %s (revision %s, %s)", version, revisionString(), runtime.Version())
+	sdk := "go-sdk " + sdkVersion()
+	if sdkPatches != "" {
+		sdk += " patched: " + sdkPatches
+	}
+	return fmt.Sprintf("portcullis %s (revision %s, %s, %s)", version, revisionString(), runtime.Version(), sdk)
+}
+
+// sdkVersion is the version of the MCP Go SDK in the build info.
+func sdkVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/modelcontextprotocol/go-sdk" {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
 }
 
 // revisionString is the VCS revision: stamped by the linker, else read from
@@ -277,7 +296,7 @@ func newApp(ctx context.Context, cfg *Config, policy mcp.ToolPolicy, ext Extensi
 	for _, name := range config.IgnoredEnv(&Config{}, environ, envPrefix) {
 		logger.Debug("ignoring a Kubernetes service-link variable", "variable", name)
 	}
-	metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{Version: version, Revision: revisionString()})
+	metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{Version: version, Revision: revisionString(), SDKPatches: sdkPatches})
 	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{
 		Getenv:         lookupEnv(environ),
 		ServiceVersion: version,
