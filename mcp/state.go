@@ -178,10 +178,12 @@ func (s *Sealer) Open(sealed string, digest []byte, subject string) (string, err
 	if !ok {
 		return "", ErrInvalidState
 	}
-	// Strict: a state has one encoding; without it, changing the unused
-	// low bits of the last character would give another string that opens.
+	// A state has exactly one encoding, the one Seal wrote: the decoder
+	// skips CR and LF anywhere and, unless strict, ignores the unused low
+	// bits of the last character, so other strings would decode to the
+	// same bytes. Only a decoding that encodes back to the input counts.
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest)
-	if err != nil || len(raw) < 4 {
+	if err != nil || len(raw) < 4 || base64.RawURLEncoding.EncodeToString(raw) != rest {
 		return "", ErrInvalidState
 	}
 	for _, k := range s.aeads {

@@ -66,6 +66,59 @@ func TestSealerRoundTripAndRejections(t *testing.T) {
 	}
 }
 
+// TestOpenAcceptsOnlyTheSealedString: every other encoding of the same
+// bytes (line breaks anywhere, other unused low bits in the last
+// character) is refused, so the string Seal wrote is the only one that
+// opens. Fuzzing found the line breaks.
+func TestOpenAcceptsOnlyTheSealedString(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	s, _ := NewSealer([][]byte{fixedKey(1)}, time.Minute, func() time.Time { return now })
+	digest := requestDigest("tools/call", "t", []byte(`{"a":1}`))
+	sealed, err := s.Seal("round=1", digest, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.TrimPrefix(sealed, sealVersion)
+	want, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var variants []string
+	for _, brk := range []string{"\n", "\r", "\r\n", "\n\n"} {
+		for _, at := range []int{0, 1, len(body) / 2, len(body) - 1, len(body)} {
+			variants = append(variants, body[:at]+brk+body[at:])
+		}
+	}
+	// The last character carries unused low bits unless the body's
+	// length is a multiple of 4 characters.
+	if len(want)%3 != 0 {
+		last := strings.IndexByte(base64URLAlphabet, body[len(body)-1])
+		for bit := range 4 {
+			variants = append(variants, body[:len(body)-1]+string(base64URLAlphabet[last^(1<<bit)]))
+		}
+	}
+	tried := 0
+	for _, v := range variants {
+		// Only strings that a lenient decoder reads as the same bytes are
+		// other encodings of this state.
+		if got, err := base64.RawURLEncoding.DecodeString(v); err != nil || !bytes.Equal(got, want) {
+			continue
+		}
+		tried++
+		if got, err := s.Open(sealVersion+v, digest, "alice"); !errors.Is(err, ErrInvalidState) {
+			t.Errorf("Open(%q) = %q, %v: another encoding of the sealed state opened", sealVersion+v, got, err)
+		}
+	}
+	if tried < 20 {
+		t.Fatalf("only %d other encodings of the state were tried", tried)
+	}
+	if got, err := s.Open(sealed, digest, "alice"); err != nil || got != "round=1" {
+		t.Fatalf("the sealed string does not open: %q, %v", got, err)
+	}
+}
+
+const base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
 func TestSealHidesState(t *testing.T) {
 	s, _ := NewSealer([][]byte{fixedKey(1)}, time.Minute, nil)
 	sealed, _ := s.Seal("secret-round-state", nil, "")
