@@ -2,9 +2,12 @@ package upstream
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -174,5 +177,65 @@ func TestHTTPUpstreamOAuthClientCredentials(t *testing.T) {
 		if a != "Bearer upstream-token" {
 			t.Errorf("the upstream got Authorization %q, want Portcullis's own token", a)
 		}
+	}
+}
+
+// TestHTTPUpstreamReusesConnections: calls to an http upstream, one at a
+// time and sixteen at a time, go out on kept-alive connections, not on a
+// new connection for most calls (the default client's idle pool must hold
+// a connection per call in flight, and a call's end must not close the
+// connection its response was read on; see drainTransport).
+func TestHTTPUpstreamReusesConnections(t *testing.T) {
+	var dialled atomic.Int64
+	srv := httptest.NewUnstartedServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return backend() }, &sdk.StreamableHTTPOptions{Stateless: true}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialled.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	f := newFront(t)
+	m, err := New([]Options{{Name: "web", Transport: TransportHTTP, URL: srv.URL, Required: true}}, f.cat, Deps{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	defer within(t, "Manager.Close", func() { m.Close() })
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+
+	const conc, each = 16, 20
+	before := dialled.Load()
+	for i := range each {
+		if got := text(f.call(t, "web_add", strconv.Itoa(i))); got != "add:"+strconv.Itoa(i) {
+			t.Fatalf("web_add = %q", got)
+		}
+	}
+	if n := dialled.Load() - before; n > 2 {
+		t.Errorf("%d calls one at a time dialled %d new connections, want at most 2", each, n)
+	}
+
+	before = dialled.Load()
+	var wg sync.WaitGroup
+	errs := make(chan error, conc*each)
+	for range conc {
+		wg.Go(func() {
+			for i := range each {
+				res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_add", Arguments: map[string]any{"text": strconv.Itoa(i)}})
+				if err != nil || text(res) != "add:"+strconv.Itoa(i) {
+					errs <- fmt.Errorf("web_add: %v %v", res, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := dialled.Load() - before; n > conc+4 {
+		t.Errorf("%d calls, %d at a time, dialled %d new connections, want at most %d", conc*each, conc, n, conc+4)
 	}
 }

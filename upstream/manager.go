@@ -56,6 +56,14 @@ type Hooks struct {
 	Up func(upstream string, up bool)
 }
 
+// IdleConnsPerHost is how many idle connections to one http upstream the
+// default client keeps for the next calls. Each call in flight holds a
+// connection of its own, so a pool smaller than the calls in flight closes
+// a connection after most calls and dials one before the next (with TLS, a
+// handshake each); this covers the concurrency of a busy gateway, and idle
+// connections close after 90 seconds.
+const IdleConnsPerHost = 128
+
 // Deps are what the upstreams need from the process. Every field may be nil.
 type Deps struct {
 	// Logger receives the upstreams' lifecycle and the stdio servers'
@@ -64,7 +72,8 @@ type Deps struct {
 	// HTTPClient carries requests to http upstreams. Wrap its transport to
 	// trace them. Nil means [tools.DefaultHTTPClient] without its overall
 	// and response-header timeouts, which would cut off SSE streams and
-	// slow calls; each call's context bounds it instead.
+	// slow calls (each call's context bounds it instead), and with
+	// [IdleConnsPerHost] idle connections per upstream.
 	HTTPClient *http.Client
 	// Hooks receive telemetry.
 	Hooks Hooks
@@ -136,6 +145,7 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 		c.Timeout = 0
 		if t, ok := c.Transport.(*http.Transport); ok {
 			t.ResponseHeaderTimeout = 0
+			t.MaxIdleConnsPerHost = IdleConnsPerHost
 		}
 		deps.HTTPClient = c
 	}

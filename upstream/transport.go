@@ -73,7 +73,7 @@ func (u *upstream) dialHTTP(src *tokenexchange.Source) (sdk.Transport, func(), e
 		ctx := context.WithValue(context.Background(), oauth2.HTTPClient, u.deps.HTTPClient)
 		rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
 	}
-	client.Transport = &sseCounter{next: rt, notes: &notes{}}
+	client.Transport = &sseCounter{next: &drainTransport{next: rt}, notes: &notes{}}
 	return &sdk.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: &client, MaxRetries: 2}, func() {}, nil
 }
 

@@ -34,6 +34,9 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 	client.Timeout = 0
 	if t, ok := client.Transport.(*http.Transport); ok {
 		t.ResponseHeaderTimeout = 0
+		// As many idle connections as calls in flight, or connections
+		// are closed and dialled again under load.
+		t.MaxIdleConnsPerHost = upstream.IdleConnsPerHost
 	}
 	client.Transport = tracing.Transport(client.Transport)
 	m, err := upstream.New(cfg.Upstreams, cat, upstream.Deps{
