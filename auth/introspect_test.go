@@ -2,12 +2,15 @@ package auth
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ import (
 type fakeIntrospection struct {
 	srv   *httptest.Server
 	calls atomic.Int32
+	conns atomic.Int32 // connections accepted
 	hang  chan struct{}
 	// answers maps a token to the active response the endpoint gives,
 	// besides the built-in ones below.
@@ -78,7 +82,13 @@ func newFakeIntrospection(t *testing.T) *fakeIntrospection {
 			writeJSON(w, 200, map[string]any{"active": false})
 		}
 	})
-	f.srv = httptest.NewServer(mux)
+	f.srv = httptest.NewUnstartedServer(mux)
+	f.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.srv.Start()
 	t.Cleanup(func() { close(f.hang); f.srv.Close() })
 	return f
 }
@@ -234,6 +244,39 @@ func TestIntrospectionCache(t *testing.T) {
 	_, _ = v.Verify(ctx, "opaque-revoked")
 	if got := f.calls.Load(); got != 4 {
 		t.Errorf("introspection calls = %d, want 4", got)
+	}
+}
+
+// TestIntrospectionReusesConnections: introspection calls made sixteen at
+// a time go out on kept-alive connections to the authorization server,
+// not on a new connection (a TLS handshake, in production) for most calls,
+// as with Go's default of two idle connections per host.
+func TestIntrospectionReusesConnections(t *testing.T) {
+	f := newFakeIntrospection(t)
+	o := introspectionOptions(t, f, "")
+	o.Introspection.Timeout = 10 * time.Second
+	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const conc, each = 16, 50
+	var wg sync.WaitGroup
+	for w := range conc {
+		wg.Go(func() {
+			for i := range each {
+				// Refused tokens are not cached: every one is introspected.
+				if _, err := v.Verify(context.Background(), fmt.Sprintf("opaque-revoked-%d-%d", w, i)); err == nil {
+					t.Errorf("an inactive token was accepted")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := f.calls.Load(); got != conc*each {
+		t.Fatalf("introspection calls = %d, want %d", got, conc*each)
+	}
+	if n := f.conns.Load(); n > 2*conc {
+		t.Errorf("%d introspections, %d at a time, opened %d connections, want at most %d (a connection per call in flight, and some dialled while another was being returned)", conc*each, conc, n, 2*conc)
 	}
 }
 

@@ -112,6 +112,11 @@ func defaultHTTPClient() *http.Client {
 	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = 5 * time.Second
 	t.ResponseHeaderTimeout = 10 * time.Second
+	// Requests to the authorization server (introspection, keys) run as
+	// many at a time as requests with new tokens come in; Go's default of
+	// two idle connections per host would close the others after each and
+	// open new ones, a TLS handshake each.
+	t.MaxIdleConnsPerHost = 64
 	return &http.Client{Transport: t, Timeout: 15 * time.Second}
 }
 

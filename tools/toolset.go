@@ -183,8 +183,11 @@ func DefaultHTTPClient() *http.Client {
 			TLSHandshakeTimeout:   5 * time.Second,
 			ResponseHeaderTimeout: 10 * time.Second,
 			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConnsPerHost:   8,
-			ForceAttemptHTTP2:     true,
+			// As many idle connections as calls to one API in flight:
+			// fewer, and connections are closed after most calls and
+			// opened again (a TLS handshake each).
+			MaxIdleConnsPerHost: 64,
+			ForceAttemptHTTP2:   true,
 		},
 		Timeout: 30 * time.Second,
 	}

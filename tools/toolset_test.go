@@ -3,11 +3,17 @@ package tools
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,5 +379,41 @@ func TestListedSchemasValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDefaultHTTPClientReusesConnections: bursts of sixteen calls to one
+// API go out on the connections the previous burst left idle, rather than
+// on new connections (a TLS handshake each) beyond a small pool.
+func TestDefaultHTTPClientReusesConnections(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "{}") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	client := DefaultHTTPClient()
+	defer client.CloseIdleConnections()
+	const burst, bursts = 16, 20
+	for range bursts {
+		var wg sync.WaitGroup
+		for range burst {
+			wg.Go(func() {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+	}
+	if n := conns.Load(); n > 2*burst {
+		t.Errorf("%d bursts of %d calls opened %d connections, want at most %d", bursts, burst, n, 2*burst)
 	}
 }

@@ -205,7 +205,7 @@ func TestHTTPUpstreamReusesConnections(t *testing.T) {
 	defer within(t, "Manager.Close", func() { m.Close() })
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 
-	const conc, each = 16, 20
+	const conc, each = 16, 50
 	before := dialled.Load()
 	for i := range each {
 		if got := text(f.call(t, "web_add", strconv.Itoa(i))); got != "add:"+strconv.Itoa(i) {
@@ -235,7 +235,7 @@ func TestHTTPUpstreamReusesConnections(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := dialled.Load() - before; n > conc+4 {
-		t.Errorf("%d calls, %d at a time, dialled %d new connections, want at most %d", conc*each, conc, n, conc+4)
+	if n := dialled.Load() - before; n > 2*conc {
+		t.Errorf("%d calls, %d at a time, dialled %d new connections, want at most %d (a connection per call in flight, and some dialled while another was being returned)", conc*each, conc, n, 2*conc)
 	}
 }
