@@ -50,7 +50,14 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "portcullis")
 	// go test runs in the package folder and puts GOROOT/bin first on PATH.
-	build := exec.Command("go", "build", "-o", binary, "../cmd/server")
+	// The build tags are the Makefile's, so the tests run what `make build`
+	// ships.
+	tags, err := makefileBuildTags("../Makefile")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	build := exec.Command("go", "build", "-tags", tags, "-o", binary, "../cmd/server")
 	build.Stdout = os.Stderr
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
@@ -544,3 +551,17 @@ func failedChecks(dir string) string {
 }
 
 var timestampSuffix = regexp.MustCompile(`-\d{4}-\d\d-\d\dT[\d-]+Z$`)
+
+// makefileBuildTags returns the BUILDTAGS the Makefile builds the server
+// with.
+func makefileBuildTags(path string) (string, error) {
+	mk, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^BUILDTAGS[ \t]*:?=[ \t]*(.*)$`).FindSubmatch(mk)
+	if m == nil {
+		return "", fmt.Errorf("%s sets no BUILDTAGS", path)
+	}
+	return strings.TrimSpace(string(m[1])), nil
+}

@@ -151,14 +151,16 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 }
 
 // Handler serves the registry in the Prometheus exposition formats, with
-// gzip when the scraper asks for it. Errors gathering are logged and
-// counted in promhttp_metric_handler_errors_total.
+// gzip when the scraper asks for it (at gzip.BestSpeed, see gzipWriters).
+// Errors gathering are logged and counted in
+// promhttp_metric_handler_errors_total.
 func (m *Metrics) Handler(logger *slog.Logger) http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
-		Registry:          m.reg,
-		EnableOpenMetrics: true,
-	})
+	return gzipped(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:           slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		Registry:           m.reg,
+		EnableOpenMetrics:  true,
+		DisableCompression: true,
+	}))
 }
 
 // operationLabels are the labels of mcp_server_operation_duration_seconds,

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/portcullis-mcp/portcullis/internal/mcpname"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
@@ -118,7 +120,6 @@ type PromptArgumentSpec struct {
 var (
 	placeholderRE = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
 	argNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	promptNameRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 	uriSchemeRE   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
 )
 
@@ -247,7 +248,7 @@ func validatePrompts(specs []PromptSpec) []error {
 		switch {
 		case p.Name == "":
 			at(".name", "required")
-		case !promptNameRE.MatchString(p.Name):
+		case !mcpname.Valid(p.Name):
 			at(".name", "%q: use at most 128 letters, digits, '_', '-' or '.'", p.Name)
 		}
 		if j, dup := seen[p.Name]; dup && p.Name != "" {

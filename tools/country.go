@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/portcullis-mcp/portcullis/internal/suggest"
@@ -56,15 +57,18 @@ func countryTool() tool {
 	}, lookupCountry)
 }
 
-// countrySet holds the codes that are countries (and territories), not the
-// package's placeholders such as "None" and "International".
-var countrySet = func() map[countries.CountryCode]bool {
+// countrySet returns the codes that are countries (and territories), not
+// the package's placeholders such as "None" and "International". It is
+// built on the first lookup, not at start-up: a server that never looks a
+// country up neither builds the map nor touches the countries package's
+// code.
+var countrySet = sync.OnceValue(func() map[countries.CountryCode]bool {
 	m := map[countries.CountryCode]bool{}
 	for _, c := range countries.All() {
 		m[c] = true
 	}
 	return m
-}()
+})
 
 func lookupCountry(_ context.Context, _ *sdk.CallToolRequest, in countryInput) (*sdk.CallToolResult, countryOutput, error) {
 	q := strings.TrimSpace(in.Country)
@@ -72,7 +76,7 @@ func lookupCountry(_ context.Context, _ *sdk.CallToolRequest, in countryInput) (
 	if n, err := strconv.Atoi(q); err == nil {
 		code = countries.ByNumeric(n)
 	}
-	if !countrySet[code] {
+	if !countrySet()[code] {
 		msg := fmt.Sprintf("no country matches %q.", q)
 		if s := suggestCountries(q, 3); len(s) > 0 {
 			msg = fmt.Sprintf("no country matches %q; did you mean %s?", q, strings.Join(s, ", "))
@@ -123,7 +127,7 @@ func suggestCountries(q string, n int) []string {
 		score int
 	}
 	var cands []scored
-	for c := range countrySet {
+	for c := range countrySet() {
 		name := c.String()
 		nn := foldName(name)
 		score := suggest.Distance(nq, nn)

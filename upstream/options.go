@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
 
@@ -240,9 +241,6 @@ func (o *Options) namespace() string {
 	return *o.Prefix
 }
 
-// validName matches what the MCP specification allows in a tool name.
-var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
 // Validate reports every problem of the list at once, as an [errors.Join]
 // of errors whose text starts with the key path ("[1].url: …"); the caller
 // prefixes the section name ("upstreams").
@@ -257,7 +255,7 @@ func Validate(list []Options) error {
 			errs = append(errs, fmt.Errorf("[%d].%s: "+format, append([]any{i, key}, args...)...))
 		}
 		switch j, dup := names[o.Name]; {
-		case !validName.MatchString(o.Name):
+		case !mcpname.Valid(o.Name):
 			at("name", "%q must be 1 to 128 letters, digits, '_', '-' or '.'", o.Name)
 		case dup:
 			at("name", "%q is also the name of upstreams[%d]", o.Name, j)
@@ -265,7 +263,7 @@ func Validate(list []Options) error {
 		names[o.Name] = i
 		if p := o.namespace(); p != "" {
 			switch j, dup := prefixes[p]; {
-			case list[i].Prefix != nil && (!validName.MatchString(p) || len(p) > 64):
+			case list[i].Prefix != nil && (!mcpname.Valid(p) || len(p) > 64):
 				at("prefix", "%q must be at most 64 letters, digits, '_', '-' or '.'", p)
 			case dup:
 				at("prefix", "%q is also the prefix of upstreams[%d]; their tools would clash", p, j)

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
@@ -415,7 +416,7 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 			return r.Prompts, r.NextCursor, nil
 		}, func(p *sdk.Prompt) {
 			name := u.prefixed(p.Name)
-			if p.Name == "" || !validName.MatchString(name) {
+			if p.Name == "" || !mcpname.Valid(name) {
 				u.logger.Warn("upstream: a prompt is skipped: its namespaced name is not valid", "prompt", truncate(p.Name))
 				return
 			}
@@ -478,7 +479,7 @@ func (u *upstream) tool(t *sdk.Tool) (tools.SetTool, bool) {
 		return tools.SetTool{}, false
 	}
 	name := u.prefixed(t.Name)
-	if !validName.MatchString(name) {
+	if !mcpname.Valid(name) {
 		u.logger.Warn("upstream: a tool is skipped: its namespaced name is not valid", "tool", truncate(name))
 		return tools.SetTool{}, false
 	}
