@@ -453,7 +453,7 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 	if outcome == "error" {
 		attrs = append(attrs, slog.String("error", truncate(desc)))
 	}
-	t.Logger.LogAttrs(ctx, slog.LevelInfo, "tool call", attrs...)
+	logAttrs(ctx, t.Logger, slog.LevelInfo, "tool call", attrs...)
 }
 
 // trackSession counts a legacy session from its initialize until it
