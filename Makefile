@@ -51,8 +51,10 @@ help: ## List the targets.
 # go.mod (scripts/sdk-patch.sh, -modfile); go.mod itself is untouched, so
 # `go install` and library users get the SDK as released (build-stock
 # builds that). patches/README.md says why and when a patch goes away.
+SDK_PATCH := GO=$(GO) bash scripts/sdk-patch.sh
+
 build: ## Build bin/portcullis as shipped: the SDK patches of patches/go-sdk applied, stamped with the git version, revision and patches.
-	modfile="$$(GO=$(GO) bash scripts/sdk-patch.sh)"; \
+	modfile="$$($(SDK_PATCH))"; \
 	CGO_ENABLED=0 $(GO) build -modfile "$$modfile" -trimpath -tags '$(BUILDTAGS)' \
 		-ldflags '$(LDFLAGS) -X $(SERVERPKG).sdkPatches='"$$(cat "$$(dirname "$$modfile")/patches")" -o $(BIN) ./cmd/server
 
@@ -86,7 +88,7 @@ redis-tools: ## Install redis-server (Debian's package; the Redis tests start th
 # on the SDK as released, which is what library users build with.
 go-test: build ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK and bin/portcullis (needs make tools).
 	rm -f results/conformance.txt
-	modfile="$$(GO=$(GO) bash scripts/sdk-patch.sh)"; \
+	modfile="$$($(SDK_PATCH))"; \
 	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
 	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 
@@ -94,7 +96,7 @@ go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go tes
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
 
 sdk-patch-test: ## Run the MCP Go SDK's own test suite on its patched copy (patches/go-sdk).
-	modfile="$$(GO=$(GO) bash scripts/sdk-patch.sh)"; \
+	modfile="$$($(SDK_PATCH))"; \
 	if [ -d "$$(dirname "$$modfile")/go-sdk" ]; then cd "$$(dirname "$$modfile")/go-sdk" && $(GO) test -count=1 ./...; \
 	else echo "sdk-patch-test: no SDK patch for this SDK version"; fi
 

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/portcullis-mcp/portcullis/internal/outbound"
 )
 
 // Verifier checks a bearer token and returns its [Principal]. Errors are
@@ -107,17 +108,10 @@ func NewVerifier(ctx context.Context, o Options, httpClient *http.Client, now fu
 	return newCachingVerifier(mv, size, ttl, now)
 }
 
+// defaultHTTPClient calls the authorization server (keys, introspection),
+// as many requests at a time as requests with new tokens come in.
 func defaultHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	t.TLSHandshakeTimeout = 5 * time.Second
-	t.ResponseHeaderTimeout = 10 * time.Second
-	// Requests to the authorization server (introspection, keys) run as
-	// many at a time as requests with new tokens come in; Go's default of
-	// two idle connections per host would close the others after each and
-	// open new ones, a TLS handshake each.
-	t.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: t, Timeout: 15 * time.Second}
+	return &http.Client{Transport: outbound.Transport(), Timeout: 15 * time.Second}
 }
 
 // multiVerifier routes a token to its issuer, or to introspection.

@@ -121,6 +121,18 @@ func readyz(t *testing.T, s *server) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// awaitReady waits up to timeout for s's /readyz to answer 200 (its
+// upstreams connected, for one), failing with the last answer otherwise.
+func awaitReady(t *testing.T, s *server, timeout time.Duration) {
+	t.Helper()
+	pollUntil(t, timeout, func() string {
+		if code, body := readyz(t, s); code != http.StatusOK {
+			return fmt.Sprintf("/readyz %d: %s", code, body)
+		}
+		return ""
+	})
+}
+
 func mustRequest(t *testing.T, method, u string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, u, nil)

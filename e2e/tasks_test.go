@@ -174,12 +174,7 @@ upstreams:
     required: true
 `, node, everything))
 	s := startServer(t, nil, "--dev", "--config", cfg)
-	pollUntil(t, 90*time.Second, func() string {
-		if code, body := readyz(t, s); code != http.StatusOK {
-			return fmt.Sprintf("/readyz %d: %s", code, body)
-		}
-		return ""
-	})
+	awaitReady(t, s, 90*time.Second)
 	c := &taskClient{t: t, endpoint: s.MCPURL(), token: devToken(t, s, "alice")}
 
 	task := c.start("every_trigger-long-running-operation", `{"duration":2,"steps":2}`)

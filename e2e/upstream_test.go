@@ -221,12 +221,7 @@ upstreams:
 	token := devToken(t, s, "alice")
 
 	// /readyz waits for the required upstreams.
-	pollUntil(t, 90*time.Second, func() string {
-		if code, body := readyz(t, s); code != http.StatusOK {
-			return fmt.Sprintf("/readyz %d: %s", code, body)
-		}
-		return ""
-	})
+	awaitReady(t, s, 90*time.Second)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -547,12 +542,7 @@ upstreams:
     required: true
 `, node, everything))
 	s := startServer(t, nil, "--dev", "--config", cfg)
-	pollUntil(t, 60*time.Second, func() string {
-		if code, body := readyz(t, s); code != http.StatusOK {
-			return fmt.Sprintf("/readyz %d: %s", code, body)
-		}
-		return ""
-	})
+	awaitReady(t, s, 60*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	for _, who := range []string{"alice", "bob", "alice"} {
@@ -592,12 +582,7 @@ upstreams:
     required: true
 `, addr))
 	s := startServer(t, nil, "--config", cfg)
-	pollUntil(t, 60*time.Second, func() string {
-		if code, body := readyz(t, s); code != http.StatusOK {
-			return fmt.Sprintf("/readyz %d: %s", code, body)
-		}
-		return ""
-	})
+	awaitReady(t, s, 60*time.Second)
 	run := func(url string) conformanceReport {
 		out := t.TempDir()
 		r := runTool(t, conformanceTimeout, out, "conformance", "server", "--url", url, "--requirements", "2025-11-25", "--output-dir", out)

@@ -49,6 +49,7 @@ cp go.mod "$dir/go.mod"
 cp go.sum "$dir/go.sum"
 names=()
 if [ ${#mine[@]} -gt 0 ]; then
+	command -v patch >/dev/null 2>&1 || { echo "sdk-patch: patch(1) is needed to apply patches/go-sdk (Debian: apt-get install patch)" >&2; exit 1; }
 	# go mod download verifies the module against go.sum before we copy it.
 	sdk_dir="$("$go" mod download -json "$sdk_mod@$sdk_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 	[ -d "$sdk_dir" ] || { echo "sdk-patch: no module cache copy of $sdk_mod@$sdk_version" >&2; exit 1; }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/outbound"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
@@ -176,21 +176,7 @@ func (d Deps) withDefaults() Deps {
 // every phase of a request but the body read, which the per-call context
 // deadline covers. Wrap its Transport to instrument it.
 func DefaultHTTPClient() *http.Client {
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSHandshakeTimeout:   5 * time.Second,
-			ResponseHeaderTimeout: 10 * time.Second,
-			IdleConnTimeout:       90 * time.Second,
-			// As many idle connections as calls to one API in flight:
-			// fewer, and connections are closed after most calls and
-			// opened again (a TLS handshake each).
-			MaxIdleConnsPerHost: 64,
-			ForceAttemptHTTP2:   true,
-		},
-		Timeout: 30 * time.Second,
-	}
+	return &http.Client{Transport: outbound.Transport(), Timeout: 30 * time.Second}
 }
 
 // Catalog is the set of tools, resources, resource templates and prompts

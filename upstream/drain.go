@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -43,31 +42,28 @@ func (t *drainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	parent := req.Context()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	var answered atomic.Bool
-	var timer *time.Timer
-	var mu sync.Mutex
+	var (
+		mu       sync.Mutex
+		answered bool        // the response headers are in
+		timer    *time.Timer // the grace, once the call ended after them
+	)
 	stop := context.AfterFunc(parent, func() {
-		if !answered.Load() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !answered {
 			cancel()
 			return
 		}
-		mu.Lock()
 		timer = time.AfterFunc(grace, cancel)
-		mu.Unlock()
 	})
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
-	answered.Store(true)
+	mu.Lock()
+	answered = true
+	mu.Unlock()
 	if err != nil {
 		stop()
 		cancel()
 		return nil, err
-	}
-	if parent.Err() != nil && stop() {
-		// The call ended while the headers were awaited but the
-		// AfterFunc had not run yet: give the body its grace too.
-		mu.Lock()
-		timer = time.AfterFunc(grace, cancel)
-		mu.Unlock()
 	}
 	resp.Body = &drainBody{ReadCloser: resp.Body, release: func() {
 		stop()

@@ -56,13 +56,26 @@ type Hooks struct {
 	Up func(upstream string, up bool)
 }
 
-// IdleConnsPerHost is how many idle connections to one http upstream the
-// default client keeps for the next calls. Each call in flight holds a
-// connection of its own, so a pool smaller than the calls in flight closes
-// a connection after most calls and dials one before the next (with TLS, a
-// handshake each); this covers the concurrency of a busy gateway, and idle
-// connections close after 90 seconds.
-const IdleConnsPerHost = 128
+// idleConnsPerHost is how many idle connections to one http upstream
+// DefaultHTTPClient keeps: more than [outbound.IdleConnsPerHost], for the
+// calls in flight of a busy gateway to one upstream.
+const idleConnsPerHost = 128
+
+// DefaultHTTPClient returns the client http upstreams are called with
+// unless [Deps] names another: [tools.DefaultHTTPClient] without its
+// overall and response-header timeouts, which would cut off SSE streams
+// and slow calls (each call's context bounds it instead; a 2026-07-28
+// upstream sends a slow call's headers only with its result), and with
+// idleConnsPerHost idle connections per upstream.
+func DefaultHTTPClient() *http.Client {
+	c := tools.DefaultHTTPClient()
+	c.Timeout = 0
+	if t, ok := c.Transport.(*http.Transport); ok {
+		t.ResponseHeaderTimeout = 0
+		t.MaxIdleConnsPerHost = idleConnsPerHost
+	}
+	return c
+}
 
 // Deps are what the upstreams need from the process. Every field may be nil.
 type Deps struct {
@@ -70,10 +83,7 @@ type Deps struct {
 	// stderr, line by line. Nil discards.
 	Logger *slog.Logger
 	// HTTPClient carries requests to http upstreams. Wrap its transport to
-	// trace them. Nil means [tools.DefaultHTTPClient] without its overall
-	// and response-header timeouts, which would cut off SSE streams and
-	// slow calls (each call's context bounds it instead), and with
-	// [IdleConnsPerHost] idle connections per upstream.
+	// trace them. Nil means [DefaultHTTPClient].
 	HTTPClient *http.Client
 	// Hooks receive telemetry.
 	Hooks Hooks
@@ -141,13 +151,7 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.HTTPClient == nil {
-		c := tools.DefaultHTTPClient()
-		c.Timeout = 0
-		if t, ok := c.Transport.(*http.Transport); ok {
-			t.ResponseHeaderTimeout = 0
-			t.MaxIdleConnsPerHost = IdleConnsPerHost
-		}
-		deps.HTTPClient = c
+		deps.HTTPClient = DefaultHTTPClient()
 	}
 	if deps.Backoff == nil {
 		deps.Backoff = DefaultBackoff

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"log/slog"
-	"net/http"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -27,17 +26,7 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 	for _, u := range cfg.Upstreams {
 		obs.Declare(u.Name)
 	}
-	client := tools.DefaultHTTPClient()
-	// Calls are bounded by their context (mcp.tool_timeout); a 2026-07-28
-	// upstream sends a slow call's response headers only with its result,
-	// and SSE streams stay open.
-	client.Timeout = 0
-	if t, ok := client.Transport.(*http.Transport); ok {
-		t.ResponseHeaderTimeout = 0
-		// As many idle connections as calls in flight, or connections
-		// are closed and dialled again under load.
-		t.MaxIdleConnsPerHost = upstream.IdleConnsPerHost
-	}
+	client := upstream.DefaultHTTPClient()
 	client.Transport = tracing.Transport(client.Transport)
 	m, err := upstream.New(cfg.Upstreams, cat, upstream.Deps{
 		Logger:     logger,
