@@ -16,7 +16,7 @@ GO       ?= go
 BIN      ?= bin/portcullis
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-SERVERPKG := github.com/portcullis-mcp/portcullis/internal/server
+SERVERPKG := github.com/portcullis-mcp/portcullis
 LDFLAGS  := -s -w -X $(SERVERPKG).version=$(VERSION) -X $(SERVERPKG).revision=$(REVISION)
 # grpcnotrace keeps gRPC from linking golang.org/x/net/trace: its
 # html/template makes the linker keep every exported method of every type
@@ -214,7 +214,7 @@ bench-smoke: bench-bin ## Run the load harness for a few hundred requests per ro
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... ./internal/server/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... .
 
 # The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
 # traffic, bounded in time and request count (bench/soak, not part of the

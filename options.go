@@ -8,7 +8,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/internal/server"
 	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
@@ -20,7 +19,7 @@ type Option func(*settings)
 // settings is what the options set. Its zero value, after newSettings, is
 // the portcullis binary.
 type settings struct {
-	ext               server.Extensions
+	ext               extensions
 	environ           []string
 	stdin             io.Reader
 	stdout, stderr    io.Writer
@@ -41,6 +40,11 @@ func newSettings(opts []Option) *settings {
 		s.stdin, s.stdout, s.stderr = os.Stdin, os.Stdout, os.Stderr
 	}
 	return s
+}
+
+// process is the process a command runs as, with args its command line.
+func (s *settings) process(args []string) process {
+	return process{args: args, environ: s.environ, stdin: s.stdin, stdout: s.stdout, stderr: s.stderr}
 }
 
 // register adds f to what runs on the catalog.

@@ -64,11 +64,10 @@ package portcullis
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/portcullis-mcp/portcullis/internal/server"
 )
 
 // Main runs the program the way the portcullis binary does and exits: it
@@ -78,12 +77,15 @@ import (
 func Main(opts ...Option) {
 	// Until server.allow_pprof serves a heap profile, nothing reads memory
 	// profiling's samples.
-	server.SetMemProfiling(false)
+	setMemProfiling(false)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	s := newSettings(opts)
-	code := server.Main(ctx, os.Args[1:], s.environ, s.stdin, s.stdout, s.stderr, s.ext)
+	err := execute(ctx, s.process(os.Args[1:]), s.ext)
 	stop()
-	os.Exit(code)
+	if err != nil {
+		fmt.Fprintln(s.stderr, err)
+	}
+	os.Exit(exitCode(err))
 }
 
 // Run runs one command line, args without the program name (["serve",
@@ -102,10 +104,10 @@ func Main(opts ...Option) {
 // the error.
 func Run(ctx context.Context, args []string, opts ...Option) error {
 	s := newSettings(opts)
-	return server.Execute(ctx, args, s.environ, s.stdin, s.stdout, s.stderr, s.ext)
+	return execute(ctx, s.process(args), s.ext)
 }
 
 // ExitCode is the exit status the binary uses for err as [Run] returns it:
 // 0 for nil, 2 for a usage error (an unknown command, a bad flag), 1 for
 // any other.
-func ExitCode(err error) int { return server.ExitCode(err) }
+func ExitCode(err error) int { return exitCode(err) }

@@ -50,6 +50,11 @@ func (p *Principal) newTokenInfo(raw string) *sdkauth.TokenInfo {
 // UserID is the identity the SDK binds legacy sessions to: issuer "|" subject.
 func (p *Principal) UserID() string { return p.Issuer + "|" + p.Subject }
 
+// Key names the caller for what is counted or kept per caller: rate
+// limits, legacy sessions, per-principal upstream processes. Two tokens
+// share a key when they share issuer, subject and OAuth client.
+func (p *Principal) Key() string { return p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID }
+
 // HasScopes reports whether p holds every one of scopes. A nil principal
 // holds none; any principal holds the empty set.
 func (p *Principal) HasScopes(scopes ...string) bool {

@@ -60,7 +60,7 @@ type TaskMetricsOptions struct {
 }
 
 // TaskMetrics counts what a task manager does, on this replica: it is the
-// [tasks.Observer] that cmd/server hands the manager. Build it with
+// [tasks.Observer] that the root package hands the manager. Build it with
 // [Metrics.Tasks]; its methods are safe for concurrent use and never
 // block.
 type TaskMetrics struct {

@@ -14,7 +14,7 @@ import (
 
 // Upstreams instruments requests to upstream MCP servers (package
 // upstream): its methods have the signatures of the upstream package's
-// hooks, so cmd/server wires them without upstream importing Prometheus or
+// hooks, so the root package wires them without upstream importing Prometheus or
 // OpenTelemetry. Build it with [NewUpstreams].
 type Upstreams struct {
 	duration *prometheus.HistogramVec

@@ -46,5 +46,5 @@
 // [Deps.SubjectToken], is sent only to the token endpoint.
 //
 // The package never imports Prometheus or OpenTelemetry: metrics and spans
-// come in through [Hooks], which cmd/server wires to package observability.
+// come in through [Hooks], which the root package wires to package observability.
 package upstream

@@ -2,13 +2,18 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	pcconfig "github.com/portcullis-mcp/portcullis/internal/config"
-	pcserver "github.com/portcullis-mcp/portcullis/internal/server"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/portcullis-mcp/portcullis"
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 func TestCheckEcho(t *testing.T) {
@@ -121,9 +126,21 @@ func TestParseFlags(t *testing.T) {
 func TestPortcullisConfigUpstream(t *testing.T) {
 	const url = "http://127.0.0.1:9/mcp"
 	for _, upURL := range []string{"", url} {
-		var c pcserver.Config
-		if err := pcconfig.Load(&c, []byte(portcullisConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3", upURL)), nil, "PORTCULLIS_"); err != nil {
+		data := portcullisConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3", upURL)
+		path := filepath.Join(t.TempDir(), "portcullis.yaml")
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The binary's own check, then the parts this test looks at.
+		if err := portcullis.Run(t.Context(), []string{"check-config", "--config", path}, portcullis.Environ(nil), portcullis.Streams(nil, nil, nil)); err != nil {
 			t.Fatalf("upstream %q: the config does not load: %v", upURL, err)
+		}
+		var c struct {
+			Auth      auth.Options       `yaml:"auth"`
+			Upstreams []upstream.Options `yaml:"upstreams"`
+		}
+		if err := yaml.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
 		}
 		var tools []string
 		for _, p := range c.Auth.Policy {

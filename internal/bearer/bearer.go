@@ -1,6 +1,6 @@
 // Package bearer carries a caller's raw bearer token from the auth
 // middleware to the one consumer allowed to use it: the RFC 8693 token
-// exchange of upstreams (package upstream, wired by internal/server).
+// exchange of upstreams (package upstream, wired by the root package).
 //
 // The token travels in the SDK's TokenInfo, which the SDK hands to every
 // method handler per request (RequestExtra.TokenInfo), as a value whose

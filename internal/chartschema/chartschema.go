@@ -10,9 +10,9 @@
 // replaces properties.config in values.schema.json, leaving the rest of
 // that hand-kept file byte for byte as it was.
 //
-// internal/server's TestGenerateChartSchema calls [Generate] with its Config
+// the root package's TestGenerateChartSchema calls [Generate] with its configuration type
 // and [Overrides];
-// `go generate ./internal/server` rewrites the file.
+// `go generate .` at the module root rewrites the file.
 package chartschema
 
 import (
@@ -38,7 +38,7 @@ import (
 
 // Description is the description of the config part of the schema.
 const Description = "The Portcullis configuration file (keys of `portcullis check-config --keys`). " +
-	"Generated from the Go config types by `go generate ./internal/server`: do not edit."
+	"Generated from the Go config types by `go generate` at the module root: do not edit."
 
 // Override changes the generated schema of one key for the chart.
 type Override struct {

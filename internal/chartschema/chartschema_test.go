@@ -228,7 +228,7 @@ func TestApplyUnknownKey(t *testing.T) {
 	}
 }
 
-// TestOverridesMatchConfig is in internal/server (TestChartSchemaHasEveryKey):
+// TestOverridesMatchConfig is in the root package (TestChartSchemaHasEveryKey):
 // only there is the real Config at hand. This one checks the list itself.
 func TestOverrides(t *testing.T) {
 	want := []string{"server.listen", "server.metrics_listen", "mcp.request_state.keys_file", "auth.introspection.client_secret_file", "redis.url", "redis.password", "redis.tls.ca_file"}

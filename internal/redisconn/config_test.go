@@ -9,7 +9,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/config"
 )
 
-// section is how cmd/server composes the options: the redis: section.
+// section is how the root package composes the options: the redis: section.
 type section struct {
 	Redis Options `yaml:"redis"`
 }

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 
 // startHTTPServer serves h with newHTTPServer(s) on a loopback port and
 // returns its address.
-func startHTTPServer(t *testing.T, s ServerOptions) string {
+func startHTTPServer(t *testing.T, s serverOptions) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,7 +50,7 @@ func closedWithin(t *testing.T, conn net.Conn, max time.Duration) time.Duration 
 // up, whatever the client keeps sending.
 func TestSlowlorisIsCutOff(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	addr := startHTTPServer(t, ServerOptions{ReadHeaderTimeout: timeout, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10})
+	addr := startHTTPServer(t, serverOptions{ReadHeaderTimeout: timeout, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestSlowlorisIsCutOff(t *testing.T) {
 // new request is closed after IdleTimeout.
 func TestIdleConnectionIsClosed(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	addr := startHTTPServer(t, ServerOptions{ReadHeaderTimeout: time.Minute, IdleTimeout: idle, MaxHeaderBytes: 64 << 10})
+	addr := startHTTPServer(t, serverOptions{ReadHeaderTimeout: time.Minute, IdleTimeout: idle, MaxHeaderBytes: 64 << 10})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 
 // TestOversizedHeadersGet431 sends more header bytes than MaxHeaderBytes.
 func TestOversizedHeadersGet431(t *testing.T) {
-	addr := startHTTPServer(t, ServerOptions{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 1024})
+	addr := startHTTPServer(t, serverOptions{ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 1024})
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
 	req.Header.Set("X-Big", strings.Repeat("a", 8<<10))
 	resp, err := http.DefaultClient.Do(req)

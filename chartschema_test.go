@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"bytes"
@@ -18,17 +18,17 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the config part of "+valuesSchemaPath)
 
-const valuesSchemaPath = "../../helm/portcullis/values.schema.json"
+const valuesSchemaPath = "helm/portcullis/values.schema.json"
 
 // generateChartSchema returns values.schema.json as it must be: its config
-// part generated from Config.
+// part generated from configFile.
 func generateChartSchema(t *testing.T) []byte {
 	t.Helper()
 	old, err := os.ReadFile(valuesSchemaPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := chartschema.Generate(&Config{}, "../..", old, chartschema.Overrides)
+	got, err := chartschema.Generate(&configFile{}, ".", old, chartschema.Overrides)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +36,8 @@ func generateChartSchema(t *testing.T) []byte {
 }
 
 // TestGenerateChartSchema fails when the config part of the chart's
-// values.schema.json is not what Config generates. With -update (which
-// `go generate ./internal/server` passes) it rewrites the file instead.
+// values.schema.json is not what configFile generates. With -update (which
+// `go generate .` passes) it rewrites the file instead.
 func TestGenerateChartSchema(t *testing.T) {
 	want := generateChartSchema(t)
 	if *update {
@@ -51,7 +51,7 @@ func TestGenerateChartSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: run go generate ./internal/server (make generate) and commit it\n%s", valuesSchemaPath, firstDiff(got, want))
+		t.Errorf("%s is stale: run go generate . (make generate) and commit it\n%s", valuesSchemaPath, firstDiff(got, want))
 	}
 }
 
@@ -92,9 +92,9 @@ func configSchema(t *testing.T) *jsonschema.Schema {
 func TestChartSchemaHasEveryKey(t *testing.T) {
 	s := configSchema(t)
 	owned := chartschema.ChartOwned()
-	keys := config.Keys(&Config{}, envPrefix)
+	keys := config.Keys(&configFile{}, envPrefix)
 	if len(keys) < 40 {
-		t.Fatalf("config.Keys lists %d keys; Config has more", len(keys))
+		t.Fatalf("config.Keys lists %d keys; configFile has more", len(keys))
 	}
 	for _, k := range keys {
 		p := s

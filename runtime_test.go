@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"bytes"
@@ -85,7 +85,7 @@ func TestTuneRuntime(t *testing.T) {
 			saved := startTuner
 			startTuner = func(f uint64) func() { floor = f; return func() { stopped = true } }
 			t.Cleanup(func() { startTuner = saved })
-			got := tuneRuntime(environ, tt.provider, slog.New(slog.NewTextHandler(&logs, nil)))
+			got := tuneRuntime(process{environ: environ}.getenv, tt.provider, slog.New(slog.NewTextHandler(&logs, nil)))
 			if floor != tt.wantFloor || got.HeapFloor != tt.wantFloor {
 				t.Errorf("heap floor: tuner started with %d, reported %d; want %d", floor, got.HeapFloor, tt.wantFloor)
 			}
@@ -132,7 +132,7 @@ func TestSetMemProfiling(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("GODEBUG", tt.godebug)
 			runtime.MemProfileRate = tt.start
-			SetMemProfiling(tt.on)
+			setMemProfiling(tt.on)
 			if runtime.MemProfileRate != tt.want {
 				t.Errorf("MemProfileRate = %d, want %d", runtime.MemProfileRate, tt.want)
 			}

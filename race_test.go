@@ -1,5 +1,5 @@
 //go:build race
 
-package server
+package portcullis
 
 const raceEnabled = true

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // configured. A Redis that does not answer at start is logged, not fatal:
 // the task store and the shared rate limits reach it once it is up, and
 // degrade until then (see docs/tasks.md).
-func openRedis(ctx context.Context, cfg *Config, logger *slog.Logger) (*redis.Client, error) {
+func openRedis(ctx context.Context, cfg *configFile, logger *slog.Logger) (*redis.Client, error) {
 	if !cfg.Redis.Enabled() {
 		return nil, nil
 	}
@@ -55,7 +55,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 // newTaskManager builds the task manager cfg.Tasks describes, on Redis
 // when configured for it, counted in metrics, and marks the tools it lists
 // as task tools in cat.
-func newTaskManager(cfg *Config, cat *tools.Catalog, rdb *redis.Client, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
+func newTaskManager(cfg *configFile, cat *tools.Catalog, rdb *redis.Client, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
 	for i, t := range cfg.Tasks.Tools {
 		cat.SetTaskSupport(t.Name, tasks.ToolTasks{Support: t.Support})
 		// An upstream's tools appear once it is connected; the server's

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"runtime"
@@ -87,13 +87,13 @@ func TestServeEchoAllocBudget(t *testing.T) {
 		}
 		t.Logf("%d bytes per call on the patched SDK (budget %d)", bytes, bytesBudget)
 		if bytes > bytesBudget {
-			t.Errorf("a 2026-07-28 tools/call echo allocates %d bytes on the patched SDK, over the budget of %d: does patches/go-sdk still remove the decoder buffers? go test -modfile .cache/sdk-patched/go.mod -run '^$' -bench ServeEcho -memprofile mem.out ./internal/server, go tool pprof -sample_index=alloc_space -top mem.out", bytes, bytesBudget)
+			t.Errorf("a 2026-07-28 tools/call echo allocates %d bytes on the patched SDK, over the budget of %d: does patches/go-sdk still remove the decoder buffers? go test -modfile .cache/sdk-patched/go.mod -run '^$' -bench ServeEcho -memprofile mem.out ., go tool pprof -sample_index=alloc_space -top mem.out", bytes, bytesBudget)
 		}
 	} else {
 		t.Logf("%d bytes per call on the SDK as released", bytes)
 	}
 	t.Logf("%.0f allocations per call (budget %.0f)", allocs, budget)
 	if allocs > budget {
-		t.Errorf("a 2026-07-28 tools/call echo makes %.0f allocations, over the budget of %.0f: find the new ones with go test -run '^$' -bench ServeEcho -memprofile mem.out ./internal/server, go tool pprof -sample_index=alloc_objects -top mem.out", allocs, budget)
+		t.Errorf("a 2026-07-28 tools/call echo makes %.0f allocations, over the budget of %.0f: find the new ones with go test -run '^$' -bench ServeEcho -memprofile mem.out ., go tool pprof -sample_index=alloc_objects -top mem.out", allocs, budget)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
 
 func writeConfig(t testing.TB, content string) string {
@@ -741,4 +742,14 @@ func TestDevIssuerMountedLoopbackOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// run runs args as the binary does, with environ as the environment and
+// the given streams, printing a failure on stderr; it returns the exit code.
+func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := execute(ctx, process{args: args, environ: environ, stdin: stdin, stdout: stdout, stderr: stderr}, extensions{})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+	}
+	return exitCode(err)
 }

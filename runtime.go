@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"log/slog"
@@ -43,7 +43,7 @@ var startTuner = func(floor uint64) (stop func()) {
 }
 
 // tuneRuntime sets the garbage collector for a long-running server, unless
-// the usual environment variables already say what to do. environ is the
+// the usual environment variables already say what to do. getenv reads the
 // process environment (automemlimit reads GOMEMLIMIT and AUTOMEMLIMIT from
 // the process itself):
 //
@@ -51,15 +51,14 @@ var startTuner = func(floor uint64) (stop func()) {
 //     reports (nil means the cgroup's memory limit, falling back to the
 //     machine's memory), via github.com/KimMachineGun/automemlimit, which
 //     also honours AUTOMEMLIMIT (a ratio, or "off");
-//   - GOGC unset in environ: GOGC starts at [defaultGOGC], and after every
+//   - GOGC unset: GOGC starts at [defaultGOGC], and after every
 //     collection a tuner sets it so that the heap may grow to [heapFloor]
 //     (at most half the memory limit) before the next one, or to twice the
 //     live heap once that is more (see gctune.go).
 //
 // A problem reading the limit is logged and leaves the limit unset: it
 // never stops the server.
-func tuneRuntime(environ []string, limit memlimit.Provider, logger *slog.Logger) runtimeSettings {
-	getenv := lookupEnv(environ)
+func tuneRuntime(getenv func(string) string, limit memlimit.Provider, logger *slog.Logger) runtimeSettings {
 	s := runtimeSettings{GOGCSource: "env", MemLimitSource: "env", Stop: func() {}}
 	if limit == nil {
 		limit = memlimit.ApplyFallback(memlimit.FromCgroup, memlimit.FromSystem)
@@ -107,12 +106,12 @@ func currentGOGC() int {
 // defaultMemProfileRate is Go's own runtime.MemProfileRate.
 const defaultMemProfileRate = 512 * 1024
 
-// SetMemProfiling turns the runtime's memory-profiling samples on (at Go's
+// setMemProfiling turns the runtime's memory-profiling samples on (at Go's
 // default rate) or off, unless GODEBUG=memprofilerate sets the rate. Only a
 // heap profile reads them, and server.allow_pprof is what serves one; but
 // linking net/http/pprof for it makes the runtime take them always, a
 // stack unwind every 512 KiB allocated, which is about one per MCP call.
-func SetMemProfiling(on bool) {
+func setMemProfiling(on bool) {
 	if strings.Contains(os.Getenv("GODEBUG"), "memprofilerate=") {
 		return
 	}

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"regexp"
@@ -28,7 +28,7 @@ func FuzzConfig(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var c Config
+		var c configFile
 		loadErr := config.Load(&c, data, nil, envPrefix)
 		c.defaults()
 		for _, p := range config.Problems(loadErr) {

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"errors"
@@ -26,16 +26,16 @@ const mcpPath = "/mcp"
 // envPrefix starts every environment variable that sets a config key.
 const envPrefix = "PORTCULLIS_"
 
-// Config is the whole configuration file. Each package owns its section.
+// configFile is the whole configuration file. Each package owns its section.
 //
 // The config part of the Helm chart's values.schema.json is generated from
 // these types and their doc comments: after changing a key, run
-// `go generate ./internal/server` (make generate) and commit the result.
+// `go generate .` (make generate) and commit the result.
 //
 //go:generate go test -run ^TestGenerateChartSchema -count=1 . -args -update
-type Config struct {
+type configFile struct {
 	// Server configures the listeners and how the server stops.
-	Server ServerOptions `yaml:"server"`
+	Server serverOptions `yaml:"server"`
 	// MCP configures the MCP endpoint: sessions, request limits, timeouts.
 	MCP mcp.Options `yaml:"mcp"`
 	// Tools selects the toolsets and declares resources and prompts.
@@ -45,7 +45,7 @@ type Config struct {
 	// Limits bounds the requests served at once and per caller.
 	Limits limits.Options `yaml:"limits"`
 	// Log configures the structured log on stderr.
-	Log LogOptions `yaml:"log"`
+	Log logOptions `yaml:"log"`
 	// Telemetry says what traces may record about callers.
 	Telemetry observability.TelemetryOptions `yaml:"telemetry"`
 	// Upstreams are MCP servers (stdio child processes or Streamable HTTP
@@ -60,8 +60,8 @@ type Config struct {
 	Redis redisconn.Options `yaml:"redis"`
 }
 
-// ServerOptions configures the HTTP listener and its lifecycle.
-type ServerOptions struct {
+// serverOptions configures the HTTP listener and its lifecycle.
+type serverOptions struct {
 	// Listen is the address of the MCP listener. Default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
 	// MetricsListen is the address of the separate /metrics listener.
@@ -94,13 +94,13 @@ type ServerOptions struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 }
 
-// LogOptions configures the structured log on stderr.
-type LogOptions struct {
+// logOptions configures the structured log on stderr.
+type logOptions struct {
 	// Level is debug, info, warn or error. Default info.
 	Level string `yaml:"level" schema:"enum=debug|info|warn|error"`
 }
 
-func (c *Config) defaults() {
+func (c *configFile) defaults() {
 	s := &c.Server
 	if s.Listen == "" {
 		s.Listen = "127.0.0.1:8080"
@@ -134,7 +134,7 @@ func (c *Config) defaults() {
 }
 
 // Validate reports every problem at once, each naming its key.
-func (c *Config) Validate() error {
+func (c *configFile) Validate() error {
 	var errs []error
 	add := func(prefix string, err error) {
 		for _, e := range unjoin(err) {
@@ -191,8 +191,8 @@ func (c *Config) Validate() error {
 // variables from environ (skipping Kubernetes service links, see
 // config.IgnoredEnv), applies defaults and validates. Every problem is
 // returned at once.
-func loadConfig(path string, environ []string, flags *commonFlags) (*Config, error) {
-	var c Config
+func loadConfig(path string, environ []string, flags *commonFlags) (*configFile, error) {
+	var c configFile
 	// The loader sets every value it can parse even when others fail, so
 	// validation still runs and the report lists both kinds of problem.
 	loadErr := config.LoadFile(&c, path, environ, envPrefix)
@@ -218,7 +218,7 @@ func loadConfig(path string, environ []string, flags *commonFlags) (*Config, err
 // The resource must be on a loopback host too: the embedded issuer mints
 // a token for anyone who asks, so a resource reached through a proxy or
 // tunnel would be open to everyone who can reach that.
-func (c *Config) validateDev() error {
+func (c *configFile) validateDev() error {
 	var resourceErr error
 	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !auth.IsLoopbackHost(u.Hostname()) {
 		resourceErr = fmt.Errorf("auth.resource: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave auth.resource unset, or run without --dev)", c.Auth.Resource)

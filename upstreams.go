@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // puts what they offer into cat, wires its hooks to metrics and traces,
 // and starts it. It returns nil when none is configured. The caller stops
 // the manager with Close.
-func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger) (*upstream.Manager, error) {
+func startUpstreams(ctx context.Context, cfg *configFile, cat *tools.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger) (*upstream.Manager, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, nil
 	}
@@ -37,7 +37,7 @@ func startUpstreams(ctx context.Context, cfg *Config, cat *tools.Catalog, metric
 		// as the limits key callers.
 		PrincipalKey: func(ti *sdkauth.TokenInfo) string {
 			if p, ok := auth.PrincipalFromTokenInfo(ti); ok {
-				return p.Issuer + "\x00" + p.Subject + "\x00" + p.ClientID
+				return p.Key()
 			}
 			return ""
 		},

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"net/http"
@@ -21,10 +21,10 @@ import (
 // deadline wraps every route, and probes skip auth and
 // the access log.
 func TestBuildHandlerOrder(t *testing.T) {
-	cfg := &Config{}
+	cfg := &configFile{}
 	cfg.defaults()
 	var logs syncbuf.Buffer
-	a, err := newApp(t.Context(), cfg, nil, Extensions{}, nil, &logs)
+	a, err := newApp(t.Context(), cfg, nil, extensions{}, process{stderr: &logs})
 	if err != nil {
 		t.Fatal(err)
 	}

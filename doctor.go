@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 
 // runDoctor checks a deployment from the outside, the way a connector sees
 // it, prints the report and fails when a check fails.
-func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runDoctor(ctx context.Context, p process) error {
+	args, stdout := p.args, p.stdout
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(p.stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: portcullis doctor URL [flags]\n\nURL is the MCP endpoint a connector is given, e.g. https://mcp.example.com/mcp.\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func TestTaskToolsConfig(t *testing.T) {
 		{name: "with upstreams", upstreams: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := &Config{}
+			cfg := &configFile{}
 			cfg.Tasks.Tools = []tasks.ToolOption{
 				{Name: "echo", Support: tasks.SupportOptional},
 				{Name: "ecoh", Support: tasks.SupportRequired},

@@ -1,4 +1,4 @@
-package server
+package portcullis
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func (h *headBuffer) String() string {
 // Its allocs/op are the server's and the in-process client's together.
 // Use it for profiles:
 //
-//	go test -run '^$' -bench ServeEcho -cpuprofile cpu.out ./internal/server
+//	go test -run '^$' -bench ServeEcho -cpuprofile cpu.out .
 //	go tool pprof -top -focus 'net/http.\(\*conn\).serve' cpu.out
 //
 // (the focus leaves out the in-process client). make bench measures the

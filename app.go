@@ -1,0 +1,155 @@
+package portcullis
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
+	"github.com/portcullis-mcp/portcullis/tasks"
+	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/upstream"
+)
+
+// app is what both transports serve: the SDK server and its catalog, and
+// the telemetry around them.
+type app struct {
+	cfg     *configFile
+	logger  *slog.Logger
+	catalog *tools.Catalog
+	server  *sdk.Server
+	metrics *observability.Metrics
+	tracing *observability.Tracing
+	// upstreams runs the upstream MCP servers; nil when none is configured.
+	upstreams *upstream.Manager
+	// onDenied logs and counts tool calls answered as unknown tools.
+	onDenied mcp.DenialHook
+	// tasks runs long tool calls as tasks of the MCP tasks extension.
+	tasks *tasks.Manager
+	// redis is the Redis replicas share (tasks, rate limits); nil if none.
+	redis *redis.Client
+}
+
+// newApp builds the server and its telemetry. p's environment supplies the
+// OTEL_* settings, and the service-link variables the configuration
+// ignored, which newApp logs; the OTLP exporter reads the process
+// environment itself, which is the same in production. Logs go to p's
+// stderr. policy is the per-tool policy the server applies to what callers
+// list and call (nil: none).
+func newApp(ctx context.Context, cfg *configFile, policy mcp.ToolPolicy, ext extensions, p process) (*app, error) {
+	logger, err := observability.NewLogger(p.stderr, cfg.Log.Level)
+	if err != nil {
+		return nil, err
+	}
+	// Variables the kubelet injects for a Service named portcullis or
+	// portcullis-*, which loadConfig skipped. Only the name is logged.
+	for _, name := range config.IgnoredEnv(&configFile{}, p.environ, envPrefix) {
+		logger.Debug("ignoring a Kubernetes service-link variable", "variable", name)
+	}
+	metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{Version: version, Revision: revisionString(), SDKPatches: sdkPatches})
+	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{
+		Getenv:         p.getenv,
+		ServiceVersion: version,
+		Metrics:        metrics,
+	})
+	if err != nil {
+		return nil, err // each problem names its OTEL_* variable
+	}
+	// The exporter reports failures (a collector that is down) through
+	// OpenTelemetry's process-wide handler; send them to our log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("telemetry export failed", "error", err)
+	}))
+	keys := [][]byte{mcp.NewRandomKey()}
+	if cfg.MCP.RequestState.KeysFile != "" {
+		if keys, err = mcp.LoadKeys(cfg.MCP.RequestState.KeysFile); err != nil {
+			return nil, err
+		}
+	} else {
+		logger.Info("request-state key generated for this process; set mcp.request_state.keys_file to share one key across replicas")
+	}
+	sealer, err := mcp.NewSealer(keys, cfg.MCP.RequestState.TTL, nil)
+	if err != nil {
+		return nil, err
+	}
+	upstream := tools.DefaultHTTPClient()
+	upstream.Transport = tracing.Transport(upstream.Transport)
+	cat, err := tools.New(cfg.Tools, tools.Deps{Logger: logger, HTTPClient: upstream})
+	if err != nil {
+		return nil, err
+	}
+	if err := ext.Apply(cat); err != nil {
+		return nil, err
+	}
+	// Upstream MCP servers: the one hook (see upstream.go).
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger)
+	if err != nil {
+		return nil, err
+	}
+	// The catalog knows tools that upstreams add while serving too.
+	known := cat.HasTool
+	onDenied := toolDeniedHook(logger, metrics, known)
+	telemetry := observability.MCPMiddleware(observability.MCPOptions{
+		Metrics:         metrics,
+		Tracing:         tracing,
+		Logger:          logger,
+		KnownTool:       known,
+		Identity:        identity,
+		RequestIDHeader: mcp.RequestIDHeader,
+		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
+	})
+	rdb, err := openRedis(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	taskMgr, err := newTaskManager(cfg, cat, rdb, metrics, logger)
+	if err != nil {
+		return nil, err
+	}
+	server := mcp.NewServer(cat, mcp.ServerConfig{
+		Version: version,
+		Sealer:  sealer,
+		Logger:  logger,
+		// Tools that the policy guards stay hidden from callers without a
+		// token (stdio, or auth off on loopback): fail closed.
+		Policy:       policy,
+		OnDenied:     onDenied,
+		Middleware:   []sdk.Middleware{telemetry},
+		ToolTimeout:  cfg.MCP.ToolTimeout,
+		ToolTimeouts: cfg.MCP.ToolTimeouts,
+		LimitHook:    limitHook(logger, metrics),
+		Tasks:        mcp.TaskConfig{Manager: taskMgr, Tool: cat.TaskSupport},
+	})
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, onDenied: onDenied, tasks: taskMgr, redis: rdb}, nil
+}
+
+// identity names the caller for traces and audit lines: the token's
+// subject and OAuth client.
+func identity(ti *sdkauth.TokenInfo) (subject, clientID string) {
+	if p, ok := auth.PrincipalFromTokenInfo(ti); ok {
+		return p.Subject, p.ClientID
+	}
+	if ti != nil {
+		return ti.UserID, ""
+	}
+	return "", ""
+}
+
+// shutdownTracing flushes queued spans, bounded so that a collector that is
+// down cannot hold the exit.
+func (a *app) shutdownTracing() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.tracing.Shutdown(ctx); err != nil {
+		a.logger.Warn("flushing spans at exit", "error", err)
+	}
+}

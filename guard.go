@@ -1,0 +1,136 @@
+package portcullis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
+)
+
+// principalKey is what the per-principal limits key on: the token's issuer,
+// subject and client id. With auth off there is none, and only the overall
+// in-flight cap applies: keying on the client address would put every
+// caller behind one proxy in one bucket.
+func principalKey(r *http.Request) string {
+	if p, ok := auth.PrincipalFrom(r.Context()); ok {
+		return p.Key()
+	}
+	return ""
+}
+
+// limitHook receives every refusal by a limit (internal/limits and the MCP
+// layer's body size, session cap and tool timeout): it counts it in
+// metrics and logs it at debug level.
+func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook {
+	return func(ctx context.Context, ev limits.Event) {
+		if ev.Limit == limits.LimitRate {
+			metrics.RateLimited("principal")
+		} else {
+			metrics.LimitRejected(string(ev.Limit))
+		}
+		logger.DebugContext(ctx, "limit reached", "limit", string(ev.Limit), "tool", ev.Tool)
+	}
+}
+
+// authGuard returns the middleware that guards /mcp and the per-tool access
+// rules. With auth off (loopback only, or the loud opt-out) /mcp is open and
+// tools that the policy guards are hidden.
+func (a *app) authGuard(ctx context.Context, health *observability.Health) (func(http.Handler) http.Handler, mcp.Access, error) {
+	o := a.cfg.Auth
+	policy := toolPolicy(o)
+	if !o.Enabled() {
+		if o.InsecureAllowUnauthenticated {
+			a.logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
+		}
+		return func(h http.Handler) http.Handler { return h }, a.toolAccess(policy), nil
+	}
+	for i, iss := range o.Issuers {
+		if iss.AllowHTTP {
+			a.logger.Warn("an issuer is allowed over plain http; tokens and keys can be tampered with in transit", "key", fmt.Sprintf("auth.issuers[%d].allow_http", i), "issuer", iss.Issuer)
+		}
+		if iss.AllowUntypedAccessTokens {
+			a.logger.Warn("an issuer's JWTs are accepted without typ at+jwt; only the ID-token claims tell its ID tokens from its access tokens", "key", fmt.Sprintf("auth.issuers[%d].allow_untyped_access_tokens", i), "issuer", iss.Issuer)
+		}
+	}
+	if o.Introspection.AllowMissingAudience {
+		a.logger.Warn("introspected tokens without an audience are accepted; a token the authorization server issued for another service is accepted here too", "key", "auth.introspection.allow_missing_audience")
+	}
+	o.Logger = a.logger
+	v, err := auth.NewVerifier(ctx, o, nil, nil)
+	if err != nil {
+		return nil, mcp.Access{}, err
+	}
+	if r, ok := v.(auth.Readier); ok {
+		// The key sets log why (see auth.Options.Logger); /readyz, which
+		// anyone may call, says only what is not ready.
+		health.AddCheck("issuer keys not loaded", r.Ready)
+		// Fetch the keys now, in the background: the first request need
+		// not wait for them, and an unreachable issuer is logged at start.
+		go func() { _ = r.Ready(ctx) }()
+	}
+	metadataURL := auth.MetadataURL(o.Resource)
+	access := a.toolAccess(policy)
+	hook := func(_ context.Context, e auth.Event) { a.metrics.AuthEvent(e.Outcome, string(e.Reason)) }
+	return auth.Middleware(v, o, metadataURL, hook, a.logger), access, nil
+}
+
+// toolAccess is how /mcp applies policy to tool calls: a call of a tool
+// the caller may not see is answered as an unknown tool.
+func (a *app) toolAccess(policy mcp.ToolPolicy) mcp.Access {
+	return mcp.Access{Policy: policy, Tools: a.catalog, OnDenied: a.onDenied}
+}
+
+// toolDeniedHook receives every tools/call answered as an unknown tool: it
+// counts it in portcullis_tool_calls_denied_total (the tool label bounded
+// as the operation metric's: a registered name or _OTHER) and logs it with
+// the caller, as auth failures are logged: at Info when the policy refused
+// a registered tool, at Debug for a name that is not registered (so a
+// scanner cannot flood the log). Never the token or the arguments.
+func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, known func(string) bool) mcp.DenialHook {
+	return func(ctx context.Context, d mcp.Denial) {
+		tool := observability.Other
+		if known(d.Tool) {
+			tool = d.Tool
+		}
+		metrics.ToolDenied(d.Reason, tool)
+		level := slog.LevelDebug
+		if d.Reason == mcp.DenialPolicy {
+			level = slog.LevelInfo
+		}
+		if !logger.Enabled(ctx, level) {
+			return
+		}
+		name := d.Tool
+		if len(name) > maxLoggedName {
+			name = strings.ToValidUTF8(name[:maxLoggedName], "") + "…"
+		}
+		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", name)}
+		if p, ok := auth.PrincipalFromTokenInfo(d.Info); ok {
+			attrs = append(attrs, slog.String("issuer", p.Issuer), slog.String("client_id", p.ClientID), slog.String("subject", p.Subject))
+		}
+		if len(d.Needed) > 0 {
+			attrs = append(attrs, slog.Any("needed_scopes", d.Needed))
+		}
+		logger.LogAttrs(ctx, level, "tool call denied", attrs...)
+	}
+}
+
+// maxLoggedName bounds a caller-chosen tool name in the log.
+const maxLoggedName = 128
+
+// toolPolicy returns the per-tool policy, or nil when auth.policy is empty:
+// then every tool is open to whoever the middleware let in (which already
+// checked auth.required_scopes), and the MCP layer skips the per-call and
+// per-list checks.
+func toolPolicy(o auth.Options) mcp.ToolPolicy {
+	if len(o.Policy) == 0 {
+		return nil
+	}
+	return auth.NewPolicy(o).Decide
+}

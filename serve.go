@@ -1,0 +1,190 @@
+package portcullis
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
+)
+
+// runServe serves MCP over Streamable HTTP until ctx ends, then drains.
+func runServe(ctx context.Context, p process, ext extensions) error {
+	f := newFlags("serve", p.stderr, true)
+	if err := f.parse(p.args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(f.configPath, p.environ, f)
+	if err != nil {
+		return err
+	}
+	if f.dev && !loopback.Host(cfg.Server.Listen) {
+		return fmt.Errorf("--dev serves only on a loopback address, not %q: its embedded issuer mints tokens for anyone who asks", cfg.Server.Listen)
+	}
+	// Listen first: the address (port 0 in tests) decides dev mode's URLs.
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Server.Listen, err)
+	}
+	defer ln.Close()
+	var dev *auth.DevIssuer
+	if f.dev {
+		if dev, err = setupDev(cfg, ln.Addr().String()); err != nil {
+			return err
+		}
+	}
+	mln, err := net.Listen("tcp", cfg.Server.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("server.metrics_listen: listening on %s: %w", cfg.Server.MetricsListen, err)
+	}
+	defer mln.Close()
+	a, err := newApp(ctx, cfg, toolPolicy(cfg.Auth), ext, p)
+	if err != nil {
+		return err
+	}
+	defer a.shutdownTracing()
+	defer a.stopUpstreams()
+	defer tuneRuntime(p.getenv, nil, a.logger).Stop()
+	return a.serve(ctx, ln, mln, dev, p.stdout)
+}
+
+// serve serves on ln until ctx ends, then drains: readiness fails, the
+// listener closes after DrainDelay, GET streams end, and calls in flight get
+// ShutdownGrace to finish.
+func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.DevIssuer, stdout io.Writer) error {
+	s := a.cfg.Server
+	health := &observability.Health{}
+	guard, access, err := a.authGuard(ctx, health)
+	if err != nil {
+		return err
+	}
+	readyUpstreams(a.upstreams, health)
+	hook := limitHook(a.logger, a.metrics)
+	mcpOpts := a.cfg.MCP
+	mcpOpts.LimitHook = hook
+	mcpOpts.PrincipalKey = principalKey
+	mcpOpts.Tasks = a.tasks
+	mcpHandler := mcp.NewHandler(a.server, mcpOpts, access, a.logger)
+	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
+	if err != nil {
+		return err
+	}
+	shareRateLimits(limiter, a.redis, a.cfg.Redis.KeyPrefix, a.logger)
+	if a.redis != nil {
+		defer a.redis.Close()
+	}
+	metricsSrv := a.metricsServer()
+	chain := chainParts{
+		bodyDeadline: limits.BodyDeadline(s.ReadBodyTimeout, hook),
+		mcp:          mcpHandler,
+		auth:         guard,
+		refusals:     observability.Refusals(observability.RefusalOptions{Metrics: a.metrics, Tracing: a.tracing, KnownTool: a.catalog.HasTool}),
+		limits:       limiter.Middleware,
+		health:       health,
+		dev:          dev,
+	}
+	srv := newHTTPServer(s, a.buildHandler(chain), a.logger)
+	// net/http enforces the header size, header and idle timeouts itself;
+	// the watched listener counts what they close.
+	ln = a.metrics.WatchConns(srv, ln)
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	go a.catalog.Run(bg, a.server)
+	go a.tasks.Run(bg)
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- metricsSrv.Serve(metricsLn) }()
+	a.logger.Info("listening", "listener", "metrics", "addr", metricsLn.Addr().String(),
+		"url", "http://"+metricsLn.Addr().String()+"/metrics")
+	if a.tracing.Enabled {
+		a.logger.Info("exporting traces", "exporter", a.tracing.Exporter)
+	}
+	url := "http://" + ln.Addr().String() + mcpPath
+	// The banner comes before the "listening" line, so whoever waits for
+	// that line (a person, a script, a test) finds the banner complete.
+	if dev != nil {
+		if err := printDevBanner(stdout, dev, a.cfg.Auth, url); err != nil {
+			return err
+		}
+	}
+	a.logger.Info("listening", "addr", ln.Addr().String(), "url", url, "version", version, "auth", a.cfg.Auth.Enabled())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	a.logger.Info("draining", "drain_delay", s.DrainDelay, "shutdown_grace", s.ShutdownGrace)
+	health.SetDraining()
+	if s.DrainDelay > 0 {
+		t := time.NewTimer(s.DrainDelay)
+		<-t.C
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
+	defer cancel()
+	mcpHandler.Drain()
+	// The metrics listener closes last, so the drain itself can be scraped.
+	defer metricsSrv.Close()
+	// Tasks still running when the grace ends are failed, so that their
+	// callers learn it now rather than when their lease runs out.
+	defer a.tasks.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("calls still in flight after shutdown_grace %s were cut off: %w", s.ShutdownGrace, err)
+	}
+	a.logger.Info("stopped")
+	return nil
+}
+
+// newHTTPServer returns the MCP listener's server with the connection
+// limits of s: a slowloris client that trickles headers is cut off after
+// ReadHeaderTimeout (on every request of a kept-alive connection, not only
+// the first), idle keep-alive connections after IdleTimeout, and headers
+// over MaxHeaderBytes get 431. The body's time limit is not ReadTimeout,
+// which fails reads silently, but [limits.BodyDeadline], which answers 408
+// and counts what it cuts off.
+func newHTTPServer(s serverOptions, h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// No WriteTimeout: SSE responses and long tool calls stay open.
+	}
+}
+
+// metricsServer serves /metrics on its own listener, so that scraping
+// needs no token and the MCP port exposes nothing but MCP.
+func (a *app) metricsServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metrics.Handler(a.logger))
+	if a.cfg.Server.AllowPprof {
+		a.logger.Warn("server.allow_pprof is on: the metrics listener serves Go runtime profiles at /debug/pprof/")
+		setMemProfiling(true)
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, allocs…
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: a.cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       a.cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    a.cfg.Server.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+	}
+}
