@@ -26,13 +26,11 @@ type app struct {
 	cfg     *configFile
 	logger  *slog.Logger
 	catalog *tools.Catalog
-	server  *sdk.Server
+	server  *mcp.Server
 	metrics *observability.Metrics
 	tracing *observability.Tracing
 	// upstreams runs the upstream MCP servers; nil when none is configured.
 	upstreams *upstream.Manager
-	// onDenied logs and counts tool calls answered as unknown tools.
-	onDenied mcp.DenialHook
 	// tasks runs long tool calls as tasks of the MCP tasks extension.
 	tasks *tasks.Manager
 	// redis is the Redis replicas share (tasks, rate limits); nil if none.
@@ -43,9 +41,13 @@ type app struct {
 // OTEL_* settings, and the service-link variables the configuration
 // ignored, which newApp logs; the OTLP exporter reads the process
 // environment itself, which is the same in production. Logs go to p's
-// stderr. policy is the per-tool policy the server applies to what callers
-// list and call (nil: none).
-func newApp(ctx context.Context, cfg *configFile, policy mcp.ToolPolicy, ext extensions, p process) (*app, error) {
+// stderr. The server is built for transport, with the per-tool policy of
+// auth.policy (over stdio, none if auth.allow_stdio_all_tools says so).
+func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext extensions, p process) (*app, error) {
+	policy := toolPolicy(cfg.Auth)
+	if transport == mcp.Stdio && cfg.Auth.AllowStdioAllTools {
+		policy = nil
+	}
 	logger, err := observability.NewLogger(p.stderr, cfg.Log.Level)
 	if err != nil {
 		return nil, err
@@ -97,7 +99,6 @@ func newApp(ctx context.Context, cfg *configFile, policy mcp.ToolPolicy, ext ext
 	}
 	// The catalog knows tools that upstreams add while serving too.
 	known := cat.HasTool
-	onDenied := toolDeniedHook(logger, metrics, known)
 	telemetry := observability.MCPMiddleware(observability.MCPOptions{
 		Metrics:         metrics,
 		Tracing:         tracing,
@@ -115,21 +116,21 @@ func newApp(ctx context.Context, cfg *configFile, policy mcp.ToolPolicy, ext ext
 	if err != nil {
 		return nil, err
 	}
-	server := mcp.NewServer(cat, mcp.ServerConfig{
-		Version: version,
-		Sealer:  sealer,
-		Logger:  logger,
+	server := mcp.New(cat, cfg.MCP, mcp.Deps{
+		Transport: transport,
+		Version:   version,
+		Logger:    logger,
+		Sealer:    sealer,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:       policy,
-		OnDenied:     onDenied,
+		OnDenied:     toolDeniedHook(logger, metrics, cat.HasTool),
 		Middleware:   []sdk.Middleware{telemetry},
-		ToolTimeout:  cfg.MCP.ToolTimeout,
-		ToolTimeouts: cfg.MCP.ToolTimeouts,
 		LimitHook:    limitHook(logger, metrics),
-		Tasks:        mcp.TaskConfig{Manager: taskMgr, Tool: cat.TaskSupport},
+		Tasks:        taskMgr,
+		PrincipalKey: principalKey,
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, onDenied: onDenied, tasks: taskMgr, redis: rdb}, nil
+	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, tasks: taskMgr, redis: rdb}, nil
 }
 
 // identity names the caller for traces and audit lines: the token's
@@ -151,5 +152,12 @@ func (a *app) shutdownTracing() {
 	defer cancel()
 	if err := a.tracing.Shutdown(ctx); err != nil {
 		a.logger.Warn("flushing spans at exit", "error", err)
+	}
+}
+
+// stopUpstreams stops the upstream servers, if any.
+func (a *app) stopUpstreams() {
+	if a.upstreams != nil {
+		_ = a.upstreams.Close()
 	}
 }

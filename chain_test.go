@@ -24,7 +24,7 @@ func TestBuildHandlerOrder(t *testing.T) {
 	cfg := &configFile{}
 	cfg.defaults()
 	var logs syncbuf.Buffer
-	a, err := newApp(t.Context(), cfg, nil, extensions{}, process{stderr: &logs})
+	a, err := newApp(t.Context(), cfg, mcp.HTTP, extensions{}, process{stderr: &logs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestBuildHandlerOrder(t *testing.T) {
 		bodyDeadline: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { step("deadline"); next.ServeHTTP(w, r) })
 		},
-		mcp: mcp.NewHandler(a.server, mcp.Options{}, mcp.Access{}, a.logger),
+		mcp: a.server.Handler(),
 		auth: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				step("auth")

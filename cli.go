@@ -5,22 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/portcullis-mcp/portcullis/internal/config"
-)
-
-// Set by the linker: -ldflags "-X github.com/portcullis-mcp/portcullis.version=…"
-// and the same for revision (see the Makefile's LDFLAGS), and sdkPatches
-// to the names of the patches/go-sdk patches the binary was built with
-// (make build, scripts/sdk-patch.sh).
-var (
-	version    = "dev"
-	revision   = ""
-	sdkPatches = ""
 )
 
 const usage = `Usage: portcullis [command] [flags]
@@ -40,28 +27,6 @@ can also be set by an environment variable: PORTCULLIS_ followed by the key
 path in upper case with dots as underscores (server.listen is
 PORTCULLIS_SERVER_LISTEN).
 `
-
-// process is what a command runs with: its command line (the program
-// name excluded), the environment (KEY=VALUE entries) and the standard
-// streams. Commands read the environment through it alone.
-type process struct {
-	args           []string
-	environ        []string
-	stdin          io.Reader
-	stdout, stderr io.Writer
-}
-
-// getenv returns the value of key in the process environment, "" if unset
-// (the last entry wins, as in the os package).
-func (p process) getenv(key string) string {
-	v := ""
-	for _, kv := range p.environ {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
-		}
-	}
-	return v
-}
 
 // execute runs p's command line: the command, "serve" when none is given,
 // with its flags. It returns nil on success and when help was asked for,
@@ -140,92 +105,6 @@ func exitCode(err error) int {
 		return 2
 	default:
 		return 1
-	}
-}
-
-type usageError struct{ err error }
-
-func (u usageError) Error() string { return u.err.Error() }
-
-func versionString() string {
-	sdk := "go-sdk " + sdkVersion()
-	if sdkPatches != "" {
-		sdk += " patched: " + sdkPatches
-	}
-	return fmt.Sprintf("portcullis %s (revision %s, %s, %s)", version, revisionString(), runtime.Version(), sdk)
-}
-
-// sdkVersion is the version of the MCP Go SDK in the build info.
-func sdkVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/modelcontextprotocol/go-sdk" {
-				return d.Version
-			}
-		}
-	}
-	return "unknown"
-}
-
-// revisionString is the VCS revision: stamped by the linker, else read from
-// the build info, else "unknown".
-func revisionString() string {
-	rev := revision
-	if rev == "" {
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range bi.Settings {
-				if s.Key == "vcs.revision" {
-					rev = s.Value
-				}
-			}
-		}
-	}
-	if rev == "" {
-		rev = "unknown"
-	}
-	return rev
-}
-
-// commonFlags are the flags every command that loads configuration takes.
-type commonFlags struct {
-	fs         *flag.FlagSet
-	configPath string
-	listen     string
-	metrics    string
-	dev        bool
-}
-
-func newFlags(name string, stderr io.Writer, serving bool) *commonFlags {
-	f := &commonFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	f.fs.SetOutput(stderr)
-	f.fs.StringVar(&f.configPath, "config", "", "configuration `file` (YAML)")
-	if serving {
-		f.fs.StringVar(&f.listen, "listen", "", "MCP listen `address` (overrides server.listen)")
-		f.fs.StringVar(&f.metrics, "metrics-listen", "", "metrics listen `address` (overrides server.metrics_listen)")
-		f.fs.BoolVar(&f.dev, "dev", false, "development mode: loopback only, a per-process request-state key")
-	}
-	return f
-}
-
-func (f *commonFlags) parse(args []string) error {
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if f.fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments: %v", f.fs.Args())}
-	}
-	return nil
-}
-
-func (f *commonFlags) apply(c *configFile) {
-	if f.listen != "" {
-		c.Server.Listen = f.listen
-	}
-	if f.metrics != "" {
-		c.Server.MetricsListen = f.metrics
 	}
 }
 

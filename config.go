@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/auth"
-	"github.com/portcullis-mcp/portcullis/internal/config"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
@@ -185,55 +183,6 @@ func (c *configFile) Validate() error {
 		errs = append(errs, errors.New("tasks.store: redis needs redis.url (the Redis every replica shares)"))
 	}
 	return errors.Join(errs...)
-}
-
-// loadConfig reads the file at path (none if empty), overlays PORTCULLIS_*
-// variables from environ (skipping Kubernetes service links, see
-// config.IgnoredEnv), applies defaults and validates. Every problem is
-// returned at once.
-func loadConfig(path string, environ []string, flags *commonFlags) (*configFile, error) {
-	var c configFile
-	// The loader sets every value it can parse even when others fail, so
-	// validation still runs and the report lists both kinds of problem.
-	loadErr := config.LoadFile(&c, path, environ, envPrefix)
-	if flags != nil {
-		flags.apply(&c)
-	}
-	c.defaults()
-	validate := c.Validate
-	if flags != nil && flags.dev {
-		validate = c.validateDev
-	}
-	if err := errors.Join(loadErr, validate()); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
-// validateDev validates c as serve --dev will run it. setupDev adds the
-// embedded issuer, and auth.resource when unset, once the listener's
-// address is known; until then a stand-in for them lets what needs an
-// issuer (auth.required_scopes) pass.
-//
-// The resource must be on a loopback host too: the embedded issuer mints
-// a token for anyone who asks, so a resource reached through a proxy or
-// tunnel would be open to everyone who can reach that.
-func (c *configFile) validateDev() error {
-	var resourceErr error
-	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !auth.IsLoopbackHost(u.Hostname()) {
-		resourceErr = fmt.Errorf("auth.resource: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave auth.resource unset, or run without --dev)", c.Auth.Resource)
-	}
-	if checkAddr(c.Server.Listen) != nil || !loopback.Host(c.Server.Listen) {
-		// Reported by Validate, or --dev refuses it itself: no dev issuer
-		// is made for it.
-		return errors.Join(resourceErr, c.Validate())
-	}
-	d := *c
-	d.Auth.Issuers = append(slices.Clone(c.Auth.Issuers), auth.IssuerOptions{Issuer: "http://" + c.Server.Listen + devIssuerPath})
-	if d.Auth.Resource == "" {
-		d.Auth.Resource = "http://" + c.Server.Listen + mcpPath
-	}
-	return errors.Join(resourceErr, d.Validate())
 }
 
 // unjoin flattens an errors.Join tree into its leaves.

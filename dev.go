@@ -1,12 +1,15 @@
 package portcullis
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
 
 // devIssuerPath is where --dev mounts its embedded issuer.
@@ -61,4 +64,30 @@ Try it with the MCP Inspector (Node 22):
 More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resource=%s %s/token
 `, version, url, dev.Issuer(), ttl, token, url, o.Resource, dev.Issuer())
 	return nil
+}
+
+// validateDev validates c as serve --dev will run it. setupDev adds the
+// embedded issuer, and auth.resource when unset, once the listener's
+// address is known; until then a stand-in for them lets what needs an
+// issuer (auth.required_scopes) pass.
+//
+// The resource must be on a loopback host too: the embedded issuer mints
+// a token for anyone who asks, so a resource reached through a proxy or
+// tunnel would be open to everyone who can reach that.
+func (c *configFile) validateDev() error {
+	var resourceErr error
+	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !auth.IsLoopbackHost(u.Hostname()) {
+		resourceErr = fmt.Errorf("auth.resource: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave auth.resource unset, or run without --dev)", c.Auth.Resource)
+	}
+	if checkAddr(c.Server.Listen) != nil || !loopback.Host(c.Server.Listen) {
+		// Reported by Validate, or --dev refuses it itself: no dev issuer
+		// is made for it.
+		return errors.Join(resourceErr, c.Validate())
+	}
+	d := *c
+	d.Auth.Issuers = append(slices.Clone(c.Auth.Issuers), auth.IssuerOptions{Issuer: "http://" + c.Server.Listen + devIssuerPath})
+	if d.Auth.Resource == "" {
+		d.Auth.Resource = "http://" + c.Server.Listen + mcpPath
+	}
+	return errors.Join(resourceErr, d.Validate())
 }

@@ -2,13 +2,14 @@ package portcullis
 
 import (
 	"context"
-	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
 
 // startServe runs serve with args on a free loopback port and returns the

@@ -38,33 +38,33 @@ func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook 
 	}
 }
 
-// authGuard returns the middleware that guards /mcp and the per-tool access
-// rules. With auth off (loopback only, or the loud opt-out) /mcp is open and
-// tools that the policy guards are hidden.
-func (a *app) authGuard(ctx context.Context, health *observability.Health) (func(http.Handler) http.Handler, mcp.Access, error) {
-	o := a.cfg.Auth
-	policy := toolPolicy(o)
+// authGuard returns the middleware that guards /mcp: the bearer token is
+// verified, and the caller's Principal put in the request context. With
+// auth off (loopback only, or the loud opt-out) /mcp is open, and the tools
+// that the policy guards are hidden (see newApp). Readiness waits for the
+// issuers' keys; auth outcomes are counted in metrics.
+func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metrics, logger *slog.Logger, health *observability.Health) (func(http.Handler) http.Handler, error) {
 	if !o.Enabled() {
 		if o.InsecureAllowUnauthenticated {
-			a.logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
+			logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
 		}
-		return func(h http.Handler) http.Handler { return h }, a.toolAccess(policy), nil
+		return func(h http.Handler) http.Handler { return h }, nil
 	}
 	for i, iss := range o.Issuers {
 		if iss.AllowHTTP {
-			a.logger.Warn("an issuer is allowed over plain http; tokens and keys can be tampered with in transit", "key", fmt.Sprintf("auth.issuers[%d].allow_http", i), "issuer", iss.Issuer)
+			logger.Warn("an issuer is allowed over plain http; tokens and keys can be tampered with in transit", "key", fmt.Sprintf("auth.issuers[%d].allow_http", i), "issuer", iss.Issuer)
 		}
 		if iss.AllowUntypedAccessTokens {
-			a.logger.Warn("an issuer's JWTs are accepted without typ at+jwt; only the ID-token claims tell its ID tokens from its access tokens", "key", fmt.Sprintf("auth.issuers[%d].allow_untyped_access_tokens", i), "issuer", iss.Issuer)
+			logger.Warn("an issuer's JWTs are accepted without typ at+jwt; only the ID-token claims tell its ID tokens from its access tokens", "key", fmt.Sprintf("auth.issuers[%d].allow_untyped_access_tokens", i), "issuer", iss.Issuer)
 		}
 	}
 	if o.Introspection.AllowMissingAudience {
-		a.logger.Warn("introspected tokens without an audience are accepted; a token the authorization server issued for another service is accepted here too", "key", "auth.introspection.allow_missing_audience")
+		logger.Warn("introspected tokens without an audience are accepted; a token the authorization server issued for another service is accepted here too", "key", "auth.introspection.allow_missing_audience")
 	}
-	o.Logger = a.logger
+	o.Logger = logger
 	v, err := auth.NewVerifier(ctx, o, nil, nil)
 	if err != nil {
-		return nil, mcp.Access{}, err
+		return nil, err
 	}
 	if r, ok := v.(auth.Readier); ok {
 		// The key sets log why (see auth.Options.Logger); /readyz, which
@@ -74,16 +74,8 @@ func (a *app) authGuard(ctx context.Context, health *observability.Health) (func
 		// not wait for them, and an unreachable issuer is logged at start.
 		go func() { _ = r.Ready(ctx) }()
 	}
-	metadataURL := auth.MetadataURL(o.Resource)
-	access := a.toolAccess(policy)
-	hook := func(_ context.Context, e auth.Event) { a.metrics.AuthEvent(e.Outcome, string(e.Reason)) }
-	return auth.Middleware(v, o, metadataURL, hook, a.logger), access, nil
-}
-
-// toolAccess is how /mcp applies policy to tool calls: a call of a tool
-// the caller may not see is answered as an unknown tool.
-func (a *app) toolAccess(policy mcp.ToolPolicy) mcp.Access {
-	return mcp.Access{Policy: policy, Tools: a.catalog, OnDenied: a.onDenied}
+	hook := func(_ context.Context, e auth.Event) { metrics.AuthEvent(e.Outcome, string(e.Reason)) }
+	return auth.Middleware(v, o, auth.MetadataURL(o.Resource), hook, logger), nil
 }
 
 // toolDeniedHook receives every tools/call answered as an unknown tool: it

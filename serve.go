@@ -47,7 +47,7 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 		return fmt.Errorf("server.metrics_listen: listening on %s: %w", cfg.Server.MetricsListen, err)
 	}
 	defer mln.Close()
-	a, err := newApp(ctx, cfg, toolPolicy(cfg.Auth), ext, p)
+	a, err := newApp(ctx, cfg, mcp.HTTP, ext, p)
 	if err != nil {
 		return err
 	}
@@ -63,17 +63,13 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.DevIssuer, stdout io.Writer) error {
 	s := a.cfg.Server
 	health := &observability.Health{}
-	guard, access, err := a.authGuard(ctx, health)
+	guard, err := authGuard(ctx, a.cfg.Auth, a.metrics, a.logger, health)
 	if err != nil {
 		return err
 	}
 	readyUpstreams(a.upstreams, health)
 	hook := limitHook(a.logger, a.metrics)
-	mcpOpts := a.cfg.MCP
-	mcpOpts.LimitHook = hook
-	mcpOpts.PrincipalKey = principalKey
-	mcpOpts.Tasks = a.tasks
-	mcpHandler := mcp.NewHandler(a.server, mcpOpts, access, a.logger)
+	mcpHandler := a.server.Handler()
 	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
 	if err != nil {
 		return err
@@ -99,7 +95,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.D
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
-	go a.catalog.Run(bg, a.server)
+	go a.catalog.Run(bg, a.server.SDK())
 	go a.tasks.Run(bg)
 
 	errc := make(chan error, 2)

@@ -18,12 +18,8 @@ func runStdio(ctx context.Context, p process, ext extensions) error {
 		return err
 	}
 	// stdio has no token: the policy hides the tools it guards, unless the
-	// operator opts out.
-	policy := toolPolicy(cfg.Auth)
-	if cfg.Auth.AllowStdioAllTools {
-		policy = nil
-	}
-	a, err := newApp(ctx, cfg, policy, ext, p)
+	// operator opts out (see newApp).
+	a, err := newApp(ctx, cfg, mcp.Stdio, ext, p)
 	if err != nil {
 		return err
 	}
@@ -34,7 +30,7 @@ func runStdio(ctx context.Context, p process, ext extensions) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go a.catalog.Run(ctx, a.server)
+	go a.catalog.Run(ctx, a.server.SDK())
 	a.logger.Info("serving MCP on stdio", "version", version)
-	return mcp.ServeStdio(ctx, a.server, p.stdin, p.stdout, 0)
+	return a.server.ServeStdio(ctx, p.stdin, p.stdout)
 }

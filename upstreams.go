@@ -67,10 +67,3 @@ func readyUpstreams(m *upstream.Manager, health *observability.Health) {
 		health.AddCheck("required upstream MCP server not connected", m.Ready)
 	}
 }
-
-// stopUpstreams stops the upstream servers, if any.
-func (a *app) stopUpstreams() {
-	if a.upstreams != nil {
-		_ = a.upstreams.Close()
-	}
-}

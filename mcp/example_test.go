@@ -17,7 +17,7 @@ import (
 
 // A server built from the default catalog, served on /mcp. The client here
 // speaks revision 2026-07-28, which needs no initialize handshake.
-func ExampleNewHandler() {
+func ExampleServer_Handler() {
 	opts := tools.Options{}
 	opts.Defaults()
 	cat, err := tools.New(opts, tools.Deps{})
@@ -28,10 +28,8 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	server := mcp.NewServer(cat, mcp.ServerConfig{Version: "dev", Sealer: sealer})
-	var hopts mcp.Options // nil and zero fields mean the documented defaults
-	hopts.Defaults()
-	h := mcp.NewHandler(server, hopts, mcp.Access{}, nil)
+	// The zero Options serves with the documented defaults.
+	h := mcp.New(cat, mcp.Options{}, mcp.Deps{Version: "dev", Sealer: sealer}).Handler()
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h.OriginGuard(h))
@@ -69,18 +67,18 @@ func ExampleNewHandler() {
 	// hi
 }
 
-// ServeStdio serves the same server over newline-delimited JSON-RPC, as a
-// local process a client starts. A line that is not JSON is answered, and
-// serving goes on.
-func ExampleServeStdio() {
+// A server for stdio serves newline-delimited JSON-RPC, as a local process
+// a client starts. A line that is not JSON is answered, and serving goes
+// on.
+func ExampleServer_ServeStdio() {
 	cat, err := tools.New(tools.Options{}, tools.Deps{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	server := mcp.NewServer(cat, mcp.ServerConfig{Version: "dev"})
+	server := mcp.New(cat, mcp.Options{}, mcp.Deps{Transport: mcp.Stdio, Version: "dev"})
 	in := strings.NewReader("not json\n")
 	var out strings.Builder
-	if err := mcp.ServeStdio(context.Background(), server, in, &out, 0); err != nil {
+	if err := server.ServeStdio(context.Background(), in, &out); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Print(out.String())

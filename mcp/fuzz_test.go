@@ -36,15 +36,13 @@ func fuzzHandler(f *testing.F) *Handler {
 	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) {
 		return tool != "echo", []string{"echo:use"}
 	}
-	server := NewServer(cat, ServerConfig{Version: "fuzz", Sealer: sealer, Policy: policy})
 	opts := Options{
 		MaxBodyBytes:   64 << 10,
 		AllowedOrigins: []string{"https://app.example.com"},
 		// Fuzzed initializes open sessions; let them go quickly.
 		SessionIdleTimeout: 200 * time.Millisecond,
 	}
-	opts.Defaults()
-	return NewHandler(server, opts, Access{Policy: policy, Tools: cat}, nil)
+	return New(cat, opts, Deps{Version: "fuzz", Sealer: sealer, Policy: policy}).Handler()
 }
 
 // FuzzHandler sends arbitrary bodies and MCP headers to /mcp in both

@@ -46,28 +46,21 @@ type Handler struct {
 	streams  map[*context.CancelFunc]struct{}
 }
 
-// NewHandler returns the /mcp handler for server. Zero fields of opts take
-// their defaults (see [Options.Defaults]), so the zero Options serves with
-// the documented limits. access may be the zero value (no per-tool policy).
-func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Logger) *Handler {
-	opts.Defaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+// newHandler returns the /mcp handler for server, with opts defaulted and
+// deps' logger and limit hook set (see [New]). gate applies the per-tool
+// policy before the SDK sees a request.
+func newHandler(server *sdk.Server, opts Options, gate *toolGate, deps Deps) *Handler {
+	logger := deps.Logger
 	get := func(*http.Request) *sdk.Server { return server }
 	sdkLog := sdkLogger(logger)
 	maxSessions := opts.MaxSessions
 	if maxSessions <= 0 {
 		maxSessions = DefaultMaxSessions
 	}
-	hook := opts.LimitHook
-	if hook == nil {
-		hook = func(context.Context, limits.Event) {}
-	}
 	h := &Handler{
-		sessions:  newSessionCap(maxSessions, min(opts.MaxSessionsPerPrincipal, maxSessions), opts.PrincipalKey, server),
-		limitHook: hook,
-		tasks:     opts.Tasks,
+		sessions:  newSessionCap(maxSessions, min(opts.MaxSessionsPerPrincipal, maxSessions), deps.PrincipalKey, server),
+		limitHook: deps.LimitHook,
+		tasks:     deps.Tasks,
 		origins:   opts.AllowedOrigins,
 		maxBody:   opts.MaxBodyBytes,
 		logger:    logger,
@@ -86,11 +79,8 @@ func NewHandler(server *sdk.Server, opts Options, access Access, logger *slog.Lo
 			PropagateRequestCancellation: true,
 		}),
 	}
-	if access.Policy != nil {
-		if access.Tools == nil {
-			panic("mcp: NewHandler: Access.Policy is set without Access.Tools")
-		}
-		h.gate = newToolGate(access.Policy, access.Tools, access.OnDenied)
+	if deps.Policy != nil {
+		h.gate = gate
 	}
 	if opts.Sessions == nil || *opts.Sessions {
 		h.stateful = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{

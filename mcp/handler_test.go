@@ -18,16 +18,24 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
-// newTestEndpoint serves the core toolset through NewServer and NewHandler.
+// newTestEndpoint serves the core toolset through New's handler.
 func newTestEndpoint(t *testing.T, edit func(*Options)) (*httptest.Server, *Handler) {
-	return newPolicyEndpoint(t, edit, Access{})
+	return newPolicyEndpoint(t, edit, Deps{})
 }
 
-func newPolicyEndpoint(t *testing.T, edit func(*Options), access Access) (*httptest.Server, *Handler) {
-	return endpoint{edit: edit, access: access}.start(t)
+func newPolicyEndpoint(t *testing.T, edit func(*Options), deps Deps) (*httptest.Server, *Handler) {
+	return endpoint{edit: edit, deps: deps}.start(t)
+}
+
+// handlerFor serves a bare SDK server that a test built, with no policy,
+// as New's handler would serve it.
+func handlerFor(server *sdk.Server, opts Options) *Handler {
+	opts.Defaults()
+	return newHandler(server, opts, nil, Deps{Logger: slog.New(slog.DiscardHandler), LimitHook: func(context.Context, limits.Event) {}})
 }
 
 // endpoint says how to build a test /mcp endpoint; the zero value serves
@@ -35,11 +43,11 @@ func newPolicyEndpoint(t *testing.T, edit func(*Options), access Access) (*httpt
 type endpoint struct {
 	toolsets []string // default: core
 	edit     func(*Options)
-	access   Access
+	deps     Deps // Version, Sealer and Logger are set by handler
 	logger   *slog.Logger
 }
 
-// start serves e through NewServer and NewHandler until the test ends.
+// start serves e through New's handler until the test ends.
 func (e endpoint) start(t *testing.T) (*httptest.Server, *Handler) {
 	t.Helper()
 	h := e.handler(t)
@@ -64,17 +72,13 @@ func (e endpoint) handler(t *testing.T) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewServer(cat, ServerConfig{Version: "test", Sealer: sealer, Policy: e.access.Policy, OnDenied: e.access.OnDenied, Logger: e.logger})
-	access := e.access
-	if access.Tools == nil {
-		access.Tools = cat
-	}
+	deps := e.deps
+	deps.Version, deps.Sealer, deps.Logger = "test", sealer, e.logger
 	var opts Options
 	if e.edit != nil {
 		e.edit(&opts)
 	}
-	opts.Defaults()
-	return NewHandler(server, opts, access, e.logger)
+	return New(cat, opts, deps).Handler()
 }
 
 type response struct {
@@ -386,9 +390,7 @@ func TestSealStateMiddleware(t *testing.T) {
 		}, nil, nil
 	})
 	server.AddReceivingMiddleware(sealStateMiddleware(sealer, slog.New(slog.DiscardHandler)))
-	opts := Options{}
-	opts.Defaults()
-	ts := httptest.NewServer(NewHandler(server, opts, Access{}, nil))
+	ts := httptest.NewServer(handlerFor(server, Options{}))
 	defer ts.Close()
 	hdr := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "ask"}
 	call := func(args, state string) response {

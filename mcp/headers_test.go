@@ -26,10 +26,7 @@ func TestRequestIDHeader(t *testing.T) {
 			return next(ctx, method, req)
 		}
 	}
-	server := NewServer(cat, ServerConfig{Version: "test", Middleware: []sdk.Middleware{record}})
-	var opts Options
-	opts.Defaults()
-	ts := httptest.NewServer(NewHandler(server, opts, Access{}, nil))
+	ts := httptest.NewServer(New(cat, Options{}, Deps{Version: "test", Middleware: []sdk.Middleware{record}}).Handler())
 	defer ts.Close()
 
 	for _, tt := range []struct{ id, want string }{

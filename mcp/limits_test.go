@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,7 +36,7 @@ func (e *limitEvents) list() []limits.Event {
 // TestToolTimeout runs on a fake clock: a call's timeout passes as soon as
 // every goroutine waits, and a call takes exactly its timeout.
 func TestToolTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		// The tool workers end toolWorkerIdle after their last call; the
 		// bubble ends once they have, after the stubborn call is released
 		// (cleanups run last first).
@@ -142,10 +141,7 @@ func TestToolTimeout(t *testing.T) {
 
 func TestBodySizeLimitIsReported(t *testing.T) {
 	ev := &limitEvents{}
-	ts, _ := newTestEndpoint(t, func(o *Options) {
-		o.MaxBodyBytes = 64
-		o.LimitHook = ev.hook
-	})
+	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 64 }, Deps{LimitHook: ev.hook})
 	r := post(t, ts.URL, modernCall("echo", `{"text":"`+strings.Repeat("x", 100)+`"}`), map[string]string{"Mcp-Protocol-Version": modernHdr})
 	if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(errorMessage(r.message), "64 bytes") {
 		t.Fatalf("status %d, body %s; want 413 naming the limit", r.status, r.body)

@@ -7,13 +7,11 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/portcullis-mcp/portcullis/internal/limits"
-	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
-// Options configures the /mcp endpoint. It is the `mcp:` section of the
-// configuration file; the zero value of each field is documented.
+// Options configures the MCP server and its /mcp endpoint. It is the
+// `mcp:` section of the configuration file; the zero value of each field
+// is documented. What the server is wired to is [Deps].
 type Options struct {
 	// Sessions enables legacy (2024-11-05 … 2025-11-25) sessions: an
 	// initialize request gets an Mcp-Session-Id, and requests carrying it
@@ -40,8 +38,8 @@ type Options struct {
 	// MaxSessions bounds the legacy sessions open at once; an initialize
 	// over the cap gets 503 with Retry-After. Zero means 10000.
 	MaxSessions int `yaml:"max_sessions" schema:"min=0"`
-	// MaxSessionsPerPrincipal bounds the legacy sessions one caller (see
-	// PrincipalKey) holds at once, initialized or not; its initialize over
+	// MaxSessionsPerPrincipal bounds the legacy sessions one caller (one
+	// token issuer, subject and client) holds at once, initialized or not; its initialize over
 	// the share gets 429 with Retry-After. Zero means a tenth of
 	// MaxSessions (1000 by default), at least 1.
 	MaxSessionsPerPrincipal int `yaml:"max_sessions_per_principal" schema:"min=0"`
@@ -51,37 +49,6 @@ type Options struct {
 	ToolTimeout time.Duration `yaml:"tool_timeout"`
 	// ToolTimeouts overrides ToolTimeout for the tools listed.
 	ToolTimeouts []ToolTimeout `yaml:"tool_timeouts"`
-
-	// LimitHook receives an event whenever a limit refuses a request (body
-	// size, session cap). Nil means none. Not configurable from YAML.
-	LimitHook limits.Hook `yaml:"-"`
-	// Tasks answers tasks/get, tasks/update and tasks/cancel; nil means
-	// the tasks extension is off and those methods are unknown. Not
-	// configurable from YAML.
-	Tasks *tasks.Manager `yaml:"-"`
-	// PrincipalKey names the caller that MaxSessionsPerPrincipal counts
-	// under; an empty key (no principal, as with auth off) is held to
-	// MaxSessions only. Nil means no per-principal share. Not configurable
-	// from YAML.
-	PrincipalKey limits.KeyFunc `yaml:"-"`
-}
-
-// Access is how the endpoint enforces per-tool policy at the HTTP layer,
-// before the SDK sees a request. A tools/call of a tool the caller may not
-// see is answered as an unknown tool, exactly as a name that is not
-// registered, never with a 403: that would confirm that the tool exists and
-// name the scopes it needs. (The endpoint's own required scopes, which are
-// public, still get the auth middleware's 403 insufficient_scope.)
-type Access struct {
-	// Policy decides per tool; nil allows everything, and then the SDK
-	// middleware answers unknown tools.
-	Policy ToolPolicy
-	// Tools is the registry of tools (the catalog); required with a Policy,
-	// when a call of a name it does not have is answered as an unknown tool.
-	Tools Tools
-	// OnDenied receives every tools/call the handler answers as an unknown
-	// tool. Nil means none.
-	OnDenied DenialHook
 }
 
 // RequestStateOptions configures how MRTR requestState is sealed.

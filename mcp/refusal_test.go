@@ -23,9 +23,7 @@ func (r *codeRecorder) RecordJSONRPCError(code int) { r.code = code }
 // that a request the SDK serves is not.
 func TestRefusalsAreReported(t *testing.T) {
 	server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "v0"}, nil)
-	opts := Options{MaxBodyBytes: 256}
-	opts.Defaults()
-	h := NewHandler(server, opts, Access{}, nil)
+	h := handlerFor(server, Options{MaxBodyBytes: 256})
 	tests := []struct {
 		name string
 		body string

@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
-	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,12 +18,32 @@ import (
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
-// ServerConfig is what [NewServer] needs besides the tool catalog.
-type ServerConfig struct {
+// Transport is how a [Server] is reached.
+type Transport int
+
+const (
+	// HTTP is Streamable HTTP, served by [Server.Handler]: every protocol
+	// era on one endpoint. Only calls over HTTP can become tasks, since
+	// only the HTTP endpoint answers tasks/get.
+	HTTP Transport = iota
+	// Stdio is one client on stdin and stdout, served by
+	// [Server.ServeStdio].
+	Stdio
+)
+
+// Deps are what [New] builds a server from besides the catalog and the
+// configuration: the seams to the rest of the program. Every field may be
+// left zero; the zero value of each is documented.
+type Deps struct {
+	// Transport is how the server is reached; the zero value is [HTTP].
+	Transport Transport
 	// Version is the server version reported to clients.
 	Version string
 	// Instructions are sent to clients in the initialize result.
 	Instructions string
+	// Logger receives server-side errors (panics, sealing failures).
+	// Nil means discard.
+	Logger *slog.Logger
 	// Sealer seals MRTR requestState. Nil disables multi-round-trip state:
 	// a handler that returns requestState then fails the call, and any
 	// requestState a client sends is rejected. The rounds of a task keep
@@ -31,73 +51,113 @@ type ServerConfig struct {
 	Sealer *Sealer
 	// Policy decides which tools a caller may see and call. Nil allows
 	// every tool to everyone. A tool the policy refuses a caller is hidden
-	// from it: a call answers as an unknown tool (see [Denial]).
+	// from it: a call answers as an unknown tool (see [Denial]), on every
+	// path (the HTTP handler before the SDK sees the request, and the
+	// SDK middleware for stdio and as a second line).
 	Policy ToolPolicy
 	// OnDenied receives every tools/call answered as an unknown tool. Nil
 	// means none.
 	OnDenied DenialHook
-	// Logger receives server-side errors (panics, sealing failures).
-	// Nil means discard.
-	Logger *slog.Logger
 	// Middleware is added to the server's receiving middleware, outermost
 	// first, before Portcullis's own (so it sees what clients see).
 	Middleware []sdk.Middleware
-	// ToolTimeout bounds each tools/call (see [Options.ToolTimeout]); zero
-	// means unbounded. ToolTimeouts overrides it per tool.
-	ToolTimeout  time.Duration
-	ToolTimeouts []ToolTimeout
-	// LimitHook receives an event for every tool call cut off by its
-	// timeout. Nil means none.
+	// LimitHook receives an event whenever a limit refuses a request (body
+	// size, session cap, tool timeout). Nil means none.
 	LimitHook limits.Hook
 	// Tasks enables the tasks extension (io.modelcontextprotocol/tasks):
-	// the server advertises it and runs calls of task-supporting tools as
-	// tasks. A zero TaskConfig leaves it off.
-	Tasks TaskConfig
+	// the server advertises it, the HTTP handler answers tasks/get,
+	// tasks/update and tasks/cancel, and calls over HTTP of the tools the
+	// catalog marks (see [tools.Catalog.TaskSupport]) run as tasks; over
+	// stdio a tool that requires tasks is refused. Nil leaves it off.
+	Tasks *tasks.Manager
+	// PrincipalKey names the caller that [Options.MaxSessionsPerPrincipal]
+	// counts under; an empty key (no principal, as with auth off) is held
+	// to MaxSessions only. Nil means no per-principal share.
+	PrincipalKey limits.KeyFunc
 }
 
-// NewServer builds the SDK server that offers everything in cat.
+// Server is an MCP server built from a catalog: the SDK server with
+// Portcullis's middleware, and, for [HTTP], the /mcp handler around it.
+type Server struct {
+	sdk     *sdk.Server
+	handler *Handler // nil for Stdio
+}
+
+// New builds the server that offers everything in cat, configured by opts
+// (zero fields take their defaults, see [Options.Defaults]) and wired to
+// deps.
 //
 // Besides the catalog's tools, resources and prompts, the server gets
 // receiving middleware that recovers panicking handlers into error results,
 // answers a call of a tool the caller may not see as an unknown tool (naming
-// the nearest tool it may see), and seals and opens MRTR requestState.
-func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// the nearest tool it may see), bounds each tool call by its timeout, runs
+// task tools as tasks, and seals and opens MRTR requestState.
+func New(cat *tools.Catalog, opts Options, deps Deps) *Server {
+	opts.Defaults()
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	opts := &sdk.ServerOptions{
-		Instructions: cfg.Instructions,
-		Logger:       sdkLogger(logger),
+	if deps.LimitHook == nil {
+		deps.LimitHook = func(context.Context, limits.Event) {}
 	}
-	if cfg.Tasks.Manager != nil {
-		opts.Capabilities = &sdk.ServerCapabilities{
+	sopts := &sdk.ServerOptions{
+		Instructions: deps.Instructions,
+		Logger:       sdkLogger(deps.Logger),
+	}
+	if deps.Tasks != nil {
+		sopts.Capabilities = &sdk.ServerCapabilities{
 			Logging:    &sdk.LoggingCapabilities{},
 			Extensions: map[string]any{tasks.ExtensionID: map[string]any{}},
 		}
 	}
-	cat.Apply(opts)
+	cat.Apply(sopts)
 	s := sdk.NewServer(&sdk.Implementation{
 		Name:    "portcullis",
 		Title:   "Portcullis",
-		Version: cfg.Version,
-	}, opts)
+		Version: deps.Version,
+	}, sopts)
 	cat.Register(s)
 
+	// One gate, for the SDK middleware here and the HTTP handler.
+	gate := newToolGate(deps.Policy, cat, deps.OnDenied)
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
-	gate := newToolGate(cfg.Policy, cat, cfg.OnDenied)
-	mws := append([]sdk.Middleware{}, cfg.Middleware...)
+	mws := append([]sdk.Middleware{}, deps.Middleware...)
 	mws = append(mws,
 		gateToolsMiddleware(gate),
-		filterToolsMiddleware(cfg.Policy),
-		taskMiddleware(cfg.Tasks),
-		sealStateMiddleware(cfg.Sealer, logger),
-		toolTimeoutMiddleware(cfg.ToolTimeout, toolTimeoutMap(cfg.ToolTimeouts), cfg.LimitHook, logger),
-		recoverMiddleware(logger),
+		filterToolsMiddleware(deps.Policy),
+		taskMiddleware(deps.Tasks, cat.TaskSupport, deps.Transport),
+		sealStateMiddleware(deps.Sealer, deps.Logger),
+		toolTimeoutMiddleware(opts.ToolTimeout, toolTimeoutMap(opts.ToolTimeouts), deps.LimitHook, deps.Logger),
+		recoverMiddleware(deps.Logger),
 	)
 	s.AddReceivingMiddleware(mws...)
-	return s
+	srv := &Server{sdk: s}
+	if deps.Transport == HTTP {
+		srv.handler = newHandler(s, opts, gate, deps)
+	}
+	return srv
+}
+
+// SDK returns the SDK server, for what works on it directly (the catalog
+// sends list-changed notifications through it, see [tools.Catalog.Run]).
+func (s *Server) SDK() *sdk.Server { return s.sdk }
+
+// Handler returns the /mcp handler of an [HTTP] server; nil for [Stdio].
+func (s *Server) Handler() *Handler { return s.handler }
+
+// ServeStdio serves a [Stdio] server over newline-delimited JSON-RPC on in
+// and out until in ends or ctx does. out carries nothing but JSON-RPC
+// frames: send logs elsewhere (stderr).
+//
+// Bad input never ends serving: a line that is not JSON is answered with a
+// -32700 parse error, one that is JSON but not a JSON-RPC 2.0 message (or a
+// batch the negotiated protocol version does not allow) with -32600, an
+// over-long line (over [sdk.DefaultMaxLineLength]) is answered with -32600
+// and skipped, and blank lines are ignored. When in ends, every request
+// already read is answered before ServeStdio returns nil.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	return serveStdio(ctx, s.sdk, in, out, 0)
 }
 
 // recoverMiddleware turns a panic in a handler into an error: a tool result

@@ -46,12 +46,9 @@ func TestDrainEndsStreams(t *testing.T) {
 // TestSessionCap runs on a fake clock, so that a closed session's slot is
 // seen free as soon as every goroutine has settled.
 func TestSessionCap(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		ev := &limitEvents{}
-		h := endpoint{edit: func(o *Options) {
-			o.MaxSessions = 2
-			o.LimitHook = ev.hook
-		}}.handler(t)
+		h := endpoint{edit: func(o *Options) { o.MaxSessions = 2 }, deps: Deps{LimitHook: ev.hook}}.handler(t)
 		post := func(_ *testing.T, _, body string, header map[string]string) response {
 			return postTo(t, h, body, header)
 		}
@@ -106,7 +103,7 @@ func TestSessionCap(t *testing.T) {
 // passes in an instant, and the session is gone once every goroutine has
 // settled.
 func TestSessionIdleTimeoutFreesTheCap(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		const idle = 100 * time.Millisecond
 		h := endpoint{edit: func(o *Options) {
 			o.MaxSessions = 1
@@ -136,15 +133,16 @@ func TestSessionIdleTimeoutFreesTheCap(t *testing.T) {
 // server's cap gets 503; sessions that were never initialized count; and
 // every count returns to zero when sessions are deleted or expire.
 func TestSessionSharePerPrincipal(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		const idle = time.Minute
 		ev := &limitEvents{}
 		h := endpoint{edit: func(o *Options) {
 			o.MaxSessions = 4
 			o.MaxSessionsPerPrincipal = 2
 			o.SessionIdleTimeout = idle
-			o.LimitHook = ev.hook
-			o.PrincipalKey = func(r *http.Request) string { return r.Header.Get("X-Who") }
+		}, deps: Deps{
+			LimitHook:    ev.hook,
+			PrincipalKey: func(r *http.Request) string { return r.Header.Get("X-Who") },
 		}}.handler(t)
 		// initialize sends a legacy initialize as who and never follows it
 		// with notifications/initialized.
@@ -232,11 +230,10 @@ func TestSessionSharePerPrincipal(t *testing.T) {
 // TestSessionsWithoutPrincipal: with auth off there is no principal, and
 // only the server's cap applies, not a share of it.
 func TestSessionsWithoutPrincipal(t *testing.T) {
-	_, h := newTestEndpoint(t, func(o *Options) {
+	_, h := newPolicyEndpoint(t, func(o *Options) {
 		o.MaxSessions = 3
 		o.MaxSessionsPerPrincipal = 1
-		o.PrincipalKey = func(*http.Request) string { return "" }
-	})
+	}, Deps{PrincipalKey: func(*http.Request) string { return "" }})
 	for i := range 4 {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(legacyInit))
 		r.Header.Set("Content-Type", "application/json")

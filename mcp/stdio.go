@@ -15,7 +15,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
 )
 
-// ServeStdio serves server over newline-delimited JSON-RPC on in and out
+// serveStdio serves server over newline-delimited JSON-RPC on in and out
 // until in ends or ctx ends. out carries nothing but JSON-RPC frames:
 // callers must send logs elsewhere (stderr). maxLine bounds one inbound line
 // in bytes; zero or less means [sdk.DefaultMaxLineLength].
@@ -25,10 +25,10 @@ import (
 // batch the negotiated protocol version does not allow) with -32600, an
 // over-long line is answered with -32600 and skipped, and blank lines are
 // ignored. When in ends, every request already read is answered before
-// ServeStdio returns nil; requests the server sent to the client and that
+// serveStdio returns nil; requests the server sent to the client and that
 // are still unanswered then fail, so that the handlers waiting on them can
 // finish.
-func ServeStdio(ctx context.Context, server *sdk.Server, in io.Reader, out io.Writer, maxLine int) error {
+func serveStdio(ctx context.Context, server *sdk.Server, in io.Reader, out io.Writer, maxLine int) error {
 	if maxLine <= 0 {
 		maxLine = sdk.DefaultMaxLineLength
 	}

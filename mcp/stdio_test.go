@@ -52,7 +52,7 @@ func newStdioServer(t *testing.T, policy ToolPolicy, extra ...func(*tools.Catalo
 	for _, add := range extra {
 		add(cat)
 	}
-	return NewServer(cat, ServerConfig{Version: "test", Policy: policy})
+	return New(cat, Options{}, Deps{Transport: Stdio, Version: "test", Policy: policy}).SDK()
 }
 
 // frame is one JSON-RPC message written to stdout.
@@ -119,7 +119,7 @@ func (o output) replies(id string) []frame {
 func serveInput(t *testing.T, server *sdk.Server, input string, maxLine int) output {
 	t.Helper()
 	var out syncbuf.Buffer
-	if err := ServeStdio(t.Context(), server, strings.NewReader(input), &out, maxLine); err != nil {
+	if err := serveStdio(t.Context(), server, strings.NewReader(input), &out, maxLine); err != nil {
 		t.Fatalf("ServeStdio = %v, want nil at the end of input", err)
 	}
 	return parseOutput(t, out.String())
@@ -282,7 +282,7 @@ func TestStdioInput(t *testing.T) {
 // ends is answered before ServeStdio returns, and that a request reusing
 // its id meanwhile is refused rather than answered under no id.
 func TestStdioSlowCallAtEOF(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
 		server := newStdioServer(t, nil, func(cat *tools.Catalog) {
 			tools.AddTool(cat, &sdk.Tool{Name: "slow"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
@@ -294,7 +294,7 @@ func TestStdioSlowCallAtEOF(t *testing.T) {
 		input := initLine("2025-06-18") + "\n" + initializedLine + "\n" + callLine(2, "slow") + "\n" + callLine(2, "PingME") + "\n"
 		var out syncbuf.Buffer
 		done := make(chan error, 1)
-		go func() { done <- ServeStdio(t.Context(), server, strings.NewReader(input), &out, 0) }()
+		go func() { done <- serveStdio(t.Context(), server, strings.NewReader(input), &out, 0) }()
 		<-started
 		synctest.Wait() // the end of input has been read as far as it can be
 		select {
@@ -324,7 +324,7 @@ func TestStdioBatchAfter20250618(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- ServeStdio(t.Context(), newStdioServer(t, nil), inR, outW, 0)
+		done <- serveStdio(t.Context(), newStdioServer(t, nil), inR, outW, 0)
 		outW.Close()
 	}()
 	lines := make(chan string)

@@ -27,15 +27,6 @@ const (
 // missingTasksData is the data of -32021 naming the tasks extension.
 var missingTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + tasks.ExtensionID + `":{}}}}`)
 
-// TaskConfig enables the tasks extension in [NewServer].
-type TaskConfig struct {
-	// Manager creates and answers for tasks.
-	Manager *tasks.Manager
-	// Tool returns how a tool's calls may run as tasks; nil means they
-	// never do.
-	Tool func(name string) tasks.ToolTasks
-}
-
 // declaresTasks reports whether a request of revision 2026-07-28 or later
 // declares the tasks extension in its per-request client capabilities.
 func declaresTasks(r *sdk.CallToolRequest) bool {
@@ -67,9 +58,12 @@ func taskOwner(info *sdkauth.TokenInfo) string {
 // clients that declared the extension, answers -32021 for a tool that
 // requires tasks called by any other client, and lets a handler start a
 // task itself with [tasks.Run].
-func taskMiddleware(cfg TaskConfig) sdk.Middleware {
+//
+// Only /mcp answers tasks/get, so a call over any other transport never
+// becomes a task, and one of a tool that requires tasks is refused.
+func taskMiddleware(mgr *tasks.Manager, support func(tool string) tasks.ToolTasks, transport Transport) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
-		if cfg.Manager == nil {
+		if mgr == nil {
 			return next
 		}
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
@@ -77,20 +71,12 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 			if method != "tools/call" || !ok || r.Params == nil || tasks.TaskID(ctx) != "" {
 				return next(ctx, method, req)
 			}
-			var tt tasks.ToolTasks
-			if cfg.Tool != nil {
-				tt = cfg.Tool(r.Params.Name)
-			}
-			support := tt.Support
-			// Only /mcp answers tasks/get: a call over stdio never becomes
-			// one. Stdio requests carry a header too (the request id, see
-			// stdioConn.Read) but never a Content-Type.
-			extra := req.GetExtra()
-			declared := extra != nil && extra.Header.Get("Content-Type") != "" && declaresTasks(r)
+			tt := support(r.Params.Name)
+			declared := transport == HTTP && declaresTasks(r)
 			switch {
-			case support == tasks.SupportNone:
+			case tt.Support == tasks.SupportNone:
 				return next(ctx, method, req)
-			case !declared && support == tasks.SupportRequired:
+			case !declared && tt.Support == tasks.SupportRequired:
 				return nil, &jsonrpc.Error{
 					Code:    sdk.CodeMissingRequiredClientCapabilities,
 					Message: missingTasksCapabilityPrefix + fmt.Sprintf("the tool %q runs only as a task; declare the %s extension in the request's client capabilities.", r.Params.Name, tasks.ExtensionID),
@@ -105,7 +91,7 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 			}
 			owner := taskOwner(info)
 			start := func(work tasks.Work) (*tasks.Task, error) {
-				t, err := cfg.Manager.Start(ctx, owner, r.Params.Name, work)
+				t, err := mgr.Start(ctx, owner, r.Params.Name, work)
 				return t, startError(err)
 			}
 			// A handler that gathers input first starts the task itself
@@ -124,7 +110,7 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 			// Otherwise the whole call is the task: each round calls the
 			// handler, with the client's responses to the previous round's
 			// input requests.
-			t, err := cfg.Manager.Start(ctx, owner, r.Params.Name, func(tctx context.Context, in tasks.Input) tasks.Outcome {
+			t, err := mgr.Start(ctx, owner, r.Params.Name, func(tctx context.Context, in tasks.Input) tasks.Outcome {
 				round := *r
 				params := *r.Params
 				params.InputResponses, params.RequestState = nil, in.State
@@ -143,7 +129,7 @@ func taskMiddleware(cfg TaskConfig) sdk.Middleware {
 				return tasks.OutcomeOf(ctr, err)
 			})
 			if err != nil {
-				if errors.Is(err, tasks.ErrOwnerCap) || errors.Is(err, tasks.ErrTotalCap) || support == tasks.SupportRequired {
+				if errors.Is(err, tasks.ErrOwnerCap) || errors.Is(err, tasks.ErrTotalCap) || tt.Support == tasks.SupportRequired {
 					return nil, startError(err)
 				}
 				// The store is down: a tool that only supports tasks still

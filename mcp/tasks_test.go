@@ -67,16 +67,13 @@ func (s taskSetup) endpoint(t *testing.T) (http.Handler, *tasks.Manager) {
 		cancel()
 		mgr.Shutdown(ctx) // tasks still running end now, inside the bubble
 	})
-	cfg := ServerConfig{Version: "test", Tasks: TaskConfig{Manager: mgr, Tool: cat.TaskSupport}}
+	deps := Deps{Version: "test", Tasks: mgr}
 	if s.sealTTL > 0 {
-		if cfg.Sealer, err = NewSealer([][]byte{NewRandomKey()}, s.sealTTL, nil); err != nil {
+		if deps.Sealer, err = NewSealer([][]byte{NewRandomKey()}, s.sealTTL, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	server := NewServer(cat, cfg)
-	var opts Options
-	opts.Tasks = mgr
-	h := NewHandler(server, opts, Access{}, nil)
+	h := New(cat, Options{}, deps).Handler()
 	verify := func(_ context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
 		return &sdkauth.TokenInfo{UserID: "https://issuer.test|" + token}, nil
 	}
@@ -277,7 +274,7 @@ func TestTaskLifecycleOverHTTP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
 				h, _ := taskEndpoint(t)
 				id := createTask(t, h, "alice", tt.tool, tt.args)
 				if tt.runs > 0 {
@@ -299,7 +296,7 @@ func TestTaskLifecycleOverHTTP(t *testing.T) {
 }
 
 func TestTaskCancelOverHTTP(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h, _ := taskEndpoint(t)
 		id := createTask(t, h, "alice", "slow_compute", `{"seconds":600}`)
 		r := taskCall(t, h, "alice", "tasks/cancel", id, "")
@@ -320,7 +317,7 @@ func TestTaskCancelOverHTTP(t *testing.T) {
 // TestTaskUpdateOverHTTP runs confirm_delete: its task asks for a
 // confirmation, tasks/update delivers it, and the task completes.
 func TestTaskUpdateOverHTTP(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h, _ := taskEndpoint(t)
 		id := createTask(t, h, "alice", "confirm_delete", `{"filename":"notes.txt"}`)
 		synctest.Wait()
@@ -359,7 +356,7 @@ func TestTaskUpdateOverHTTP(t *testing.T) {
 // TestTaskHandlerStarts calls test_tool_with_task: a multi-round-trip
 // call first, which becomes a task once the handler has its input.
 func TestTaskHandlerStarts(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h, _ := taskEndpoint(t)
 		r := callTool(t, h, "alice", "test_tool_with_task", `{}`, true)
 		if r.Error != nil || !strings.Contains(string(r.Result), `"user_name"`) || strings.Contains(string(r.Result), `"taskId"`) {
@@ -383,7 +380,7 @@ func TestTaskHandlerStarts(t *testing.T) {
 }
 
 func TestTaskMethodErrors(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h, _ := taskEndpoint(t)
 		id := createTask(t, h, "alice", "slow_compute", `{"seconds":600}`)
 
@@ -471,7 +468,7 @@ func TestTaskMethodErrors(t *testing.T) {
 // TestTaskToolsWithoutExtension calls task-supporting tools from a client
 // that did not declare the extension.
 func TestTaskToolsWithoutExtension(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h, _ := taskEndpoint(t)
 		// A tool that runs only as a task is refused, naming the extension.
 		r := callTool(t, h, "alice", "failing_job", `{}`, false)
@@ -499,13 +496,13 @@ func TestTaskToolsWithoutExtension(t *testing.T) {
 // nobody could ask tasks/get: an optional-task tool answers plainly and a
 // required-task one is refused, even from a client declaring the extension.
 func TestTasksOverStdio(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		cat, err := tools.New(tools.Options{Toolsets: []string{"conformance"}}, tools.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mgr := tasks.NewManager(tasks.NewMemoryStore(nil), tasks.Options{}, nil, nil, nil)
-		server := NewServer(cat, ServerConfig{Version: "test", Tasks: TaskConfig{Manager: mgr, Tool: cat.TaskSupport}})
+		server := New(cat, Options{}, Deps{Transport: Stdio, Version: "test", Tasks: mgr}).SDK()
 		call := func(id int, tool, args string) string {
 			return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s,%s}}`, id, tool, args, tasksMeta)
 		}
@@ -527,7 +524,7 @@ func TestTasksOverStdio(t *testing.T) {
 // the extension: they are unknown methods (Options.Tasks), whatever the
 // request declares.
 func TestTaskMethodsWithTasksOff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h := endpoint{toolsets: []string{"conformance"}}.handler(t)
 		for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/list"} {
 			for _, meta := range []string{tasksMeta, plainMeta} {
@@ -550,7 +547,7 @@ func TestTaskMethodsWithTasksOff(t *testing.T) {
 // that would become a task is refused with -32000, whether the whole
 // call is the task or the handler starts it; other callers go on.
 func TestTaskCapsOverHTTP(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h, _ := taskSetup{opts: tasks.Options{MaxPerPrincipal: 1}}.endpoint(t)
 		first := createTask(t, h, "alice", "slow_compute", `{"seconds":600}`)
 		r := callTool(t, h, "alice", "slow_compute", `{"seconds":600}`, true)
@@ -597,7 +594,7 @@ func TestTaskRequestState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
 				h, _ := taskSetup{sealTTL: tt.sealTTL, add: add}.endpoint(t)
 				id := createTask(t, h, "alice", "stateful", `{}`)
 				synctest.Wait()
@@ -634,7 +631,7 @@ func (downStore) Create(context.Context, *tasks.Task, tasks.Caps) error {
 // that runs only as a task fails with an internal error that does not
 // leak the store's error.
 func TestTaskStoreDown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h, mgr := taskSetup{store: downStore{tasks.NewMemoryStore(nil)}}.endpoint(t)
 		r := callTool(t, h, "alice", "slow_compute", `{"seconds":1,"label":"sync"}`, true)
 		if text, _ := resultText(t, r.Result); r.Error != nil || !strings.Contains(text, `Computed "sync"`) {

@@ -83,3 +83,14 @@ func BenchmarkToolWorkers(b *testing.B) {
 		}
 	})
 }
+
+// inBubble runs f in a synctest bubble that, before it ends, lets the tool
+// workers of the servers f built run out their idle time: a tool call
+// bounded by the tool timeout runs on a worker that waits toolWorkerIdle
+// for its next call, and a bubble may not end with it waiting.
+func inBubble(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		t.Cleanup(func() { time.Sleep(toolWorkerIdle) })
+		f(t)
+	})
+}

@@ -40,9 +40,9 @@ func allowAll(*sdkauth.TokenInfo, string) (bool, []string) { return true, nil }
 // ids), so that nothing tells a hidden tool from a missing one: not the
 // status, not the error, not a "did you mean" hint.
 func TestHiddenToolAnswersAsUnknown(t *testing.T) {
-	hidingCore, _ := endpoint{toolsets: []string{"core", "workshop"}, access: Access{Policy: hideCore}}.start(t)
-	hidingConformance, _ := endpoint{toolsets: []string{"conformance", "workshop"}, access: Access{Policy: hideCore}}.start(t)
-	missing, _ := endpoint{toolsets: []string{"workshop"}, access: Access{Policy: allowAll}}.start(t)
+	hidingCore, _ := endpoint{toolsets: []string{"core", "workshop"}, deps: Deps{Policy: hideCore}}.start(t)
+	hidingConformance, _ := endpoint{toolsets: []string{"conformance", "workshop"}, deps: Deps{Policy: hideCore}}.start(t)
+	missing, _ := endpoint{toolsets: []string{"workshop"}, deps: Deps{Policy: allowAll}}.start(t)
 
 	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	modern := func(name string) map[string]string {
@@ -179,7 +179,7 @@ func TestHiddenToolOverStdio(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return connect(t, NewServer(cat, ServerConfig{Version: "test", Policy: policy}))
+		return connect(t, New(cat, Options{}, Deps{Transport: Stdio, Version: "test", Policy: policy}).SDK())
 	}
 	hiding := connectTo([]string{"core", "workshop"}, hideCore)
 	missing := connectTo([]string{"workshop"}, nil)
@@ -210,7 +210,7 @@ func TestHiddenToolOverStdio(t *testing.T) {
 func TestDenialHook(t *testing.T) {
 	denials := make(chan Denial, 10)
 	hook := func(_ context.Context, d Denial) { denials <- d }
-	ts, _ := endpoint{access: Access{Policy: hideCore, OnDenied: hook}}.start(t)
+	ts, _ := endpoint{deps: Deps{Policy: hideCore, OnDenied: hook}}.start(t)
 	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	call := func(name string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{}}}`
@@ -248,14 +248,14 @@ func TestDenialHook(t *testing.T) {
 func TestToolAddedWhileServing(t *testing.T) {
 	const transient = "__transient_tool_for_list_changed"
 	for _, tt := range []struct {
-		name   string
-		access Access
+		name string
+		deps Deps
 	}{
-		{name: "policy", access: Access{Policy: allowAll}},
+		{name: "policy", deps: Deps{Policy: allowAll}},
 		{name: "no policy"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ts, _ := endpoint{toolsets: []string{"conformance"}, access: tt.access}.start(t)
+			ts, _ := endpoint{toolsets: []string{"conformance"}, deps: tt.deps}.start(t)
 			call := func(tool string) response {
 				return post(t, ts.URL, modernCall(tool, `{}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "  " + tool + "  "})
 			}
@@ -287,7 +287,7 @@ func TestPerToolPolicy(t *testing.T) {
 		}
 		return true, nil
 	}
-	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Access{Policy: policy})
+	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Deps{Policy: policy})
 	modern := func(method, name string) map[string]string {
 		h := map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": method}
 		if name != "" {
@@ -355,7 +355,7 @@ func TestPerToolPolicy(t *testing.T) {
 // cased keys, batches): none may reach the tool; each gets an error.
 func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
 	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) { return tool != "echo", []string{"echo:use"} }
-	ts, _ := newPolicyEndpoint(t, nil, Access{Policy: policy})
+	ts, _ := newPolicyEndpoint(t, nil, Deps{Policy: policy})
 	const marker = "must-not-echo"
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
 	call := func(params string) string {

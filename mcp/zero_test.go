@@ -18,7 +18,7 @@ func TestZeroOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(NewHandler(NewServer(cat, ServerConfig{}), Options{}, Access{}, nil))
+	ts := httptest.NewServer(New(cat, Options{}, Deps{}).Handler())
 	t.Cleanup(ts.Close)
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(body))

@@ -28,6 +28,6 @@ func ExampleNew() {
 	}
 	m.Start(context.Background())
 	defer m.Close()
-	// Build servers from catalog (mcp.NewServer) and serve them; the
+	// Build servers from catalog (mcp.New) and serve them; the
 	// upstream's tools appear in them as it connects.
 }

@@ -75,9 +75,7 @@ func (d deployment) start(t *testing.T) (mcpURL, token string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mo := mcp.Options{AllowedOrigins: d.allowedOrigins}
-	mo.Defaults()
-	var h http.Handler = mcp.NewHandler(mcp.NewServer(cat, mcp.ServerConfig{Version: "test", Sealer: sealer}), mo, mcp.Access{}, nil)
+	var h http.Handler = mcp.New(cat, mcp.Options{AllowedOrigins: d.allowedOrigins}, mcp.Deps{Version: "test", Sealer: sealer}).Handler()
 	mux := http.NewServeMux()
 	if !d.authOff {
 		v, err := auth.NewVerifier(t.Context(), o, nil, nil)
