@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
-	"go/doc"
 	"go/parser"
 	"go/token"
 	"os"
@@ -264,6 +263,7 @@ type docs struct {
 	root, module string
 	fields       map[string]map[string]string // package path → "Type.Field" → doc
 	names        map[reflect.Type]*wordReplacer
+	full         bool // describe returns whole doc comments, not first sentences
 	err          error
 }
 
@@ -280,25 +280,13 @@ func newDocs(root string) (*docs, error) {
 	return nil, fmt.Errorf("chartschema: %s/go.mod names no module", root)
 }
 
-// describe returns the first sentence of the doc comment of field (of
-// struct type owner), with the Go names of owner's fields in it replaced by
-// their keys, the names an operator writes: "jwks_max_age is how long
+// describe returns the description of the key that field (of struct
+// type owner) sets: the first sentence of its doc comment, or all of it
+// when d.full is set, with the Go names of owner's fields in it replaced
+// by their keys, the names an operator writes: "jwks_max_age is how long
 // fetched keys are trusted…", "tool_timeouts overrides tool_timeout…".
 func (d *docs) describe(owner reflect.Type, field reflect.StructField, _ string) string {
-	if owner.Name() == "" || owner.PkgPath() == "" {
-		return "" // an anonymous struct has no doc to find
-	}
-	fields, err := d.pkg(owner.PkgPath())
-	if err != nil {
-		d.err = errors.Join(d.err, err)
-		return ""
-	}
-	text := fields[owner.Name()+"."+field.Name]
-	if text == "" {
-		return ""
-	}
-	var pkg doc.Package
-	return d.keyNames(owner).Replace(pkg.Synopsis(text))
+	return d.fieldDoc(owner, field, !d.full)
 }
 
 // keyNames returns a replacer of the Go names of the fields of struct
