@@ -109,10 +109,21 @@ type refWriter struct {
 	notes map[string]string // key path (as in Overrides) → chart note
 }
 
-// rows writes a row for each key of the object schema obj, at path.
+// rows writes a row for each key of the object schema obj, at path. A key
+// without a description of its own that the key before it describes too
+// (one comment for two fields: "max_per_principal and max_total cap…")
+// points there.
 func (r *refWriter) rows(path string, obj *jsonschema.Schema) {
+	var prev string
 	for _, name := range order(obj) {
-		r.row(path+"."+name, obj.Properties[name], strings.Contains(path, "[]"))
+		p := obj.Properties[name]
+		if p.Description == "" && prev != "" && strings.Contains(obj.Properties[prev].Description, name) {
+			q := *p
+			q.Description = "See `" + path + "." + prev + "`."
+			p = &q
+		}
+		r.row(path+"."+name, p, strings.Contains(path, "[]"))
+		prev = name
 	}
 }
 
