@@ -231,16 +231,29 @@ func docFiles(t *testing.T, dir string) []string {
 	return files
 }
 
+// pending are pages other work in progress writes, which the docs link
+// to already: a link to one of them is not reported while it is missing.
+// Once a page exists, TestDocLinks fails until it leaves this list.
+var pending = map[string]string{
+	"docs/image.md":        "the container image",
+	"docs/architecture.md": "the map of the code",
+}
+
 // TestDocLinks checks every relative link of README.md, the other
 // Markdown files at the root and docs/*.md.
 func TestDocLinks(t *testing.T) {
+	for page := range pending {
+		if _, err := os.Stat(filepath.Join(root, page)); err == nil {
+			t.Errorf("%s exists now: remove it from pending", page)
+		}
+	}
 	files := docFiles(t, root)
 	if !slices.Contains(files, filepath.Join(root, "README.md")) || len(files) < 5 {
 		t.Fatalf("found only %v: are the docs still where the test looks?", files)
 	}
 	links := 0
 	for _, f := range files {
-		n, problems := checkLinks(f)
+		n, problems := checkLinks(f, pending)
 		links += n
 		for _, p := range problems {
 			t.Error(p)
@@ -271,13 +284,13 @@ func TestCheckLinks(t *testing.T) {
 	write("README.md", "# Title\n\n## Start here\n\n"+
 		"[ok](docs/other.md) [ok](docs/other.md#checking-a-deployment-portcullis-doctor) [ok](docs/other.md#twice-1)\n"+
 		"[ok](docs/other.md#custom) [ok](src/main.go) [ok](src/) [ok](#start-here) [ok](https://example.com/x.md)\n"+
-		"[ok][ref] `[not a link](nowhere.md)`\n\n"+
+		"[ok][ref] `[not a link](nowhere.md)` [ok, pending](docs/soon.md)\n\n"+
 		"```md\n[not a link](nowhere.md)\n```\n\n"+
 		"[missing](docs/gone.md) [bad anchor](docs/other.md#nope) [bad local](#nope) [missing ref][bad]\n\n"+
 		"[ref]: docs/other.md \"Other\"\n[bad]: ../outside.md\n")
-	n, problems := checkLinks(filepath.Join(dir, "README.md"))
-	if n != 12 {
-		t.Errorf("checked %d links, want 12", n)
+	n, problems := checkLinks(filepath.Join(dir, "README.md"), map[string]string{"docs/soon.md": "a page on its way"})
+	if n != 13 {
+		t.Errorf("checked %d links, want 13", n)
 	}
 	want := []string{
 		"README.md:13: docs/gone.md: no such file",
@@ -305,9 +318,10 @@ var (
 
 // checkLinks checks the relative links of the Markdown file at path,
 // outside code blocks and code spans, and returns how many it checked and
-// what is wrong, by line. The repository is the folder that holds .git or
-// go.mod above path; a link may not leave it.
-func checkLinks(path string) (int, []string) {
+// what is wrong, by line. The repository is the folder that holds go.mod
+// above path; a link may not leave it. A link to a missing file that
+// pending names (by its path in the repository) is not reported.
+func checkLinks(path string, pending map[string]string) (int, []string) {
 	md, err := os.ReadFile(path)
 	if err != nil {
 		return 0, []string{err.Error()}
@@ -339,7 +353,7 @@ func checkLinks(path string) (int, []string) {
 				continue // http:, https:, mailto:: not this test's business
 			}
 			n++
-			if p := checkLink(path, repo, target); p != "" {
+			if p := checkLink(path, repo, target, pending); p != "" {
 				problems = append(problems, fmt.Sprintf("%s:%d: %s: %s", path, i+1, target, p))
 			}
 		}
@@ -349,7 +363,7 @@ func checkLinks(path string) (int, []string) {
 
 // checkLink returns what is wrong with the relative link target of the
 // Markdown file at from, or "".
-func checkLink(from, repo, target string) string {
+func checkLink(from, repo, target string, pending map[string]string) string {
 	file, frag, _ := strings.Cut(target, "#")
 	dest := from
 	if file != "" {
@@ -358,10 +372,14 @@ func checkLink(from, repo, target string) string {
 		if err != nil {
 			return err.Error()
 		}
-		if rel, err := filepath.Rel(repo, abs); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		rel, err := filepath.Rel(repo, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return "outside the repository"
 		}
 		if _, err := os.Stat(dest); err != nil {
+			if _, ok := pending[filepath.ToSlash(rel)]; ok {
+				return ""
+			}
 			return "no such file"
 		}
 	}
