@@ -13,6 +13,11 @@
 // internal/server's TestGenerateChartSchema calls [Generate] with its Config
 // and [Overrides];
 // `go generate ./internal/server` rewrites the file.
+//
+// [Reference] walks the same types to write docs/configuration.md, a
+// Markdown reference of every key with the whole doc comment of each;
+// internal/docscheck's TestConfigReference calls it, and
+// `go generate ./internal/docscheck` rewrites the page.
 package chartschema
 
 import (
