@@ -129,9 +129,9 @@ lint: ## gofmt and go vet every package (end-to-end tests and the bench peers' m
 
 # GENERATED lists the files go generate writes; generate-check fails when
 # one differs from what is committed.
-GENERATED := helm/portcullis/values.schema.json
+GENERATED := helm/portcullis/values.schema.json docs/configuration.md
 
-generate: ## Regenerate what is generated from the Go code (the config part of the chart's values.schema.json).
+generate: ## Regenerate what is generated from the Go code: the config part of the chart's values.schema.json, and docs/configuration.md.
 	$(GO) generate ./...
 
 generate-check: generate ## Fail if go generate changes a committed file.

@@ -16,7 +16,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/config"
 )
 
-var update = flag.Bool("update", false, "rewrite the config part of "+valuesSchemaPath)
+var update = flag.Bool("update", false, "rewrite the config part of "+valuesSchemaPath+" and "+referencePath)
 
 const valuesSchemaPath = "helm/portcullis/values.schema.json"
 
@@ -161,5 +161,54 @@ func TestChartSchemaEnums(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+const (
+	referencePath = "docs/configuration.md"
+	// referenceIntro is the prose at the top of the reference.
+	referenceIntro = "internal/docscheck/configuration-intro.md"
+)
+
+// reference returns docs/configuration.md as it must be: generated from
+// configFile, the configuration that `portcullis check-config --keys` lists
+// (internal/docscheck checks that the two agree).
+func reference(t *testing.T) []byte {
+	t.Helper()
+	intro, err := os.ReadFile(referenceIntro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := chartschema.Reference(&configFile{}, ".", chartschema.ReferenceOptions{
+		Title:     "Configuration reference",
+		Intro:     string(intro),
+		Generator: "`go generate .` at the module root (make generate)",
+		IntroFile: referenceIntro,
+		EnvPrefix: envPrefix,
+		Overrides: chartschema.Overrides,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestConfigReference fails when docs/configuration.md is not what the Go
+// config types generate. With -update (which `go generate .` passes) it
+// rewrites the file instead.
+func TestConfigReference(t *testing.T) {
+	want := reference(t)
+	if *update {
+		if err := os.WriteFile(referencePath, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is stale: run go generate . (make generate) and commit it\n%s", referencePath, firstDiff(got, want))
 	}
 }

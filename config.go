@@ -30,7 +30,7 @@ const envPrefix = "PORTCULLIS_"
 // these types and their doc comments: after changing a key, run
 // `go generate .` (make generate) and commit the result.
 //
-//go:generate go test -run ^TestGenerateChartSchema -count=1 . -args -update
+//go:generate go test -run ^(TestGenerateChartSchema|TestConfigReference)$ -count=1 . -args -update
 type configFile struct {
 	// Server configures the listeners and how the server stops.
 	Server serverOptions `yaml:"server"`

@@ -10,9 +10,14 @@
 // replaces properties.config in values.schema.json, leaving the rest of
 // that hand-kept file byte for byte as it was.
 //
-// the root package's TestGenerateChartSchema calls [Generate] with its configuration type
-// and [Overrides];
+// The root package's TestGenerateChartSchema calls [Generate] with its
+// configuration type and [Overrides];
 // `go generate .` at the module root rewrites the file.
+//
+// [Reference] walks the same types to write docs/configuration.md, a
+// Markdown reference of every key with the whole doc comment of each;
+// the root package's TestConfigReference calls it, and the
+// same `go generate .` rewrites the page.
 package chartschema
 
 import (
@@ -21,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
-	"go/doc"
 	"go/parser"
 	"go/token"
 	"os"
@@ -264,6 +268,7 @@ type docs struct {
 	root, module string
 	fields       map[string]map[string]string // package path → "Type.Field" → doc
 	names        map[reflect.Type]*wordReplacer
+	full         bool // describe returns whole doc comments, not first sentences
 	err          error
 }
 
@@ -280,25 +285,13 @@ func newDocs(root string) (*docs, error) {
 	return nil, fmt.Errorf("chartschema: %s/go.mod names no module", root)
 }
 
-// describe returns the first sentence of the doc comment of field (of
-// struct type owner), with the Go names of owner's fields in it replaced by
-// their keys, the names an operator writes: "jwks_max_age is how long
+// describe returns the description of the key that field (of struct
+// type owner) sets: the first sentence of its doc comment, or all of it
+// when d.full is set, with the Go names of owner's fields in it replaced
+// by their keys, the names an operator writes: "jwks_max_age is how long
 // fetched keys are trusted…", "tool_timeouts overrides tool_timeout…".
 func (d *docs) describe(owner reflect.Type, field reflect.StructField, _ string) string {
-	if owner.Name() == "" || owner.PkgPath() == "" {
-		return "" // an anonymous struct has no doc to find
-	}
-	fields, err := d.pkg(owner.PkgPath())
-	if err != nil {
-		d.err = errors.Join(d.err, err)
-		return ""
-	}
-	text := fields[owner.Name()+"."+field.Name]
-	if text == "" {
-		return ""
-	}
-	var pkg doc.Package
-	return d.keyNames(owner).Replace(pkg.Synopsis(text))
+	return d.fieldDoc(owner, field, !d.full)
 }
 
 // keyNames returns a replacer of the Go names of the fields of struct

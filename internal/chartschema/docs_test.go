@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,9 +14,16 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The documents whose ```yaml examples operators copy into a config file
-// or into the chart's values.
-var docFiles = []string{"../../README.md", "../../docs/runbook.md"}
+// docFiles returns the documents whose ```yaml examples operators copy
+// into a config file or into the chart's values: README.md and docs/*.md.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"../../README.md"}, files...)
+}
 
 const valuesSchemaFile = "../../helm/portcullis/values.schema.json"
 
@@ -46,12 +54,12 @@ func committedConfigSchema(t *testing.T) *jsonschema.Resolved {
 }
 
 // TestDocExamples validates every YAML config example in the README and
-// the runbook against the config part of the committed values.schema.json:
+// docs/ against the config part of the committed values.schema.json:
 // what the docs tell operators to write, the chart must accept.
 func TestDocExamples(t *testing.T) {
 	s := committedConfigSchema(t)
 	checked := 0
-	for _, name := range docFiles {
+	for _, name := range docFiles(t) {
 		md, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -62,9 +70,9 @@ func TestDocExamples(t *testing.T) {
 		}
 		checked += n
 	}
-	// The README alone has four: the config file, auth, and two sets of values.
-	if checked < 4 {
-		t.Errorf("checked %d config examples, want at least 4: are the ```yaml blocks still found?", checked)
+	// The docs hold dozens: config files, auth, upstreams, chart values.
+	if checked < 12 {
+		t.Errorf("checked %d config examples, want at least 12: are the ```yaml blocks still found?", checked)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 // TestTableIsDocumented checks that the operator documents name every
 // limit: its label value (or its own metric) and its configuration keys.
 func TestTableIsDocumented(t *testing.T) {
-	for _, doc := range []string{"../../README.md", "../../docs/runbook.md"} {
+	for _, doc := range []string{"../../docs/operations.md", "../../docs/runbook.md"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

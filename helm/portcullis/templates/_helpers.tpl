@@ -185,7 +185,7 @@ naming the values key to change.
 {{- $auth := .Values.config.auth | default dict }}
 {{- if not (include "portcullis.authEnabled" .) }}
 {{- if not $auth.insecure_allow_unauthenticated }}
-{{- fail "config.auth: no issuers and no introspection are configured, so /mcp would accept calls from anyone. Set config.auth.resource and config.auth.issuers (see README.md, \"Install in Kubernetes\"), or set config.auth.insecure_allow_unauthenticated=true to run without authentication (never in production)." }}
+{{- fail "config.auth: no issuers and no introspection are configured, so /mcp would accept calls from anyone. Set config.auth.resource and config.auth.issuers (see docs/kubernetes.md), or set config.auth.insecure_allow_unauthenticated=true to run without authentication (never in production)." }}
 {{- end }}
 {{- else if not $auth.resource }}
 {{- fail "config.auth.resource: required when auth is on: the public URL of the MCP endpoint, e.g. https://mcp.example.com/mcp" }}
