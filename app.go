@@ -12,11 +12,12 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
-	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
@@ -25,7 +26,7 @@ import (
 type app struct {
 	cfg     *configFile
 	logger  *slog.Logger
-	catalog *tools.Catalog
+	catalog *catalog.Catalog
 	server  *mcp.Server
 	metrics *observability.Metrics
 	tracing *observability.Tracing
@@ -83,9 +84,9 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
-	upstream := tools.DefaultHTTPClient()
+	upstream := toolsets.DefaultHTTPClient()
 	upstream.Transport = tracing.Transport(upstream.Transport)
-	cat, err := tools.New(cfg.Tools, tools.Deps{Logger: logger, HTTPClient: upstream})
+	cat, err := toolsets.New(cfg.Tools, toolsets.Deps{Logger: logger, HTTPClient: upstream, Caller: caller})
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +132,18 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		PrincipalKey: principalKey,
 	})
 	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, tasks: taskMgr, redis: rdb}, nil
+}
+
+// caller is the verified identity behind a tool call, for the whoami tool.
+func caller(req *sdk.CallToolRequest) (toolsets.Caller, bool) {
+	if req.Extra == nil {
+		return toolsets.Caller{}, false
+	}
+	p, ok := auth.PrincipalFromTokenInfo(req.Extra.TokenInfo)
+	if !ok {
+		return toolsets.Caller{}, false
+	}
+	return toolsets.Caller{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Roles: p.Roles, Expiry: p.Expiry}, true
 }
 
 // identity names the caller for traces and audit lines: the token's

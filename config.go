@@ -11,10 +11,10 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
-	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
@@ -37,7 +37,7 @@ type configFile struct {
 	// MCP configures the MCP endpoint: sessions, request limits, timeouts.
 	MCP mcp.Options `yaml:"mcp"`
 	// Tools selects the toolsets and declares resources and prompts.
-	Tools tools.Options `yaml:"tools"`
+	Tools toolsets.Options `yaml:"tools"`
 	// Auth configures how bearer tokens are verified and what they grant.
 	Auth auth.Options `yaml:"auth"`
 	// Limits bounds the requests served at once and per caller.

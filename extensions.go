@@ -3,6 +3,7 @@ package portcullis
 import (
 	"fmt"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -16,16 +17,22 @@ type extensions struct {
 	Register []func(*tools.Catalog) error
 }
 
-// Apply runs every Register function on cat. A panic (tools.AddTool
-// panics on a duplicate name) becomes an error.
-func (e extensions) Apply(cat *tools.Catalog) (err error) {
+// Apply runs every Register function on cat, seen as the tools.Catalog
+// programs know. A panic (tools.AddTool panics on a duplicate name)
+// becomes an error.
+func (e extensions) Apply(cat *catalog.Catalog) error {
+	return e.apply(catalog.View(cat).(*tools.Catalog))
+}
+
+// apply runs every Register function on c.
+func (e extensions) apply(c *tools.Catalog) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("adding tools: %v", r)
 		}
 	}()
 	for _, f := range e.Register {
-		if err := f(cat); err != nil {
+		if err := f(c); err != nil {
 			return err
 		}
 	}

@@ -165,7 +165,7 @@ func Toolset(name string, opts ...Option) Option {
 			}
 		}
 		s.register(func(c *tools.Catalog) error {
-			if err := inner.ext.Apply(c); err != nil {
+			if err := inner.ext.apply(c); err != nil {
 				return fmt.Errorf("toolset %s: %w", name, err)
 			}
 			return nil

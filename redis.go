@@ -9,12 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/limits/redisrate"
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
-	"github.com/portcullis-mcp/portcullis/tools"
 )
 
 // openRedis returns a client for the configured Redis, or nil when none is
@@ -55,7 +55,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 // newTaskManager builds the task manager cfg.Tasks describes, on Redis
 // when configured for it, counted in metrics, and marks the tools it lists
 // as task tools in cat.
-func newTaskManager(cfg *configFile, cat *tools.Catalog, rdb *redis.Client, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
+func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb *redis.Client, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
 	for i, t := range cfg.Tasks.Tools {
 		cat.SetTaskSupport(t.Name, tasks.ToolTasks{Support: t.Support})
 		// An upstream's tools appear once it is connected; the server's

@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
-	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
@@ -35,7 +35,7 @@ func TestTaskToolsConfig(t *testing.T) {
 			if tt.upstreams {
 				cfg.Upstreams = make([]upstream.Options, 1)
 			}
-			cat, err := tools.New(tools.Options{}, tools.Deps{})
+			cat, err := toolsets.New(toolsets.Options{}, toolsets.Deps{})
 			if err != nil {
 				t.Fatal(err)
 			}

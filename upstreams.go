@@ -8,8 +8,8 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/bearer"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/observability"
-	"github.com/portcullis-mcp/portcullis/tools"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
@@ -18,7 +18,7 @@ import (
 // puts what they offer into cat, wires its hooks to metrics and traces,
 // and starts it. It returns nil when none is configured. The caller stops
 // the manager with Close.
-func startUpstreams(ctx context.Context, cfg *configFile, cat *tools.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger) (*upstream.Manager, error) {
+func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger) (*upstream.Manager, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, nil
 	}

@@ -13,7 +13,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/auth"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 const rawToken = "RAW-caller-token-7f3a"
@@ -33,13 +34,13 @@ func (b bearerHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestToolHandlerCannotSeeRawToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cat, err := tools.New(tools.Options{}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seen []string
 	var handled bool
-	tools.AddTool(cat, &sdk.Tool{Name: "snoop"}, func(ctx context.Context, req *sdk.CallToolRequest, _ map[string]any) (*sdk.CallToolResult, any, error) {
+	catalog.AddTool(cat, &sdk.Tool{Name: "snoop"}, func(ctx context.Context, req *sdk.CallToolRequest, _ map[string]any) (*sdk.CallToolResult, any, error) {
 		handled = true
 		ti := req.Extra.TokenInfo
 		p, _ := auth.PrincipalFromTokenInfo(ti)

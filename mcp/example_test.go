@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/mcp"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // A server built from the default catalog, served on /mcp. The client here
 // speaks revision 2026-07-28, which needs no initialize handshake.
 func ExampleServer_Handler() {
-	opts := tools.Options{}
+	opts := toolsets.Options{}
 	opts.Defaults()
-	cat, err := tools.New(opts, tools.Deps{})
+	cat, err := toolsets.New(opts, toolsets.Deps{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func ExampleServer_Handler() {
 // a client starts. A line that is not JSON is answered, and serving goes
 // on.
 func ExampleServer_ServeStdio() {
-	cat, err := tools.New(tools.Options{}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{}, toolsets.Deps{})
 	if err != nil {
 		log.Fatal(err)
 	}

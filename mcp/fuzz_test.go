@@ -17,7 +17,7 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // fuzzHandler builds /mcp as newPolicyEndpoint does (core toolset, sealed
@@ -25,7 +25,7 @@ import (
 // a small body limit), served in-process.
 func fuzzHandler(f *testing.F) *Handler {
 	f.Helper()
-	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
 	if err != nil {
 		f.Fatal(err)
 	}

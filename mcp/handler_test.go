@@ -19,7 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // newTestEndpoint serves the core toolset through New's handler.
@@ -41,7 +41,7 @@ func handlerFor(server *sdk.Server, opts Options) *Handler {
 // endpoint says how to build a test /mcp endpoint; the zero value serves
 // the core toolset with default options, no policy and no log.
 type endpoint struct {
-	toolsets []string // default: core
+	sets []string // default: core
 	edit     func(*Options)
 	deps     Deps // Version, Sealer and Logger are set by handler
 	logger   *slog.Logger
@@ -60,11 +60,11 @@ func (e endpoint) start(t *testing.T) (*httptest.Server, *Handler) {
 // directly (inside a synctest bubble, where a real listener cannot run).
 func (e endpoint) handler(t *testing.T) *Handler {
 	t.Helper()
-	toolsets := e.toolsets
-	if toolsets == nil {
-		toolsets = []string{"core"}
+	sets := e.sets
+	if sets == nil {
+		sets = []string{"core"}
 	}
-	cat, err := tools.New(tools.Options{Toolsets: toolsets}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{Toolsets: sets}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestSealStateMiddleware(t *testing.T) {
 // but its response is answered with a plain JSON body, and that one that
 // asked for progress or log messages gets them on an event stream.
 func TestResponseFormat(t *testing.T) {
-	ts, _ := endpoint{toolsets: []string{"core", "conformance"}}.start(t)
+	ts, _ := endpoint{sets: []string{"core", "conformance"}}.start(t)
 
 	call := func(tool, meta string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}` +

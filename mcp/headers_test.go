@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // TestRequestIDHeader checks that the SDK's middleware sees the JSON-RPC id
 // of a single request in RequestIDHeader, and never a value the client set.
 func TestRequestIDHeader(t *testing.T) {
-	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/tasks"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // Transport is how a [Server] is reached.
@@ -67,7 +67,7 @@ type Deps struct {
 	// Tasks enables the tasks extension (io.modelcontextprotocol/tasks):
 	// the server advertises it, the HTTP handler answers tasks/get,
 	// tasks/update and tasks/cancel, and calls over HTTP of the tools the
-	// catalog marks (see [tools.Catalog.TaskSupport]) run as tasks; over
+	// catalog marks (see [catalog.Catalog.TaskSupport]) run as tasks; over
 	// stdio a tool that requires tasks is refused. Nil leaves it off.
 	Tasks *tasks.Manager
 	// PrincipalKey names the caller that [Options.MaxSessionsPerPrincipal]
@@ -92,7 +92,7 @@ type Server struct {
 // answers a call of a tool the caller may not see as an unknown tool (naming
 // the nearest tool it may see), bounds each tool call by its timeout, runs
 // task tools as tasks, and seals and opens MRTR requestState.
-func New(cat *tools.Catalog, opts Options, deps Deps) *Server {
+func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	opts.Defaults()
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
@@ -140,7 +140,7 @@ func New(cat *tools.Catalog, opts Options, deps Deps) *Server {
 }
 
 // SDK returns the SDK server, for what works on it directly (the catalog
-// sends list-changed notifications through it, see [tools.Catalog.Run]).
+// sends list-changed notifications through it, see [catalog.Catalog.Run]).
 func (s *Server) SDK() *sdk.Server { return s.sdk }
 
 // Handler returns the /mcp handler of an [HTTP] server; nil for [Stdio].

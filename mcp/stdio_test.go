@@ -17,7 +17,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // initLine starts a session at version; initializedLine completes it.
@@ -35,13 +36,13 @@ func callLine(id int, tool string) string {
 // newStdioServer builds the core toolset's server with policy, plus a
 // tool "ask" that asks the client a question (elicitation/create) and
 // reports whether it got an answer.
-func newStdioServer(t *testing.T, policy ToolPolicy, extra ...func(*tools.Catalog)) *sdk.Server {
+func newStdioServer(t *testing.T, policy ToolPolicy, extra ...func(*catalog.Catalog)) *sdk.Server {
 	t.Helper()
-	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools.AddTool(cat, &sdk.Tool{Name: "ask"}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+	catalog.AddTool(cat, &sdk.Tool{Name: "ask"}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 		_, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
 		text := "answered"
 		if err != nil {
@@ -284,8 +285,8 @@ func TestStdioInput(t *testing.T) {
 func TestStdioSlowCallAtEOF(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
-		server := newStdioServer(t, nil, func(cat *tools.Catalog) {
-			tools.AddTool(cat, &sdk.Tool{Name: "slow"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		server := newStdioServer(t, nil, func(cat *catalog.Catalog) {
+			catalog.AddTool(cat, &sdk.Tool{Name: "slow"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 				close(started)
 				<-release
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "slow done"}}}, nil, nil

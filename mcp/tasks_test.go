@@ -17,7 +17,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/tasks"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // The tests here drive the tasks extension over /mcp with raw 2026-07-28
@@ -36,7 +37,7 @@ type taskSetup struct {
 	opts    tasks.Options
 	store   tasks.Store            // nil: a new memory store
 	sealTTL time.Duration          // zero: no sealer
-	add     func(c *tools.Catalog) // more tools
+	add     func(c *catalog.Catalog) // more tools
 }
 
 // taskEndpoint serves the conformance toolset with the tasks extension
@@ -50,7 +51,7 @@ func taskEndpoint(t *testing.T) (http.Handler, *tasks.Manager) {
 // endpoint is taskEndpoint as s says.
 func (s taskSetup) endpoint(t *testing.T) (http.Handler, *tasks.Manager) {
 	t.Helper()
-	cat, err := tools.New(tools.Options{Toolsets: []string{"conformance"}}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"conformance"}}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func TestTaskToolsWithoutExtension(t *testing.T) {
 // required-task one is refused, even from a client declaring the extension.
 func TestTasksOverStdio(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		cat, err := tools.New(tools.Options{Toolsets: []string{"conformance"}}, tools.Deps{})
+		cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"conformance"}}, toolsets.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -525,7 +526,7 @@ func TestTasksOverStdio(t *testing.T) {
 // request declares.
 func TestTaskMethodsWithTasksOff(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		h := endpoint{toolsets: []string{"conformance"}}.handler(t)
+		h := endpoint{sets: []string{"conformance"}}.handler(t)
 		for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/list"} {
 			for _, meta := range []string{tasksMeta, plainMeta} {
 				r := send(t, h, "alice", method, "",
@@ -572,8 +573,8 @@ func TestTaskCapsOverHTTP(t *testing.T) {
 // state's lifetime, and without a sealing key at all, since it never
 // leaves the server.
 func TestTaskRequestState(t *testing.T) {
-	add := func(c *tools.Catalog) {
-		tools.AddTaskTool(c, &sdk.Tool{Name: "stateful"}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+	add := func(c *catalog.Catalog) {
+		catalog.AddTaskTool(c, &sdk.Tool{Name: "stateful"}, func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 			if req.Params.RequestState == "" {
 				return &sdk.CallToolResult{
 					InputRequests: sdk.InputRequestMap{"q": &sdk.ElicitParams{Message: "Go on?", RequestedSchema: map[string]any{"type": "object"}}},

@@ -11,7 +11,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // coreTools are the core toolset's tools that the workshop toolset lacks
@@ -40,9 +40,9 @@ func allowAll(*sdkauth.TokenInfo, string) (bool, []string) { return true, nil }
 // ids), so that nothing tells a hidden tool from a missing one: not the
 // status, not the error, not a "did you mean" hint.
 func TestHiddenToolAnswersAsUnknown(t *testing.T) {
-	hidingCore, _ := endpoint{toolsets: []string{"core", "workshop"}, deps: Deps{Policy: hideCore}}.start(t)
-	hidingConformance, _ := endpoint{toolsets: []string{"conformance", "workshop"}, deps: Deps{Policy: hideCore}}.start(t)
-	missing, _ := endpoint{toolsets: []string{"workshop"}, deps: Deps{Policy: allowAll}}.start(t)
+	hidingCore, _ := endpoint{sets: []string{"core", "workshop"}, deps: Deps{Policy: hideCore}}.start(t)
+	hidingConformance, _ := endpoint{sets: []string{"conformance", "workshop"}, deps: Deps{Policy: hideCore}}.start(t)
+	missing, _ := endpoint{sets: []string{"workshop"}, deps: Deps{Policy: allowAll}}.start(t)
 
 	legacy := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	modern := func(name string) map[string]string {
@@ -174,8 +174,8 @@ func answer(t *testing.T, url string, session bool, body string, header map[stri
 // in-memory): the server's own middleware answers a hidden tool as a
 // missing one, and the tool does not run.
 func TestHiddenToolOverStdio(t *testing.T) {
-	connectTo := func(toolsets []string, policy ToolPolicy) *sdk.ClientSession {
-		cat, err := tools.New(tools.Options{Toolsets: toolsets}, tools.Deps{})
+	connectTo := func(sets []string, policy ToolPolicy) *sdk.ClientSession {
+		cat, err := toolsets.New(toolsets.Options{Toolsets: sets}, toolsets.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestToolAddedWhileServing(t *testing.T) {
 		{name: "no policy"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ts, _ := endpoint{toolsets: []string{"conformance"}, deps: tt.deps}.start(t)
+			ts, _ := endpoint{sets: []string{"conformance"}, deps: tt.deps}.start(t)
 			call := func(tool string) response {
 				return post(t, ts.URL, modernCall(tool, `{}`), map[string]string{"Mcp-Protocol-Version": modernHdr, "Mcp-Method": "tools/call", "Mcp-Name": "  " + tool + "  "})
 			}

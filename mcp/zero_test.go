@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // TestZeroOptions serves with the zero Options, as a library caller who
 // sets nothing would: an initialize request is answered, not refused as
 // too large.
 func TestZeroOptions(t *testing.T) {
-	cat, err := tools.New(tools.Options{}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

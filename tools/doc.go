@@ -1,61 +1,27 @@
-// Package tools holds the toolsets Portcullis serves: typed MCP tools, plus
-// the resources and prompts declared in config.
+// Package tools is where a program built on Portcullis adds its own tools,
+// resources and prompts: the [Catalog] of everything the server offers.
 //
-// A server gets them in three calls. [New] builds a [Catalog] from
-// [Options] (the `tools:` section of the config) and [Deps] (an HTTP client,
-// a clock, a logger); [Catalog.Apply] sets the server option handlers the
-// catalog needs; [Catalog.Register] adds everything to an SDK server. The
-// package example does all three and calls a tool. [Catalog.Run] then does
-// the catalog's background work, such as resource update notifications,
-// until its context ends.
+// Most programs never name it: the root package's Tool, TaskTool,
+// Resource and Prompt options add to the catalog. Code that builds tools
+// at start (from a file or a service description) gets the catalog itself
+// through the root package's Catalog option and adds to it with [AddTool]
+// and [AddTaskTool]:
 //
-// # Toolsets
-//
-//   - core (the default): PingME, echo, calculator, time.
-//   - workshop: weather (Open-Meteo), country_info, calculator.
-//   - conformance: what the official MCP conformance suite calls. Off by
-//     default; never enable it for real users.
-//
-// # Adding a tool
+//	portcullis.Main(portcullis.Catalog(func(c *tools.Catalog) error {
+//		for _, op := range operations {
+//			tools.AddTool(c, op.Tool(), op.Handle)
+//		}
+//		return nil
+//	}))
 //
 // A tool is an input struct, an output struct and a typed handler. Describe
 // every field with a `jsonschema` tag: the SDK turns the structs into the
 // input and output schemas and validates the arguments before the handler
-// runs, so the handler never sees malformed input.
-//
-//	type greetInput struct {
-//		Name string `json:"name" jsonschema:"Who to greet."`
-//	}
-//
-//	type greetOutput struct {
-//		Greeting string `json:"greeting" jsonschema:"The greeting."`
-//	}
-//
-//	func greetTool() tool {
-//		return newTool(&sdk.Tool{
-//			Name:  "greet",
-//			Title: "Greet someone",
-//			Description: "Returns a greeting for the given name. Call this when " +
-//				"the user asks to be greeted; not for other messages.",
-//			InputSchema: schemaFor[greetInput](func(p map[string]*jsonschema.Schema) {
-//				p["name"].MaxLength = ptr(100) // what tags cannot say: bounds, enums
-//			}),
-//			Annotations: readOnly("Greet someone", false),
-//		}, func(ctx context.Context, req *sdk.CallToolRequest, in greetInput) (*sdk.CallToolResult, greetOutput, error) {
-//			if in.Name == "" {
-//				return nil, greetOutput{}, errors.New("name is empty; ask the user who to greet")
-//			}
-//			return nil, greetOutput{Greeting: "Hello, " + in.Name}, nil
-//		})
-//	}
-//
-// Then list it in a toolset function (coreTools, workshopTools) and add a
-// case to its test table. (doc_test.go compiles and calls this very tool.)
-//
-// Write the Description for the model: what the tool does, when to call it
-// and when not, and what it returns. Name tools in snake_case. Set the
-// annotations truthfully: ReadOnlyHint for tools without side effects,
-// OpenWorldHint for tools that reach an outside service.
+// runs, so the handler never sees malformed input. Write the Description
+// for the model: what the tool does, when to call it and when not, and what
+// it returns; set the annotations truthfully (ReadOnlyHint for tools
+// without side effects, OpenWorldHint for tools that reach an outside
+// service).
 //
 // A handler that fails returns an error whose text the model reads (the SDK
 // turns it into a result with IsError set): say what went wrong and what to
@@ -64,9 +30,9 @@
 // a protocol error instead; that is for the caller's protocol mistakes, not
 // for the tool's failures. Handlers must not panic.
 //
-// Tools reach upstream services only through [Deps.HTTPClient] and never
-// forward the caller's credentials. Observability (metrics, traces, audit
-// logs) is middleware around the server, not code in this package.
+// Observability (metrics, traces, audit logs), auth and per-tool policy are
+// applied around every tool of the catalog by the server; tools need none
+// of it.
 //
 // [jsonrpc.Error]: https://pkg.go.dev/github.com/modelcontextprotocol/go-sdk/jsonrpc#Error
 package tools

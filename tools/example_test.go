@@ -3,48 +3,32 @@ package tools_test
 import (
 	"context"
 	"fmt"
-	"log"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
-// Example builds the default catalog, serves it on an in-memory transport
-// and calls its PingME tool.
-func Example() {
-	ctx := context.Background()
+type lookupIn struct {
+	SKU string `json:"sku" jsonschema:"The stock-keeping unit to look up."`
+}
 
-	opts := tools.Options{} // the core toolset
-	opts.Defaults()
-	if err := opts.Validate(); err != nil {
-		log.Fatal(err)
-	}
-	catalog, err := tools.New(opts, tools.Deps{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	so := &sdk.ServerOptions{}
-	catalog.Apply(so)
-	server := sdk.NewServer(&sdk.Implementation{Name: "portcullis", Version: "dev"}, so)
-	catalog.Register(server)
+type lookupOut struct {
+	InStock int `json:"in_stock" jsonschema:"Units in stock."`
+}
 
-	st, ct := sdk.NewInMemoryTransports()
-	if _, err := server.Connect(ctx, st, nil); err != nil {
-		log.Fatal(err)
-	}
-	session, err := sdk.NewClient(&sdk.Implementation{Name: "client", Version: "dev"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer session.Close()
-
-	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: "PingME"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(catalog.ToolNames())
-	fmt.Println(res.Content[0].(*sdk.TextContent).Text, res.IsError)
-	// Output:
-	// [PingME calculator echo time whoami]
-	// BISMILLAH false
+// A tool added to the catalog at start, next to the configured toolsets:
+// the program is the portcullis binary with one more tool.
+func ExampleAddTool() {
+	portcullis.Main(portcullis.Catalog(func(c *tools.Catalog) error {
+		tools.AddTool(c, &sdk.Tool{Name: "inventory_lookup", Description: "Returns the units in stock for a SKU."},
+			func(_ context.Context, _ *sdk.CallToolRequest, in lookupIn) (*sdk.CallToolResult, lookupOut, error) {
+				if in.SKU == "" {
+					return nil, lookupOut{}, fmt.Errorf("sku is empty; ask the user which product they mean")
+				}
+				return nil, lookupOut{InStock: 3}, nil
+			})
+		return nil
+	}))
 }

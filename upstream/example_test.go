@@ -5,14 +5,14 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 // A stdio MCP server whose tools are served as files_<name>, behind the
 // catalog's other tools.
 func ExampleNew() {
-	catalog, err := tools.New(tools.Options{}, tools.Deps{})
+	catalog, err := toolsets.New(toolsets.Options{}, toolsets.Deps{})
 	if err != nil {
 		panic(err)
 	}

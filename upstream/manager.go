@@ -14,7 +14,8 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/outbound"
 )
 
 // Kinds of failure that [Hooks.StartCall]'s done function receives. An
@@ -62,14 +63,14 @@ type Hooks struct {
 const idleConnsPerHost = 128
 
 // DefaultHTTPClient returns the client http upstreams are called with
-// unless [Deps] names another: [tools.DefaultHTTPClient] without its
-// overall and response-header timeouts, which would cut off SSE streams
+// unless [Deps] names another: the module's outbound transport (dial, TLS
+// and header timeouts, proxy, HTTP/2) with no response-header or overall
+// timeout, which would cut off SSE streams
 // and slow calls (each call's context bounds it instead; a 2026-07-28
 // upstream sends a slow call's headers only with its result), and with
 // idleConnsPerHost idle connections per upstream.
 func DefaultHTTPClient() *http.Client {
-	c := tools.DefaultHTTPClient()
-	c.Timeout = 0
+	c := &http.Client{Transport: outbound.Transport()}
 	if t, ok := c.Transport.(*http.Transport); ok {
 		t.ResponseHeaderTimeout = 0
 		t.MaxIdleConnsPerHost = idleConnsPerHost
@@ -121,7 +122,7 @@ func DefaultBackoff(attempt int) time.Duration {
 const healthyRun = 30 * time.Second
 
 // Manager runs the upstream MCP servers of the configuration and keeps
-// what they offer in a [tools.Catalog]: build it with [New], start it with
+// what they offer in a [catalog.Catalog]: build it with [New], start it with
 // [Manager.Start], stop it with [Manager.Close].
 type Manager struct {
 	ups  []*upstream
@@ -133,9 +134,9 @@ type Manager struct {
 	closed bool
 }
 
-// Catalog is where a Manager puts what upstreams offer; *tools.Catalog is one.
+// Catalog is where a Manager puts what upstreams offer; *catalog.Catalog is one.
 type Catalog interface {
-	SetSource(name string, set tools.Set) (skipped []string, err error)
+	SetSource(name string, set catalog.Set) (skipped []string, err error)
 	RemoveSource(name string)
 	ResourceUpdated(ctx context.Context, uri string)
 }

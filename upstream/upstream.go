@@ -17,7 +17,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // connectTimeout bounds starting a connection: the process start or HTTP
@@ -227,7 +227,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	// reconnecting would not change the names.
 	if err := u.sync(ctx, sess); err == nil {
 		u.setSession(sess, true)
-	} else if !errors.Is(err, tools.ErrClash) {
+	} else if !errors.Is(err, catalog.ErrClash) {
 		return err
 	}
 	u.resubscribe(ctx, sess)
@@ -246,7 +246,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 			return fmt.Errorf("upstream: %s: the connection broke during a call", u.opts.Name)
 		case <-u.changes:
 			if err := u.sync(ctx, sess); err != nil {
-				if errors.Is(err, tools.ErrClash) {
+				if errors.Is(err, catalog.ErrClash) {
 					u.setSession(sess, false)
 					continue
 				}
@@ -339,7 +339,7 @@ func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
 // setSource hands set to the catalog. The SDK panics on a tool it cannot
 // serve; list filters those out, and a panic left is an error here, not a
 // crash.
-func (u *upstream) setSource(set tools.Set) (skipped []string, err error) {
+func (u *upstream) setSource(set catalog.Set) (skipped []string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", u.opts.Name, p)
@@ -349,8 +349,8 @@ func (u *upstream) setSource(set tools.Set) (skipped []string, err error) {
 }
 
 // list reads every list the upstream offers, following pagination.
-func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set, error) {
-	var set tools.Set
+func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (catalog.Set, error) {
+	var set catalog.Set
 	caps := &sdk.ServerCapabilities{}
 	if r := sess.InitializeResult(); r != nil && r.Capabilities != nil {
 		caps = r.Capabilities
@@ -380,7 +380,7 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 			return r.Resources, r.NextCursor, nil
 		}, func(r *sdk.Resource) {
 			if r.URI != "" {
-				set.Resources = append(set.Resources, tools.SetResource{Resource: r, Handler: u.readResource})
+				set.Resources = append(set.Resources, catalog.SetResource{Resource: r, Handler: u.readResource})
 			}
 		})
 		if err != nil {
@@ -394,7 +394,7 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 			return r.ResourceTemplates, r.NextCursor, nil
 		}, func(t *sdk.ResourceTemplate) {
 			if t.URITemplate != "" && validTemplate(t.URITemplate) {
-				set.Templates = append(set.Templates, tools.SetTemplate{Template: t, Handler: u.readResource})
+				set.Templates = append(set.Templates, catalog.SetTemplate{Template: t, Handler: u.readResource})
 			}
 		})
 		if err != nil {
@@ -422,7 +422,7 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (tools.Set
 			}
 			pp := *p
 			pp.Name = name
-			set.Prompts = append(set.Prompts, tools.SetPrompt{Prompt: &pp, Handler: u.getPrompt(p.Name)})
+			set.Prompts = append(set.Prompts, catalog.SetPrompt{Prompt: &pp, Handler: u.getPrompt(p.Name)})
 		})
 		if err != nil {
 			return set, fmt.Errorf("prompts/list: %w", err)
@@ -474,19 +474,19 @@ func (u *upstream) prefixed(name string) string {
 // schemas as JSON. ok is false for a tool that is filtered out or that the
 // SDK could not serve (an invalid name, an input schema that is not an
 // object).
-func (u *upstream) tool(t *sdk.Tool) (tools.SetTool, bool) {
+func (u *upstream) tool(t *sdk.Tool) (catalog.SetTool, bool) {
 	if t == nil || t.Name == "" || !u.opts.allowed(t.Name) {
-		return tools.SetTool{}, false
+		return catalog.SetTool{}, false
 	}
 	name := u.prefixed(t.Name)
 	if !mcpname.Valid(name) {
 		u.logger.Warn("upstream: a tool is skipped: its namespaced name is not valid", "tool", truncate(name))
-		return tools.SetTool{}, false
+		return catalog.SetTool{}, false
 	}
 	in, ok := objectSchema(t.InputSchema)
 	if !ok {
 		u.logger.Warn("upstream: a tool is skipped: its input schema is not a JSON object schema", "tool", name)
-		return tools.SetTool{}, false
+		return catalog.SetTool{}, false
 	}
 	tt := *t
 	tt.Name = name
@@ -497,7 +497,7 @@ func (u *upstream) tool(t *sdk.Tool) (tools.SetTool, bool) {
 			tt.OutputSchema = out
 		}
 	}
-	return tools.SetTool{Tool: &tt, Handler: u.callTool(t.Name)}, true
+	return catalog.SetTool{Tool: &tt, Handler: u.callTool(t.Name)}, true
 }
 
 // objectSchema encodes s as JSON if it is a schema of type object.

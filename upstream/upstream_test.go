@@ -17,7 +17,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // callTimeout bounds every request a test makes through the proxy: a call
@@ -146,7 +147,7 @@ func pipeConnect(s *sdk.Server, conns *sync.Map) (sdk.Transport, func(), error) 
 // front is Portcullis's side: a catalog, a server built from it and a
 // client session of that server.
 type front struct {
-	cat     *tools.Catalog
+	cat     *catalog.Catalog
 	server  *sdk.Server
 	session *sdk.ClientSession
 	changed atomic.Int32
@@ -159,9 +160,9 @@ func newFront(t *testing.T) *front { return newFrontWith(t, nil) }
 
 // newFrontWith is newFront with prepare called on the catalog before the
 // server is built from it.
-func newFrontWith(t *testing.T, prepare func(*tools.Catalog)) *front {
+func newFrontWith(t *testing.T, prepare func(*catalog.Catalog)) *front {
 	t.Helper()
-	cat, err := tools.New(tools.Options{}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +381,7 @@ func TestClashRefused(t *testing.T) {
 		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &d1)}, Hooks{})
 	// The upstream connects but is never ready, and nothing of it is served.
 	waitFor(t, "the connection", func() bool { return m.ups[0].session() != nil })
-	if _, err := f.cat.SetSource("probe", tools.Set{}); err != nil {
+	if _, err := f.cat.SetSource("probe", catalog.Set{}); err != nil {
 		t.Fatal(err)
 	}
 	if m.Ready(context.Background()) == nil {
@@ -389,7 +390,7 @@ func TestClashRefused(t *testing.T) {
 	if f.cat.HasTool("add") {
 		t.Error("add is served although the upstream's set was refused")
 	}
-	_, err := f.cat.SetSource("other", tools.Set{Tools: []tools.SetTool{{Tool: &sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}})
+	_, err := f.cat.SetSource("other", catalog.Set{Tools: []catalog.SetTool{{Tool: &sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}}}})
 	if err == nil || !strings.Contains(err.Error(), `tool "echo" is already offered by a built-in tool`) {
 		t.Errorf("SetSource clash error = %v", err)
 	}
@@ -786,7 +787,7 @@ func TestDefaultBackoff(t *testing.T) {
 }
 
 func TestCompletionsForwarded(t *testing.T) {
-	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardToSources() })
+	f := newFrontWith(t, func(c *catalog.Catalog) { c.ForwardToSources() })
 	var dials atomic.Int32
 	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
 		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, Hooks{})
@@ -814,7 +815,7 @@ func TestCompletionsForwarded(t *testing.T) {
 }
 
 func TestSubscriptionsForwarded(t *testing.T) {
-	f := newFrontWith(t, func(c *tools.Catalog) { c.ForwardToSources() })
+	f := newFrontWith(t, func(c *catalog.Catalog) { c.ForwardToSources() })
 	be := backend()
 	var dials atomic.Int32
 	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},

@@ -14,7 +14,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/doctor"
 	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"github.com/portcullis-mcp/portcullis/mcp"
-	"github.com/portcullis-mcp/portcullis/tools"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // deployment describes a Portcullis endpoint built from the real handler
@@ -67,7 +67,7 @@ func (d deployment) start(t *testing.T) (mcpURL, token string) {
 	}
 	token = key.Sign(as.Claims(claims))
 
-	cat, err := tools.New(tools.Options{Toolsets: []string{"core"}}, tools.Deps{})
+	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +33,18 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if err := o.Validate(); err != nil {
 		t.Errorf("Validate() after Defaults() = %v", err)
+	}
+}
+
+// TestEmptyToolsetsServeNone: an empty list is not the absent one.
+func TestEmptyToolsetsServeNone(t *testing.T) {
+	var o Options
+	if err := yaml.Unmarshal([]byte("toolsets: []\n"), &o); err != nil {
+		t.Fatal(err)
+	}
+	c := newCatalog(t, o, Deps{})
+	if names := c.ToolNames(); len(names) != 0 {
+		t.Errorf("toolsets: [] serves %v, want no tool", names)
 	}
 }
 
@@ -318,40 +329,6 @@ func TestRegisterConcurrently(t *testing.T) {
 	cs, _ := connect(t, c, nil)
 	if res := call(t, cs, "calculator", map[string]any{"operation": "add", "a": 1, "b": 2}); res.IsError {
 		t.Errorf("calculator after concurrent registration: %s", resultText(res))
-	}
-}
-
-func TestEncodedInputSchema(t *testing.T) {
-	schema := schemaFor[echoInput](func(p map[string]*jsonschema.Schema) { p["text"].MaxLength = ptr(3) })
-	want, err := json.Marshal(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := json.RawMessage(`{"type":"object"}`)
-	tests := []struct {
-		name   string
-		schema any
-		want   any
-	}{
-		{name: "a schema is encoded", schema: schema, want: json.RawMessage(want)},
-		{name: "JSON is kept", schema: raw, want: raw},
-		{name: "none is left to the SDK", schema: nil, want: nil},
-		{name: "a nil schema is left to the SDK", schema: (*jsonschema.Schema)(nil), want: (*jsonschema.Schema)(nil)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := &sdk.Tool{Name: "echo", Title: "Echo", InputSchema: tt.schema}
-			got := encodedInputSchema(in)
-			if !reflect.DeepEqual(got.InputSchema, tt.want) {
-				t.Errorf("InputSchema = %#v, want %#v", got.InputSchema, tt.want)
-			}
-			if got.Name != "echo" || got.Title != "Echo" {
-				t.Errorf("tool = %+v, want the other fields kept", got)
-			}
-			if !reflect.DeepEqual(in.InputSchema, tt.schema) {
-				t.Errorf("the caller's tool was changed: %#v", in.InputSchema)
-			}
-		})
 	}
 }
 

@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // The tool of the package doc's "Adding a tool", as written there.
@@ -21,8 +22,8 @@ type greetOutput struct {
 	Greeting string `json:"greeting" jsonschema:"The greeting."`
 }
 
-func greetTool() tool {
-	return newTool(&sdk.Tool{
+func greetTool() catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "greet",
 		Title: "Greet someone",
 		Description: "Returns a greeting for the given name. Call this when " +
@@ -67,7 +68,7 @@ func TestDocAddingATool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.tools = append(c.tools, greetTool())
+	c.Add(greetTool())
 	cs, _ := connect(t, c, nil)
 	for _, tt := range []struct {
 		name    string

@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // maxUpstreamBody bounds how much of an upstream response the tools read.
@@ -46,8 +47,8 @@ type weatherOutput struct {
 	WindDirectionDeg     *float64 `json:"wind_direction_deg,omitempty" jsonschema:"Direction the wind comes from, in degrees (0 = north)."`
 }
 
-func weatherTool(wc *weatherClient) tool {
-	return newTool(&sdk.Tool{
+func weatherTool(wc *weatherClient) catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "weather",
 		Title: "Current weather",
 		Description: "Returns the current weather (conditions, temperature in °C, feels-like, humidity, precipitation, " +

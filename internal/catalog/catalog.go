@@ -1,15 +1,11 @@
-package tools
+package catalog
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,173 +14,15 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/internal/outbound"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
-
-// Toolset names accepted in [Options.Toolsets].
-const (
-	ToolsetCore        = "core"
-	ToolsetConformance = "conformance"
-	ToolsetWorkshop    = "workshop"
-)
-
-// knownToolsets lists the toolsets in the order error messages name them.
-var knownToolsets = []string{ToolsetCore, ToolsetConformance, ToolsetWorkshop}
-
-// Default values that [Options.Defaults] fills in.
-const (
-	DefaultWeatherBaseURL      = "https://api.open-meteo.com"
-	DefaultWeatherGeocodingURL = "https://geocoding-api.open-meteo.com"
-	DefaultWeatherTimeout      = 10 * time.Second
-
-	// maxWeatherTimeout bounds WeatherOptions.Timeout: a tool call that waits
-	// longer than this for an upstream is worse than a quick "try again".
-	maxWeatherTimeout = time.Minute
-)
-
-// Options selects and configures the toolsets a server offers. It is the
-// `tools:` section of the YAML config. The zero value, after [Options.Defaults],
-// offers the core toolset and nothing else.
-type Options struct {
-	// Toolsets lists the enabled toolsets. Nil or empty means ["core"].
-	// Known: core, workshop, conformance. The conformance toolset exists for
-	// the official MCP conformance suite and is off unless listed.
-	Toolsets []string `yaml:"toolsets" schema:"enum=core|workshop|conformance,unique"`
-	// Weather configures the workshop toolset's weather tool.
-	Weather WeatherOptions `yaml:"weather"`
-	// Resources are resources declared in config, served whatever toolsets
-	// are enabled.
-	Resources []ResourceSpec `yaml:"resources"`
-	// Prompts are prompts declared in config, served whatever toolsets are
-	// enabled.
-	Prompts []PromptSpec `yaml:"prompts"`
-}
-
-// WeatherOptions configures the weather tool's upstream, an
-// Open-Meteo-compatible API. The tool sends no credentials upstream.
-type WeatherOptions struct {
-	// BaseURL is the forecast API root; the tool calls {BaseURL}/v1/forecast.
-	// Empty means [DefaultWeatherBaseURL].
-	BaseURL string `yaml:"base_url" schema:"url"`
-	// GeocodingURL is the geocoding API root; the tool calls
-	// {GeocodingURL}/v1/search. Empty means [DefaultWeatherGeocodingURL].
-	GeocodingURL string `yaml:"geocoding_url" schema:"url"`
-	// Timeout bounds each upstream call. Zero means [DefaultWeatherTimeout];
-	// at most one minute.
-	Timeout time.Duration `yaml:"timeout"`
-}
-
-// Defaults fills zero values with defaults. Call it before [Options.Validate].
-func (o *Options) Defaults() {
-	if len(o.Toolsets) == 0 {
-		o.Toolsets = []string{ToolsetCore}
-	}
-	if o.Weather.BaseURL == "" {
-		o.Weather.BaseURL = DefaultWeatherBaseURL
-	}
-	if o.Weather.GeocodingURL == "" {
-		o.Weather.GeocodingURL = DefaultWeatherGeocodingURL
-	}
-	if o.Weather.Timeout == 0 {
-		o.Weather.Timeout = DefaultWeatherTimeout
-	}
-}
-
-// Validate reports every problem at once, as an [errors.Join] of errors whose
-// text starts with the key path relative to Options, for example
-// `toolsets[2]: unknown toolset "foo" (known: core, conformance, workshop)`.
-// The caller prefixes the section name ("tools.").
-//
-// Validate reads the files that resources and prompts name, so that a
-// missing file is reported here rather than when a client asks for it.
-func (o *Options) Validate() error {
-	var errs []error
-	seen := map[string]bool{}
-	for i, name := range o.Toolsets {
-		switch {
-		case !slices.Contains(knownToolsets, name):
-			errs = append(errs, fmt.Errorf("toolsets[%d]: unknown toolset %q (known: %s)", i, name, strings.Join(knownToolsets, ", ")))
-		case seen[name]:
-			errs = append(errs, fmt.Errorf("toolsets[%d]: toolset %q is listed twice", i, name))
-		}
-		seen[name] = true
-	}
-	errs = append(errs, o.Weather.validate("weather")...)
-	errs = append(errs, validateResources(o.Resources)...)
-	errs = append(errs, validatePrompts(o.Prompts)...)
-	return errors.Join(errs...)
-}
-
-func (w *WeatherOptions) validate(path string) []error {
-	var errs []error
-	for key, raw := range map[string]string{"base_url": w.BaseURL, "geocoding_url": w.GeocodingURL} {
-		if err := checkHTTPURL(raw); err != nil {
-			errs = append(errs, fmt.Errorf("%s.%s: %w", path, key, err))
-		}
-	}
-	if w.Timeout <= 0 || w.Timeout > maxWeatherTimeout {
-		errs = append(errs, fmt.Errorf("%s.timeout: must be positive and at most %s (got %s)", path, maxWeatherTimeout, w.Timeout))
-	}
-	// Map iteration order is random; keep the report stable.
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errs
-}
-
-// checkHTTPURL reports whether raw is an absolute http or https URL without
-// credentials, query or fragment.
-func checkHTTPURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http or https URL")
-	}
-	if u.User != nil {
-		return errors.New("must not contain credentials")
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return errors.New("must not have a query or fragment")
-	}
-	return nil
-}
-
-// Deps are what toolsets need from the process. Every field may be nil.
-type Deps struct {
-	// HTTPClient makes upstream calls (weather). Nil means a client with
-	// dial, TLS and header timeouts. The tools never forward the caller's
-	// credentials, whatever the client.
-	HTTPClient *http.Client
-	// Now reads the clock. Nil means time.Now.
-	Now func() time.Time
-	// Logger receives diagnostics, never tool argument values. Nil discards.
-	Logger *slog.Logger
-}
-
-func (d Deps) withDefaults() Deps {
-	if d.HTTPClient == nil {
-		d.HTTPClient = DefaultHTTPClient()
-	}
-	if d.Now == nil {
-		d.Now = time.Now
-	}
-	if d.Logger == nil {
-		d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return d
-}
-
-// DefaultHTTPClient is the client tools use when [Deps] names none: it bounds
-// every phase of a request but the body read, which the per-call context
-// deadline covers. Wrap its Transport to instrument it.
-func DefaultHTTPClient() *http.Client {
-	return &http.Client{Transport: outbound.Transport(), Timeout: 30 * time.Second}
-}
 
 // Catalog is the set of tools, resources, resource templates and prompts
 // built from [Options]. Build it once with [New]; then, for every server,
 // call [Catalog.Apply] on the server options, [Catalog.Register] on the
 // server and, if the server lives long enough, [Catalog.Run].
 type Catalog struct {
-	tools     []tool
+	tools     []Tool
 	resources []resource
 	templates []resourceTemplate
 	prompts   []prompt
@@ -222,12 +60,12 @@ type Catalog struct {
 	declaredTasks map[string]tasks.ToolTasks
 }
 
-// tool is one tool, ready to add to any server. add receives the server so
+// Tool is one tool, ready to add to any server. Add receives the server so
 // that tools which change the server's lists (conformance) can reach it.
-type tool struct {
-	name  string
-	add   func(s *sdk.Server)
-	tasks tasks.ToolTasks
+type Tool struct {
+	Name  string
+	Add   func(s *sdk.Server)
+	Tasks tasks.ToolTasks
 }
 
 type resource struct {
@@ -249,13 +87,47 @@ type completionKey struct {
 	ref, arg string
 }
 
-// newTool pairs a tool with its typed handler. The SDK infers the schemas it
+// NewTool pairs a tool with its typed handler. The SDK infers the schemas it
 // is not given from In and Out and validates input before h runs. An input
 // schema given as a [jsonschema.Schema] reaches the SDK already encoded (see
 // [encodedInputSchema]).
-func newTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) tool {
+func NewTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) Tool {
 	t = encodedInputSchema(t)
-	return tool{name: t.Name, add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }}
+	return Tool{Name: t.Name, Add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }}
+}
+
+// NewTaskTool is NewTool for a tool whose calls may run as tasks.
+func NewTaskTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], tt tasks.ToolTasks) Tool {
+	tl := NewTool(t, h)
+	tl.Tasks = tt
+	return tl
+}
+
+// New returns an empty catalog; logger receives its diagnostics (nil
+// discards them).
+func New(logger *slog.Logger) *Catalog {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Catalog{
+		completions: map[completionKey][]string{},
+		logger:      logger,
+		names:       map[string]bool{},
+		running:     map[string]bool{},
+		sources:     map[string]*source{},
+	}
+}
+
+// Add adds ts to c. A tool whose name c already has is skipped: two
+// toolsets may share one (the calculator).
+func (c *Catalog) Add(ts ...Tool) {
+	for _, t := range ts {
+		if !c.names[t.Name] {
+			c.names[t.Name] = true
+			c.tools = append(c.tools, t)
+			c.declareTasks(t)
+		}
+	}
 }
 
 // AddTool adds a tool with a typed handler to c, as [sdk.AddTool] adds one
@@ -266,10 +138,23 @@ func newTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) tool {
 // c already has a tool of that name.
 func AddTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
 	if c.names[t.Name] {
-		panic(fmt.Sprintf("tools: AddTool: a tool named %q is already in the catalog", t.Name))
+		panic(fmt.Sprintf("catalog: AddTool: a tool named %q is already in the catalog", t.Name))
 	}
 	c.names[t.Name] = true
-	c.tools = append(c.tools, newTool(t, h))
+	c.tools = append(c.tools, NewTool(t, h))
+}
+
+// AddTaskTool adds a tool whose calls may run as tasks (see [tasks.Support])
+// to c, as [AddTool] adds a plain one. With support [tasks.SupportOptional]
+// or [tasks.SupportRequired] the whole handler runs as the task; input the
+// handler asks for (InputRequests in its result) is surfaced by tasks/get
+// and the handler is called again with the responses, as in a
+// multi-round-trip call. A handler that wants to gather input before the
+// task exists sets tt.HandlerStarts and calls [tasks.Run] when ready.
+func AddTaskTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], tt tasks.ToolTasks) {
+	AddTool(c, t, h)
+	c.tools[len(c.tools)-1].Tasks = tt
+	c.declareTasks(c.tools[len(c.tools)-1])
 }
 
 // AddResource adds a resource, read by h, to c. Like [AddTool], call it
@@ -284,9 +169,23 @@ func (c *Catalog) AddPrompt(p *sdk.Prompt, h sdk.PromptHandler) {
 	c.prompts = append(c.prompts, prompt{p: p, h: h})
 }
 
-// addRunningTool adds a tool to s while s serves, and records it in c, so
+// AddTemplate adds a resource template, read by h, to c. Like [AddTool],
+// call it before building servers from c.
+func (c *Catalog) AddTemplate(t *sdk.ResourceTemplate, h sdk.ResourceHandler) {
+	c.templates = append(c.templates, resourceTemplate{t: t, h: h})
+}
+
+// Watch lets clients subscribe to resources and makes [Catalog.Run]
+// report the resource uri as updated every interval.
+func (c *Catalog) Watch(uri string, interval time.Duration) {
+	c.subscriptions = true
+	c.watchedURI = uri
+	c.watchInterval = interval
+}
+
+// AddRunningTool adds a tool to s while s serves, and records it in c, so
 // that HasTool and ToolNames know it as they know the catalog's own tools.
-func addRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
+func AddRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
 	c.mu.Lock()
 	c.running[t.Name] = true
 	c.mu.Unlock()
@@ -313,48 +212,6 @@ func encodedInputSchema(t *sdk.Tool) *sdk.Tool {
 	tt := *t
 	tt.InputSchema = json.RawMessage(b)
 	return &tt
-}
-
-// New builds the catalog that opts describe. opts should have passed
-// [Options.Validate]; New repeats the checks it depends on.
-func New(opts Options, deps Deps) (*Catalog, error) {
-	opts.Defaults()
-	if err := opts.Validate(); err != nil {
-		return nil, fmt.Errorf("tools: %w", err)
-	}
-	deps = deps.withDefaults()
-	c := &Catalog{
-		completions: map[completionKey][]string{},
-		logger:      deps.Logger,
-		names:       map[string]bool{},
-		running:     map[string]bool{},
-		sources:     map[string]*source{},
-	}
-	addTools := func(ts ...tool) {
-		for _, t := range ts {
-			// A tool shared by two toolsets (calculator) is registered once.
-			if !c.names[t.name] {
-				c.names[t.name] = true
-				c.tools = append(c.tools, t)
-				c.declareTasks(t)
-			}
-		}
-	}
-	for _, set := range opts.Toolsets {
-		switch set {
-		case ToolsetCore:
-			addTools(coreTools(deps)...)
-		case ToolsetWorkshop:
-			addTools(workshopTools(opts.Weather, deps)...)
-		case ToolsetConformance:
-			addTools(conformanceTools(c)...)
-			c.addConformanceContent()
-		}
-	}
-	if err := c.addDeclared(opts.Resources, opts.Prompts); err != nil {
-		return nil, fmt.Errorf("tools: %w", err)
-	}
-	return c, nil
 }
 
 // Apply sets the handlers on so that the catalog needs: a CompletionHandler
@@ -413,7 +270,7 @@ func (c *Catalog) Register(s *sdk.Server) {
 	}
 	c.mu.Unlock()
 	for _, t := range c.tools {
-		t.add(s)
+		t.Add(s)
 	}
 	for _, r := range c.resources {
 		s.AddResource(r.r, r.h)
@@ -427,14 +284,14 @@ func (c *Catalog) Register(s *sdk.Server) {
 }
 
 // declareTasks records the task support t declares, if any.
-func (c *Catalog) declareTasks(t tool) {
-	if t.tasks.Support == tasks.SupportNone {
+func (c *Catalog) declareTasks(t Tool) {
+	if t.Tasks.Support == tasks.SupportNone {
 		return
 	}
 	if c.declaredTasks == nil {
 		c.declaredTasks = map[string]tasks.ToolTasks{}
 	}
-	c.declaredTasks[t.name] = t.tasks
+	c.declaredTasks[t.Name] = t.Tasks
 }
 
 // SetTaskSupport says how calls of the tool named may run as tasks (see
@@ -466,7 +323,7 @@ func (c *Catalog) TaskSupport(name string) tasks.ToolTasks {
 func (c *Catalog) ToolNames() []string {
 	names := make([]string, 0, len(c.tools))
 	for _, t := range c.tools {
-		names = append(names, t.name)
+		names = append(names, t.Name)
 	}
 	c.mu.RLock()
 	for n := range c.running {
@@ -573,50 +430,15 @@ func (c *Catalog) knowsRef(ref string) bool {
 	return false
 }
 
-func (c *Catalog) addCompletions(refType, ref, arg string, values []string) {
+// AddCompletions offers values to complete argument arg of the prompt or
+// resource template ref (refType "ref/prompt" or "ref/resource").
+func (c *Catalog) AddCompletions(refType, ref, arg string, values []string) {
 	if len(values) > 0 {
 		c.completions[completionKey{refType + " " + ref, arg}] = values
 	}
 }
 
-// Schema helpers.
-
-// schemaFor infers the JSON Schema of T, as the SDK would, so that a tool can
-// add what struct tags cannot say (enums, bounds). It panics if T has no
-// schema, which only a programming error causes and every test catches.
-func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(fmt.Sprintf("tools: schema: %v", err))
-	}
-	if edit != nil {
-		edit(s.Properties)
-	}
-	return s
-}
-
-// emptyObject is the input schema of a tool that takes no arguments.
-func emptyObject() *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// Annotations shared by most tools.
-
-// readOnly describes a tool that only reads and has no side effects; open
-// says whether it reaches outside the server (an upstream API).
-func readOnly(title string, open bool) *sdk.ToolAnnotations {
-	return &sdk.ToolAnnotations{
-		Title:           title,
-		ReadOnlyHint:    true,
-		DestructiveHint: ptr(false),
-		IdempotentHint:  true,
-		OpenWorldHint:   ptr(open),
-	}
-}
-
-// textResult is a result holding one text block.
-func textResult(s string) *sdk.CallToolResult {
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
-}
+// View makes the tools.Catalog that programs built on Portcullis add their
+// tools to, a view of c. Package tools sets it when it is initialized: it
+// imports this package, which therefore cannot name its type.
+var View func(c *Catalog) any

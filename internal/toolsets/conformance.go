@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 // This file is the conformance toolset: the tools, resources, prompts and
 // completions that the scenarios of the official MCP conformance suite
@@ -22,6 +22,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/yosida95/uritemplate/v3"
 )
 
@@ -66,19 +67,19 @@ func reply(content ...sdk.Content) sdk.ToolHandlerFor[any, any] {
 	}
 }
 
-func conformanceTools(c *Catalog) []tool {
-	ts := []tool{
-		newTool(conformanceTool("test_simple_text", "simple text", "Returns one text block."),
+func conformanceTools(c *catalog.Catalog) []catalog.Tool {
+	ts := []catalog.Tool{
+		catalog.NewTool(conformanceTool("test_simple_text", "simple text", "Returns one text block."),
 			reply(&sdk.TextContent{Text: "This is a simple text response for testing."})),
-		newTool(conformanceTool("test_image_content", "image content", "Returns one PNG image block."),
+		catalog.NewTool(conformanceTool("test_image_content", "image content", "Returns one PNG image block."),
 			reply(&sdk.ImageContent{Data: testPNG, MIMEType: "image/png"})),
-		newTool(conformanceTool("test_audio_content", "audio content", "Returns one WAV audio block."),
+		catalog.NewTool(conformanceTool("test_audio_content", "audio content", "Returns one WAV audio block."),
 			reply(&sdk.AudioContent{Data: testWAV, MIMEType: "audio/wav"})),
-		newTool(conformanceTool("test_embedded_resource", "embedded resource", "Returns one embedded text resource."),
+		catalog.NewTool(conformanceTool("test_embedded_resource", "embedded resource", "Returns one embedded text resource."),
 			reply(&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{
 				URI: "test://embedded-resource", MIMEType: "text/plain", Text: "This is an embedded resource",
 			}})),
-		newTool(conformanceTool("test_multiple_content_types", "multiple content types", "Returns a text, an image and an embedded resource block."),
+		catalog.NewTool(conformanceTool("test_multiple_content_types", "multiple content types", "Returns a text, an image and an embedded resource block."),
 			reply(
 				&sdk.TextContent{Text: "This is text content"},
 				&sdk.ImageContent{Data: testPNG, MIMEType: "image/png"},
@@ -86,31 +87,31 @@ func conformanceTools(c *Catalog) []tool {
 					URI: "test://embedded-in-multiple", MIMEType: "text/plain", Text: "This is an embedded resource",
 				}},
 			)),
-		newTool(conformanceTool("test_tool_with_logging", "logging", "Sends three info log messages while it runs."), toolWithLogging),
-		newTool(conformanceTool("test_tool_with_progress", "progress", "Reports progress 0, 50 and 100 of 100, then returns the progress token."), toolWithProgress),
-		newTool(conformanceTool("test_error_handling", "error handling", "Always fails with a tool error (isError true)."),
+		catalog.NewTool(conformanceTool("test_tool_with_logging", "logging", "Sends three info log messages while it runs."), toolWithLogging),
+		catalog.NewTool(conformanceTool("test_tool_with_progress", "progress", "Reports progress 0, 50 and 100 of 100, then returns the progress token."), toolWithProgress),
+		catalog.NewTool(conformanceTool("test_error_handling", "error handling", "Always fails with a tool error (isError true)."),
 			func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
 				return nil, nil, fmt.Errorf("this tool intentionally returns an error for testing")
 			}),
-		newTool(conformanceTool("test_panic", "panic", "Panics: the server must turn it into an error result and live on (fault tests)."),
+		catalog.NewTool(conformanceTool("test_panic", "panic", "Panics: the server must turn it into an error result and live on (fault tests)."),
 			func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
 				panic("test_panic: intentional panic for fault tests")
 			}),
-		newTool(conformanceTool("test_sampling", "sampling", "Asks the client's model to complete the prompt (sampling/createMessage) and returns its answer."), toolSampling),
-		newTool(conformanceTool("test_elicitation", "elicitation", "Asks the user for a username (elicitation/create) and returns the answer."), toolElicitation),
-		newTool(conformanceTool("test_elicitation_sep1034_defaults", "elicitation defaults", "Asks the user for values that have defaults (SEP-1034)."),
+		catalog.NewTool(conformanceTool("test_sampling", "sampling", "Asks the client's model to complete the prompt (sampling/createMessage) and returns its answer."), toolSampling),
+		catalog.NewTool(conformanceTool("test_elicitation", "elicitation", "Asks the user for a username (elicitation/create) and returns the answer."), toolElicitation),
+		catalog.NewTool(conformanceTool("test_elicitation_sep1034_defaults", "elicitation defaults", "Asks the user for values that have defaults (SEP-1034)."),
 			elicitWith("Test defaults for primitives", elicitDefaultsSchema())),
-		newTool(conformanceTool("test_elicitation_sep1330_enums", "elicitation enums", "Asks the user to choose among enums in every form SEP-1330 defines."),
+		catalog.NewTool(conformanceTool("test_elicitation_sep1330_enums", "elicitation enums", "Asks the user to choose among enums in every form SEP-1330 defines."),
 			elicitWith("Test enum schemas", elicitEnumsSchema())),
-		newTool(func() *sdk.Tool {
+		catalog.NewTool(func() *sdk.Tool {
 			t := conformanceTool("json_schema_2020_12_tool", "JSON Schema 2020-12", "Takes input described with JSON Schema 2020-12 features ($defs, $anchor, allOf/anyOf, if/then/else) and echoes it (SEP-1613, SEP-2106).")
 			t.InputSchema = json.RawMessage(schema202012)
 			return t
 		}(), func(_ context.Context, _ *sdk.CallToolRequest, in json.RawMessage) (*sdk.CallToolResult, any, error) {
 			return textResult("JSON Schema 2020-12 tool called with: " + string(in)), nil, nil
 		}),
-		newTool(conformanceTool("test_reconnection", "reconnection", "Closes the SSE stream mid-call; the result arrives after the client reconnects (SEP-1699)."), toolReconnection),
-		newTool(func() *sdk.Tool {
+		catalog.NewTool(conformanceTool("test_reconnection", "reconnection", "Closes the SSE stream mid-call; the result arrives after the client reconnects (SEP-1699)."), toolReconnection),
+		catalog.NewTool(func() *sdk.Tool {
 			t := conformanceTool("test_x_mcp_header", "x-mcp-header", "Has an argument mirrored into the Mcp-Param-Region header (SEP-2243) and returns it.")
 			t.InputSchema = json.RawMessage(`{
 				"type": "object",
@@ -126,20 +127,20 @@ func conformanceTools(c *Catalog) []tool {
 		}) (*sdk.CallToolResult, any, error) {
 			return textResult("region=" + in.Region), nil, nil
 		}),
-		newTool(conformanceTool("test_missing_capability", "missing capability", "Needs the client's sampling capability and fails with error -32021 without it (SEP-2575)."), toolMissingCapability),
-		newTool(conformanceTool("test_streaming_elicitation", "streaming", "Returns a plain result; its response stream carries no server requests (SEP-2575)."),
+		catalog.NewTool(conformanceTool("test_missing_capability", "missing capability", "Needs the client's sampling capability and fails with error -32021 without it (SEP-2575)."), toolMissingCapability),
+		catalog.NewTool(conformanceTool("test_streaming_elicitation", "streaming", "Returns a plain result; its response stream carries no server requests (SEP-2575)."),
 			reply(&sdk.TextContent{Text: "stream observed: result frames only, no top-level requests"})),
-		newTool(conformanceTool("test_logging_tool", "log gating", "Tries to log; the SDK drops the message unless the request opted in to a log level (SEP-2575)."),
+		catalog.NewTool(conformanceTool("test_logging_tool", "log gating", "Tries to log; the SDK drops the message unless the request opted in to a log level (SEP-2575)."),
 			func(ctx context.Context, req *sdk.CallToolRequest, _ any) (*sdk.CallToolResult, any, error) {
 				_ = req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Data: "test_logging_tool executed"})
 				return textResult("Log attempted; framework gates on _meta.../logLevel."), nil, nil
 			}),
-		{name: "test_trigger_tool_change", add: func(s *sdk.Server) {
+		{Name: "test_trigger_tool_change", Add: func(s *sdk.Server) {
 			t := conformanceTool("test_trigger_tool_change", "tool list change", "Adds a tool, so that subscribed clients get notifications/tools/list_changed (SEP-2575).")
 			t.Annotations.ReadOnlyHint = false
 			sdk.AddTool(s, t, triggerToolChange(c, s))
 		}},
-		{name: "test_trigger_prompt_change", add: func(s *sdk.Server) {
+		{Name: "test_trigger_prompt_change", Add: func(s *sdk.Server) {
 			t := conformanceTool("test_trigger_prompt_change", "prompt list change", "Adds a prompt, so that subscribed clients get notifications/prompts/list_changed (SEP-2575).")
 			t.Annotations.ReadOnlyHint = false
 			sdk.AddTool(s, t, triggerPromptChange(s))
@@ -330,10 +331,10 @@ func toolMissingCapability(_ context.Context, req *sdk.CallToolRequest, _ any) (
 
 // triggerToolChange (re)adds a no-op tool: every AddTool notifies
 // tools/list_changed, even when it replaces a tool of the same name.
-func triggerToolChange(c *Catalog, s *sdk.Server) sdk.ToolHandlerFor[any, any] {
+func triggerToolChange(c *catalog.Catalog, s *sdk.Server) sdk.ToolHandlerFor[any, any] {
 	return func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
 		t := conformanceTool(transientToolName, "transient tool", "Does nothing; exists to change the tool list.")
-		addRunningTool(c, s, t, reply())
+		catalog.AddRunningTool(c, s, t, reply())
 		return textResult("tools_list_changed published"), nil, nil
 	}
 }
@@ -353,16 +354,16 @@ func triggerPromptChange(s *sdk.Server) sdk.ToolHandlerFor[any, any] {
 // requestState before it leaves and opens it before the handler runs, so a
 // handler sees only states it produced; a tampered one never arrives here.
 
-func inputRequiredTools() []tool {
-	return []tool{
-		newTool(conformanceTool("test_input_required_result_elicitation", "input required: elicitation", "Asks for the caller's name with an in-band elicitation request, then greets them."), inputElicitation),
-		newTool(conformanceTool("test_input_required_result_sampling", "input required: sampling", "Asks the client's model a question with an in-band sampling request, then returns the answer."), inputSampling),
-		newTool(conformanceTool("test_input_required_result_list_roots", "input required: roots", "Asks for the client's roots with an in-band roots/list request, then lists them."), inputListRoots),
-		newTool(conformanceTool("test_input_required_result_request_state", "input required: request state", "Asks for a confirmation and round-trips requestState with it."), inputConfirm("request_state")),
-		newTool(conformanceTool("test_input_required_result_multiple_inputs", "input required: several inputs", "Asks for elicitation, sampling and roots input in one round."), inputMultiple),
-		newTool(conformanceTool("test_input_required_result_multi_round", "input required: two rounds", "Asks two questions in two rounds, carrying the first answer in requestState."), inputMultiRound),
-		newTool(conformanceTool("test_input_required_result_tampered_state", "input required: tampered state", "Asks for a confirmation; a retry whose requestState fails integrity checks is rejected."), inputConfirm("tampered_state")),
-		newTool(conformanceTool("test_input_required_result_capabilities", "input required: capabilities", "Asks only for the input kinds the client declared capabilities for."), inputCapabilities),
+func inputRequiredTools() []catalog.Tool {
+	return []catalog.Tool{
+		catalog.NewTool(conformanceTool("test_input_required_result_elicitation", "input required: elicitation", "Asks for the caller's name with an in-band elicitation request, then greets them."), inputElicitation),
+		catalog.NewTool(conformanceTool("test_input_required_result_sampling", "input required: sampling", "Asks the client's model a question with an in-band sampling request, then returns the answer."), inputSampling),
+		catalog.NewTool(conformanceTool("test_input_required_result_list_roots", "input required: roots", "Asks for the client's roots with an in-band roots/list request, then lists them."), inputListRoots),
+		catalog.NewTool(conformanceTool("test_input_required_result_request_state", "input required: request state", "Asks for a confirmation and round-trips requestState with it."), inputConfirm("request_state")),
+		catalog.NewTool(conformanceTool("test_input_required_result_multiple_inputs", "input required: several inputs", "Asks for elicitation, sampling and roots input in one round."), inputMultiple),
+		catalog.NewTool(conformanceTool("test_input_required_result_multi_round", "input required: two rounds", "Asks two questions in two rounds, carrying the first answer in requestState."), inputMultiRound),
+		catalog.NewTool(conformanceTool("test_input_required_result_tampered_state", "input required: tampered state", "Asks for a confirmation; a retry whose requestState fails integrity checks is rejected."), inputConfirm("tampered_state")),
+		catalog.NewTool(conformanceTool("test_input_required_result_capabilities", "input required: capabilities", "Asks only for the input kinds the client declared capabilities for."), inputCapabilities),
 	}
 }
 
@@ -529,17 +530,15 @@ func inputCapabilities(_ context.Context, req *sdk.CallToolRequest, _ any) (*sdk
 
 // addConformanceContent adds the conformance resources, prompts and
 // completions, and turns on subscriptions and the watched resource.
-func (c *Catalog) addConformanceContent() {
-	c.resources = append(c.resources,
-		resource{&sdk.Resource{URI: "test://static-text", Name: "static-text", Title: "Static text", Description: "A static text resource for testing", MIMEType: "text/plain"},
-			staticResource("text/plain", []byte("This is the content of the static text resource."))},
-		resource{&sdk.Resource{URI: "test://static-binary", Name: "static-binary", Title: "Static binary", Description: "A static binary resource (image) for testing", MIMEType: "image/png"},
-			staticResource("image/png", testPNG)},
-		resource{&sdk.Resource{URI: watchedResourceURI, Name: "watched-resource", Title: "Watched resource", Description: "A resource reported as updated every 3 seconds; subscribe to it", MIMEType: "text/plain"},
-			staticResource("text/plain", []byte("Watched resource content"))},
-	)
+func addConformanceContent(c *catalog.Catalog) {
+	c.AddResource(&sdk.Resource{URI: "test://static-text", Name: "static-text", Title: "Static text", Description: "A static text resource for testing", MIMEType: "text/plain"},
+		staticResource("text/plain", []byte("This is the content of the static text resource.")))
+	c.AddResource(&sdk.Resource{URI: "test://static-binary", Name: "static-binary", Title: "Static binary", Description: "A static binary resource (image) for testing", MIMEType: "image/png"},
+		staticResource("image/png", testPNG))
+	c.AddResource(&sdk.Resource{URI: watchedResourceURI, Name: "watched-resource", Title: "Watched resource", Description: "A resource reported as updated every 3 seconds; subscribe to it", MIMEType: "text/plain"},
+		staticResource("text/plain", []byte("Watched resource content")))
 	tmpl := uritemplate.MustNew(conformanceTemplate)
-	c.templates = append(c.templates, resourceTemplate{
+	c.AddTemplate(
 		&sdk.ResourceTemplate{URITemplate: conformanceTemplate, Name: "template", Title: "Template", Description: "A resource template with parameter substitution", MIMEType: "application/json"},
 		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 			m := tmpl.Match(req.Params.URI)
@@ -553,59 +552,55 @@ func (c *Catalog) addConformanceContent() {
 			}
 			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(data)}}}, nil
 		},
-	})
-	c.addCompletions("ref/resource", conformanceTemplate, "id", []string{"1", "2", "3"})
+	)
+	c.AddCompletions("ref/resource", conformanceTemplate, "id", []string{"1", "2", "3"})
 
 	userText := func(s string) *sdk.PromptMessage {
 		return &sdk.PromptMessage{Role: "user", Content: &sdk.TextContent{Text: s}}
 	}
-	c.prompts = append(c.prompts,
-		prompt{&sdk.Prompt{Name: "test_simple_prompt", Title: "Simple Test Prompt", Description: "A simple prompt without arguments"},
-			func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-				return &sdk.GetPromptResult{Description: "A simple test prompt", Messages: []*sdk.PromptMessage{userText("This is a simple prompt for testing.")}}, nil
-			}},
-		prompt{&sdk.Prompt{Name: "test_prompt_with_arguments", Title: "Prompt With Arguments", Description: "A prompt with required arguments",
-			Arguments: []*sdk.PromptArgument{
-				{Name: "arg1", Description: "First test argument", Required: true},
-				{Name: "arg2", Description: "Second test argument", Required: true},
-			}},
-			func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-				a := req.Params.Arguments
-				return &sdk.GetPromptResult{Description: "A prompt with arguments",
-					Messages: []*sdk.PromptMessage{userText(fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", a["arg1"], a["arg2"]))}}, nil
-			}},
-		prompt{&sdk.Prompt{Name: "test_prompt_with_embedded_resource", Title: "Prompt With Embedded Resource", Description: "A prompt that includes an embedded resource",
-			Arguments: []*sdk.PromptArgument{{Name: "resourceUri", Description: "URI of the resource to embed", Required: true}}},
-			func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-				return &sdk.GetPromptResult{Description: "A prompt with an embedded resource", Messages: []*sdk.PromptMessage{
-					{Role: "user", Content: &sdk.EmbeddedResource{Resource: &sdk.ResourceContents{
-						URI: req.Params.Arguments["resourceUri"], MIMEType: "text/plain", Text: "Embedded resource content for testing.",
-					}}},
-					userText("Please process the embedded resource above."),
-				}}, nil
-			}},
-		prompt{&sdk.Prompt{Name: "test_prompt_with_image", Title: "Prompt With Image", Description: "A prompt that includes image content"},
-			func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-				return &sdk.GetPromptResult{Description: "A prompt with an image", Messages: []*sdk.PromptMessage{
-					{Role: "user", Content: &sdk.ImageContent{Data: testPNG, MIMEType: "image/png"}},
-					userText("Please analyze the image above."),
-				}}, nil
-			}},
-		prompt{&sdk.Prompt{Name: "test_input_required_result_prompt", Title: "Prompt needing input", Description: "MRTR (SEP-2322): asks for context via an in-band elicitation request"},
-			func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-				if ctx := accepted(req.Params.InputResponses, "user_context"); ctx != nil {
-					s, _ := ctx["context"].(string)
-					return &sdk.GetPromptResult{Description: "A prompt with elicited context", Messages: []*sdk.PromptMessage{userText("Context: " + s)}}, nil
-				}
-				return &sdk.GetPromptResult{InputRequests: sdk.InputRequestMap{
-					"user_context": &sdk.ElicitParams{Message: "Please provide context for the prompt", RequestedSchema: objectOf("context", "string")},
-				}}, nil
-			}},
-	)
-	c.addCompletions("ref/prompt", "test_prompt_with_arguments", "arg1", []string{"alpha", "beta", "gamma"})
-	c.addCompletions("ref/prompt", "test_prompt_with_arguments", "arg2", []string{"one", "two", "three"})
+	c.AddPrompt(&sdk.Prompt{Name: "test_simple_prompt", Title: "Simple Test Prompt", Description: "A simple prompt without arguments"},
+		func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Description: "A simple test prompt", Messages: []*sdk.PromptMessage{userText("This is a simple prompt for testing.")}}, nil
+		})
+	c.AddPrompt(&sdk.Prompt{Name: "test_prompt_with_arguments", Title: "Prompt With Arguments", Description: "A prompt with required arguments",
+		Arguments: []*sdk.PromptArgument{
+			{Name: "arg1", Description: "First test argument", Required: true},
+			{Name: "arg2", Description: "Second test argument", Required: true},
+		}},
+		func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			a := req.Params.Arguments
+			return &sdk.GetPromptResult{Description: "A prompt with arguments",
+				Messages: []*sdk.PromptMessage{userText(fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", a["arg1"], a["arg2"]))}}, nil
+		})
+	c.AddPrompt(&sdk.Prompt{Name: "test_prompt_with_embedded_resource", Title: "Prompt With Embedded Resource", Description: "A prompt that includes an embedded resource",
+		Arguments: []*sdk.PromptArgument{{Name: "resourceUri", Description: "URI of the resource to embed", Required: true}}},
+		func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Description: "A prompt with an embedded resource", Messages: []*sdk.PromptMessage{
+				{Role: "user", Content: &sdk.EmbeddedResource{Resource: &sdk.ResourceContents{
+					URI: req.Params.Arguments["resourceUri"], MIMEType: "text/plain", Text: "Embedded resource content for testing.",
+				}}},
+				userText("Please process the embedded resource above."),
+			}}, nil
+		})
+	c.AddPrompt(&sdk.Prompt{Name: "test_prompt_with_image", Title: "Prompt With Image", Description: "A prompt that includes image content"},
+		func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Description: "A prompt with an image", Messages: []*sdk.PromptMessage{
+				{Role: "user", Content: &sdk.ImageContent{Data: testPNG, MIMEType: "image/png"}},
+				userText("Please analyze the image above."),
+			}}, nil
+		})
+	c.AddPrompt(&sdk.Prompt{Name: "test_input_required_result_prompt", Title: "Prompt needing input", Description: "MRTR (SEP-2322): asks for context via an in-band elicitation request"},
+		func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			if ctx := accepted(req.Params.InputResponses, "user_context"); ctx != nil {
+				s, _ := ctx["context"].(string)
+				return &sdk.GetPromptResult{Description: "A prompt with elicited context", Messages: []*sdk.PromptMessage{userText("Context: " + s)}}, nil
+			}
+			return &sdk.GetPromptResult{InputRequests: sdk.InputRequestMap{
+				"user_context": &sdk.ElicitParams{Message: "Please provide context for the prompt", RequestedSchema: objectOf("context", "string")},
+			}}, nil
+		})
+	c.AddCompletions("ref/prompt", "test_prompt_with_arguments", "arg1", []string{"alpha", "beta", "gamma"})
+	c.AddCompletions("ref/prompt", "test_prompt_with_arguments", "arg2", []string{"one", "two", "three"})
 
-	c.subscriptions = true
-	c.watchedURI = watchedResourceURI
-	c.watchInterval = watchedInterval
+	c.Watch(watchedResourceURI, watchedInterval)
 }

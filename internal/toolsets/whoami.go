@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // whoamiOutput is who the server believes the caller is. It holds the
@@ -21,9 +21,10 @@ type whoamiOutput struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero" jsonschema:"When the token expires (RFC 3339)."`
 }
 
-// whoamiTool reports the verified identity behind the call.
-func whoamiTool() tool {
-	return newTool(&sdk.Tool{
+// whoamiTool reports the verified identity behind the call, as caller
+// (nil: none) tells it.
+func whoamiTool(caller func(*sdk.CallToolRequest) (Caller, bool)) catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "whoami",
 		Title: "Who am I",
 		Description: "Returns the identity this server verified for the caller: subject, issuer, OAuth client, " +
@@ -32,11 +33,12 @@ func whoamiTool() tool {
 		InputSchema: emptyObject(),
 		Annotations: readOnly("Who am I", false),
 	}, func(_ context.Context, req *sdk.CallToolRequest, _ any) (*sdk.CallToolResult, whoamiOutput, error) {
-		var p *auth.Principal
-		if req.Extra != nil {
-			p, _ = auth.PrincipalFromTokenInfo(req.Extra.TokenInfo)
+		var p Caller
+		ok := caller != nil
+		if ok {
+			p, ok = caller(req)
 		}
-		if p == nil {
+		if !ok {
 			return nil, whoamiOutput{}, errors.New("this call carries no verified identity: the server runs without " +
 				"authentication (local or stdio use), so there is no user to report")
 		}

@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // newCatalog builds a catalog from opts or fails the test.
-func newCatalog(t *testing.T, opts Options, deps Deps) *Catalog {
+func newCatalog(t *testing.T, opts Options, deps Deps) *catalog.Catalog {
 	t.Helper()
 	c, err := New(opts, deps)
 	if err != nil {
@@ -21,14 +22,14 @@ func newCatalog(t *testing.T, opts Options, deps Deps) *Catalog {
 
 // connect serves c on an in-memory transport and returns a connected client
 // session, on the latest protocol version, and the server. copts may be nil.
-func connect(t *testing.T, c *Catalog, copts *sdk.ClientOptions) (*sdk.ClientSession, *sdk.Server) {
+func connect(t *testing.T, c *catalog.Catalog, copts *sdk.ClientOptions) (*sdk.ClientSession, *sdk.Server) {
 	t.Helper()
 	return connectClient(t, c, sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "v0"}, copts), "")
 }
 
 // connectClient is connect with the given client, on the given protocol
 // version ("" for the latest).
-func connectClient(t *testing.T, c *Catalog, client *sdk.Client, version string) (*sdk.ClientSession, *sdk.Server) {
+func connectClient(t *testing.T, c *catalog.Catalog, client *sdk.Client, version string) (*sdk.ClientSession, *sdk.Server) {
 	t.Helper()
 	ctx := t.Context()
 	so := &sdk.ServerOptions{}

@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -301,7 +301,7 @@ func TestConformanceWatchedResource(t *testing.T) {
 	updated := make(chan string, 10)
 	listChanged := make(chan struct{}, 10)
 	c := newCatalog(t, Options{Toolsets: []string{"conformance"}}, Deps{})
-	c.watchInterval = 5 * time.Millisecond
+	c.Watch(watchedResourceURI, 5*time.Millisecond)
 	cs, s := connect(t, c, &sdk.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			updated <- req.Params.URI

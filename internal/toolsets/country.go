@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/suggest"
 
 	"github.com/biter777/countries"
@@ -42,8 +43,8 @@ type countryCurrency struct {
 	Digits int    `json:"minor_digits" jsonschema:"Digits after the decimal point."`
 }
 
-func countryTool() tool {
-	return newTool(&sdk.Tool{
+func countryTool() catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "country_info",
 		Title: "Country information",
 		Description: "Looks up a country by name or ISO 3166-1 code and returns its official codes (alpha-2, alpha-3, " +

@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -290,7 +291,7 @@ func validatePrompts(specs []PromptSpec) []error {
 }
 
 // addDeclared adds the resources and prompts declared in config.
-func (c *Catalog) addDeclared(resources []ResourceSpec, prompts []PromptSpec) error {
+func addDeclared(c *catalog.Catalog, resources []ResourceSpec, prompts []PromptSpec) error {
 	for _, r := range resources {
 		content, err := body(r.Text, r.File)
 		if err != nil {
@@ -307,22 +308,18 @@ func (c *Catalog) addDeclared(resources []ResourceSpec, prompts []PromptSpec) er
 			}
 		}
 		if r.URI != "" {
-			c.resources = append(c.resources, resource{
-				r: &sdk.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: mimeType, Size: int64(len(content))},
-				h: staticResource(mimeType, content),
-			})
+			c.AddResource(&sdk.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: mimeType, Size: int64(len(content))},
+				staticResource(mimeType, content))
 			continue
 		}
 		tmpl, err := uritemplate.New(r.URITemplate)
 		if err != nil {
 			return err
 		}
-		c.templates = append(c.templates, resourceTemplate{
-			t: &sdk.ResourceTemplate{URITemplate: r.URITemplate, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: mimeType},
-			h: templatedResource(tmpl, mimeType, string(content)),
-		})
+		c.AddTemplate(&sdk.ResourceTemplate{URITemplate: r.URITemplate, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: mimeType},
+			templatedResource(tmpl, mimeType, string(content)))
 		for _, comp := range r.Completions {
-			c.addCompletions("ref/resource", r.URITemplate, comp.Variable, comp.Values)
+			c.AddCompletions("ref/resource", r.URITemplate, comp.Variable, comp.Values)
 		}
 	}
 	for _, p := range prompts {
@@ -333,9 +330,9 @@ func (c *Catalog) addDeclared(resources []ResourceSpec, prompts []PromptSpec) er
 		sp := &sdk.Prompt{Name: p.Name, Title: p.Title, Description: p.Description}
 		for _, a := range p.Arguments {
 			sp.Arguments = append(sp.Arguments, &sdk.PromptArgument{Name: a.Name, Title: a.Title, Description: a.Description, Required: a.Required})
-			c.addCompletions("ref/prompt", p.Name, a.Name, a.Completions)
+			c.AddCompletions("ref/prompt", p.Name, a.Name, a.Completions)
 		}
-		c.prompts = append(c.prompts, prompt{p: sp, h: declaredPrompt(p, string(content))})
+		c.AddPrompt(sp, declaredPrompt(p, string(content)))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -8,32 +8,13 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
-// AddTaskTool adds a tool whose calls may run as tasks (see [tasks.Support])
-// to c, as [AddTool] adds a plain one. With support [tasks.SupportOptional]
-// or [tasks.SupportRequired] the whole handler runs as the task; input the
-// handler asks for (InputRequests in its result) is surfaced by tasks/get
-// and the handler is called again with the responses, as in a
-// multi-round-trip call. A handler that wants to gather input before the
-// task exists sets tt.HandlerStarts and calls [tasks.Run] when ready.
-func AddTaskTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], tt tasks.ToolTasks) {
-	AddTool(c, t, h)
-	c.tools[len(c.tools)-1].tasks = tt
-	c.declareTasks(c.tools[len(c.tools)-1])
-}
-
-// newTaskTool is newTool for a tool whose calls may run as tasks.
-func newTaskTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out], tt tasks.ToolTasks) tool {
-	tl := newTool(t, h)
-	tl.tasks = tt
-	return tl
-}
-
 // Tasks extension fixtures (SEP-2663), with the names and behaviour the
 // conformance suite's tasks scenarios call.
-func taskConformanceTools() []tool {
+func taskConformanceTools() []catalog.Tool {
 	optional := tasks.ToolTasks{Support: tasks.SupportOptional}
 	required := tasks.ToolTasks{Support: tasks.SupportRequired}
 	type greetIn struct {
@@ -46,12 +27,12 @@ func taskConformanceTools() []tool {
 	type fileIn struct {
 		Filename string `json:"filename" jsonschema:"the file to delete"`
 	}
-	return []tool{
-		newTool(conformanceTool("greet", "greet", "Greets by name; never runs as a task."),
+	return []catalog.Tool{
+		catalog.NewTool(conformanceTool("greet", "greet", "Greets by name; never runs as a task."),
 			func(_ context.Context, _ *sdk.CallToolRequest, in greetIn) (*sdk.CallToolResult, any, error) {
 				return textResult("Hello, " + in.Name + "!"), nil, nil
 			}),
-		newTaskTool(conformanceTool("slow_compute", "slow compute", "Works for the given number of seconds, then returns; runs as a task for clients that support tasks."),
+		catalog.NewTaskTool(conformanceTool("slow_compute", "slow compute", "Works for the given number of seconds, then returns; runs as a task for clients that support tasks."),
 			func(ctx context.Context, _ *sdk.CallToolRequest, in slowIn) (*sdk.CallToolResult, any, error) {
 				t := time.NewTimer(time.Duration(in.Seconds * float64(time.Second)))
 				defer t.Stop()
@@ -62,7 +43,7 @@ func taskConformanceTools() []tool {
 				}
 				return textResult(fmt.Sprintf("Computed %q after %gs.", in.Label, in.Seconds)), nil, nil
 			}, optional),
-		newTaskTool(conformanceTool("failing_job", "failing job", "Fails with a tool error after about a second; only runs as a task."),
+		catalog.NewTaskTool(conformanceTool("failing_job", "failing job", "Fails with a tool error after about a second; only runs as a task."),
 			func(ctx context.Context, _ *sdk.CallToolRequest, _ any) (*sdk.CallToolResult, any, error) {
 				select {
 				case <-ctx.Done():
@@ -71,11 +52,11 @@ func taskConformanceTools() []tool {
 				}
 				return nil, nil, fmt.Errorf("the job failed, as this fixture always does")
 			}, required),
-		newTaskTool(conformanceTool("protocol_error_job", "protocol error job", "Panics, which fails its task with an internal (protocol) error."),
+		catalog.NewTaskTool(conformanceTool("protocol_error_job", "protocol error job", "Panics, which fails its task with an internal (protocol) error."),
 			func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
 				panic("protocol_error_job: intentional panic")
 			}, optional),
-		newTaskTool(conformanceTool("confirm_delete", "confirm delete", "Asks for a confirmation during its task, then reports the (pretend) deletion."),
+		catalog.NewTaskTool(conformanceTool("confirm_delete", "confirm delete", "Asks for a confirmation during its task, then reports the (pretend) deletion."),
 			func(_ context.Context, req *sdk.CallToolRequest, in fileIn) (*sdk.CallToolResult, any, error) {
 				if r, ok := req.Params.InputResponses["confirm"].(*sdk.ElicitResult); ok && r != nil {
 					if r.Action == "accept" {
@@ -87,7 +68,7 @@ func taskConformanceTools() []tool {
 					"confirm": &sdk.ElicitParams{Message: "Delete " + in.Filename + "?", RequestedSchema: objectOf("confirm", "boolean")},
 				}}, nil, nil
 			}, optional),
-		newTaskTool(conformanceTool("multi_input", "multiple inputs", "Asks two questions at once during its task."),
+		catalog.NewTaskTool(conformanceTool("multi_input", "multiple inputs", "Asks two questions at once during its task."),
 			func(_ context.Context, req *sdk.CallToolRequest, _ any) (*sdk.CallToolResult, any, error) {
 				first, second := accepted(req.Params.InputResponses, "first"), accepted(req.Params.InputResponses, "second")
 				if first != nil && second != nil {
@@ -98,7 +79,7 @@ func taskConformanceTools() []tool {
 					"second": &sdk.ElicitParams{Message: "Second name?", RequestedSchema: nameAndConfirm()},
 				}}, nil, nil
 			}, optional),
-		newTaskTool(conformanceTool("test_tool_with_task", "input, then task", "Asks for the caller's name with a multi-round-trip request, then runs as a task that greets them."),
+		catalog.NewTaskTool(conformanceTool("test_tool_with_task", "input, then task", "Asks for the caller's name with a multi-round-trip request, then runs as a task that greets them."),
 			func(ctx context.Context, req *sdk.CallToolRequest, _ any) (*sdk.CallToolResult, any, error) {
 				name, _ := accepted(req.Params.InputResponses, "user_name")["name"].(string)
 				if name == "" {

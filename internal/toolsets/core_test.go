@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"encoding/json"
@@ -145,5 +145,20 @@ func TestWhoamiWithoutIdentity(t *testing.T) {
 	}
 	if !res.IsError || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, "no verified identity") {
 		t.Fatalf("whoami without auth = %+v; want a readable tool error", res)
+	}
+}
+
+func TestWhoamiReportsTheCaller(t *testing.T) {
+	expiry := time.Date(2026, 11, 25, 18, 0, 0, 0, time.UTC)
+	who := Caller{Subject: "alice", Issuer: "https://idp.example", ClientID: "claude", Scopes: []string{"mcp"}, Expiry: expiry}
+	deps := Deps{Caller: func(*sdk.CallToolRequest) (Caller, bool) { return who, true }}
+	cs, _ := connect(t, newCatalog(t, Options{}, deps), nil)
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "whoami"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"client_id":"claude","expires_at":"2026-11-25T18:00:00Z","issuer":"https://idp.example","roles":[],"scopes":["mcp"],"subject":"alice"}`
+	if got := res.Content[0].(*sdk.TextContent).Text; res.IsError || got != want {
+		t.Errorf("whoami = %s (IsError %v), want %s", got, res.IsError, want)
 	}
 }

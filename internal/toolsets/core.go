@@ -1,4 +1,4 @@
-package tools
+package toolsets
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // magicWord is what PingME returns.
@@ -21,13 +22,13 @@ const maxEchoLen = 4096
 
 // coreTools is the default toolset: PingME, echo, calculator, time and
 // whoami.
-func coreTools(deps Deps) []tool {
-	return []tool{pingTool(), echoTool(), calculatorTool(), timeTool(deps.Now), whoamiTool()}
+func coreTools(deps Deps) []catalog.Tool {
+	return []catalog.Tool{pingTool(), echoTool(), calculatorTool(), timeTool(deps.Now), whoamiTool(deps.Caller)}
 }
 
 // pingTool is PingME: no arguments, one text block holding magicWord.
-func pingTool() tool {
-	return newTool(&sdk.Tool{
+func pingTool() catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "PingME",
 		Title: "Ping (magic word)",
 		Description: "Returns a magic word. Takes no arguments. Call this when the user asks for the magic word " +
@@ -43,8 +44,8 @@ type echoInput struct {
 	Text string `json:"text" jsonschema:"The text to send back unchanged."`
 }
 
-func echoTool() tool {
-	return newTool(&sdk.Tool{
+func echoTool() catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "echo",
 		Title: "Echo",
 		Description: fmt.Sprintf("Returns the given text unchanged, as one text block. Use it to test that tool calls "+
@@ -69,8 +70,8 @@ type calculatorOutput struct {
 }
 
 // calculatorTool is shared by the core and workshop toolsets.
-func calculatorTool() tool {
-	return newTool(&sdk.Tool{
+func calculatorTool() catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "calculator",
 		Title: "Calculator",
 		Description: "Performs one basic arithmetic operation (add, subtract, multiply or divide) on two numbers " +
@@ -119,8 +120,8 @@ type timeOutput struct {
 	Unix      int64  `json:"unix" jsonschema:"Seconds since 1970-01-01T00:00:00Z."`
 }
 
-func timeTool(now func() time.Time) tool {
-	return newTool(&sdk.Tool{
+func timeTool(now func() time.Time) catalog.Tool {
+	return catalog.NewTool(&sdk.Tool{
 		Name:  "time",
 		Title: "Current time",
 		Description: "Returns the current server time in ISO 8601 (RFC 3339) format, in UTC or in the given IANA " +
