@@ -42,7 +42,7 @@ type chainParts struct {
 	refusals     func(http.Handler) http.Handler
 	limits       func(http.Handler) http.Handler
 	health       *observability.Health
-	dev          *auth.DevIssuer // nil unless --dev
+	dev          *devIssuer // nil unless --dev
 }
 
 // buildHandler returns the MCP listener's handler: every route behind the

@@ -17,8 +17,8 @@ const devIssuerPath = "/dev-issuer"
 
 // setupDev turns on auth with an embedded issuer at addr, so the first run
 // needs no identity provider but still exercises the real auth path.
-func setupDev(cfg *configFile, addr string) (*auth.DevIssuer, error) {
-	dev, err := auth.NewDevIssuer("http://"+addr+devIssuerPath, nil)
+func setupDev(cfg *configFile, addr string) (*devIssuer, error) {
+	dev, err := newDevIssuer("http://"+addr+devIssuerPath, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func devScopes(o auth.Options) []string {
 	return slices.Compact(scopes)
 }
 
-func printDevBanner(w io.Writer, dev *auth.DevIssuer, o auth.Options, url string) error {
+func printDevBanner(w io.Writer, dev *devIssuer, o auth.Options, url string) error {
 	const ttl = 8 * time.Hour
 	token, err := dev.Mint("dev-user", o.Resource, devScopes(o), ttl)
 	if err != nil {
@@ -76,7 +76,7 @@ More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resourc
 // tunnel would be open to everyone who can reach that.
 func (c *configFile) validateDev() error {
 	var resourceErr error
-	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !auth.IsLoopbackHost(u.Hostname()) {
+	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !loopback.Host(u.Hostname()) {
 		resourceErr = fmt.Errorf("auth.resource: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave auth.resource unset, or run without --dev)", c.Auth.Resource)
 	}
 	if checkAddr(c.Server.Listen) != nil || !loopback.Host(c.Server.Listen) {

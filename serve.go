@@ -10,7 +10,6 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/mcp"
@@ -36,7 +35,7 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 		return fmt.Errorf("listening on %s: %w", cfg.Server.Listen, err)
 	}
 	defer ln.Close()
-	var dev *auth.DevIssuer
+	var dev *devIssuer
 	if f.dev {
 		if dev, err = setupDev(cfg, ln.Addr().String()); err != nil {
 			return err
@@ -60,7 +59,7 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 // serve serves on ln until ctx ends, then drains: readiness fails, the
 // listener closes after DrainDelay, GET streams end, and calls in flight get
 // ShutdownGrace to finish.
-func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *auth.DevIssuer, stdout io.Writer) error {
+func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIssuer, stdout io.Writer) error {
 	s := a.cfg.Server
 	health := &observability.Health{}
 	guard, err := authGuard(ctx, a.cfg.Auth, a.metrics, a.logger, health)

@@ -63,11 +63,4 @@
 // with a 403 that would confirm it exists ([Policy.Needed] goes to the log
 // only). [WriteInsufficientScope] is the middleware's answer to a token
 // without [Options.RequiredScopes].
-//
-// # Development
-//
-// [DevIssuer] is a loopback-only issuer for `serve --dev`: it mints tokens
-// ([DevIssuer.Mint]), serves discovery, a JWKS and a client_credentials
-// token endpoint ([DevIssuer.Handler]), and gives the verifier its keys in
-// process ([DevIssuer.IssuerOptions]).
 package auth

@@ -48,22 +48,3 @@ func ExampleMiddleware() {
 	// 401 Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", scope="mcp:tools", error="invalid_token", error_description="token signature invalid or algorithm not allowed"
 	// 200 hello alice
 }
-
-// The dev issuer mints tokens that a verifier configured with its
-// in-process keys accepts.
-func ExampleNewDevIssuer() {
-	d, err := auth.NewDevIssuer("http://127.0.0.1:8080/dev", nil)
-	if err != nil {
-		panic(err)
-	}
-	o := auth.Options{Resource: "http://127.0.0.1:8080/mcp", Issuers: []auth.IssuerOptions{d.IssuerOptions()}}
-	o.Defaults()
-	v, err := auth.NewVerifier(context.Background(), o, nil, nil)
-	if err != nil {
-		panic(err)
-	}
-	tok, _ := d.Mint("dev-user", o.Resource, []string{"mcp:tools"}, time.Hour)
-	p, err := v.Verify(context.Background(), tok)
-	fmt.Println(p.Subject, p.Scopes, err)
-	// Output: dev-user [mcp:tools] <nil>
-}

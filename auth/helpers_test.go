@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"encoding/json"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -62,4 +64,11 @@ func testOptions(f *oidctest.Issuer) Options {
 	}
 	o.Defaults()
 	return o
+}
+
+// writeJSON answers with v as JSON, as the fake servers of these tests do.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
 }

@@ -402,18 +402,18 @@ func checkURL(raw string, allowHTTP bool) error {
 	if u.Fragment != "" {
 		return fmt.Errorf("must not have a fragment")
 	}
-	if u.Scheme == "http" && !allowHTTP && !IsLoopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && !allowHTTP && !isLoopbackURLHost(u.Hostname()) {
 		return fmt.Errorf("must be https (http is allowed only on a loopback host, or with allow_http for tests and labs), got %q", raw)
 	}
 	return nil
 }
 
-// IsLoopbackHost reports whether host (a name or IP, without port) is
+// isLoopbackURLHost reports whether host (a name or IP, without port) is
 // "localhost", a name under .localhost (which RFC 6761 reserves for
-// loopback), or a loopback address. Unlike the dev issuer's Host check it
-// accepts *.localhost: it decides whether an http URL is allowed, not
-// whether a request may have come from a rebound name.
-func IsLoopbackHost(host string) bool {
+// loopback), or a loopback address. Unlike [loopback.Host] it accepts
+// *.localhost: it decides whether an issuer or resource URL may be plain
+// http, not whether a request may have come from a rebound name.
+func isLoopbackURLHost(host string) bool {
 	return loopback.Host(host) || strings.HasSuffix(strings.ToLower(host), ".localhost")
 }
 

@@ -1,4 +1,4 @@
-package auth
+package portcullis
 
 import (
 	"context"
@@ -10,34 +10,36 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/auth"
 )
 
 func TestDevIssuerRefusesNonLoopback(t *testing.T) {
 	for _, u := range []string{"https://idp.example.com", "http://0.0.0.0:8080/dev", "http://10.0.0.1/dev", "not a url"} {
-		if _, err := NewDevIssuer(u, nil); err == nil {
-			t.Errorf("NewDevIssuer(%q): want error", u)
+		if _, err := newDevIssuer(u, nil); err == nil {
+			t.Errorf("newDevIssuer(%q): want error", u)
 		}
 	}
 	for _, u := range []string{"http://127.0.0.1:8080/dev", "http://localhost:8080", "http://[::1]:8080/dev"} {
-		if _, err := NewDevIssuer(u, nil); err != nil {
-			t.Errorf("NewDevIssuer(%q): %v", u, err)
+		if _, err := newDevIssuer(u, nil); err != nil {
+			t.Errorf("newDevIssuer(%q): %v", u, err)
 		}
 	}
 }
 
 func TestDevIssuerMintVerifies(t *testing.T) {
-	clk := newClock()
-	d, err := NewDevIssuer("http://127.0.0.1:8080/dev", clk.Now)
+	now := func() time.Time { return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC) }
+	d, err := newDevIssuer("http://127.0.0.1:8080/dev", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Resource: "http://127.0.0.1:8080/mcp", Issuers: []IssuerOptions{d.IssuerOptions()}}
+	o := auth.Options{Resource: "http://127.0.0.1:8080/mcp", Issuers: []auth.IssuerOptions{d.IssuerOptions()}}
 	o.Defaults()
-	v, err := NewVerifier(context.Background(), o, nil, clk.Now)
+	v, err := auth.NewVerifier(context.Background(), o, nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.(Readier).Ready(context.Background()); err != nil {
+	if err := v.(auth.Readier).Ready(context.Background()); err != nil {
 		t.Errorf("Ready: %v", err)
 	}
 	tok, err := d.Mint("dev-user", o.Resource, []string{"mcp:tools"}, time.Hour)
@@ -52,13 +54,13 @@ func TestDevIssuerMintVerifies(t *testing.T) {
 		t.Errorf("principal = %+v", p)
 	}
 	other, _ := d.Mint("dev-user", "https://elsewhere/mcp", nil, time.Hour)
-	if _, err := v.Verify(context.Background(), other); ReasonOf(err) != ReasonWrongAudience {
+	if _, err := v.Verify(context.Background(), other); auth.ReasonOf(err) != auth.ReasonWrongAudience {
 		t.Errorf("token for another resource: err = %v", err)
 	}
 	// A different dev issuer's token (same URL, other key) is refused.
-	d2, _ := NewDevIssuer("http://127.0.0.1:8080/dev", clk.Now)
+	d2, _ := newDevIssuer("http://127.0.0.1:8080/dev", now)
 	forged, _ := d2.Mint("dev-user", o.Resource, nil, time.Hour)
-	if _, err := v.Verify(context.Background(), forged); ReasonOf(err) != ReasonBadSignature {
+	if _, err := v.Verify(context.Background(), forged); auth.ReasonOf(err) != auth.ReasonBadSignature {
 		t.Errorf("other key: err = %v, want bad_signature", err)
 	}
 }
@@ -69,7 +71,7 @@ func TestDevIssuerHTTP(t *testing.T) {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	d, err := NewDevIssuer(srv.URL+"/dev", nil)
+	d, err := newDevIssuer(srv.URL+"/dev", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +92,9 @@ func TestDevIssuerHTTP(t *testing.T) {
 		t.Fatalf("token response %d %+v %v", resp.StatusCode, tr, err)
 	}
 	// Verify through discovery + JWKS over HTTP (no in-process key set).
-	o := Options{Resource: srv.URL + "/mcp", Issuers: []IssuerOptions{{Issuer: d.Issuer(), Algorithms: []string{"ES256"}}}}
+	o := auth.Options{Resource: srv.URL + "/mcp", Issuers: []auth.IssuerOptions{{Issuer: d.Issuer(), Algorithms: []string{"ES256"}}}}
 	o.Defaults()
-	v, err := NewVerifier(context.Background(), o, nil, nil)
+	v, err := auth.NewVerifier(context.Background(), o, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestDevIssuerHTTP(t *testing.T) {
 // endpoint answers only requests whose Host names a loopback host, and
 // whose Origin, when sent, is a loopback origin.
 func TestDevIssuerLoopbackOnly(t *testing.T) {
-	d, err := NewDevIssuer("http://127.0.0.1:8080/dev", nil)
+	d, err := newDevIssuer("http://127.0.0.1:8080/dev", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package auth
+package portcullis
 
 import (
 	"crypto"
@@ -16,16 +16,17 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
 
-// DevIssuer is the embedded token issuer of `serve --dev`: an ES256 key
+// devIssuer is the embedded token issuer of `serve --dev`: an ES256 key
 // made at start, discovery documents, a JWKS and a client_credentials token
 // endpoint. It exists so a first run needs no IdP; it refuses any issuer URL
 // whose host is not loopback, and its tokens are for local use only.
-type DevIssuer struct {
+type devIssuer struct {
 	// DefaultAudience is the aud of tokens requested without a "resource"
-	// parameter (set it to Options.Resource).
+	// parameter (set it to auth.Options.Resource).
 	DefaultAudience string
 	// TokenTTL is the lifetime of tokens from the token endpoint. Default 1h.
 	TokenTTL time.Duration
@@ -38,14 +39,14 @@ type DevIssuer struct {
 	now    func() time.Time
 }
 
-// NewDevIssuer makes a key and an issuer at issuerURL, which must be an
+// newDevIssuer makes a key and an issuer at issuerURL, which must be an
 // http(s) URL on a loopback host. now nil means time.Now.
-func NewDevIssuer(issuerURL string, now func() time.Time) (*DevIssuer, error) {
+func newDevIssuer(issuerURL string, now func() time.Time) (*devIssuer, error) {
 	u, err := url.Parse(issuerURL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("auth: dev issuer URL %q is not an absolute http(s) URL", issuerURL)
 	}
-	if !IsLoopbackHost(u.Hostname()) {
+	if !loopback.Host(u.Hostname()) {
 		return nil, fmt.Errorf("auth: dev issuer refuses non-loopback host %q: dev tokens must never be trusted off this machine", u.Hostname())
 	}
 	if now == nil {
@@ -63,7 +64,7 @@ func NewDevIssuer(issuerURL string, now func() time.Time) (*DevIssuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: dev issuer signer: %w", err)
 	}
-	return &DevIssuer{
+	return &devIssuer{
 		TokenTTL: time.Hour,
 		issuer:   strings.TrimSuffix(issuerURL, "/"),
 		path:     strings.TrimSuffix(u.Path, "/"),
@@ -72,22 +73,22 @@ func NewDevIssuer(issuerURL string, now func() time.Time) (*DevIssuer, error) {
 }
 
 // Issuer returns the issuer URL ("iss" of its tokens).
-func (d *DevIssuer) Issuer() string { return d.issuer }
+func (d *devIssuer) Issuer() string { return d.issuer }
 
 // IssuerOptions returns the issuer configuration that trusts d through its
 // in-process key set (no HTTP round trip).
-func (d *DevIssuer) IssuerOptions() IssuerOptions {
-	return IssuerOptions{Issuer: d.issuer, Algorithms: []string{"ES256"}, KeySet: d.KeySet()}
+func (d *devIssuer) IssuerOptions() auth.IssuerOptions {
+	return auth.IssuerOptions{Issuer: d.issuer, Algorithms: []string{"ES256"}, KeySet: d.KeySet()}
 }
 
 // KeySet returns d's public key as an in-process key set.
-func (d *DevIssuer) KeySet() oidc.KeySet {
+func (d *devIssuer) KeySet() oidc.KeySet {
 	return &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{d.key.Public()}}
 }
 
 // Mint returns a signed JWT access token for subject with audience and
 // scopes, valid for ttl.
-func (d *DevIssuer) Mint(subject, audience string, scopes []string, ttl time.Duration) (string, error) {
+func (d *devIssuer) Mint(subject, audience string, scopes []string, ttl time.Duration) (string, error) {
 	if subject == "" || audience == "" || ttl <= 0 {
 		return "", errors.New("auth: dev issuer: subject, audience and a positive ttl are required")
 	}
@@ -130,7 +131,7 @@ func (d *DevIssuer) Mint(subject, audience string, scopes []string, ttl time.Dur
 // IP, nothing else: not 127.0.0.1.nip.io, not *.localhost), answering 421
 // Misdirected Request otherwise, and that an Origin header, when there is
 // one, names a loopback http(s) origin, answering 403 otherwise.
-func (d *DevIssuer) Handler() http.Handler {
+func (d *devIssuer) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopback.Host(r.Host) {
 			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "invalid_request", "error_description": "the dev issuer answers only to a loopback Host"})
@@ -157,7 +158,7 @@ func (d *DevIssuer) Handler() http.Handler {
 	})
 }
 
-func (d *DevIssuer) discovery() map[string]any {
+func (d *devIssuer) discovery() map[string]any {
 	return map[string]any{
 		"issuer":                                d.issuer,
 		"jwks_uri":                              d.issuer + "/jwks",
@@ -170,7 +171,7 @@ func (d *DevIssuer) discovery() map[string]any {
 	}
 }
 
-func (d *DevIssuer) token(w http.ResponseWriter, r *http.Request) {
+func (d *devIssuer) token(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "invalid_request"})
