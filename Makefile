@@ -40,7 +40,7 @@ HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run test check lint generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
-	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
+	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image image-docker \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
@@ -175,7 +175,29 @@ manifests-check: manifests ## Fail if deploy/k8s differs from what the chart gen
 	git diff --exit-code -- deploy/k8s
 	@test -z "$$(git status --porcelain -- deploy/k8s)" || { git status --short -- deploy/k8s; echo "deploy/k8s has files git does not track: run make manifests and commit"; exit 1; }
 
-image: ## docker build the image IMAGE (default ghcr.io/portcullis-mcp/portcullis:VERSION). Needs a Docker engine: none runs on the dev machines, so it is untested there.
+# The image, without a container engine or a base image (scripts/image,
+# its own module, on go-containerregistry): the binary `make build` makes
+# for each of IMAGE_PLATFORMS, on Debian's CA certificates and time zones
+# from this machine, as one OCI index in bin/image (oci/, an OCI layout;
+# portcullis.oci.tar, the same for `podman load`; digest). Every timestamp
+# is SOURCE_DATE_EPOCH, the commit's time, so a commit gives one digest.
+# The Dockerfile builds the same image for Docker users (image-check).
+IMAGE_DIR       := bin/image
+IMAGE_PLATFORMS := linux/amd64 linux/arm64
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+image: ## Build the multi-platform image into bin/image (OCI layout and oci-archive for podman load) with no Docker engine; prints its digest. docs/image.md.
+	@command -v patch >/dev/null || { echo "image: patch(1) is needed (make image-tools)" >&2; exit 1; }
+	@test -s /etc/ssl/certs/ca-certificates.crt || { echo "image: /etc/ssl/certs/ca-certificates.crt missing (make image-tools installs ca-certificates)" >&2; exit 1; }
+	@test -f /usr/share/zoneinfo/UTC || { echo "image: /usr/share/zoneinfo missing (make image-tools installs tzdata)" >&2; exit 1; }
+	for platform in $(IMAGE_PLATFORMS); do \
+		GOOS=$${platform%/*} GOARCH=$${platform#*/} $(MAKE) --no-print-directory build BIN=$(IMAGE_DIR)/$${platform/\//-}/portcullis; \
+	done
+	cd scripts/image && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run . \
+		$(foreach p,$(IMAGE_PLATFORMS),-binary $(p)=$(CURDIR)/$(IMAGE_DIR)/$(subst /,-,$(p))/portcullis) \
+		-version $(VERSION) -revision $(REVISION) -ref $(IMAGE) -out $(CURDIR)/$(IMAGE_DIR)
+
+image-docker: ## docker build the image IMAGE from the Dockerfile (for Docker users; needs a Docker engine, which the dev machines lack).
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 # ---- reliability and performance ---------------------------------------
