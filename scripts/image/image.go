@@ -7,8 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -32,8 +30,6 @@ const (
 	nonrootHome = "/home/nonroot"
 	// caFile is where Go's crypto/x509 looks first on Linux.
 	caFile = "/etc/ssl/certs/ca-certificates.crt"
-	// zoneinfoDir is where Go's time package looks first on Linux.
-	zoneinfoDir = "/usr/share/zoneinfo"
 
 	labelSource   = "org.opencontainers.image.source"
 	labelRevision = "org.opencontainers.image.revision"
@@ -70,8 +66,6 @@ type Options struct {
 	Created time.Time
 	// CACerts is the CA bundle copied to /etc/ssl/certs/ca-certificates.crt.
 	CACerts string
-	// Zoneinfo is the time-zone database copied to /usr/share/zoneinfo.
-	Zoneinfo string
 }
 
 // Labels returns the image's OCI labels.
@@ -90,7 +84,7 @@ func (o Options) validate() error {
 	if len(o.Platforms) == 0 {
 		problems = append(problems, "no platform (-binary OS/ARCH=PATH)")
 	}
-	for name, v := range map[string]string{"version": o.Version, "revision": o.Revision, "source": o.Source, "CA bundle": o.CACerts, "zoneinfo": o.Zoneinfo} {
+	for name, v := range map[string]string{"version": o.Version, "revision": o.Revision, "source": o.Source, "CA bundle": o.CACerts} {
 		if v == "" {
 			problems = append(problems, "no "+name)
 		}
@@ -106,7 +100,7 @@ func (o Options) validate() error {
 }
 
 // Build returns the image index: one image per platform, each a shared
-// base layer (users, CA certificates, time zones, /tmp, the home folder)
+// base layer (users, CA certificates, /tmp, the home folder)
 // under a layer holding only the binary. The same inputs give the same
 // bytes, so the same digest.
 func Build(o Options) (v1.ImageIndex, error) {
@@ -151,7 +145,7 @@ func platformImage(o Options, p Platform, base v1.Layer) (v1.Image, error) {
 	created := v1.Time{Time: o.Created.UTC()}
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, MediaType: types.OCILayer, History: v1.History{
-			Created: created, CreatedBy: "portcullis scripts/image: users, CA certificates, time zones", Comment: "like gcr.io/distroless/static-debian12:nonroot",
+			Created: created, CreatedBy: "portcullis scripts/image: users, CA certificates", Comment: "like gcr.io/distroless/static-debian12:nonroot",
 		}},
 		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer, History: v1.History{
 			Created: created, CreatedBy: "portcullis scripts/image: COPY portcullis " + binaryPath,
@@ -188,9 +182,15 @@ func platformImage(o Options, p Platform, base v1.Layer) (v1.Image, error) {
 }
 
 // baseLayer is what distroless static's nonroot variant gives the
-// Dockerfile: /etc/passwd and /etc/group with root and nonroot, an
-// nsswitch.conf, the CA bundle, the time-zone database, /tmp and nonroot's
-// home folder. No shell, no package manager, nothing else.
+// Dockerfile, less its /usr/share/zoneinfo: /etc/passwd and /etc/group
+// with root and nonroot, an nsswitch.conf, the CA bundle, /tmp and
+// nonroot's home folder. No shell, no package manager, nothing else.
+//
+// Time zones come from the binary: package tools imports time/tzdata (the
+// time tool must know every IANA zone), and Go falls back to that copy when
+// /usr/share/zoneinfo is absent. Copying this machine's tzdata as well
+// would duplicate it and tie the digest to the build machine's tzdata
+// package, which Debian updates several times a year.
 func baseLayer(o Options) (v1.Layer, error) {
 	t := newLayerTar(o.Created)
 	t.dir("/etc", 0o755, 0)
@@ -211,14 +211,6 @@ func baseLayer(o Options) (v1.Layer, error) {
 	t.dir("/home", 0o755, 0)
 	t.dir(nonrootHome, 0o700, nonroot)
 	t.dir("/tmp", 0o777|fs.ModeSticky, 0)
-	t.dir("/usr", 0o755, 0)
-	t.dir("/usr/share", 0o755, 0)
-	if _, err := os.Stat(filepath.Join(o.Zoneinfo, "UTC")); err != nil {
-		return nil, fmt.Errorf("image: zoneinfo %s has no UTC: %w", o.Zoneinfo, err)
-	}
-	if err := t.tree(o.Zoneinfo, zoneinfoDir); err != nil {
-		return nil, err
-	}
 	return t.layer()
 }
 
@@ -262,49 +254,6 @@ func (t *layerTar) file(name string, mode fs.FileMode, owner int, data []byte) {
 	if t.err == nil {
 		_, t.err = t.tw.Write(data)
 	}
-}
-
-func (t *layerTar) symlink(name, target string) {
-	t.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777})
-}
-
-// tree copies the folder src to dst: folders, regular files and symbolic
-// links (kept as links), in lexical order, owned by root, files 0644 and
-// folders 0755 whatever their mode here.
-func (t *layerTar) tree(src, dst string) error {
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		name := path.Join(dst, filepath.ToSlash(rel))
-		switch {
-		case d.IsDir():
-			t.dir(name, 0o755, 0)
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			t.symlink(name, target)
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			t.file(name, 0o644, 0, data)
-		default:
-			return fmt.Errorf("%s: neither a folder, a file nor a symbolic link", p)
-		}
-		return t.err
-	})
-	if err != nil {
-		return fmt.Errorf("image: zoneinfo: %w", err)
-	}
-	return nil
 }
 
 // layer closes the tar and returns it as an OCI layer (gzip, whose header

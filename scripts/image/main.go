@@ -1,8 +1,8 @@
 // Command image builds the Portcullis container image without a container
 // engine and without pulling a base image: the static binaries `make build`
 // makes, one per platform, on a layer holding what distroless static's
-// nonroot variant holds (users root and nonroot, CA certificates, time
-// zones), as one multi-platform OCI image index.
+// nonroot variant holds (users root and nonroot, CA certificates; time
+// zones are embedded in the binary), as one multi-platform OCI image index.
 //
 // It writes an OCI image layout folder (for `crane push`, `skopeo copy`
 // or `podman load` through the archive) and the same layout as one tar
@@ -68,7 +68,6 @@ func run(_ context.Context, args []string, getenv func(string) string, stdout, s
 	source := fset.String("source", "https://github.com/portcullis-mcp/portcullis", "the image source label")
 	created := fset.String("created", getenv("SOURCE_DATE_EPOCH"), "every timestamp in the image, in `seconds` since 1970 (default $SOURCE_DATE_EPOCH)")
 	ca := fset.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle to copy (Debian's ca-certificates)")
-	zoneinfo := fset.String("zoneinfo", "/usr/share/zoneinfo", "the time-zone database to copy (Debian's tzdata)")
 	ref := fset.String("ref", "", "the name to record for the index in the layout (e.g. ghcr.io/portcullis-mcp/portcullis:v1.2.3)")
 	out := fset.String("out", "", "`folder` to write: oci/ (an OCI image layout), portcullis.oci.tar (the same as an oci-archive) and digest")
 	if err := fset.Parse(args); err != nil {
@@ -77,7 +76,7 @@ func run(_ context.Context, args []string, getenv func(string) string, stdout, s
 	if *out == "" {
 		return errors.New("image: -out is required")
 	}
-	o := Options{Version: *version, Revision: *revision, Source: *source, CACerts: *ca, Zoneinfo: *zoneinfo}
+	o := Options{Version: *version, Revision: *revision, Source: *source, CACerts: *ca}
 	if *created != "" {
 		secs, err := strconv.ParseInt(*created, 10, 64)
 		if err != nil {
