@@ -40,7 +40,7 @@ HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run test check lint generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
-	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools \
+	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
@@ -77,7 +77,7 @@ check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools redis-tools helm-tools api-tools image-tools
+	$(MAKE) --no-print-directory obs-tools redis-tools helm-tools api-tools image-tools release-tools
 
 image-tools: ## Install podman, runc, qemu-user-static, patch and ca-certificates (Debian's packages) for make image and the image e2e tests.
 	bash scripts/install-image-tools.sh
@@ -200,8 +200,14 @@ image: ## Build the multi-platform image into bin/image (OCI layout and oci-arch
 		$(foreach p,$(IMAGE_PLATFORMS),-binary $(p)=$(CURDIR)/$(IMAGE_DIR)/$(subst /,-,$(p))/portcullis) \
 		-version $(VERSION) -revision $(REVISION) -ref $(IMAGE) -out $(CURDIR)/$(IMAGE_DIR)
 
-image-check: ## Test the image builder (scripts/image, its own module): reproducible digests, the files, user and labels, and that the Dockerfile's final stage describes the same image.
-	cd scripts/image && $(GO) test -count=1 $(GOTESTFLAGS) ./...
+release-tools: ## Install cyclonedx-gomod and actionlint (pinned) into .cache/bin.
+	bash scripts/install-release-tools.sh
+
+sbom: image release-tools ## Write the CycloneDX SBOM of each image binary (bin/image/linux-*/sbom.cdx.json): the module graph, go-sdk with the patches of patches/go-sdk as its pedigree.
+	GO=$(GO) VERSION=$(VERSION) bash scripts/sbom.sh $(IMAGE_DIR)
+
+image-check: sbom ## Test the image builder and the SBOMs (scripts/image, its own module): reproducible digests, files, user and labels, the Dockerfile's final stage describing the same image, go-sdk and its patches in the SBOM.
+	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 $(GOTESTFLAGS) ./...
 
 image-docker: ## docker build the image IMAGE from the Dockerfile (for Docker users; needs a Docker engine, which the dev machines lack).
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
