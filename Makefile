@@ -40,7 +40,7 @@ HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run test check lint generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
-	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom \
+	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
@@ -71,7 +71,7 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 # ---- tests -------------------------------------------------------------
 
 test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check image-check fuzz bench-go bench-smoke soak-smoke
+	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check image-check chart actionlint fuzz bench-go bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
@@ -200,11 +200,20 @@ image: ## Build the multi-platform image into bin/image (OCI layout and oci-arch
 		$(foreach p,$(IMAGE_PLATFORMS),-binary $(p)=$(CURDIR)/$(IMAGE_DIR)/$(subst /,-,$(p))/portcullis) \
 		-version $(VERSION) -revision $(REVISION) -ref $(IMAGE) -out $(CURDIR)/$(IMAGE_DIR)
 
+# IMAGE_DIGEST pins the packaged chart (default: the image make image built).
+IMAGE_DIGEST ?=
+
+chart: helm-tools image ## helm package the chart into bin/chart with image.digest set to IMAGE_DIGEST (default: bin/image/digest), and check the packaged Deployment runs repository@digest.
+	bash scripts/package-chart.sh "$${IMAGE_DIGEST:-$$(cat $(IMAGE_DIR)/digest)}" $(VERSION)
+
 release-tools: ## Install cyclonedx-gomod and actionlint (pinned) into .cache/bin.
 	bash scripts/install-release-tools.sh
 
 sbom: image release-tools ## Write the CycloneDX SBOM of each image binary (bin/image/linux-*/sbom.cdx.json): the module graph, go-sdk with the patches of patches/go-sdk as its pedigree.
 	GO=$(GO) VERSION=$(VERSION) bash scripts/sbom.sh $(IMAGE_DIR)
+
+actionlint: release-tools ## Check the GitHub Actions workflows (.github/workflows; they cannot run here) with actionlint.
+	.cache/bin/actionlint
 
 image-check: sbom ## Test the image builder and the SBOMs (scripts/image, its own module): reproducible digests, files, user and labels, the Dockerfile's final stage describing the same image, go-sdk and its patches in the SBOM.
 	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 $(GOTESTFLAGS) ./...
