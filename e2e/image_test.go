@@ -360,3 +360,47 @@ func cutLast(s, sep string) (before, after string, found bool) {
 	}
 	return s[:i], s[i+len(sep):], true
 }
+
+// TestImageReproducible builds the image a second time, into another
+// folder, and expects the digest of the image under test: the same commit
+// gives the same image. It also checks the binary's build information
+// holds no absolute path (a replaced module named by where the checkout
+// lives would make the digest depend on it).
+func TestImageReproducible(t *testing.T) {
+	archive := imageArchive(t)
+	want, err := os.ReadFile(filepath.Join(filepath.Dir(archive), "digest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("bin", fmt.Sprintf("image-repro-%d", os.Getpid()))
+	t.Cleanup(func() { os.RemoveAll(filepath.Join("..", dir)) })
+	cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "-C", "..", "image", "IMAGE_DIR="+dir)
+	cmd.Env = serverEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make image IMAGE_DIR=%s: %v\n%s", dir, err, out)
+	}
+	got, err := os.ReadFile(filepath.Join("..", dir, "digest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("a second make image gives %s; the image under test is %s (is the work tree changing, or is something in the build not fixed?)", strings.TrimSpace(string(got)), strings.TrimSpace(string(want)))
+	}
+	for _, platform := range []string{"linux-amd64", "linux-arm64"} {
+		bin := filepath.Join(filepath.Dir(archive), platform, "portcullis")
+		info, err := exec.CommandContext(t.Context(), "go", "version", "-m", bin).Output()
+		if err != nil {
+			t.Fatalf("go version -m %s: %v", bin, err)
+		}
+		for line := range strings.Lines(string(info)) {
+			if strings.Contains(line, "\t/") {
+				t.Errorf("%s: build information names an absolute path: %q", bin, strings.TrimSpace(line))
+			}
+		}
+		for _, want := range []string{"-trimpath=true", "-tags=grpcnotrace", "CGO_ENABLED=0"} {
+			if !strings.Contains(string(info), want) {
+				t.Errorf("%s: build information lacks %s", bin, want)
+			}
+		}
+	}
+}
