@@ -40,7 +40,7 @@ HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run test check lint generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
-	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
+	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
@@ -71,13 +71,16 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 # ---- tests -------------------------------------------------------------
 
 test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
+	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check image-check chart actionlint fuzz bench-go bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools redis-tools helm-tools api-tools
+	$(MAKE) --no-print-directory obs-tools redis-tools helm-tools api-tools image-tools release-tools
+
+image-tools: ## Install podman, runc, qemu-user-static, patch and ca-certificates (Debian's packages) for make image and the image e2e tests.
+	bash scripts/install-image-tools.sh
 
 redis-tools: ## Install redis-server (Debian's package; the Redis tests start their own on a free port).
 	bash scripts/install-redis.sh
@@ -86,10 +89,10 @@ redis-tools: ## Install redis-server (Debian's package; the Redis tests start th
 # that scripts/sdk-patch.sh writes) and the end-to-end tests against
 # bin/portcullis from `make build`. go-test-stock runs the unit tests again
 # on the SDK as released, which is what library users build with.
-go-test: build ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK and bin/portcullis (needs make tools).
+go-test: build image ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK, bin/portcullis and the image in bin/image (needs make tools).
 	rm -f results/conformance.txt
 	modfile="$$($(SDK_PATCH))"; \
-	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
+	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) PORTCULLIS_E2E_IMAGE=$(abspath $(IMAGE_DIR))/portcullis.oci.tar $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
 	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 
 go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go test ./...` does and library users build.
@@ -126,6 +129,7 @@ lint: ## gofmt and go vet every package (end-to-end tests and the bench peers' m
 	if [ -n "$$untagged" ]; then echo "e2e test files without the e2e build tag (go test ./... must need only Go):"; echo "$$untagged"; exit 1; fi
 	$(GO) vet -tags e2e ./...
 	cd bench/peers && $(GO) vet ./...
+	cd scripts/image && $(GO) vet ./...
 
 # GENERATED lists the files go generate writes; generate-check fails when
 # one differs from what is committed.
@@ -175,7 +179,46 @@ manifests-check: manifests ## Fail if deploy/k8s differs from what the chart gen
 	git diff --exit-code -- deploy/k8s
 	@test -z "$$(git status --porcelain -- deploy/k8s)" || { git status --short -- deploy/k8s; echo "deploy/k8s has files git does not track: run make manifests and commit"; exit 1; }
 
-image: ## docker build the image IMAGE (default ghcr.io/portcullis-mcp/portcullis:VERSION). Needs a Docker engine: none runs on the dev machines, so it is untested there.
+# The image, without a container engine or a base image (scripts/image,
+# its own module, on go-containerregistry): the binary `make build` makes
+# for each of IMAGE_PLATFORMS (time zones embedded), on Debian's CA
+# certificates from this machine, as one OCI index in bin/image (oci/, an OCI layout;
+# portcullis.oci.tar, the same for `podman load`; digest). Every timestamp
+# is SOURCE_DATE_EPOCH, the commit's time, so a commit gives one digest.
+# The Dockerfile builds the same image for Docker users (image-check).
+IMAGE_DIR       := bin/image
+IMAGE_PLATFORMS := linux/amd64 linux/arm64
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+image: ## Build the multi-platform image into bin/image (OCI layout and oci-archive for podman load) with no Docker engine; prints its digest. docs/image.md.
+	@command -v patch >/dev/null || { echo "image: patch(1) is needed (make image-tools)" >&2; exit 1; }
+	@test -s /etc/ssl/certs/ca-certificates.crt || { echo "image: /etc/ssl/certs/ca-certificates.crt missing (make image-tools installs ca-certificates)" >&2; exit 1; }
+	for platform in $(IMAGE_PLATFORMS); do \
+		GOOS=$${platform%/*} GOARCH=$${platform#*/} $(MAKE) --no-print-directory build BIN=$(IMAGE_DIR)/$${platform/\//-}/portcullis; \
+	done
+	cd scripts/image && SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run . \
+		$(foreach p,$(IMAGE_PLATFORMS),-binary $(p)=$(CURDIR)/$(IMAGE_DIR)/$(subst /,-,$(p))/portcullis) \
+		-version $(VERSION) -revision $(REVISION) -ref $(IMAGE) -out $(CURDIR)/$(IMAGE_DIR)
+
+# IMAGE_DIGEST pins the packaged chart (default: the image make image built).
+IMAGE_DIGEST ?=
+
+chart: helm-tools image ## helm package the chart into bin/chart with image.digest set to IMAGE_DIGEST (default: bin/image/digest), and check the packaged Deployment runs repository@digest.
+	bash scripts/package-chart.sh "$${IMAGE_DIGEST:-$$(cat $(IMAGE_DIR)/digest)}" $(VERSION)
+
+release-tools: ## Install cyclonedx-gomod and actionlint (pinned) into .cache/bin.
+	bash scripts/install-release-tools.sh
+
+sbom: image release-tools ## Write the CycloneDX SBOM of each image binary (bin/image/linux-*/sbom.cdx.json): the module graph, go-sdk with the patches of patches/go-sdk as its pedigree.
+	GO=$(GO) VERSION=$(VERSION) bash scripts/sbom.sh $(IMAGE_DIR)
+
+actionlint: release-tools ## Check the GitHub Actions workflows (.github/workflows; they cannot run here) with actionlint.
+	.cache/bin/actionlint
+
+image-check: sbom ## Test the image builder and the SBOMs (scripts/image, its own module): reproducible digests, files, user and labels, the Dockerfile's final stage describing the same image, go-sdk and its patches in the SBOM.
+	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 $(GOTESTFLAGS) ./...
+
+image-docker: ## docker build the image IMAGE from the Dockerfile (for Docker users; needs a Docker engine, which the dev machines lack).
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
 # ---- reliability and performance ---------------------------------------

@@ -9,8 +9,8 @@
 # the SDK as released (a replace in go.mod would break the first and be
 # ignored by the second). See patches/README.md.
 #
-# The copy is rebuilt only when the SDK version, a patch, go.mod or go.sum
-# changes, so repeated builds reuse Go's build cache.
+# The copy is rebuilt only when the SDK version, a patch, go.mod, go.sum or
+# this script changes, so repeated builds reuse Go's build cache.
 #
 # Usage: scripts/sdk-patch.sh [DIR]   (default: .cache/sdk-patched)
 # Writes DIR/go.mod, DIR/go.sum, DIR/go-sdk/ and DIR/patches (the applied
@@ -37,7 +37,7 @@ if [ ${#all[@]} -gt 0 ] && [ ${#mine[@]} -eq 0 ]; then
 	exit 1
 fi
 
-stamp="$({ echo "$sdk_version"; cat go.mod go.sum; for p in "${mine[@]}"; do echo "$p"; cat "$p"; done; } | sha256sum | cut -d' ' -f1)"
+stamp="$({ echo "$sdk_version"; cat "${BASH_SOURCE[0]}" go.mod go.sum; for p in "${mine[@]}"; do echo "$p"; cat "$p"; done; } | sha256sum | cut -d' ' -f1)"
 if [ -f "$dir/stamp" ] && [ "$(cat "$dir/stamp")" = "$stamp" ]; then
 	echo "$dir/go.mod"
 	exit 0
@@ -65,7 +65,16 @@ if [ ${#mine[@]} -gt 0 ]; then
 		name="$(basename "$p" .patch)"
 		names+=("${name#"$sdk_version"-}")
 	done
-	"$go" mod edit -modfile "$dir/go.mod" -replace "$sdk_mod=$dir/go-sdk"
+	# A folder inside the repository is named relative to it (Go resolves a
+	# relative replacement against the main module's root, -modfile or not):
+	# the binary's build info records the path, and an absolute one would
+	# make the build, and so the image's digest, depend on where the
+	# repository is checked out.
+	replacement="$dir/go-sdk"
+	case "$replacement" in
+	"$repo_root"/*) replacement="./${replacement#"$repo_root"/}" ;;
+	esac
+	"$go" mod edit -modfile "$dir/go.mod" -replace "$sdk_mod=$replacement"
 fi
 (IFS=,; echo "${names[*]}") > "$dir/patches"
 echo "$stamp" > "$dir/stamp"
