@@ -35,7 +35,7 @@ func TestDevIssuerMintVerifies(t *testing.T) {
 	}
 	o := auth.Options{Resource: "http://127.0.0.1:8080/mcp", Issuers: []auth.IssuerOptions{d.IssuerOptions()}}
 	o.Defaults()
-	v, err := auth.NewVerifier(context.Background(), o, nil, now)
+	v, err := auth.NewVerifier(context.Background(), o, auth.Deps{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestDevIssuerHTTP(t *testing.T) {
 	// Verify through discovery + JWKS over HTTP (no in-process key set).
 	o := auth.Options{Resource: srv.URL + "/mcp", Issuers: []auth.IssuerOptions{{Issuer: d.Issuer(), Algorithms: []string{"ES256"}}}}
 	o.Defaults()
-	v, err := auth.NewVerifier(context.Background(), o, nil, nil)
+	v, err := auth.NewVerifier(context.Background(), o, auth.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,13 +61,12 @@ func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metri
 	if o.Introspection.AllowMissingAudience {
 		logger.Warn("introspected tokens without an audience are accepted; a token the authorization server issued for another service is accepted here too", "key", "auth.introspection.allow_missing_audience")
 	}
-	o.Logger = logger
-	v, err := auth.NewVerifier(ctx, o, nil, nil)
+	v, err := auth.NewVerifier(ctx, o, auth.Deps{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	if r, ok := v.(auth.Readier); ok {
-		// The key sets log why (see auth.Options.Logger); /readyz, which
+		// The key sets log why (see auth.Deps.Logger); /readyz, which
 		// anyone may call, says only what is not ready.
 		health.AddCheck("issuer keys not loaded", r.Ready)
 		// Fetch the keys now, in the background: the first request need
@@ -75,7 +74,7 @@ func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metri
 		go func() { _ = r.Ready(ctx) }()
 	}
 	hook := func(_ context.Context, e auth.Event) { metrics.AuthEvent(e.Outcome, string(e.Reason)) }
-	return auth.Middleware(v, o, auth.MetadataURL(o.Resource), hook, logger), nil
+	return auth.Middleware(v, o, auth.MetadataURL(o.Resource), auth.Deps{Logger: logger, Hook: hook}), nil
 }
 
 // toolDeniedHook receives every tools/call answered as an unknown tool: it

@@ -31,7 +31,7 @@ func TestMiddlewareCarriesBearerPerRequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var got string
 			var ok bool
-			h := Middleware(v, Options{Resource: testResource}, testMetadataURL, nil, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := Middleware(v, Options{Resource: testResource}, testMetadataURL, Deps{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got, ok = bearer.FromTokenInfo(sdkauth.TokenInfoFromContext(r.Context()))
 			}))
 			for _, tok := range []string{"token-one-1111", "token-two-2222", "token-one-1111"} {

@@ -69,7 +69,7 @@ func TestToolHandlerCannotSeeRawToken(t *testing.T) {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "t"}, nil)
 	cat.Register(srv)
 	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	ts := httptest.NewServer(auth.Middleware(verifier, auth.Options{Resource: "https://mcp.example.com/mcp"}, "https://mcp.example.com/.well-known/oauth-protected-resource/mcp", nil, nil)(mcpHandler))
+	ts := httptest.NewServer(auth.Middleware(verifier, auth.Options{Resource: "https://mcp.example.com/mcp"}, "https://mcp.example.com/.well-known/oauth-protected-resource/mcp", auth.Deps{})(mcpHandler))
 	defer ts.Close()
 
 	client := sdk.NewClient(&sdk.Implementation{Name: "c"}, nil)

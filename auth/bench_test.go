@@ -16,7 +16,7 @@ func benchVerifier(b *testing.B, k *oidctest.Key) (Verifier, string) {
 	b.Helper()
 	f := newFakeIssuer(b, k)
 	clk := newClock()
-	v, err := NewVerifier(context.Background(), testOptions(f), nil, clk.Now)
+	v, err := NewVerifier(context.Background(), testOptions(f), Deps{Now: clk.Now})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,13 +68,13 @@ func BenchmarkMiddleware(b *testing.B) {
 	o := testOptions(f)
 	o.RequiredScopes = []string{"mcp:tools"}
 	clk := newClock()
-	v, err := NewVerifier(context.Background(), o, nil, clk.Now)
+	v, err := NewVerifier(context.Background(), o, Deps{Now: clk.Now})
 	if err != nil {
 		b.Fatal(err)
 	}
 	tok := k.Sign(f.Claims(nil))
 	var seen bool
-	h := Middleware(v, o, "https://mcp.example.com/.well-known/oauth-protected-resource/mcp", nil, nil)(
+	h := Middleware(v, o, "https://mcp.example.com/.well-known/oauth-protected-resource/mcp", Deps{})(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, seen = PrincipalFrom(r.Context())
 		}))

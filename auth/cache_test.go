@@ -54,7 +54,7 @@ func TestCache(t *testing.T) {
 				Issuers: []IssuerOptions{{Issuer: iss, KeySet: ks}}}
 			o.Defaults()
 			clk := newClock()
-			v, err := NewVerifier(context.Background(), o, nil, clk.Now)
+			v, err := NewVerifier(context.Background(), o, Deps{Now: clk.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func BenchmarkCacheHit(b *testing.B) {
 	const iss = "https://idp.example.com"
 	o := Options{Resource: testResource, Issuers: []IssuerOptions{{Issuer: iss, KeySet: &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{k.Public()}}}}}
 	o.Defaults()
-	v, err := NewVerifier(context.Background(), o, nil, func() time.Time { return t0 })
+	v, err := NewVerifier(context.Background(), o, Deps{Now: func() time.Time { return t0 }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -137,13 +137,13 @@ func TestCachedPrincipalSharesTokenInfo(t *testing.T) {
 	k := oidctest.NewECKey("k")
 	f := newFakeIssuer(t, k)
 	o := testOptions(f)
-	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+	v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var infos []*sdkauth.TokenInfo
 	var want string // the subject of the request being served
-	h := Middleware(v, o, "", nil, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := Middleware(v, o, "", Deps{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ti := sdkauth.TokenInfoFromContext(r.Context())
 		p, ok := PrincipalFromTokenInfo(ti)
 		if !ok || p.Subject != want || ti.UserID != f.URL()+"|"+want || !slices.Equal(ti.Scopes, []string{"mcp:tools", "read"}) {

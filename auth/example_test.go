@@ -27,7 +27,7 @@ func ExampleMiddleware() {
 		p, _ := auth.PrincipalFrom(r.Context())
 		fmt.Fprintf(w, "hello %s", p.Subject)
 	})
-	h := auth.Middleware(v, o, auth.MetadataURL(o.Resource), nil, slog.New(slog.DiscardHandler))(mcpHandler)
+	h := auth.Middleware(v, o, auth.MetadataURL(o.Resource), auth.Deps{Logger: slog.New(slog.DiscardHandler)})(mcpHandler)
 
 	for _, header := range []string{"", "Bearer wrong", "Bearer let-me-in"} {
 		req := httptest.NewRequest("POST", "/mcp", nil)

@@ -3,7 +3,6 @@ package auth
 import (
 	"bytes"
 	"context"
-	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 )
 
 // knownReasons are every Reason a verifier or the middleware may report.
@@ -34,7 +35,7 @@ func fuzzVerifier(f *testing.F) (v Verifier, o Options, issued, bad []string) {
 	o = testOptions(iss)
 	o.RequiredScopes = []string{"mcp:tools"}
 	var err error
-	v, err = NewVerifier(context.Background(), o, nil, newClock().Now)
+	v, err = NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func FuzzMiddleware(f *testing.F) {
 		var events []Event
 		hook := func(_ context.Context, e Event) { events = append(events, e) }
 		reached := false
-		h := Middleware(v, o, testMetadataURL, hook, slog.New(slog.NewJSONHandler(&logs, nil)))(
+		h := Middleware(v, o, testMetadataURL, Deps{Hook: hook, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				reached = true
 				if _, ok := PrincipalFrom(r.Context()); !ok {

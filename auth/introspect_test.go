@@ -177,7 +177,7 @@ func TestIntrospection(t *testing.T) {
 				token = "opaque-answer"
 				f.answers[token] = tt.answer
 			}
-			v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+			v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestIntrospectionDown(t *testing.T) {
 	f := newFakeIntrospection(t)
 	o := introspectionOptions(t, f, "")
 	f.srv.Close()
-	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+	v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestIntrospectionDown(t *testing.T) {
 func TestIntrospectionCache(t *testing.T) {
 	f := newFakeIntrospection(t)
 	clk := newClock()
-	v, err := NewVerifier(context.Background(), introspectionOptions(t, f, ""), nil, clk.Now)
+	v, err := NewVerifier(context.Background(), introspectionOptions(t, f, ""), Deps{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestIntrospectionReusesConnections(t *testing.T) {
 	f := newFakeIntrospection(t)
 	o := introspectionOptions(t, f, "")
 	o.Introspection.Timeout = 10 * time.Second
-	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+	v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,11 +284,11 @@ func TestIntrospectionSecretFile(t *testing.T) {
 	f := newFakeIntrospection(t)
 	o := introspectionOptions(t, f, "")
 	o.Introspection.ClientSecretFile = filepath.Join(t.TempDir(), "missing")
-	if _, err := NewVerifier(context.Background(), o, nil, nil); err == nil {
+	if _, err := NewVerifier(context.Background(), o, Deps{}); err == nil {
 		t.Error("missing secret file: want error")
 	}
 	o.Introspection.ClientSecretFile = "/dev/zero"
-	if _, err := NewVerifier(context.Background(), o, nil, nil); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := NewVerifier(context.Background(), o, Deps{}); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("endless secret file: error %v, want one saying it is too large", err)
 	}
 }

@@ -15,7 +15,7 @@ func TestKeyRotation(t *testing.T) {
 	old := oidctest.NewRSAKey("old")
 	f := newFakeIssuer(t, old)
 	clk := newClock()
-	v, err := NewVerifier(context.Background(), testOptions(f), nil, clk.Now)
+	v, err := NewVerifier(context.Background(), testOptions(f), Deps{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestRefreshRateLimit(t *testing.T) {
 	good := oidctest.NewRSAKey("good")
 	f := newFakeIssuer(t, good)
 	clk := newClock()
-	v, err := NewVerifier(context.Background(), testOptions(f), nil, clk.Now)
+	v, err := NewVerifier(context.Background(), testOptions(f), Deps{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestIdPDownKeepsKnownKeys(t *testing.T) {
 	clk := newClock()
 	o := testOptions(f)
 	o.CacheSize = 1
-	v, err := NewVerifier(context.Background(), o, nil, clk.Now)
+	v, err := NewVerifier(context.Background(), o, Deps{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestReady(t *testing.T) {
 	f := newFakeIssuer(t, k)
 	f.SetFailure(oidctest.BadGateway)
 	clk := newClock()
-	v, err := NewVerifier(context.Background(), testOptions(f), nil, clk.Now)
+	v, err := NewVerifier(context.Background(), testOptions(f), Deps{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestDiscovery(t *testing.T) {
 			}
 			o := Options{Resource: testResource, Issuers: []IssuerOptions{is}}
 			o.Defaults()
-			v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+			v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +185,7 @@ func TestStaleKeysAreRefreshed(t *testing.T) {
 		clk := newClock()
 		opts := testOptions(f)
 		opts.JWKSMaxAge = time.Hour
-		v, err := NewVerifier(context.Background(), opts, f.Client(), clk.Now)
+		v, err := NewVerifier(context.Background(), opts, Deps{HTTPClient: f.Client(), Now: clk.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,10 +52,9 @@ func TestIssuerReachabilityLoggedOnce(t *testing.T) {
 		o := Options{
 			Resource: testResource,
 			Issuers:  []IssuerOptions{{Issuer: issuer, JWKSURL: idp.JWKSURL()}},
-			Logger:   slog.New(slog.NewJSONHandler(&logs, nil)),
 		}
 		o.Defaults()
-		v, err := NewVerifier(context.Background(), o, idp.Client(), clk.Now)
+		v, err := NewVerifier(context.Background(), o, Deps{HTTPClient: idp.Client(), Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}

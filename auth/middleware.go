@@ -47,9 +47,11 @@ type Hook func(context.Context, Event)
 //
 // On success the [Principal] is in the request context ([PrincipalFrom]),
 // and so is the SDK's [sdkauth.TokenInfo] with UserID issuer+"|"+subject,
-// which the SDK uses to bind sessions to the user. hook and logger may be
-// nil. Denials are logged at Info with the reason, never the token.
-func Middleware(v Verifier, o Options, metadataURL string, hook Hook, logger *slog.Logger) func(http.Handler) http.Handler {
+// which the SDK uses to bind sessions to the user. Denials go to
+// deps.Logger at Info with the reason, never the token, and every outcome
+// to deps.Hook.
+func Middleware(v Verifier, o Options, metadataURL string, deps Deps) func(http.Handler) http.Handler {
+	logger, hook := deps.Logger, deps.Hook
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

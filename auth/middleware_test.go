@@ -89,7 +89,7 @@ func TestMiddleware(t *testing.T) {
 				sawAuthorization = r.Header.Values("Authorization")
 				w.WriteHeader(200)
 			})
-			h := Middleware(fakeVerifier(), o, testMetadataURL, hook, logger)(next)
+			h := Middleware(fakeVerifier(), o, testMetadataURL, Deps{Hook: hook, Logger: logger})(next)
 			target := tt.target
 			if target == "" {
 				target = "/mcp"
@@ -177,7 +177,7 @@ func TestMiddlewareRealTokensNotLogged(t *testing.T) {
 	f := newFakeIssuer(t, k)
 	now := time.Now().Truncate(time.Second)
 	o := testOptions(f)
-	v, err := NewVerifier(context.Background(), o, nil, func() time.Time { return now })
+	v, err := NewVerifier(context.Background(), o, Deps{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestMiddlewareRealTokensNotLogged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			h := Middleware(v, o, MetadataURL(o.Resource), nil, logger)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			h := Middleware(v, o, MetadataURL(o.Resource), Deps{Logger: logger})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 			req := httptest.NewRequest("POST", "/mcp", nil)
 			req.Header.Set("Authorization", "Bearer "+tt.token)
 			rec := httptest.NewRecorder()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -66,11 +67,24 @@ type Options struct {
 	// whoever can start the process may use every tool. The server logs a
 	// warning at start when it is on.
 	AllowStdioAllTools bool `yaml:"allow_stdio_all_tools"`
+}
 
-	// Logger receives what the verifier notices about the issuers: one
-	// warning when fetching an issuer's keys starts failing, one line
-	// when it works again. Nil means no logging. Not configurable from YAML.
-	Logger *slog.Logger `yaml:"-"`
+// Deps are what the verifier and the middleware need from the process,
+// besides their [Options]. Every field may be left zero.
+type Deps struct {
+	// HTTPClient fetches discovery documents and keys and calls the
+	// introspection endpoint. Nil means a client with timeouts.
+	HTTPClient *http.Client
+	// Now reads the clock. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives what the verifier notices about the issuers (one
+	// warning when fetching an issuer's keys starts failing, one line when
+	// it works again) and the middleware's denials (at Info, with the
+	// reason, never the token). Nil means no logging.
+	Logger *slog.Logger
+	// Hook receives every authentication outcome, for metrics. Nil means
+	// none.
+	Hook Hook
 }
 
 // IssuerOptions describes one trusted issuer.

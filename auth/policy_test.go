@@ -119,7 +119,7 @@ func TestAdvertisedScopes(t *testing.T) {
 		t.Error("a token with scp \"mcp.tools deploy\" is refused deploy")
 	}
 	rec := httptest.NewRecorder()
-	Middleware(fakeVerifier(), entra, testMetadataURL, nil, nil)(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("POST", "/mcp", nil))
+	Middleware(fakeVerifier(), entra, testMetadataURL, Deps{})(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("POST", "/mcp", nil))
 	if got, want := rec.Header().Get("WWW-Authenticate"), `scope="api://portcullis/mcp.tools"`; !strings.Contains(got, want) {
 		t.Errorf("401 challenge %q, want it to contain %s", got, want)
 	}

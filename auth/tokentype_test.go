@@ -3,12 +3,13 @@ package auth
 import (
 	"bytes"
 	"context"
-	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 )
 
 // TestTokenType shows that only access tokens verify: typ at+jwt by
@@ -63,7 +64,7 @@ func TestTokenType(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := testOptions(f)
 			o.Issuers[0].AllowUntypedAccessTokens = tt.untyped
-			v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+			v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,14 +96,14 @@ func TestTokenTypeMiddleware(t *testing.T) {
 	k := oidctest.NewRSAKey("k")
 	f := newFakeIssuer(t, k)
 	o := testOptions(f)
-	v, err := NewVerifier(context.Background(), o, nil, newClock().Now)
+	v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var reasons []Reason
 	hook := func(_ context.Context, e Event) { reasons = append(reasons, e.Reason) }
 	var logs bytes.Buffer
-	h := Middleware(v, o, MetadataURL(o.Resource), hook, slog.New(slog.NewJSONHandler(&logs, nil)))(
+	h := Middleware(v, o, MetadataURL(o.Resource), Deps{Hook: hook, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("next handler ran for an ID token") }))
 	req := httptest.NewRequest("POST", "/mcp", nil)
 	req.Header.Set("Authorization", "Bearer "+k.Sign(f.Claims(map[string]any{"nonce": "n"}), oidctest.Type("JWT")))

@@ -38,10 +38,10 @@ type Readier interface {
 // defaults (see [Options.Defaults]) and which must pass Validate: one go-oidc verifier per issuer, picked by the
 // token's unverified "iss" and then checked again after the signature;
 // introspection for tokens that are not JWTs when configured; all wrapped in
-// the verified-token cache. now nil means time.Now. httpClient nil means a
-// client with timeouts. NewVerifier makes no network calls: keys are
+// the verified-token cache. NewVerifier makes no network calls: keys are
 // fetched on first use or by Ready.
-func NewVerifier(ctx context.Context, o Options, httpClient *http.Client, now func() time.Time) (Verifier, error) {
+func NewVerifier(ctx context.Context, o Options, deps Deps) (Verifier, error) {
+	httpClient, now := deps.HTTPClient, deps.Now
 	if !o.Enabled() {
 		return nil, errors.New("auth: no issuers or introspection configured")
 	}
@@ -76,7 +76,7 @@ func NewVerifier(ctx context.Context, o Options, httpClient *http.Client, now fu
 			ks = staticKeySet{is.KeySet}
 			iv.ready = func(context.Context) error { return nil }
 		} else {
-			rk := newKeySet(is.Issuer, is.JWKSURL, is.AllowHTTP, httpClient, now, o.JWKSRefreshInterval, o.JWKSMaxAge, o.Logger)
+			rk := newKeySet(is.Issuer, is.JWKSURL, is.AllowHTTP, httpClient, now, o.JWKSRefreshInterval, o.JWKSMaxAge, deps.Logger)
 			ks = rk
 			iv.ready = rk.Ready
 			mv.keySets = append(mv.keySets, rk)

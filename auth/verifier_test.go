@@ -3,11 +3,12 @@ package auth
 import (
 	"context"
 	"errors"
-	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 )
 
 func TestVerifyJWT(t *testing.T) {
@@ -191,7 +192,7 @@ func TestVerifyJWT(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(&o)
 			}
-			v, err := NewVerifier(context.Background(), o, nil, clk.Now)
+			v, err := NewVerifier(context.Background(), o, Deps{Now: clk.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,11 +225,11 @@ func TestVerifyJWT(t *testing.T) {
 }
 
 func TestNewVerifierRefusesBadOptions(t *testing.T) {
-	if _, err := NewVerifier(context.Background(), Options{}, nil, nil); err == nil {
+	if _, err := NewVerifier(context.Background(), Options{}, Deps{}); err == nil {
 		t.Error("NewVerifier with auth off: want error")
 	}
 	o := Options{Issuers: []IssuerOptions{{Issuer: "http://idp.example.com", Algorithms: []string{"HS256"}}}}
-	if _, err := NewVerifier(context.Background(), o, nil, nil); err == nil {
+	if _, err := NewVerifier(context.Background(), o, Deps{}); err == nil {
 		t.Error("NewVerifier with bad options: want error")
 	}
 }

@@ -6,6 +6,9 @@
 //     package's TestConfigReference, `go generate .`), lists exactly the
 //     keys `portcullis check-config --keys` prints, by running that command
 //     line through [portcullis.Run].
+//   - TestImportRules checks every package against the package table of
+//     docs/architecture.md: each has a row, and imports only what its row
+//     allows.
 //   - TestDocLinks checks that every relative link in README.md, the other
 //     Markdown files at the root and docs/*.md names a file that exists
 //     and, for a #fragment into a Markdown file, a heading that exists.

@@ -13,8 +13,8 @@ import (
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/doctor"
 	"github.com/portcullis-mcp/portcullis/internal/oidctest"
-	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
+	"github.com/portcullis-mcp/portcullis/mcp"
 )
 
 // deployment describes a Portcullis endpoint built from the real handler
@@ -78,11 +78,11 @@ func (d deployment) start(t *testing.T) (mcpURL, token string) {
 	var h http.Handler = mcp.New(cat, mcp.Options{AllowedOrigins: d.allowedOrigins}, mcp.Deps{Version: "test", Sealer: sealer}).Handler()
 	mux := http.NewServeMux()
 	if !d.authOff {
-		v, err := auth.NewVerifier(t.Context(), o, nil, nil)
+		v, err := auth.NewVerifier(t.Context(), o, auth.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h = auth.Middleware(v, o, auth.MetadataURL(o.Resource), nil, nil)(h)
+		h = auth.Middleware(v, o, auth.MetadataURL(o.Resource), auth.Deps{})(h)
 		meta := auth.MetadataHandler(o)
 		mux.Handle("GET "+auth.MetadataWellKnown, meta)
 		mux.Handle("GET "+auth.MetadataPath(o.Resource), meta)
