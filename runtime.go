@@ -111,7 +111,8 @@ const defaultMemProfileRate = 512 * 1024
 // default rate) or off, unless GODEBUG=memprofilerate sets the rate. Only a
 // heap profile reads them, and server.allow_pprof is what serves one; but
 // linking net/http/pprof for it makes the runtime take them always, a
-// stack unwind every 512 KiB allocated, which is about one per MCP call.
+// stack unwind every 512 KiB allocated, which an MCP call's garbage reaches
+// often.
 func setMemProfiling(on bool) {
 	if strings.Contains(os.Getenv("GODEBUG"), "memprofilerate=") {
 		return
@@ -125,8 +126,8 @@ func setMemProfiling(on bool) {
 
 // The garbage collector's target when GOGC is not set: a heap floor.
 //
-// Every MCP call makes about half a MiB of short-lived garbage in the SDK,
-// while the live heap of a server with few sessions is a few MiB. At a
+// Every MCP call makes short-lived garbage in the SDK, a sizeable share of
+// the live heap of a server with few sessions. At a
 // fixed GOGC the collector then runs every few dozen calls and costs a call
 // more the smaller the live heap. Letting the heap grow to heapFloor before
 // a collection, whatever the live heap, makes collections rare while little

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
+	"github.com/portcullis-mcp/portcullis/mcp"
 )
 
 // A server built from the default catalog, served on /mcp. The client here

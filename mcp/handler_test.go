@@ -41,10 +41,10 @@ func handlerFor(server *sdk.Server, opts Options) *Handler {
 // endpoint says how to build a test /mcp endpoint; the zero value serves
 // the core toolset with default options, no policy and no log.
 type endpoint struct {
-	sets []string // default: core
-	edit     func(*Options)
-	deps     Deps // Version, Sealer and Logger are set by handler
-	logger   *slog.Logger
+	sets   []string // default: core
+	edit   func(*Options)
+	deps   Deps // Version, Sealer and Logger are set by handler
+	logger *slog.Logger
 }
 
 // start serves e through New's handler until the test ends.

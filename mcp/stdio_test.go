@@ -16,8 +16,8 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 

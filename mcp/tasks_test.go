@@ -16,9 +16,9 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // The tests here drive the tasks extension over /mcp with raw 2026-07-28
@@ -35,8 +35,8 @@ const (
 // conformance toolset with default task options and no sealing key.
 type taskSetup struct {
 	opts    tasks.Options
-	store   tasks.Store            // nil: a new memory store
-	sealTTL time.Duration          // zero: no sealer
+	store   tasks.Store              // nil: a new memory store
+	sealTTL time.Duration            // zero: no sealer
 	add     func(c *catalog.Catalog) // more tools
 }
 

@@ -7,8 +7,8 @@ import "time"
 // A tool call bounded by a timeout runs on a goroutine of its own (see
 // toolTimeoutMiddleware). A new goroutine starts with a small stack, and a
 // call (the SDK's argument decoding and schema validation, then the tool)
-// grows it several times, copying it each time; under load that was about
-// a tenth of the server's CPU. A worker keeps its grown stack from one
+// grows it several times, copying it each time, which shows in a CPU
+// profile under load. A worker keeps its grown stack from one
 // call to the next: a call is handed to a worker that is waiting, else it
 // starts a new one. A worker left without work for idle ends, so an idle
 // server keeps none, and a call that never returns holds only its own

@@ -12,11 +12,11 @@ import (
 // gzipWriters holds the writers of gzipped: gzip.BestSpeed.
 //
 // promhttp's own gzip (its default) compresses at gzip's default level,
-// whose compressor fills a 512 KiB hash table: one scrape made about
-// 0.9 MiB more of the server's memory resident, kept by promhttp's writer
-// pool until collections that, with little allocated at idle, rarely come.
-// BestSpeed leaves that table untouched (about 0.2 MiB a scrape) and still
-// shrinks the text format several times over.
+// whose compressor fills a large hash table: every scrape made that much
+// more of the server's memory resident, kept by promhttp's writer pool
+// until collections that, with little allocated at idle, rarely come.
+// BestSpeed leaves that table untouched and still shrinks the text format
+// several times over.
 var gzipWriters = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	return w

@@ -83,9 +83,9 @@ func Recover(logger *slog.Logger, next http.Handler) http.Handler {
 }
 
 // logAttrs is logger.LogAttrs without the caller's program counter, which
-// slog records on every call (runtime.Callers, about 2 % of a call's CPU
-// for the two lines a tool call logs) for handlers that add the source
-// location; Portcullis's log handlers never do.
+// slog records on every call (a runtime.Callers stack walk, for each of the
+// two lines a tool call logs) for handlers that add the source location;
+// Portcullis's log handlers never do.
 func logAttrs(ctx context.Context, logger *slog.Logger, level slog.Level, msg string, attrs ...slog.Attr) {
 	if !logger.Enabled(ctx, level) {
 		return

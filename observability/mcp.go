@@ -442,8 +442,7 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 		slog.String("tool", c.name),
 		slog.String("outcome", outcome),
 		// An integer: slog writes a float through encoding/json, which
-		// costs a call about 15µs, most of it growing the stack of the
-		// SDK's fresh per-request goroutine.
+		// grows the stack of the SDK's fresh per-request goroutine.
 		slog.Int64("duration_us", d.Microseconds()),
 		slog.Int("arguments_bytes", argBytes),
 	}

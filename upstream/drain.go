@@ -20,9 +20,8 @@ const defaultDrainGrace = 100 * time.Millisecond
 // reads the stream to its end so that the connection can be reused. The
 // call returns at once, and its context, which ends with it, ends the HTTP
 // request: when that wins the race with the last bytes of the stream, the
-// transport closes the connection, and the next call dials a new one (at
-// one call at a time to a stateless server, about one call in three did;
-// with TLS, that is a handshake each).
+// transport closes the connection, and the next call dials a new one (with
+// TLS, a handshake each).
 //
 // So the request runs on a context of its own. While the response headers
 // are awaited it ends as soon as the call's context does (a cancelled call

@@ -15,9 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
-	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
 // connectTimeout bounds starting a connection: the process start or HTTP

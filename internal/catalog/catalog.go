@@ -196,9 +196,8 @@ func AddRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.T
 // if it is a [jsonschema.Schema]; otherwise t itself. On every tools/call of
 // protocol 2026-07-28 and later the SDK encodes the tool's input schema
 // again to look for x-mcp-header annotations. Encoding a jsonschema.Schema
-// walks it by reflection, about 25 µs for a small schema on the load
-// harness's machine; copying JSON that is already encoded costs well under
-// one. The SDK resolves the schema from these bytes to validate arguments,
+// walks it by reflection, which costs far more than copying JSON that is
+// already encoded. The SDK resolves the schema from these bytes to validate arguments,
 // exactly as from the struct, and tools/list shows the same JSON.
 func encodedInputSchema(t *sdk.Tool) *sdk.Tool {
 	s, ok := t.InputSchema.(*jsonschema.Schema)
