@@ -130,6 +130,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		LimitHook:    limitHook(logger, metrics),
 		Tasks:        taskMgr,
 		PrincipalKey: principalKey,
+		StepUp:       stepUp(cfg.Auth),
 	})
 	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, tasks: taskMgr, redis: rdb}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/portcullis-mcp/portcullis/auth"
@@ -77,6 +78,30 @@ func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metri
 	return auth.Middleware(v, o, auth.MetadataURL(o.Resource), auth.Deps{Logger: logger, Hook: hook}), nil
 }
 
+// stepUp returns how /mcp answers a call of a tool the caller sees but
+// may not call: the spec's step-up, 403 with a WWW-Authenticate challenge
+// naming the scopes to ask for, the union of those the token holds and
+// those the call needs, so that a client that authorizes them afresh keeps
+// what it had. Nil with auth off: there is no token to step up.
+func stepUp(o auth.Options) func(http.ResponseWriter, *http.Request, []string) {
+	if !o.Enabled() {
+		return nil
+	}
+	metadataURL := auth.MetadataURL(o.Resource)
+	return func(w http.ResponseWriter, r *http.Request, needed []string) {
+		scopes := needed
+		if p, ok := auth.PrincipalFrom(r.Context()); ok {
+			scopes = o.AdvertisedScopes(p.Scopes)
+			for _, s := range needed {
+				if !slices.Contains(scopes, s) {
+					scopes = append(scopes, s)
+				}
+			}
+		}
+		auth.WriteInsufficientScope(w, metadataURL, scopes)
+	}
+}
+
 // toolDeniedHook receives every tools/call answered as an unknown tool: it
 // counts it in portcullis_tool_calls_denied_total (the tool label bounded
 // as the operation metric's: a registered name or _OTHER) and logs it with
@@ -91,7 +116,7 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, known f
 		}
 		metrics.ToolDenied(d.Reason, tool)
 		level := slog.LevelDebug
-		if d.Reason == mcp.DenialPolicy {
+		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp {
 			level = slog.LevelInfo
 		}
 		if !logger.Enabled(ctx, level) {

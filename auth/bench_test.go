@@ -113,7 +113,7 @@ func BenchmarkPolicyDecide(b *testing.B) {
 	info := &sdkauth.TokenInfo{Scopes: p.Scopes, UserID: p.UserID(), Extra: map[string]any{tokenInfoPrincipalKey: p}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if ok, _ := pol.Decide(info, "echo"); !ok {
+		if ok, _, _ := pol.Decide(info, "echo"); !ok {
 			b.Fatal("denied")
 		}
 	}

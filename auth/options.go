@@ -159,9 +159,32 @@ type IntrospectionOptions struct {
 // either grants access: all the Scopes, or any one of the Roles. A tool
 // with neither is open to every authenticated caller.
 type ToolPolicy struct {
-	Tool   string   `yaml:"tool" schema:"required"`
+	// Tool is the tool's name, as tools/list shows it.
+	Tool string `yaml:"tool" schema:"required"`
+	// Scopes are the scopes a token needs, all of them, to call the tool.
 	Scopes []string `yaml:"scopes"`
-	Roles  []string `yaml:"roles"`
+	// Roles grant the call too: any one of them (from auth.roles_claims).
+	Roles []string `yaml:"roles"`
+	// Hidden hides the tool from callers the rule refuses: tools/list
+	// leaves it out and a call of it is answered as a call of a tool that
+	// does not exist, so its existence and what it needs do not leak; but
+	// a client cannot learn that more scopes would let it in. Not hidden,
+	// the tool is listed to every caller, and a call without its scopes
+	// gets the spec's step-up answer: 403 with WWW-Authenticate error
+	// "insufficient_scope" naming the scopes, so that the client can ask
+	// the user to grant them. Default: false for a rule that names scopes,
+	// true for one that names only roles (no re-authorization grants a
+	// role). Over stdio, which carries no token, refused tools are always
+	// hidden.
+	Hidden *bool `yaml:"hidden"`
+}
+
+// hidden reports whether the rule hides its tool from callers it refuses.
+func (tp ToolPolicy) hidden() bool {
+	if tp.Hidden != nil {
+		return *tp.Hidden
+	}
+	return len(tp.Scopes) == 0
 }
 
 // Authentication methods for the introspection endpoint.

@@ -6,8 +6,8 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 )
 
-// Policy decides which tools a principal may call, and so see: a tool a
-// principal may not call is hidden from it (see the mcp package).
+// Policy decides which tools a principal may call, and which of the others
+// it may see (see [ToolPolicy.Hidden] and the mcp package).
 //
 // The rule: a tool listed in Options.Policy is allowed when the principal
 // holds all of its Scopes, or any one of its Roles (either grants access
@@ -46,10 +46,9 @@ func (p *Policy) Allowed(pr *Principal, tool string) bool {
 	return len(tp.Roles) > 0 && pr.HasAnyRole(tp.Roles...)
 }
 
-// Needed returns the scopes a call of tool needs, for the log line of a
-// denied call (never for the caller: see [Policy]): the endpoint's required
+// Needed returns the scopes a call of tool needs: the endpoint's required
 // scopes plus the tool's own, spelled as clients ask for them
-// ([Options.AdvertisedScopes]).
+// ([Options.AdvertisedScopes]). A hidden tool's go to the log only.
 func (p *Policy) Needed(tool string) []string {
 	out := slices.Clone(p.required)
 	for _, s := range p.tools[tool].Scopes {
@@ -60,14 +59,21 @@ func (p *Policy) Needed(tool string) []string {
 	return p.advertise(out)
 }
 
-// Decide is [Policy.Allowed] and [Policy.Needed] for the SDK's TokenInfo,
-// shaped to be used as mcp.ToolPolicy. A nil info (auth off) or one not made
-// by [Middleware] counts as a nil principal: only tools without
-// requirements are allowed.
-func (p *Policy) Decide(info *sdkauth.TokenInfo, tool string) (allowed bool, needed []string) {
+// Hidden reports whether tool is hidden from the callers its rule refuses
+// (see [ToolPolicy.Hidden]).
+func (p *Policy) Hidden(tool string) bool {
+	tp, ok := p.tools[tool]
+	return ok && tp.hidden()
+}
+
+// Decide is [Policy.Allowed], [Policy.Needed] and [Policy.Hidden] for the
+// SDK's TokenInfo, shaped to be used as mcp.ToolPolicy. A nil info (auth
+// off) or one not made by [Middleware] counts as a nil principal: only
+// tools without requirements are allowed.
+func (p *Policy) Decide(info *sdkauth.TokenInfo, tool string) (allowed bool, needed []string, hidden bool) {
 	pr, _ := PrincipalFromTokenInfo(info)
 	if p.Allowed(pr, tool) {
-		return true, nil
+		return true, nil, false
 	}
-	return false, p.Needed(tool)
+	return false, p.Needed(tool), p.Hidden(tool)
 }

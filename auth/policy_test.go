@@ -55,7 +55,13 @@ func TestPolicy(t *testing.T) {
 }
 
 func TestPolicyDecide(t *testing.T) {
-	p := NewPolicy(Options{RequiredScopes: []string{"mcp:tools"}, Policy: []ToolPolicy{{Tool: "deploy", Scopes: []string{"deploy:write"}}}})
+	yes, no := true, false
+	p := NewPolicy(Options{RequiredScopes: []string{"mcp:tools"}, Policy: []ToolPolicy{
+		{Tool: "deploy", Scopes: []string{"deploy:write"}},
+		{Tool: "admin", Roles: []string{"sre"}},
+		{Tool: "secret", Scopes: []string{"secret:read"}, Hidden: &yes},
+		{Tool: "ops", Roles: []string{"sre"}, Hidden: &no},
+	}})
 	withPrincipal := func(pr *Principal) *sdkauth.TokenInfo {
 		return &sdkauth.TokenInfo{Extra: map[string]any{tokenInfoPrincipalKey: pr}}
 	}
@@ -65,18 +71,22 @@ func TestPolicyDecide(t *testing.T) {
 		tool       string
 		wantOK     bool
 		wantNeeded []string
+		wantHidden bool
 	}{
 		{name: "allowed", info: withPrincipal(&Principal{Scopes: []string{"mcp:tools", "deploy:write"}}), tool: "deploy", wantOK: true},
 		{name: "denied names scopes", info: withPrincipal(&Principal{Scopes: []string{"mcp:tools"}}), tool: "deploy", wantNeeded: []string{"mcp:tools", "deploy:write"}},
 		{name: "nil info, guarded", tool: "deploy", wantNeeded: []string{"mcp:tools", "deploy:write"}},
 		{name: "nil info, open", tool: "echo", wantOK: true},
 		{name: "foreign info", info: &sdkauth.TokenInfo{Scopes: []string{"deploy:write"}}, tool: "deploy", wantNeeded: []string{"mcp:tools", "deploy:write"}},
+		{name: "roles only: hidden by default", info: withPrincipal(&Principal{}), tool: "admin", wantNeeded: []string{"mcp:tools"}, wantHidden: true},
+		{name: "scopes: hidden when the rule says so", info: withPrincipal(&Principal{}), tool: "secret", wantNeeded: []string{"mcp:tools", "secret:read"}, wantHidden: true},
+		{name: "roles: shown when the rule says so", info: withPrincipal(&Principal{}), tool: "ops", wantNeeded: []string{"mcp:tools"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, needed := p.Decide(tt.info, tt.tool)
-			if ok != tt.wantOK || !slices.Equal(needed, tt.wantNeeded) {
-				t.Errorf("Decide = %v %q, want %v %q", ok, needed, tt.wantOK, tt.wantNeeded)
+			ok, needed, hidden := p.Decide(tt.info, tt.tool)
+			if ok != tt.wantOK || !slices.Equal(needed, tt.wantNeeded) || hidden != tt.wantHidden {
+				t.Errorf("Decide = %v %q hidden %v, want %v %q hidden %v", ok, needed, hidden, tt.wantOK, tt.wantNeeded, tt.wantHidden)
 			}
 		})
 	}

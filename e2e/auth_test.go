@@ -47,14 +47,18 @@ type authServer struct {
 }
 
 // authConfig is the auth section the tests use: the IdP as the one issuer,
-// mcp:tools for any call, mcp:admin for echo.
+// mcp:tools for any call, mcp:admin for echo (a hidden rule) and for
+// calculator (a rule clients step up to).
 func authConfig(idp *IdP, resource string) map[string]any {
 	return map[string]any{
 		"resource":         resource,
 		"issuers":          []map[string]any{{"issuer": idp.Issuer()}},
 		"scopes_supported": []string{"mcp:tools", "mcp:admin"},
 		"required_scopes":  []string{"mcp:tools"},
-		"policy":           []map[string]any{{"tool": "echo", "scopes": []string{"mcp:admin"}}},
+		"policy": []map[string]any{
+			{"tool": "echo", "scopes": []string{"mcp:admin"}, "hidden": true},
+			{"tool": "calculator", "scopes": []string{"mcp:admin"}},
+		},
 	}
 }
 
@@ -423,9 +427,12 @@ func TestAuthIDTokenRefused(t *testing.T) {
 // binary: 401 → Protected Resource Metadata → authorization server
 // metadata → dynamic client registration → authorization code + PKCE with
 // resource → token → tools/list and tools/call; then a call of echo, which
-// needs mcp:admin and so is hidden from this caller, fails as a call of an
-// unknown tool would, without a 403 that would make the SDK step up (and
-// so confirm that echo exists). Both protocol eras: the SDK's latest
+// needs mcp:admin under a hidden rule, fails as a call of an unknown tool
+// would, without a 403 that would make the SDK step up (and so confirm
+// that echo exists); and a call of calculator, which needs mcp:admin under
+// a rule that is not hidden, gets the 403 insufficient_scope that the SDK
+// answers by stepping up (a second authorization for the scopes the
+// challenge names), and then runs. Both protocol eras: the SDK's latest
 // (2026-07-28) and a legacy session.
 func TestAuthConnectorFlowSDK(t *testing.T) {
 	idp := startIdP(t)
@@ -501,6 +508,19 @@ func TestAuthConnectorFlowSDK(t *testing.T) {
 			if len(authorizations) != 1 {
 				t.Errorf("authorizations %q: a hidden tool must not start a step-up", authorizations)
 			}
+
+			// calculator needs mcp:admin and is listed: the 403's
+			// challenge makes the SDK step up, and the call then runs.
+			if !slices.Contains(names, "calculator") {
+				t.Errorf("tools/list %v: want calculator, which callers can step up to", names)
+			}
+			sdkCallText(t, ctx, cs, "calculator", map[string]any{"operation": "add", "a": 2, "b": 3}, "5")
+			if len(authorizations) != 2 || !slices.Contains(strings.Fields(authorizations[1]), "mcp:admin") || !slices.Contains(strings.Fields(authorizations[1]), "mcp:tools") {
+				t.Errorf("authorizations %q: want a second one (the step-up) asking for mcp:tools and mcp:admin", authorizations)
+			}
+			if names := sdkToolNames(t, ctx, cs); !slices.Contains(names, "echo") {
+				t.Errorf("tools/list after the step-up: %v, want echo, which mcp:admin now grants", names)
+			}
 		})
 	}
 }
@@ -514,10 +534,12 @@ func scopeOfAuthURL(u string) string {
 	return parsed.Query().Get("scope")
 }
 
-// TestAuthPolicy: a caller without echo's scope (mcp:admin) does not see it
-// in tools/list, and a call of it gets the unknown-tool error (not a 403
-// naming mcp:admin, which would confirm it exists), in both protocol eras;
-// a caller with it sees and calls echo.
+// TestAuthPolicy: a caller without echo's scope (mcp:admin, a hidden rule)
+// does not see it in tools/list, and a call of it gets the unknown-tool
+// error (not a 403 naming mcp:admin, which would confirm it exists), in
+// both protocol eras; the same caller sees calculator (mcp:admin, not
+// hidden) and a call of it gets the step-up 403 naming the scopes; a
+// caller with mcp:admin sees and calls both.
 func TestAuthPolicy(t *testing.T) {
 	idp := startIdP(t)
 	srv := startAuthServer(t, idp, nil, "core")
@@ -560,6 +582,16 @@ func TestAuthPolicy(t *testing.T) {
 		resp, body = postMCP(t, http.DefaultClient, srv.MCPURL(), modernToolCall(2, "echo", `{"text":"hi there"}`), withHeaders(bearer(limited), "MCP-Protocol-Version", modernProtocol))
 		checkDenied(t, resp, body)
 		checkToolText(t, callOK(t, srv.MCPURL(), modernToolCall(2, "PingME", "{}"), modernHeaders(limited, "tools/call", "PingME")), "BISMILLAH")
+		if names := toolNames(t, res); !slices.Contains(names, "calculator") {
+			t.Errorf("tools/list: %v, want calculator, which the caller can step up to", names)
+		}
+		resp, body = postMCP(t, http.DefaultClient, srv.MCPURL(), modernToolCall(2, "calculator", `{"operation":"add","a":2,"b":3}`), modernHeaders(limited, "tools/call", "calculator"))
+		p := challengeParams(t, resp.Header)
+		if resp.StatusCode != http.StatusForbidden || p["error"] != "insufficient_scope" ||
+			!slices.Contains(strings.Fields(p["scope"]), "mcp:admin") || !slices.Contains(strings.Fields(p["scope"]), "mcp:tools") ||
+			p["resource_metadata"] != srv.BaseURL+"/.well-known/oauth-protected-resource/mcp" {
+			t.Errorf("calculator without mcp:admin: status %d, WWW-Authenticate %q; want 403 insufficient_scope naming mcp:tools and mcp:admin and the metadata\n%s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
+		}
 	})
 
 	t.Run("full, "+legacyProtocol, func(t *testing.T) {
@@ -576,6 +608,7 @@ func TestAuthPolicy(t *testing.T) {
 			t.Errorf("tools/list: %v, want echo", names)
 		}
 		checkToolText(t, callOK(t, srv.MCPURL(), modernToolCall(2, "echo", `{"text":"hi there"}`), modernHeaders(full, "tools/call", "echo")), "hi there")
+		checkToolText(t, callOK(t, srv.MCPURL(), modernToolCall(2, "calculator", `{"operation":"add","a":2,"b":3}`), modernHeaders(full, "tools/call", "calculator")), "5")
 	})
 
 	// The three calls of echo above are counted under the tool's name and
@@ -584,14 +617,18 @@ func TestAuthPolicy(t *testing.T) {
 		if n := scrapeSum(t, srv.server, "portcullis_tool_calls_denied_total", `reason="policy"`, `tool="echo"`); n != 3 {
 			t.Errorf(`portcullis_tool_calls_denied_total{reason="policy",tool="echo"} = %v, want 3`, n)
 		}
-		if n := waitLogCount(srv.server, `"msg":"tool call denied"`, 3); n != 3 {
-			t.Fatalf("%d denial log lines, want 3:\n%s", n, srv.Tail(20))
+		if n := scrapeSum(t, srv.server, "portcullis_tool_calls_denied_total", `reason="insufficient_scope"`, `tool="calculator"`); n != 1 {
+			t.Errorf(`portcullis_tool_calls_denied_total{reason="insufficient_scope",tool="calculator"} = %v, want 1`, n)
+		}
+		if n := waitLogCount(srv.server, `"msg":"tool call denied"`, 4); n != 4 {
+			t.Fatalf("%d denial log lines, want 4:\n%s", n, srv.Tail(20))
 		}
 		for line := range strings.Lines(srv.Stderr()) {
 			if !strings.Contains(line, `"msg":"tool call denied"`) {
 				continue
 			}
-			if !strings.Contains(line, `"subject":"`+idpLimitedClient+`"`) || !strings.Contains(line, `"tool":"echo"`) || !strings.Contains(line, `"reason":"policy"`) {
+			if !strings.Contains(line, `"subject":"`+idpLimitedClient+`"`) || !(strings.Contains(line, `"tool":"echo"`) && strings.Contains(line, `"reason":"policy"`) ||
+				strings.Contains(line, `"tool":"calculator"`) && strings.Contains(line, `"reason":"insufficient_scope"`)) {
 				t.Errorf("denial log line lacks the subject, tool or reason: %s", line)
 			}
 			if strings.Contains(line, limited) || strings.Contains(line, "hi there") {

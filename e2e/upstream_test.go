@@ -195,6 +195,7 @@ auth:
   policy:
     - tool: every_get-env
       scopes: [admin]
+      hidden: true
 mcp:
   tool_timeouts:
     - tool: everyhttp_trigger-long-running-operation

@@ -33,8 +33,8 @@ func fuzzHandler(f *testing.F) *Handler {
 	if err != nil {
 		f.Fatal(err)
 	}
-	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) {
-		return tool != "echo", []string{"echo:use"}
+	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string, bool) {
+		return tool != "echo", []string{"echo:use"}, true
 	}
 	opts := Options{
 		MaxBodyBytes:   64 << 10,

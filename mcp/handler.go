@@ -37,6 +37,7 @@ type Handler struct {
 	maxBody   int64
 	logger    *slog.Logger
 	gate      *toolGate // nil without a policy
+	stepUp    func(w http.ResponseWriter, r *http.Request, scopes []string)
 	sessions  *sessionCap
 	limitHook limits.Hook
 	tasks     *tasks.Manager // nil: the tasks extension is off
@@ -81,6 +82,7 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, deps Deps) *Ha
 	}
 	if deps.Policy != nil {
 		h.gate = gate
+		h.stepUp = deps.StepUp
 	}
 	if opts.Sessions == nil || *opts.Sessions {
 		h.stateful = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
+	"strings"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -70,6 +72,12 @@ type Deps struct {
 	// catalog marks (see [catalog.Catalog.TaskSupport]) run as tasks; over
 	// stdio a tool that requires tasks is refused. Nil leaves it off.
 	Tasks *tasks.Manager
+	// StepUp answers a call of a tool the caller sees but may not call
+	// with the spec's step-up response: 403, WWW-Authenticate error
+	// "insufficient_scope" naming scopes (see the auth package). Nil
+	// means no step-up: every tool the policy refuses is hidden, as
+	// always over stdio.
+	StepUp func(w http.ResponseWriter, r *http.Request, scopes []string)
 	// PrincipalKey names the caller that [Options.MaxSessionsPerPrincipal]
 	// counts under; an empty key (no principal, as with auth off) is held
 	// to MaxSessions only. Nil means no per-principal share.
@@ -119,13 +127,13 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	cat.Register(s)
 
 	// One gate, for the SDK middleware here and the HTTP handler.
-	gate := newToolGate(deps.Policy, cat, deps.OnDenied)
+	gate := newToolGate(deps.Policy, cat, deps.OnDenied, deps.Transport == HTTP && deps.StepUp != nil)
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
 	mws := append([]sdk.Middleware{}, deps.Middleware...)
 	mws = append(mws,
 		gateToolsMiddleware(gate),
-		filterToolsMiddleware(deps.Policy),
+		filterToolsMiddleware(gate),
 		taskMiddleware(deps.Tasks, cat.TaskSupport, deps.Transport),
 		sealStateMiddleware(deps.Sealer, deps.Logger),
 		toolTimeoutMiddleware(opts.ToolTimeout, toolTimeoutMap(opts.ToolTimeouts), deps.LimitHook, deps.Logger),
@@ -209,8 +217,14 @@ func gateToolsMiddleware(gate *toolGate) sdk.Middleware {
 			if extra := req.GetExtra(); extra != nil {
 				info = extra.TokenInfo
 			}
-			if jerr := gate.check(ctx, info, r.Params.Name); jerr != nil {
+			stepUp, jerr := gate.check(ctx, info, r.Params.Name)
+			if jerr != nil {
 				return nil, jerr
+			}
+			if stepUp != nil {
+				// The HTTP handler answers with the step-up 403 before the
+				// SDK sees the call; this is the second line.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Forbidden: the token lacks the scopes this tool needs: " + strings.Join(stepUp, " ") + ". Ask the user to authorize them."}
 			}
 			return next(ctx, method, req)
 		}
@@ -273,15 +287,16 @@ func sealStateMiddleware(sealer *Sealer, logger *slog.Logger) sdk.Middleware {
 }
 
 // ToolPolicy reports whether the caller with token info may call tool, and
-// if not, the scopes it would need. info is nil when auth is off.
-type ToolPolicy func(info *sdkauth.TokenInfo, tool string) (allowed bool, needed []string)
+// if not, the scopes it would need and whether the tool is hidden from it
+// (see [Denial]). info is nil when auth is off.
+type ToolPolicy func(info *sdkauth.TokenInfo, tool string) (allowed bool, needed []string, hidden bool)
 
-// filterToolsMiddleware removes from tools/list the tools the caller may not
-// call, and marks such a list private so that no shared cache serves it to
-// another caller.
-func filterToolsMiddleware(policy ToolPolicy) sdk.Middleware {
+// filterToolsMiddleware removes from tools/list the tools the caller does
+// not see, and marks such a list private so that no shared cache serves it
+// to another caller.
+func filterToolsMiddleware(gate *toolGate) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
-		if policy == nil {
+		if gate.policy == nil {
 			return next
 		}
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
@@ -296,7 +311,7 @@ func filterToolsMiddleware(policy ToolPolicy) sdk.Middleware {
 			}
 			visible := list.Tools[:0:0]
 			for _, t := range list.Tools {
-				if ok, _ := policy(info, t.Name); ok {
+				if gate.sees(info, t.Name) {
 					visible = append(visible, t)
 				}
 			}

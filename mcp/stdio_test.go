@@ -379,11 +379,11 @@ func TestStdioBatchAfter20250618(t *testing.T) {
 // TestStdioPolicy checks that a tool the policy hides from callers without
 // a token is neither listed nor callable on stdio, nor named in hints.
 func TestStdioPolicy(t *testing.T) {
-	hideEcho := func(info *sdkauth.TokenInfo, tool string) (bool, []string) {
+	hideEcho := func(info *sdkauth.TokenInfo, tool string) (bool, []string, bool) {
 		if tool == "echo" && info == nil {
-			return false, []string{"echo:use"}
+			return false, []string{"echo:use"}, true
 		}
-		return true, nil
+		return true, nil, false
 	}
 	input := initLine("2025-06-18") + "\n" + initializedLine + "\n" +
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n" +

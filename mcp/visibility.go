@@ -15,13 +15,16 @@ import (
 )
 
 // What a caller may learn about tools follows one rule: a caller sees a
-// tool when the tool is registered and the policy lets the caller call it.
-// tools/list lists only the tools the caller sees, and a tools/call of any
-// other name, registered or not, gets the answer an unknown tool gets: a
-// -32602 error whose hints are drawn from the tools the caller sees. So a
-// tool hidden from a caller answers exactly as a name that does not exist,
-// whichever era, transport or path the call takes, and its existence and
-// the scopes it needs do not leak.
+// tool when the tool is registered and either the policy lets the caller
+// call it or the policy does not hide it (a tool guarded by scopes, which
+// a client can step up to). tools/list lists only the tools the caller
+// sees, and a tools/call of any other name, registered or not, gets the
+// answer an unknown tool gets: a -32602 error whose hints are drawn from
+// the tools the caller sees. So a hidden tool answers exactly as a name
+// that does not exist, whichever era, transport or path the call takes,
+// and its existence and the scopes it needs do not leak. A call of a tool
+// the caller sees but may not call gets the spec's step-up answer over
+// HTTP: 403 insufficient_scope naming the scopes (see [Deps.StepUp]).
 //
 // The HTTP handler applies the rule before the SDK sees a request (the
 // SDK's transport checks a 2026-07-28 call's parameter headers against the
@@ -34,17 +37,21 @@ const (
 	DenialPolicy = "policy"
 	// DenialUnknownTool: no tool of that name is registered.
 	DenialUnknownTool = "unknown_tool"
+	// DenialStepUp: the tool is registered and not hidden, and the
+	// caller's token lacks its scopes: the answer is the step-up 403.
+	DenialStepUp = "insufficient_scope"
 )
 
-// Denial is a tools/call answered as an unknown tool.
+// Denial is a tools/call refused by the gate: answered as an unknown
+// tool, or with the step-up 403.
 type Denial struct {
-	// Tool is the name as the caller sent it; it is registered only when
-	// Reason is [DenialPolicy].
+	// Tool is the name as the caller sent it; it is registered unless
+	// Reason is [DenialUnknownTool].
 	Tool string
-	// Reason is [DenialPolicy] or [DenialUnknownTool].
+	// Reason is [DenialPolicy], [DenialUnknownTool] or [DenialStepUp].
 	Reason string
-	// Needed are the scopes the policy says the call needs (for the log;
-	// never sent to the caller). Empty for an unknown tool.
+	// Needed are the scopes the policy says the call needs (sent to the
+	// caller only with a step-up). Empty for an unknown tool.
 	Needed []string
 	// Info is the caller's token info; nil when auth is off.
 	Info *sdkauth.TokenInfo
@@ -60,35 +67,59 @@ type Tools interface {
 	ToolNames() []string // sorted
 }
 
-// toolGate decides, per caller, which tools exist.
+// toolGate decides, per caller, which tools exist and which it may call.
 type toolGate struct {
 	policy ToolPolicy // nil: every registered tool is visible
 	tools  Tools
 	hook   DenialHook
+	// stepUp is whether a caller may see a tool it may not call, and be
+	// told which scopes would let it: over HTTP with auth on. Otherwise
+	// every refused tool is hidden.
+	stepUp bool
 }
 
-func newToolGate(policy ToolPolicy, tools Tools, hook DenialHook) *toolGate {
-	return &toolGate{policy: policy, tools: tools, hook: hook}
+func newToolGate(policy ToolPolicy, tools Tools, hook DenialHook, stepUp bool) *toolGate {
+	return &toolGate{policy: policy, tools: tools, hook: hook, stepUp: stepUp}
 }
 
-// check returns nil when the caller with info sees tool, and otherwise
-// reports the denial and returns the unknown-tool error.
-func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool string) *jsonrpc.Error {
+// check returns nil, nil when the caller with info may call tool. When the
+// caller sees the tool but may not call it, it returns the scopes to step
+// up to; otherwise the unknown-tool error. Either way it reports the
+// denial.
+func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool string) (stepUp []string, jerr *jsonrpc.Error) {
 	d := Denial{Tool: tool, Info: info, Reason: DenialUnknownTool}
 	if g.tools.HasTool(tool) {
 		if g.policy == nil {
-			return nil
+			return nil, nil
 		}
-		ok, needed := g.policy(info, tool)
+		ok, needed, hidden := g.policy(info, tool)
 		if ok {
-			return nil
+			return nil, nil
 		}
 		d.Reason, d.Needed = DenialPolicy, needed
+		if g.stepUp && !hidden && info != nil {
+			d.Reason = DenialStepUp
+			g.report(ctx, d)
+			return needed, nil
+		}
 	}
+	g.report(ctx, d)
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(tool, g.visible(info))}
+}
+
+func (g *toolGate) report(ctx context.Context, d Denial) {
 	if g.hook != nil {
 		g.hook(ctx, d)
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(tool, g.visible(info))}
+}
+
+// sees reports whether the caller with info sees the registered tool.
+func (g *toolGate) sees(info *sdkauth.TokenInfo, tool string) bool {
+	if g.policy == nil {
+		return true
+	}
+	ok, _, hidden := g.policy(info, tool)
+	return ok || (g.stepUp && !hidden && info != nil)
 }
 
 // visible returns the registered tools the caller sees, sorted.
@@ -99,7 +130,7 @@ func (g *toolGate) visible(info *sdkauth.TokenInfo) []string {
 	}
 	out := make([]string, 0, len(names))
 	for _, n := range names {
-		if ok, _ := g.policy(info, n); ok {
+		if g.sees(info, n) {
 			out = append(out, n)
 		}
 	}
@@ -129,12 +160,16 @@ func unknownToolMessage(name string, known []string) string {
 func (h *Handler) gateTools(w http.ResponseWriter, r *http.Request, msgs []envelope) bool {
 	info := sdkauth.TokenInfoFromContext(r.Context())
 	deny := func(id json.RawMessage, tool string) bool {
-		jerr := h.gate.check(r.Context(), info, tool)
-		if jerr == nil {
-			return true
+		stepUp, jerr := h.gate.check(r.Context(), info, tool)
+		switch {
+		case stepUp != nil:
+			h.stepUp(w, r, stepUp)
+			return false
+		case jerr != nil:
+			jsonrpcerr.Write(w, http.StatusOK, id, jerr.Code, jerr.Message)
+			return false
 		}
-		jsonrpcerr.Write(w, http.StatusOK, id, jerr.Code, jerr.Message)
-		return false
+		return true
 	}
 	if tool := headerToolName(r.Header); tool != "" && len(msgs) == 1 {
 		// The SDK holds a single message to its headers (a body naming

@@ -23,14 +23,14 @@ var workshopTools = []string{"calculator", "country_info", "weather"}
 
 // hideCore is a policy that refuses every caller every tool but the
 // workshop's, with a scope that must never reach a caller.
-func hideCore(_ *sdkauth.TokenInfo, tool string) (bool, []string) {
+func hideCore(_ *sdkauth.TokenInfo, tool string) (bool, []string, bool) {
 	if !slices.Contains(workshopTools, tool) {
-		return false, []string{"core:use"}
+		return false, []string{"core:use"}, true
 	}
-	return true, nil
+	return true, nil, false
 }
 
-func allowAll(*sdkauth.TokenInfo, string) (bool, []string) { return true, nil }
+func allowAll(*sdkauth.TokenInfo, string) (bool, []string, bool) { return true, nil, false }
 
 // TestHiddenToolAnswersAsUnknown compares, path by path and in both eras,
 // the answer to a call of a tool the policy hides with the answer to the
@@ -281,11 +281,11 @@ func TestToolAddedWhileServing(t *testing.T) {
 // answer, never a 403 that would name the tool's scopes.
 func TestPerToolPolicy(t *testing.T) {
 	// echo needs a scope nobody here has; everything else is open.
-	policy := func(info *sdkauth.TokenInfo, tool string) (bool, []string) {
+	policy := func(info *sdkauth.TokenInfo, tool string) (bool, []string, bool) {
 		if tool == "echo" {
-			return false, []string{"echo:use"}
+			return false, []string{"echo:use"}, true
 		}
-		return true, nil
+		return true, nil, false
 	}
 	ts, _ := newPolicyEndpoint(t, func(o *Options) { o.MaxBodyBytes = 512 }, Deps{Policy: policy})
 	modern := func(method, name string) map[string]string {
@@ -354,7 +354,7 @@ func TestPerToolPolicy(t *testing.T) {
 // tool whose routing fields disagree (headers against body, differently
 // cased keys, batches): none may reach the tool; each gets an error.
 func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
-	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string) { return tool != "echo", []string{"echo:use"} }
+	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string, bool) { return tool != "echo", []string{"echo:use"}, true }
 	ts, _ := newPolicyEndpoint(t, nil, Deps{Policy: policy})
 	const marker = "must-not-echo"
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`

@@ -245,14 +245,17 @@ func (m *Metrics) AuthEvent(outcome, reason string) {
 const (
 	ToolDenialPolicy      = "policy"
 	ToolDenialUnknownTool = "unknown_tool"
+	ToolDenialStepUp      = "insufficient_scope"
 )
 
-// ToolDenied counts one tools/call answered as a call of an unknown tool.
-// reason is [ToolDenialPolicy] or [ToolDenialUnknownTool] (any other value
-// is counted as [Other]); tool must be a registered tool's name or [Other],
-// as for [Metrics.ObserveOperation].
+// ToolDenied counts one tools/call the per-tool policy refused: answered
+// as a call of an unknown tool (reason [ToolDenialPolicy] or
+// [ToolDenialUnknownTool]) or with the step-up 403
+// ([ToolDenialStepUp]); any other reason is counted as [Other]. tool must
+// be a registered tool's name or [Other], as for
+// [Metrics.ObserveOperation].
 func (m *Metrics) ToolDenied(reason, tool string) {
-	if reason != ToolDenialPolicy && reason != ToolDenialUnknownTool {
+	if reason != ToolDenialPolicy && reason != ToolDenialUnknownTool && reason != ToolDenialStepUp {
 		reason = Other
 	}
 	m.toolDenials.WithLabelValues(reason, tool).Inc()
