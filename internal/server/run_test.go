@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 	"io"
 	"net/http"
@@ -266,7 +267,7 @@ func TestServeLifecycle(t *testing.T) {
 	}{
 		{name: "no token", want: http.StatusUnauthorized},
 		{name: "printed token", auth: "Bearer " + token, want: http.StatusOK},
-		{name: "altered token", auth: "Bearer " + token[:len(token)-2] + "xx", want: http.StatusUnauthorized},
+		{name: "altered token", auth: "Bearer " + oidctest.AlterSignature(token), want: http.StatusUnauthorized},
 	} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp",
 			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`))
