@@ -72,6 +72,7 @@ func NewServer(cat *tools.Catalog, cfg ServerConfig) *sdk.Server {
 	}
 	if cfg.Tasks.Manager != nil {
 		opts.Capabilities = &sdk.ServerCapabilities{
+			//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
 			Logging:    &sdk.LoggingCapabilities{},
 			Extensions: map[string]any{tasks.ExtensionID: map[string]any{}},
 		}
