@@ -39,7 +39,7 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build build-stock run test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
+.PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
@@ -69,6 +69,9 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 	$(GO) run ./cmd/server serve --dev $(RUNFLAGS)
 
 # ---- tests -------------------------------------------------------------
+
+unit: ## The fast loop: go test ./... (unit and in-process tests, on the SDK as released; only Go needed, cached results reused).
+	$(GO) test $(GOTESTFLAGS) ./...
 
 test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs.
 	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check fuzz bench-go bench-smoke soak-smoke
