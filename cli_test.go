@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
 
@@ -267,7 +268,7 @@ func TestServeLifecycle(t *testing.T) {
 	}{
 		{name: "no token", want: http.StatusUnauthorized},
 		{name: "printed token", auth: "Bearer " + token, want: http.StatusOK},
-		{name: "altered token", auth: "Bearer " + token[:len(token)-2] + "xx", want: http.StatusUnauthorized},
+		{name: "altered token", auth: "Bearer " + oidctest.AlterSignature(token), want: http.StatusUnauthorized},
 	} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/mcp",
 			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"PingME","arguments":{}}}`))

@@ -102,21 +102,11 @@ type process struct {
 	err    error
 }
 
-// startProcess runs path with args, collecting its output, and waits until
-// a line of output contains ready. On cleanup it sends SIGTERM and waits;
-// if the test failed it logs the output.
-func startProcess(t *testing.T, name, ready, path string, args ...string) *process {
-	t.Helper()
-	p, err := tryStartProcess(t, name, ready, path, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// tryStartProcess is startProcess returning, instead of failing the test,
-// the error of a tool that exited before it was ready (wrapping
-// errAddrInUse when its output says an address was taken).
+// tryStartProcess runs path with args, collecting its output, and waits
+// until a line of output contains ready. On cleanup it sends SIGTERM and
+// waits; if the test failed it logs the output. It returns the error of a
+// tool that exited before it was ready (wrapping errAddrInUse when its
+// output says an address was taken).
 func tryStartProcess(t *testing.T, name, ready, path string, args ...string) (*process, error) {
 	t.Helper()
 	cmd := exec.Command(path, args...)

@@ -114,6 +114,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	}
 	if deps.Tasks != nil {
 		sopts.Capabilities = &sdk.ServerCapabilities{
+			//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
 			Logging:    &sdk.LoggingCapabilities{},
 			Extensions: map[string]any{tasks.ExtensionID: map[string]any{}},
 		}

@@ -354,7 +354,9 @@ func TestPerToolPolicy(t *testing.T) {
 // tool whose routing fields disagree (headers against body, differently
 // cased keys, batches): none may reach the tool; each gets an error.
 func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
-	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string, bool) { return tool != "echo", []string{"echo:use"}, true }
+	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string, bool) {
+		return tool != "echo", []string{"echo:use"}, true
+	}
 	ts, _ := newPolicyEndpoint(t, nil, Deps{Policy: policy})
 	const marker = "must-not-echo"
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`

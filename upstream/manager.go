@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -247,9 +246,6 @@ func (m *Manager) Required() bool {
 	return false
 }
 
-// errClosed is returned by connect when the manager stops mid-way.
-var errClosed = errors.New("upstream: stopped")
-
 // newClient returns the SDK client an upstream connects with, whose
 // notification handlers feed u.
 func newClient(u *upstream, version string) *sdk.Client {
@@ -261,13 +257,15 @@ func newClient(u *upstream, version string) *sdk.Client {
 		Capabilities: &sdk.ClientCapabilities{
 			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
 		},
-		ElicitationHandler:            u.elicit,
+		ElicitationHandler: u.elicit,
+		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
 		CreateMessageWithToolsHandler: u.createMessage,
-		LoggingMessageHandler:         u.log,
-		ToolListChangedHandler:        func(context.Context, *sdk.ToolListChangedRequest) { u.changed() },
-		PromptListChangedHandler:      func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
-		ResourceListChangedHandler:    func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
-		ProgressNotificationHandler:   u.forwardProgress,
+		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
+		LoggingMessageHandler:       u.log,
+		ToolListChangedHandler:      func(context.Context, *sdk.ToolListChangedRequest) { u.changed() },
+		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
+		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
+		ProgressNotificationHandler: u.forwardProgress,
 		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			u.cat.ResourceUpdated(ctx, req.Params.URI)
 		},

@@ -26,6 +26,8 @@ import (
 // A caller on the 2026-07-28 era cannot be sent requests during a call;
 // those are refused with a JSON-RPC error that says so.
 
+//lint:file-ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them, and an upstream on an older era sends them
+
 // callTarget is the caller a call to an upstream is made for: its request
 // context (requests sent with it travel on the caller's call) and session.
 type callTarget struct {

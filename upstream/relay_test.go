@@ -10,6 +10,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+//lint:file-ignore SA1019 the relay is tested with MCP logging and sampling, which the 2026-07-28 revision deprecates and upstreams of earlier revisions still send
+
 // askingBackend returns an upstream server whose tool "ask" asks the client
 // for a name (elicitation) and a completion (sampling) and returns both,
 // whose tool "log" sends a log message, and whose tool "block" returns

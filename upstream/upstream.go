@@ -621,6 +621,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			if params.Meta == nil {
 				params.Meta = sdk.Meta{}
 			}
+			//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
 			params.Meta[sdk.MetaKeyLogLevel] = lvl
 		}
 		target := &callTarget{ctx: ctx, session: req.Session}

@@ -290,7 +290,7 @@ func (rep *report) check() error {
 		return fmt.Errorf("OTLP sink refused %d requests that were not protobuf POSTs", rep.badSpanPosts)
 	}
 	if !rep.noMetrics && rep.spanPosts == 0 {
-		return errors.New("Portcullis exported no traces to the OTLP sink")
+		return errors.New("the OTLP sink received no traces from Portcullis")
 	}
 	return nil
 }

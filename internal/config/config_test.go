@@ -46,7 +46,8 @@ type testConfig struct {
 	Level   slog.Level   `yaml:"level"`
 	Port    uint16       `yaml:"port"`
 	Ignored string       `yaml:"-"`
-	secret  string
+	//lint:ignore U1000 an unexported field, which decoding must skip
+	secret string
 }
 
 // defaults returns the config every test starts from.

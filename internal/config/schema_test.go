@@ -180,7 +180,8 @@ func TestFieldKey(t *testing.T) {
 		Skipped   string `yaml:"-"`
 		Dash      string `yaml:"-,omitempty"`
 		Embedded  `yaml:",inline"`
-		private   string
+		//lint:ignore U1000 an unexported field, which has no key
+		private string
 	}
 	want := map[string]string{
 		"Tagged":    "tagged_name",

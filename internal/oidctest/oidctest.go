@@ -129,6 +129,24 @@ func Forge(header, claims map[string]any, sign func(input []byte) []byte) string
 	return input + "." + base64.RawURLEncoding.EncodeToString(sign([]byte(input)))
 }
 
+// AlterSignature returns token with the first character of its signature
+// changed, so that the signature no longer verifies. Changing the last
+// characters is not enough: the last base64url character of an RS256 or
+// ES256 signature carries two bits and four padding bits that decoders
+// ignore, so a changed ending decodes to the same signature about once in
+// 250 tokens.
+func AlterSignature(token string) string {
+	i := strings.LastIndexByte(token, '.') + 1
+	if i == 0 || i == len(token) {
+		panic("oidctest: AlterSignature: not a signed compact JWT")
+	}
+	c := byte('A')
+	if token[i] == c {
+		c = 'B'
+	}
+	return token[:i] + string(c) + token[i+1:]
+}
+
 // HMACWithPublicKey returns a signature function for [Forge] that signs
 // HS256 with k's public key PEM as the secret: the algorithm-confusion
 // forgery.

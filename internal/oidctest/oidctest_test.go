@@ -155,6 +155,34 @@ func TestSign(t *testing.T) {
 	}
 }
 
+// TestAlterSignature checks that no altered token verifies, over enough
+// tokens that an alteration of the signature's padding bits (which passes
+// about once in 250) would show.
+func TestAlterSignature(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		key    *oidctest.Key
+		tokens int
+	}{
+		{name: "ES256", key: oidctest.NewECKey("e1"), tokens: 2000},
+		{name: "RS256", key: oidctest.NewRSAKey("r1"), tokens: 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ks := &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{tt.key.Public()}}
+			for i := range tt.tokens {
+				tok := tt.key.Sign(map[string]any{"sub": "s", "n": i})
+				if _, err := ks.VerifySignature(t.Context(), tok); err != nil {
+					t.Fatal(err)
+				}
+				altered := oidctest.AlterSignature(tok)
+				if _, err := ks.VerifySignature(t.Context(), altered); err == nil {
+					t.Fatalf("AlterSignature(%q) = %q verifies", tok, altered)
+				}
+			}
+		})
+	}
+}
+
 func decodeHeader(t *testing.T, tok string) map[string]any {
 	t.Helper()
 	raw, err := base64.RawURLEncoding.DecodeString(tok[:strings.IndexByte(tok, '.')])

@@ -194,7 +194,7 @@ func TestSecretNeverPrinted(t *testing.T) {
 	for name, out := range map[string]string{
 		"%v":   fmt.Sprintf("%v", o),
 		"%+v":  fmt.Sprintf("%+v", o),
-		"%s":   fmt.Sprintf("%s", o),
+		"%s":   fmt.Sprintf("%s", o), //lint:ignore S1025 the %s verb is what is tested
 		"&%v":  fmt.Sprintf("%v", &o),
 		"slog": buf.String(),
 		"nested": fmt.Sprintf("%+v", struct {

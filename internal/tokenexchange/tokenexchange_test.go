@@ -209,7 +209,7 @@ func TestSourceCachesUntilShortlyBeforeExpiry(t *testing.T) {
 
 func TestTransportFailsClosed(t *testing.T) {
 	e := newEndpoint(t)
-	e.reply = func(w http.ResponseWriter) { http.Error(w, `{"error":"access_denied"}`, 403) }
+	e.reply = func(w http.ResponseWriter) { http.Error(w, `{"error":"access_denied"}`, http.StatusForbidden) }
 	var upstream atomic.Int32
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { upstream.Add(1) }))
 	defer up.Close()
@@ -255,7 +255,7 @@ func TestSourceWaitEndsWithContext(t *testing.T) {
 	e.reply = func(w http.ResponseWriter) {
 		entered <- struct{}{}
 		<-release
-		http.Error(w, `{"error":"temporarily_unavailable"}`, 503)
+		http.Error(w, `{"error":"temporarily_unavailable"}`, http.StatusServiceUnavailable)
 	}
 	defer close(release)
 	s := NewSource(e.config(), nil)

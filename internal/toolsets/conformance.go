@@ -11,6 +11,8 @@ package toolsets
 // roots, logging) that the 2026-07-28 revision deprecates; they remain
 // what the scenarios exercise.
 
+//lint:file-ignore SA1019 the conformance scenarios exercise MCP logging, sampling and roots, which the 2026-07-28 revision deprecates
+
 import (
 	"context"
 	"encoding/base64"

@@ -181,6 +181,7 @@ func (wc *weatherClient) current(ctx context.Context, out *weatherOutput) error 
 	c := body.Current
 	if c == nil || c.Temperature == nil || c.WeatherCode == nil || c.WindSpeed == nil {
 		wc.logger.Warn("tools: weather upstream answer lacks current conditions", "service", "forecast")
+		//lint:ignore ST1005 a tool error is a sentence the model reads, like the other weather errors
 		return fmt.Errorf("Weather service sent no current conditions for %s; try again later", out.Location)
 	}
 	out.Timezone = body.Timezone
