@@ -87,7 +87,7 @@ func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb *redis.Client, me
 	for _, t := range cfg.Tasks.Tools {
 		obs.Declare(t.Name)
 	}
-	mgr = tasks.NewManager(store, cfg.Tasks, obs, logger, nil)
+	mgr = tasks.NewManager(cfg.Tasks, tasks.Deps{Store: store, Observer: obs, Logger: logger})
 	logger.Debug("task store", "store", kind)
 	return mgr, nil
 }

@@ -69,7 +69,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	readyUpstreams(a.upstreams, health)
 	hook := limitHook(a.logger, a.metrics)
 	mcpHandler := a.server.Handler()
-	limiter, err := limits.New(a.cfg.Limits, principalKey, hook, nil)
+	limiter, err := limits.New(a.cfg.Limits, limits.Deps{Key: principalKey, Hook: hook})
 	if err != nil {
 		return err
 	}

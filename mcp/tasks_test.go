@@ -62,7 +62,7 @@ func (s taskSetup) endpoint(t *testing.T) (http.Handler, *tasks.Manager) {
 	if store == nil {
 		store = tasks.NewMemoryStore(nil)
 	}
-	mgr := tasks.NewManager(store, s.opts, nil, nil, nil)
+	mgr := tasks.NewManager(s.opts, tasks.Deps{Store: store})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -502,7 +502,7 @@ func TestTasksOverStdio(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mgr := tasks.NewManager(tasks.NewMemoryStore(nil), tasks.Options{}, nil, nil, nil)
+		mgr := tasks.NewManager(tasks.Options{}, tasks.Deps{Store: tasks.NewMemoryStore(nil)})
 		server := New(cat, Options{}, Deps{Transport: Stdio, Version: "test", Tasks: mgr}).SDK()
 		call := func(id int, tool, args string) string {
 			return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s,%s}}`, id, tool, args, tasksMeta)

@@ -196,9 +196,26 @@ type run struct {
 // by any replica making the task terminal).
 var errCancelled = errors.New("task cancelled")
 
-// NewManager returns a manager of the tasks in store. obs and logger may be
-// nil; now nil means time.Now.
-func NewManager(store Store, opts Options, obs Observer, logger *slog.Logger, now func() time.Time) *Manager {
+// Deps are what a [Manager] needs besides its [Options]. Every field may
+// be left zero.
+type Deps struct {
+	// Store holds the tasks. Nil means a [MemoryStore]: this process's
+	// tasks only.
+	Store Store
+	// Observer is told what happens to tasks (metrics). Nil means none.
+	Observer Observer
+	// Logger receives what the manager notices. Nil discards.
+	Logger *slog.Logger
+	// Now reads the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// NewManager returns a manager of the tasks in deps.Store.
+func NewManager(opts Options, deps Deps) *Manager {
+	store, obs, logger, now := deps.Store, deps.Observer, deps.Logger, deps.Now
+	if store == nil {
+		store = NewMemoryStore(now)
+	}
 	opts.defaults()
 	if obs == nil {
 		obs = NopObserver{}

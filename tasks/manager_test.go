@@ -54,7 +54,7 @@ func newTestManager(t *testing.T, opts Options) (*Manager, *recorder, *MemorySto
 	t.Helper()
 	store := NewMemoryStore(nil)
 	obs := &recorder{}
-	return NewManager(store, opts, obs, nil, nil), obs, store
+	return NewManager(opts, Deps{Store: store, Observer: obs}), obs, store
 }
 
 // runManager runs m.Run until the test ends (the cleanup runs inside the
@@ -504,8 +504,8 @@ func TestLostWorker(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := NewMemoryStore(nil)
 				obsA, obsB := &recorder{}, &recorder{}
-				a := NewManager(store, opts, obsA, nil, nil)
-				b := NewManager(store, opts, obsB, nil, nil)
+				a := NewManager(opts, Deps{Store: store, Observer: obsA})
+				b := NewManager(opts, Deps{Store: store, Observer: obsB})
 				shutdownAtEnd(t, a)
 				task, err := a.Start(context.Background(), "alice", "slow", blockUntilDone(nil))
 				if err != nil {
@@ -541,9 +541,9 @@ func TestLostWorker(t *testing.T) {
 func TestRenewalKeepsTaskAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := NewMemoryStore(nil)
-		a := NewManager(store, testOptions, nil, nil, nil)
+		a := NewManager(testOptions, Deps{Store: store})
 		obsB := &recorder{}
-		b := NewManager(store, testOptions, obsB, nil, nil)
+		b := NewManager(testOptions, Deps{Store: store, Observer: obsB})
 		runManager(t, a)
 		runManager(t, b)
 		task, err := a.Start(context.Background(), "alice", "slow", func(context.Context, Input) Outcome {
@@ -586,8 +586,8 @@ func TestCancelThroughOtherReplica(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := tt.store()
 				obsA := &recorder{}
-				a := NewManager(store, testOptions, obsA, nil, nil)
-				b := NewManager(store, testOptions, nil, nil, nil)
+				a := NewManager(testOptions, Deps{Store: store, Observer: obsA})
+				b := NewManager(testOptions, Deps{Store: store})
 				shutdownAtEnd(t, a)
 				runManager(t, a)
 				runManager(t, b)
@@ -751,7 +751,7 @@ func (s gatedStore) Create(ctx context.Context, t *Task, caps Caps) error {
 func TestShutdownDuringStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := gatedStore{NewMemoryStore(nil), make(chan struct{}, 1), make(chan struct{})}
-		m := NewManager(store, testOptions, nil, nil, nil)
+		m := NewManager(testOptions, Deps{Store: store})
 		shutdownAtEnd(t, m)
 		type started struct {
 			task *Task
@@ -841,8 +841,8 @@ func TestRespondThroughOtherReplica(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				store := NewMemoryStore(nil)
-				a := NewManager(store, testOptions, nil, nil, nil)
-				b := NewManager(store, testOptions, nil, nil, nil)
+				a := NewManager(testOptions, Deps{Store: store})
+				b := NewManager(testOptions, Deps{Store: store})
 				shutdownAtEnd(t, a)
 				if tt.runA {
 					runManager(t, a)
@@ -923,7 +923,7 @@ func (s *flakyStore) Update(ctx context.Context, id string, fn func(*Task) error
 func TestStoreOutageWhileParking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &flakyStore{MemoryStore: NewMemoryStore(nil)}
-		m := NewManager(store, testOptions, &recorder{}, nil, nil)
+		m := NewManager(testOptions, Deps{Store: store, Observer: &recorder{}})
 		shutdownAtEnd(t, m)
 		ctx := context.Background()
 		proceed := make(chan struct{})

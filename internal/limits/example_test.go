@@ -18,7 +18,7 @@ func ExampleLimiter_Middleware() {
 	opts.Defaults()
 	caller := func(r *http.Request) string { return r.Header.Get("X-Caller") }
 	hook := func(_ context.Context, ev limits.Event) { fmt.Println("refused by", ev.Limit) }
-	l, err := limits.New(opts, caller, hook, nil)
+	l, err := limits.New(opts, limits.Deps{Key: caller, Hook: hook})
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +50,7 @@ func (downStore) Allow(context.Context, string, float64, int) (bool, time.Durati
 func ExampleLimiter_SetRateStore() {
 	opts := limits.Options{RatePerPrincipal: 1, BurstPerPrincipal: 2}
 	caller := func(r *http.Request) string { return r.Header.Get("X-Caller") }
-	l, err := limits.New(opts, caller, nil, nil)
+	l, err := limits.New(opts, limits.Deps{Key: caller})
 	if err != nil {
 		panic(err)
 	}

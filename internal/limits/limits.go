@@ -161,9 +161,20 @@ type principal struct {
 	rate     *rate.Limiter
 }
 
+// Deps are what a [Limiter] needs besides its [Options].
+type Deps struct {
+	// Key names the caller a request is counted under; required.
+	Key KeyFunc
+	// Hook receives every refusal. Nil means none.
+	Hook Hook
+	// Now reads the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
 // New returns a Limiter for opts. Zero fields of opts take their defaults
-// (see [Options.Defaults]). hook may be nil; now nil means time.Now.
-func New(opts Options, key KeyFunc, hook Hook, now func() time.Time) (*Limiter, error) {
+// (see [Options.Defaults]).
+func New(opts Options, deps Deps) (*Limiter, error) {
+	key, hook, now := deps.Key, deps.Hook, deps.Now
 	opts.Defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)

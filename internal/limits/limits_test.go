@@ -47,7 +47,7 @@ func byHeader(r *http.Request) string { return r.Header.Get("X-Who") }
 func newLimiter(t *testing.T, o Options, ev *events, c *clock) *Limiter {
 	t.Helper()
 	o.Defaults()
-	l, err := New(o, byHeader, ev.hook, c.Now)
+	l, err := New(o, Deps{Key: byHeader, Hook: ev.hook, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

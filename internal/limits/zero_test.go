@@ -9,7 +9,7 @@ import (
 // TestZeroOptions builds a limiter from the zero Options: it gets the
 // default caps and lets a request through.
 func TestZeroOptions(t *testing.T) {
-	l, err := New(Options{}, func(*http.Request) string { return "p" }, nil, nil)
+	l, err := New(Options{}, Deps{Key: func(*http.Request) string { return "p" }})
 	if err != nil {
 		t.Fatalf("New(Options{}): %v", err)
 	}

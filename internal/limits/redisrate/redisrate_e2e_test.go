@@ -27,7 +27,7 @@ type replica struct {
 
 func newReplica(t *testing.T, client redis.UniversalClient, opts limits.Options, now func() time.Time) *replica {
 	t.Helper()
-	l, err := limits.New(opts, func(r *http.Request) string { return r.Header.Get("X-Who") }, nil, now)
+	l, err := limits.New(opts, limits.Deps{Key: func(r *http.Request) string { return r.Header.Get("X-Who") }, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
