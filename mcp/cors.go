@@ -15,8 +15,9 @@ import (
 )
 
 // CORS on /mcp. A browser page may call the endpoint when its origin is
-// allowed ([Options.AllowedOrigins], or a loopback page talking to a
-// loopback server); any other origin gets 403 and no CORS headers. A
+// allowed: listed in [Options.AllowedOrigins], or, while that list is
+// empty, a loopback page talking to a loopback server. Any other origin
+// gets 403 and no CORS headers. A
 // preflight (OPTIONS with Origin and Access-Control-Request-Method) from an
 // allowed origin is answered before auth, since browsers send no token on
 // a preflight. Actual responses to an allowed origin name it in
@@ -123,13 +124,17 @@ func (h *Handler) OriginGuard(next http.Handler) http.Handler {
 	})
 }
 
-// originAllowed reports whether a browser origin may call the endpoint: it
-// is listed, or both it and the address the request arrived at are loopback
-// (a local page talking to a local server; a DNS-rebinding page has a
+// originAllowed reports whether a browser origin may call the endpoint.
+// With origins listed, it must be one of them: a page on another loopback
+// port is another program (any local web server, a page it serves), so
+// once the operator names the origins they trust, loopback pages must be
+// named too. With none listed, it must be a loopback origin and the
+// address the request arrived at loopback too (a local page talking to a
+// local server, such as the MCP Inspector; a DNS-rebinding page has a
 // non-loopback origin).
 func (h *Handler) originAllowed(r *http.Request, origin string) bool {
-	if slices.Contains(h.origins, origin) {
-		return true
+	if len(h.origins) > 0 {
+		return slices.Contains(h.origins, origin)
 	}
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if !ok || !loopback.Host(local.String()) {
