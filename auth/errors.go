@@ -23,8 +23,11 @@ const (
 	ReasonUnknownKey          Reason = "unknown_key"          // kid not in the issuer's key set, even after a refresh
 	ReasonInsufficientScope   Reason = "insufficient_scope"   // valid token without the scopes or roles needed
 	ReasonIntrospectionFailed Reason = "introspection_failed" // the introspection endpoint could not answer
-	ReasonInactive            Reason = "inactive"             // introspection said active=false
-	ReasonInvalid             Reason = "invalid"              // any other defect (missing exp, missing required claim…)
+	// ReasonIntrospectionThrottled: a token in neither cache while
+	// introspection calls are over IntrospectionOptions.MaxCallsPerSecond.
+	ReasonIntrospectionThrottled Reason = "introspection_throttled"
+	ReasonInactive               Reason = "inactive" // introspection said active=false
+	ReasonInvalid                Reason = "invalid"  // any other defect (missing exp, missing required claim…)
 )
 
 // Error is the error a [Verifier] returns. Callers branch on Reason with
@@ -54,19 +57,20 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels, one per [Reason], for use with [errors.Is].
 var (
-	ErrMissing             = &Error{Reason: ReasonMissing}
-	ErrMalformed           = &Error{Reason: ReasonMalformed}
-	ErrExpired             = &Error{Reason: ReasonExpired}
-	ErrNotYetValid         = &Error{Reason: ReasonNotYetValid}
-	ErrBadSignature        = &Error{Reason: ReasonBadSignature}
-	ErrWrongAudience       = &Error{Reason: ReasonWrongAudience}
-	ErrWrongIssuer         = &Error{Reason: ReasonWrongIssuer}
-	ErrWrongTokenType      = &Error{Reason: ReasonWrongTokenType}
-	ErrUnknownKey          = &Error{Reason: ReasonUnknownKey}
-	ErrInsufficientScope   = &Error{Reason: ReasonInsufficientScope}
-	ErrIntrospectionFailed = &Error{Reason: ReasonIntrospectionFailed}
-	ErrInactive            = &Error{Reason: ReasonInactive}
-	ErrInvalid             = &Error{Reason: ReasonInvalid}
+	ErrMissing                = &Error{Reason: ReasonMissing}
+	ErrMalformed              = &Error{Reason: ReasonMalformed}
+	ErrExpired                = &Error{Reason: ReasonExpired}
+	ErrNotYetValid            = &Error{Reason: ReasonNotYetValid}
+	ErrBadSignature           = &Error{Reason: ReasonBadSignature}
+	ErrWrongAudience          = &Error{Reason: ReasonWrongAudience}
+	ErrWrongIssuer            = &Error{Reason: ReasonWrongIssuer}
+	ErrWrongTokenType         = &Error{Reason: ReasonWrongTokenType}
+	ErrUnknownKey             = &Error{Reason: ReasonUnknownKey}
+	ErrInsufficientScope      = &Error{Reason: ReasonInsufficientScope}
+	ErrIntrospectionFailed    = &Error{Reason: ReasonIntrospectionFailed}
+	ErrIntrospectionThrottled = &Error{Reason: ReasonIntrospectionThrottled}
+	ErrInactive               = &Error{Reason: ReasonInactive}
+	ErrInvalid                = &Error{Reason: ReasonInvalid}
 )
 
 // ReasonOf returns the Reason carried by err, or [ReasonInvalid] when err

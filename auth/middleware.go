@@ -43,6 +43,9 @@ type Hook func(context.Context, Event)
 //   - a token that fails verification: 401 with error="invalid_token" and an
 //     error_description naming the reason (never the token);
 //   - introspection endpoint down: 503 (fail closed);
+//   - a token in neither of introspection's caches while its calls are over
+//     IntrospectionOptions.MaxCallsPerSecond: 503 with Retry-After (fail
+//     closed, reason introspection_throttled);
 //   - a valid token without o.RequiredScopes: 403 error="insufficient_scope".
 //
 // A refused request that has a body is answered at once, without reading
@@ -124,6 +127,12 @@ func Middleware(v Verifier, o Options, metadataURL string, deps Deps) func(http.
 				case ReasonIntrospectionFailed:
 					w.Header().Set("Retry-After", "5")
 					http.Error(w, "authorization server unavailable", http.StatusServiceUnavailable)
+				case ReasonIntrospectionThrottled:
+					// Fail closed: the token may be fine, so the client
+					// should retry, not re-authenticate.
+					w.Header().Set("Retry-After", "1")
+					w.Header().Set("Cache-Control", "no-store")
+					http.Error(w, "too many new tokens to verify; retry shortly", http.StatusServiceUnavailable)
 				case ReasonInsufficientScope:
 					WriteInsufficientScope(w, metadataURL, challenge)
 				default:
