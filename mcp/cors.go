@@ -51,6 +51,14 @@ func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if !h.originAllowed(r, origin) {
 		h.logger.WarnContext(r.Context(), "origin not allowed", "origin", origin)
+		// The refusal comes before auth and never reads the body: with
+		// Connection: close, net/http (and limits.BodyDeadline) do not
+		// wait for a body the client may never send, as for auth's
+		// refusals (auth.Middleware). Not on HTTP/2, where it would close
+		// every stream of the connection.
+		if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+		}
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return false
 	}

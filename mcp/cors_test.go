@@ -180,6 +180,11 @@ func TestOriginRule(t *testing.T) {
 			if tt.want == wantRefused && acao != "" {
 				t.Errorf("refused, yet Access-Control-Allow-Origin %q", acao)
 			}
+			// A refusal does not wait for the body it never reads (as
+			// auth's refusals do not).
+			if got, want := w.Header().Get("Connection"), map[bool]string{true: "close"}[tt.want == wantRefused]; got != want {
+				t.Errorf("Connection %q, want %q", got, want)
+			}
 		})
 	}
 }
