@@ -208,7 +208,7 @@ const (
 	// DefaultNegativeCacheTTL, DefaultIntrospectionRate and
 	// DefaultIntrospectionBurst are the defaults of
 	// IntrospectionOptions.NegativeCacheTTL, MaxCallsPerSecond and
-	// MaxCallsBurst.
+	// MaxCallsBurst; MaxNegativeCacheTTL is the longest NegativeCacheTTL.
 	DefaultNegativeCacheTTL   = 30 * time.Second
 	MaxNegativeCacheTTL       = 10 * time.Minute
 	DefaultIntrospectionRate  = 50
@@ -366,7 +366,7 @@ func (o *Options) Validate() error {
 			add("introspection.negative_cache_ttl", "must be between 0 and %v, got %v", MaxNegativeCacheTTL, in.NegativeCacheTTL)
 		}
 		if in.MaxCallsPerSecond < 0 || math.IsNaN(in.MaxCallsPerSecond) || math.IsInf(in.MaxCallsPerSecond, 0) {
-			add("introspection.max_calls_per_second", "must not be negative, got %v", in.MaxCallsPerSecond)
+			add("introspection.max_calls_per_second", "must be a number, 0 or more, got %v", in.MaxCallsPerSecond)
 		}
 		if in.MaxCallsBurst < 0 {
 			add("introspection.max_calls_burst", "must not be negative")

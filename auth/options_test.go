@@ -50,7 +50,7 @@ func TestValidate(t *testing.T) {
 		{name: "introspection bounds", mutate: func(o *Options) {
 			o.Introspection = IntrospectionOptions{URL: "https://as/i", ClientID: "c", ClientSecretFile: "/s",
 				NegativeCacheTTL: 11 * time.Minute, MaxCallsPerSecond: -1, MaxCallsBurst: -1}
-		}, want: []string{"introspection.negative_cache_ttl: must be between 0 and 10m0s", "introspection.max_calls_per_second: must not be negative", "introspection.max_calls_burst: must not be negative"}},
+		}, want: []string{"introspection.negative_cache_ttl: must be between 0 and 10m0s", "introspection.max_calls_per_second: must be a number, 0 or more", "introspection.max_calls_burst: must not be negative"}},
 		{name: "introspection negative TTL", mutate: func(o *Options) {
 			o.Introspection = IntrospectionOptions{URL: "https://as/i", ClientID: "c", ClientSecretFile: "/s", NegativeCacheTTL: -time.Second}
 		}, want: []string{"introspection.negative_cache_ttl:"}},

@@ -43,9 +43,9 @@ const maxDrain = 256 << 10
 // returns, as net/http would before reusing the connection, under the
 // same deadline, so that a client that never sends it is also cut off
 // and counted. Unless the handler's answer says "Connection: close" (the
-// auth middleware's 401, which needs no body): then the connection is
-// not reused, nothing waits for the body, and the answer goes out as
-// soon as the handler returns.
+// refusals of auth and of the origin check, which need no body): then
+// the connection is not reused, nothing waits for the body, and the
+// answer goes out as soon as the handler returns.
 //
 // It belongs outermost, before authentication: the slow client needs no
 // token.
