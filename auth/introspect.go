@@ -16,6 +16,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 )
 
@@ -26,10 +27,11 @@ import (
 // A token reaches it only when the verified-token cache does not hold it.
 // What the endpoint's answer refused is remembered for negativeTTL in
 // refused (its own LRU, so that made-up tokens never push verified ones
-// out of theirs), and the calls for the tokens in neither cache are
-// bounded by calls: over it, a token is refused with
-// [ReasonIntrospectionThrottled] (the middleware answers 503). So random
-// opaque tokens cost the authorization server at most that rate.
+// out of theirs); requests with one token at once share one call; and
+// the calls for the tokens in neither cache are bounded by calls: over
+// it, a token is refused with [ReasonIntrospectionThrottled] (the
+// middleware answers 503). So random opaque tokens cost the authorization
+// server at most that rate.
 type introspector struct {
 	url        string
 	issuer     string // IntrospectionOptions.Issuer; "" accepts any iss, and principals carry url
@@ -48,6 +50,7 @@ type introspector struct {
 	negativeTTL time.Duration
 	calls       *rate.Limiter
 	callRate    float64
+	inflight    singleflight.Group // calls under way, by token hash
 }
 
 // refusal is a remembered refusal of a token by the endpoint's answer.
@@ -116,21 +119,33 @@ func (ix *introspector) verify(ctx context.Context, token string) (*Principal, e
 		}
 		ix.refused.Remove(key)
 	}
-	if !ix.calls.AllowN(now, 1) {
-		return nil, fail(ReasonIntrospectionThrottled, "introspection: over %g calls a second for tokens not in the caches", ix.callRate)
-	}
-	p, err := ix.introspect(ctx, token)
-	if err != nil {
-		var e *Error
-		if errors.As(err, &e) && remembered(e.Reason) {
-			ix.refused.Add(key, refusal{
-				err:     &Error{Reason: e.Reason, Err: fmt.Errorf("%w (an answer remembered for up to %s)", e.Err, ix.negativeTTL)},
-				expires: now.Add(ix.negativeTTL),
-			})
+	// Requests with the same token at once share one call (and one charge
+	// on the bound). The call is not cancelled with the request that
+	// happens to make it, which the others wait on; ix.timeout bounds it.
+	v, err, _ := ix.inflight.Do(string(key[:]), func() (any, error) {
+		if !ix.calls.AllowN(now, 1) {
+			return nil, fail(ReasonIntrospectionThrottled, "introspection: over %g calls a second for tokens not in the caches", ix.callRate)
 		}
+		p, err := ix.introspect(context.WithoutCancel(ctx), token)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && remembered(e.Reason) {
+				ix.refused.Add(key, refusal{
+					err:     &Error{Reason: e.Reason, Err: fmt.Errorf("%w (an answer remembered for up to %s)", e.Err, ix.negativeTTL)},
+					expires: now.Add(ix.negativeTTL),
+				})
+			}
+			return nil, err
+		}
+		return p, nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	return p, nil
+	// Each caller gets a principal of its own: the verified-token cache
+	// completes the one it is handed before sharing it.
+	p := *v.(*Principal)
+	return &p, nil
 }
 
 // remembered reports whether a refusal for reason is kept: those the

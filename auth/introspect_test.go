@@ -31,6 +31,8 @@ type fakeIntrospection struct {
 	// answers maps a token to the active response the endpoint gives,
 	// besides the built-in ones below.
 	answers map[string]map[string]any
+	// slow, when set, runs before each answer with the token asked about.
+	slow func(token string)
 }
 
 // activeAnswer is an active introspection response for token "opaque-good"
@@ -62,6 +64,9 @@ func newFakeIntrospection(t *testing.T) *fakeIntrospection {
 		if r.FormValue("token_type_hint") != "access_token" {
 			writeJSON(w, 400, map[string]string{"error": "invalid_request"})
 			return
+		}
+		if f.slow != nil {
+			f.slow(r.FormValue("token"))
 		}
 		if a, ok := f.answers[r.FormValue("token")]; ok {
 			writeJSON(w, 200, a)
@@ -514,5 +519,80 @@ func TestMiddlewareIntrospectionFlood(t *testing.T) {
 	defer mu.Unlock()
 	if reasons[ReasonIntrospectionThrottled] != unavailable || reasons[ReasonInactive] != 50+unauthorized || reasons[""] != 2 {
 		t.Errorf("hook reasons %v, want %d introspection_throttled, %d inactive, 2 allowed", reasons, unavailable, 50+unauthorized)
+	}
+}
+
+// TestIntrospectionCoalesces sends one new token on many requests at once,
+// as a client that starts several calls with a fresh token does, or an
+// attacker repeating one made-up token: the endpoint is asked once, every
+// request gets its answer, and the bound on calls is charged once.
+func TestIntrospectionCoalesces(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		answer     map[string]any
+		wantReason Reason
+	}{
+		{name: "active", answer: activeAnswer(nil)},
+		{name: "made-up", answer: map[string]any{"active": false}, wantReason: ReasonInactive},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeIntrospection(t)
+			o := introspectionOptions(t, f, "")
+			o.Introspection.Timeout = 10 * time.Second
+			o.Introspection.MaxCallsBurst = 2
+			token := randomToken(t)
+			release := make(chan struct{})
+			f.slow = func(tok string) {
+				if tok == token {
+					<-release
+				}
+			}
+			f.answers[token] = tt.answer
+			v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			principals := make(chan *Principal, n)
+			for range n {
+				wg.Go(func() {
+					p, err := v.Verify(context.Background(), token)
+					errs <- err
+					principals <- p
+				})
+			}
+			// Let the requests pile up on the first call, then answer it.
+			for f.calls.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond)
+			close(release)
+			wg.Wait()
+			close(errs)
+			close(principals)
+			for err := range errs {
+				if ReasonOf(err) != tt.wantReason && (err != nil || tt.wantReason != "") {
+					t.Errorf("err = %v, want %q", err, tt.wantReason)
+				}
+			}
+			seen := map[*Principal]bool{}
+			for p := range principals {
+				if p != nil {
+					seen[p] = true
+				}
+			}
+			if tt.wantReason == "" && len(seen) != n {
+				t.Errorf("%d requests got %d distinct principals, want one each (each is the caller's own)", n, len(seen))
+			}
+			if got := f.calls.Load(); got != 1 {
+				t.Fatalf("%d requests with one token at once: %d introspection calls, want 1", n, got)
+			}
+			// The burst of 2 was charged once: one more new token passes.
+			if _, err := v.Verify(context.Background(), randomToken(t)); ReasonOf(err) != ReasonInactive {
+				t.Errorf("next new token: err = %v, want inactive (not throttled)", err)
+			}
+		})
 	}
 }
