@@ -17,14 +17,13 @@ import (
 // CORS on /mcp. A browser page may call the endpoint when its origin is
 // allowed: listed in [Options.AllowedOrigins], or, while that list is
 // empty, a loopback page talking to a loopback server. Any other origin
-// gets 403 and no CORS headers. A
-// preflight (OPTIONS with Origin and Access-Control-Request-Method) from an
-// allowed origin is answered before auth, since browsers send no token on
-// a preflight. Actual responses to an allowed origin name it in
-// Access-Control-Allow-Origin (never "*": the answer depends on the
-// origin, hence Vary: Origin) and expose the protocol's response headers.
-// No cookies are involved (the token is a header), so
-// Access-Control-Allow-Credentials is not sent.
+// gets 403 and no CORS headers. A preflight (OPTIONS with Origin and
+// Access-Control-Request-Method) from an allowed origin is answered
+// before auth, since browsers send no token on a preflight. Actual
+// responses to an allowed origin name it in Access-Control-Allow-Origin
+// (never "*": the answer depends on the origin, hence Vary: Origin) and
+// expose the protocol's response headers. No cookies are involved (the
+// token is a header), so Access-Control-Allow-Credentials is not sent.
 
 // corsMaxAge is how long a browser may cache a preflight's answer. Browsers
 // cap it (Chromium at two hours).
