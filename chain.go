@@ -12,7 +12,10 @@ import (
 // the one place it is put together:
 //
 //	body deadline   limits.BodyDeadline: before auth, so that a client that
-//	                never finishes its body needs no token to hold a connection
+//	                never finishes its body needs no token to hold a connection;
+//	                nothing before the handler reads the body, and the
+//	                refusals of the origin check and of auth (Connection:
+//	                close) do not wait for it
 //	recover         observability.Recover: a panic is a 500 and a log line
 //	mux             one chain per route:
 //

@@ -708,6 +708,40 @@ func TestWeakeningKnobsWarn(t *testing.T) {
 	}
 }
 
+// TestDevModeWarns shows serve --dev saying at WARN, in the structured log,
+// that its embedded issuer mints tokens for anyone and that dev mode is not
+// for production: the printed banner alone goes to stdout, which a log
+// pipeline does not see.
+func TestDevModeWarns(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncbuf.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--dev", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+	}()
+	defer func() { cancel(); <-exited }()
+	addr := listenAddr(t, &stderr, exited) // the warning comes before this line
+	var found []map[string]any
+	for l := range strings.Lines(stderr.String()) {
+		var line map[string]any
+		if json.Unmarshal([]byte(l), &line) == nil && line["level"] == "WARN" && line["flag"] == "--dev" {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one WARN line with flag --dev, got %d:\n%s", len(found), stderr.String())
+	}
+	msg, _ := found[0]["msg"].(string)
+	for _, want := range []string{"mints tokens for anyone", "not for production"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("warning %q does not say %q", msg, want)
+		}
+	}
+	if found[0]["issuer"] != "http://"+addr+devIssuerPath {
+		t.Errorf("warning names issuer %v, want %q", found[0]["issuer"], "http://"+addr+devIssuerPath)
+	}
+}
+
 // TestDevIssuerMountedLoopbackOnly shows the served dev issuer refusing a
 // request whose Host or Origin is not loopback (DNS rebinding).
 func TestDevIssuerMountedLoopbackOnly(t *testing.T) {

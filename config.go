@@ -77,8 +77,9 @@ type serverOptions struct {
 	// ReadBodyTimeout bounds reading a request body, from the end of its
 	// headers: a body still incomplete then gets 408 (or, if its handler
 	// did not read it, the connection is closed) and is counted as
-	// limit="body_read_timeout". Responses, SSE streams among them, are
-	// not bounded. Default 30s.
+	// limit="body_read_timeout". A request auth refuses does not wait for
+	// its body: its 401 comes at once, with Connection: close. Responses,
+	// SSE streams among them, are not bounded. Default 30s.
 	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
 	// IdleTimeout closes idle keep-alive connections. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`

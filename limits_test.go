@@ -184,3 +184,71 @@ limits:
 		t.Errorf("limits = %+v", l)
 	}
 }
+
+// TestUnauthenticatedBodyNotAwaited sends /mcp a request that declares a
+// body of 1000 bytes and never sends it: without a bearer token (or with
+// one that fails) the 401 comes as soon as the headers are in, not after
+// server.read_body_timeout, it says Connection: close, and the server
+// closes the connection at once instead of waiting for the body. A client
+// that never sends its body, or trickles it, holds nothing. So does a
+// request the origin check refuses before auth.
+func TestUnauthenticatedBodyNotAwaited(t *testing.T) {
+	base, _, _ := startDevMetrics(t, "--config", writeConfig(t, "server:\n  read_body_timeout: 30s\n"))
+	addr := strings.TrimPrefix(base, "http://")
+	tests := []struct {
+		name, authorization, origin string
+		want                        int
+	}{
+		{name: "no Authorization", want: http.StatusUnauthorized},
+		{name: "Basic scheme", authorization: "Basic YWxpY2U6c2VjcmV0", want: http.StatusUnauthorized},
+		{name: "token that fails", authorization: "Bearer not-a-jwt", want: http.StatusUnauthorized},
+		// Refused before auth, by the origin check: no wait either.
+		{name: "origin refused", origin: "https://evil.example", want: http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			head := "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n"
+			if tt.authorization != "" {
+				head += "Authorization: " + tt.authorization + "\r\n"
+			}
+			if tt.origin != "" {
+				head += "Origin: " + tt.origin + "\r\n"
+			}
+			start := time.Now()
+			if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			// Well under read_body_timeout: a server waiting for the body
+			// answers only after 30s.
+			conn.SetReadDeadline(start.Add(2 * time.Second))
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer within 2s of the headers: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want || (tt.want == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") == "") {
+				t.Errorf("status %d, WWW-Authenticate %q; want %d (with a challenge if 401)", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tt.want)
+			}
+			if !resp.Close {
+				t.Errorf("the %d does not say Connection: close (header %q)", resp.StatusCode, resp.Header.Get("Connection"))
+			}
+			// The server hangs up: nothing more is read, and soon.
+			conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			n, err := io.Copy(io.Discard, br)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("connection still open 2s after the answer")
+			}
+			if n != 0 {
+				t.Errorf("read %d bytes after the answer, want the connection closed", n)
+			}
+		})
+	}
+}

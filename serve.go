@@ -109,6 +109,8 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	// The banner comes before the "listening" line, so whoever waits for
 	// that line (a person, a script, a test) finds the banner complete.
 	if dev != nil {
+		// The banner goes to stdout, which a log pipeline does not see.
+		a.logger.Warn("dev mode: the embedded issuer mints tokens for anyone who can reach the loopback listener; dev mode is not for production", "flag", "--dev", "issuer", dev.Issuer())
 		if err := printDevBanner(stdout, dev, a.cfg.Auth, url); err != nil {
 			return err
 		}

@@ -12,19 +12,20 @@ type Reason string
 
 // The reasons a token or request can be refused.
 const (
-	ReasonMissing             Reason = "missing"              // no Authorization header
-	ReasonMalformed           Reason = "malformed"            // not a JWT, bad header syntax, token in the query string
-	ReasonExpired             Reason = "expired"              // exp (plus skew) is in the past
-	ReasonNotYetValid         Reason = "not_yet_valid"        // nbf or iat (minus skew) is in the future
-	ReasonBadSignature        Reason = "bad_signature"        // signature does not verify, or a disallowed algorithm
-	ReasonWrongAudience       Reason = "wrong_audience"       // aud names none of the accepted audiences
-	ReasonWrongIssuer         Reason = "wrong_issuer"         // iss is not a configured issuer
-	ReasonWrongTokenType      Reason = "wrong_token_type"     // a JWT that is not an access token (typ not at+jwt, an ID token)
-	ReasonUnknownKey          Reason = "unknown_key"          // kid not in the issuer's key set, even after a refresh
-	ReasonInsufficientScope   Reason = "insufficient_scope"   // valid token without the scopes or roles needed
-	ReasonIntrospectionFailed Reason = "introspection_failed" // the introspection endpoint could not answer
-	ReasonInactive            Reason = "inactive"             // introspection said active=false
-	ReasonInvalid             Reason = "invalid"              // any other defect (missing exp, missing required claim…)
+	ReasonMissing                Reason = "missing"                 // no Authorization header
+	ReasonMalformed              Reason = "malformed"               // not a JWT, bad header syntax, token in the query string
+	ReasonExpired                Reason = "expired"                 // exp (plus skew) is in the past
+	ReasonNotYetValid            Reason = "not_yet_valid"           // nbf or iat (minus skew) is in the future
+	ReasonBadSignature           Reason = "bad_signature"           // signature does not verify, or a disallowed algorithm
+	ReasonWrongAudience          Reason = "wrong_audience"          // aud names none of the accepted audiences
+	ReasonWrongIssuer            Reason = "wrong_issuer"            // iss is not a configured issuer
+	ReasonWrongTokenType         Reason = "wrong_token_type"        // a JWT that is not an access token (typ not at+jwt, an ID token)
+	ReasonUnknownKey             Reason = "unknown_key"             // kid not in the issuer's key set, even after a refresh
+	ReasonInsufficientScope      Reason = "insufficient_scope"      // valid token without the scopes or roles needed
+	ReasonIntrospectionFailed    Reason = "introspection_failed"    // the introspection endpoint could not answer
+	ReasonIntrospectionThrottled Reason = "introspection_throttled" // a token in neither cache while introspection calls are over their bound
+	ReasonInactive               Reason = "inactive"                // introspection said active=false
+	ReasonInvalid                Reason = "invalid"                 // any other defect (missing exp, missing required claim…)
 )
 
 // Error is the error a [Verifier] returns. Callers branch on Reason with
@@ -54,19 +55,20 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels, one per [Reason], for use with [errors.Is].
 var (
-	ErrMissing             = &Error{Reason: ReasonMissing}
-	ErrMalformed           = &Error{Reason: ReasonMalformed}
-	ErrExpired             = &Error{Reason: ReasonExpired}
-	ErrNotYetValid         = &Error{Reason: ReasonNotYetValid}
-	ErrBadSignature        = &Error{Reason: ReasonBadSignature}
-	ErrWrongAudience       = &Error{Reason: ReasonWrongAudience}
-	ErrWrongIssuer         = &Error{Reason: ReasonWrongIssuer}
-	ErrWrongTokenType      = &Error{Reason: ReasonWrongTokenType}
-	ErrUnknownKey          = &Error{Reason: ReasonUnknownKey}
-	ErrInsufficientScope   = &Error{Reason: ReasonInsufficientScope}
-	ErrIntrospectionFailed = &Error{Reason: ReasonIntrospectionFailed}
-	ErrInactive            = &Error{Reason: ReasonInactive}
-	ErrInvalid             = &Error{Reason: ReasonInvalid}
+	ErrMissing                = &Error{Reason: ReasonMissing}
+	ErrMalformed              = &Error{Reason: ReasonMalformed}
+	ErrExpired                = &Error{Reason: ReasonExpired}
+	ErrNotYetValid            = &Error{Reason: ReasonNotYetValid}
+	ErrBadSignature           = &Error{Reason: ReasonBadSignature}
+	ErrWrongAudience          = &Error{Reason: ReasonWrongAudience}
+	ErrWrongIssuer            = &Error{Reason: ReasonWrongIssuer}
+	ErrWrongTokenType         = &Error{Reason: ReasonWrongTokenType}
+	ErrUnknownKey             = &Error{Reason: ReasonUnknownKey}
+	ErrInsufficientScope      = &Error{Reason: ReasonInsufficientScope}
+	ErrIntrospectionFailed    = &Error{Reason: ReasonIntrospectionFailed}
+	ErrIntrospectionThrottled = &Error{Reason: ReasonIntrospectionThrottled}
+	ErrInactive               = &Error{Reason: ReasonInactive}
+	ErrInvalid                = &Error{Reason: ReasonInvalid}
 )
 
 // ReasonOf returns the Reason carried by err, or [ReasonInvalid] when err

@@ -2,7 +2,9 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,13 +13,25 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 )
 
 // introspector verifies opaque tokens with RFC 7662. An active response
 // is held to the rules a JWT is: an audience naming this resource, a
 // subject, exp, nbf and iat within the skew, and the configured issuer.
+//
+// A token reaches it only when the verified-token cache does not hold it.
+// What the endpoint's answer refused is remembered for negativeTTL in
+// refused (its own LRU, so that made-up tokens never push verified ones
+// out of theirs); requests with one token at once share one call; and
+// the calls for the tokens in neither cache are bounded by calls: over
+// it, a token is refused with [ReasonIntrospectionThrottled] (the
+// middleware answers 503). So random opaque tokens cost the authorization
+// server at most that rate.
 type introspector struct {
 	url        string
 	issuer     string // IntrospectionOptions.Issuer; "" accepts any iss, and principals carry url
@@ -31,6 +45,18 @@ type introspector struct {
 	roles      []string
 	skew       time.Duration
 	now        func() time.Time
+
+	refused     *lru.Cache[[sha256.Size]byte, refusal]
+	negativeTTL time.Duration
+	calls       *rate.Limiter
+	callRate    float64
+	inflight    singleflight.Group // calls under way, by token hash
+}
+
+// refusal is a remembered refusal of a token by the endpoint's answer.
+type refusal struct {
+	err     *Error
+	expires time.Time
 }
 
 func newIntrospector(ctx context.Context, o Options, client *http.Client, now func() time.Time) (*introspector, error) {
@@ -49,10 +75,30 @@ func newIntrospector(ctx context.Context, o Options, client *http.Client, now fu
 		auds = append(auds, is.Audiences...)
 	}
 	auds = append(auds, in.Audiences...)
+	size := o.CacheSize
+	if size <= 0 {
+		size = DefaultCacheSize
+	}
+	refused, err := lru.New[[sha256.Size]byte, refusal](size)
+	if err != nil {
+		return nil, err
+	}
+	ttl, perSecond, burst := in.NegativeCacheTTL, in.MaxCallsPerSecond, in.MaxCallsBurst
+	if ttl <= 0 {
+		ttl = DefaultNegativeCacheTTL
+	}
+	if perSecond <= 0 {
+		perSecond = DefaultIntrospectionRate
+	}
+	if burst <= 0 {
+		burst = DefaultIntrospectionBurst
+	}
 	ix := &introspector{
 		url: in.URL, issuer: in.Issuer, clientID: in.ClientID, secret: secret, client: client,
 		timeout: in.Timeout, audiences: auds, allowNoAud: in.AllowMissingAudience,
 		roles: o.RolesClaims, skew: o.ClockSkew, now: now,
+		refused: refused, negativeTTL: ttl,
+		calls: rate.NewLimiter(rate.Limit(perSecond), burst), callRate: perSecond,
 	}
 	if in.AuthMethod == AuthMethodBearer {
 		cc := &clientcredentials.Config{ClientID: in.ClientID, ClientSecret: secret, TokenURL: in.TokenURL}
@@ -62,7 +108,55 @@ func newIntrospector(ctx context.Context, o Options, client *http.Client, now fu
 	return ix, nil
 }
 
+// verify answers from the remembered refusals, or, within the call rate,
+// asks the endpoint.
 func (ix *introspector) verify(ctx context.Context, token string) (*Principal, error) {
+	key := tokenHash(token)
+	now := ix.now()
+	if r, ok := ix.refused.Get(key); ok {
+		if now.Before(r.expires) {
+			return nil, r.err
+		}
+		ix.refused.Remove(key)
+	}
+	// Requests with the same token at once share one call (and one charge
+	// on the bound). The call is not cancelled with the request that
+	// happens to make it, which the others wait on; ix.timeout bounds it.
+	v, err, _ := ix.inflight.Do(string(key[:]), func() (any, error) {
+		if !ix.calls.AllowN(now, 1) {
+			return nil, fail(ReasonIntrospectionThrottled, "introspection: over %g calls a second for tokens not in the caches", ix.callRate)
+		}
+		p, err := ix.introspect(context.WithoutCancel(ctx), token)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && remembered(e.Reason) {
+				ix.refused.Add(key, refusal{
+					err:     &Error{Reason: e.Reason, Err: fmt.Errorf("%w (an answer remembered for up to %s)", e.Err, ix.negativeTTL)},
+					expires: now.Add(ix.negativeTTL),
+				})
+			}
+			return nil, err
+		}
+		return p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Each caller gets a principal of its own: the verified-token cache
+	// completes the one it is handed before sharing it.
+	p := *v.(*Principal)
+	return &p, nil
+}
+
+// remembered reports whether a refusal for reason is kept: those the
+// endpoint's answer decided and that stay true, not a failed call, and
+// not a token that is valid in a moment.
+func remembered(r Reason) bool {
+	return r != ReasonIntrospectionFailed && r != ReasonNotYetValid
+}
+
+// introspect asks the endpoint about token and checks its answer.
+func (ix *introspector) introspect(ctx context.Context, token string) (*Principal, error) {
 	ctx, cancel := context.WithTimeout(ctx, ix.timeout)
 	defer cancel()
 	form := url.Values{"token": {token}, "token_type_hint": {"access_token"}}

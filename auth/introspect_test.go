@@ -2,6 +2,9 @@ package auth
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,6 +31,8 @@ type fakeIntrospection struct {
 	// answers maps a token to the active response the endpoint gives,
 	// besides the built-in ones below.
 	answers map[string]map[string]any
+	// slow, when set, runs before each answer with the token asked about.
+	slow func(token string)
 }
 
 // activeAnswer is an active introspection response for token "opaque-good"
@@ -59,6 +64,9 @@ func newFakeIntrospection(t *testing.T) *fakeIntrospection {
 		if r.FormValue("token_type_hint") != "access_token" {
 			writeJSON(w, 400, map[string]string{"error": "invalid_request"})
 			return
+		}
+		if f.slow != nil {
+			f.slow(r.FormValue("token"))
 		}
 		if a, ok := f.answers[r.FormValue("token")]; ok {
 			writeJSON(w, 200, a)
@@ -239,11 +247,17 @@ func TestIntrospectionCache(t *testing.T) {
 	if got := f.calls.Load(); got != 2 {
 		t.Errorf("introspection calls after exp = %d, want 2", got)
 	}
-	// Failures are not cached.
+	// What the endpoint refused is remembered (see
+	// TestIntrospectionNegativeCache); a failed call is not.
 	_, _ = v.Verify(ctx, "opaque-revoked")
 	_, _ = v.Verify(ctx, "opaque-revoked")
-	if got := f.calls.Load(); got != 4 {
-		t.Errorf("introspection calls = %d, want 4", got)
+	if got := f.calls.Load(); got != 3 {
+		t.Errorf("introspection calls = %d, want 3", got)
+	}
+	_, _ = v.Verify(ctx, "opaque-500")
+	_, _ = v.Verify(ctx, "opaque-500")
+	if got := f.calls.Load(); got != 5 {
+		t.Errorf("introspection calls = %d, want 5 (failed calls are not remembered)", got)
 	}
 }
 
@@ -255,6 +269,8 @@ func TestIntrospectionReusesConnections(t *testing.T) {
 	f := newFakeIntrospection(t)
 	o := introspectionOptions(t, f, "")
 	o.Introspection.Timeout = 10 * time.Second
+	// Every call goes out: the bound on calls is not what this measures.
+	o.Introspection.MaxCallsPerSecond, o.Introspection.MaxCallsBurst = 1e6, 1e6
 	v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +280,7 @@ func TestIntrospectionReusesConnections(t *testing.T) {
 	for w := range conc {
 		wg.Go(func() {
 			for i := range each {
-				// Refused tokens are not cached: every one is introspected.
+				// Every token is new: every one is introspected.
 				if _, err := v.Verify(context.Background(), fmt.Sprintf("opaque-revoked-%d-%d", w, i)); err == nil {
 					t.Errorf("an inactive token was accepted")
 				}
@@ -290,5 +306,293 @@ func TestIntrospectionSecretFile(t *testing.T) {
 	o.Introspection.ClientSecretFile = "/dev/zero"
 	if _, err := NewVerifier(context.Background(), o, Deps{}); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("endless secret file: error %v, want one saying it is too large", err)
+	}
+}
+
+// randomToken is an opaque token no one issued, as an attacker makes them.
+func randomToken(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// TestIntrospectionNegativeCache sends the same made-up opaque token again
+// and again: the endpoint is asked once, and the token is refused from the
+// negative cache until its TTL (default or configured) ends. What the
+// endpoint's answer refused is remembered, whatever the reason, but a
+// token not yet valid is asked about again.
+func TestIntrospectionNegativeCache(t *testing.T) {
+	tests := []struct {
+		name       string
+		ttl        time.Duration // auth.introspection.negative_cache_ttl; 0 keeps the default
+		answer     map[string]any
+		wantReason Reason
+		wantTTL    time.Duration
+		remembered bool
+	}{
+		{name: "inactive, default TTL", wantReason: ReasonInactive, wantTTL: DefaultNegativeCacheTTL, remembered: true},
+		{name: "inactive, TTL 5s", ttl: 5 * time.Second, wantReason: ReasonInactive, wantTTL: 5 * time.Second, remembered: true},
+		{name: "active for another audience", answer: activeAnswer(map[string]any{"aud": "https://other/mcp"}), wantReason: ReasonWrongAudience, wantTTL: DefaultNegativeCacheTTL, remembered: true},
+		{name: "active, expired", answer: activeAnswer(map[string]any{"exp": t0.Add(-time.Hour).Unix()}), wantReason: ReasonExpired, wantTTL: DefaultNegativeCacheTTL, remembered: true},
+		{name: "active, not yet valid", answer: activeAnswer(map[string]any{"nbf": t0.Add(time.Hour).Unix()}), wantReason: ReasonNotYetValid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeIntrospection(t)
+			o := introspectionOptions(t, f, "")
+			o.Introspection.NegativeCacheTTL = tt.ttl
+			o.Defaults()
+			clk := newClock()
+			v, err := NewVerifier(context.Background(), o, Deps{Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			token := randomToken(t)
+			if tt.answer != nil {
+				f.answers[token] = tt.answer
+			}
+			const n = 20
+			for i := range n {
+				if _, err := v.Verify(context.Background(), token); ReasonOf(err) != tt.wantReason {
+					t.Fatalf("try %d: err = %v, want %s", i, err, tt.wantReason)
+				}
+			}
+			want := int32(n)
+			if tt.remembered {
+				want = 1
+			}
+			if got := f.calls.Load(); got != want {
+				t.Fatalf("%d tries of one token: %d introspection calls, want %d", n, got, want)
+			}
+			if !tt.remembered {
+				return
+			}
+			clk.Advance(tt.wantTTL - time.Second)
+			if _, err := v.Verify(context.Background(), token); ReasonOf(err) != tt.wantReason || f.calls.Load() != 1 {
+				t.Fatalf("within the TTL: err = %v, calls %d; want %s from the cache, 1 call", err, f.calls.Load(), tt.wantReason)
+			}
+			clk.Advance(time.Second)
+			if _, err := v.Verify(context.Background(), token); ReasonOf(err) != tt.wantReason || f.calls.Load() != 2 {
+				t.Fatalf("after the TTL: err = %v, calls %d; want %s and a new call", err, f.calls.Load(), tt.wantReason)
+			}
+		})
+	}
+}
+
+// TestIntrospectionThrottle sends more distinct made-up opaque tokens than
+// the bound on introspection calls allows: the endpoint gets the burst's
+// worth of calls, the rest are refused as throttled (never accepted), a
+// token verified before the flood keeps working from the cache, and once
+// the bucket refills new tokens are introspected again.
+func TestIntrospectionThrottle(t *testing.T) {
+	tests := []struct {
+		name            string
+		perSecond       float64
+		burst           int
+		wantBurst       int
+		wantRefillAfter time.Duration // one more call allowed after this
+	}{
+		{name: "defaults", wantBurst: DefaultIntrospectionBurst, wantRefillAfter: time.Second / DefaultIntrospectionRate},
+		{name: "10/s, burst 20", perSecond: 10, burst: 20, wantBurst: 20, wantRefillAfter: 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeIntrospection(t)
+			o := introspectionOptions(t, f, "")
+			o.Introspection.MaxCallsPerSecond, o.Introspection.MaxCallsBurst = tt.perSecond, tt.burst
+			o.Defaults()
+			clk := newClock()
+			v, err := NewVerifier(context.Background(), o, Deps{Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := v.Verify(ctx, "opaque-good"); err != nil {
+				t.Fatal(err)
+			}
+			// That call took one of the burst.
+			flood := 3 * tt.wantBurst
+			var inactive, throttled int
+			for range flood {
+				_, err := v.Verify(ctx, randomToken(t))
+				switch ReasonOf(err) {
+				case ReasonInactive:
+					inactive++
+				case ReasonIntrospectionThrottled:
+					throttled++
+				default:
+					t.Fatalf("a made-up token: err = %v, want inactive or introspection_throttled", err)
+				}
+			}
+			if got := int(f.calls.Load()); got != tt.wantBurst || inactive != tt.wantBurst-1 || throttled != flood-(tt.wantBurst-1) {
+				t.Fatalf("%d made-up tokens: %d calls in all, %d inactive, %d throttled; want %d calls, %d inactive, the rest throttled",
+					flood, got, inactive, throttled, tt.wantBurst, tt.wantBurst-1)
+			}
+			// Verified before: answered from the cache, no call.
+			if p, err := v.Verify(ctx, "opaque-good"); err != nil || p.Subject != "bob" {
+				t.Fatalf("a verified token during the flood: %v, %v", p, err)
+			}
+			// New and valid: refused too, fail closed, until the bucket refills.
+			f.answers["opaque-new"] = activeAnswer(nil)
+			if _, err := v.Verify(ctx, "opaque-new"); ReasonOf(err) != ReasonIntrospectionThrottled || !errors.Is(err, ErrIntrospectionThrottled) {
+				t.Fatalf("a new token during the flood: err = %v, want introspection_throttled", err)
+			}
+			clk.Advance(tt.wantRefillAfter)
+			if p, err := v.Verify(ctx, "opaque-new"); err != nil || p.Subject != "bob" {
+				t.Fatalf("a new token after %v: %v, %v; want it introspected and accepted", tt.wantRefillAfter, p, err)
+			}
+			if got := int(f.calls.Load()); got != tt.wantBurst+1 {
+				t.Errorf("calls = %d, want %d", got, tt.wantBurst+1)
+			}
+		})
+	}
+}
+
+// TestMiddlewareIntrospectionFlood runs the middleware on the introspection
+// verifier, as /mcp does, against an endpoint that counts its calls: one
+// made-up token sent again and again costs one call and gets 401 each time;
+// distinct made-up tokens past the bound get 503 with Retry-After, counted
+// with reason introspection_throttled, and the endpoint sees no more than
+// the bound's calls; a valid token keeps working throughout.
+func TestMiddlewareIntrospectionFlood(t *testing.T) {
+	f := newFakeIntrospection(t)
+	o := introspectionOptions(t, f, "")
+	o.Introspection.MaxCallsPerSecond, o.Introspection.MaxCallsBurst = 5, 10
+	o.Defaults()
+	v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reasons := map[Reason]int{}
+	hook := func(_ context.Context, e Event) { mu.Lock(); reasons[e.Reason]++; mu.Unlock() }
+	h := Middleware(v, o, testMetadataURL, Deps{Hook: hook})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	send := func(token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/mcp", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := send("opaque-good"); rec.Code != http.StatusOK {
+		t.Fatalf("valid token: status %d, want 200", rec.Code)
+	}
+
+	same := randomToken(t)
+	for i := range 50 {
+		if rec := send(same); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Header().Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Fatalf("made-up token, try %d: status %d, WWW-Authenticate %q; want 401 invalid_token", i, rec.Code, rec.Header().Get("WWW-Authenticate"))
+		}
+	}
+	if got := f.calls.Load(); got != 2 {
+		t.Fatalf("one made-up token sent 50 times: %d calls in all, want 2 (the valid token's and one)", got)
+	}
+
+	const distinct = 100
+	var unauthorized, unavailable int
+	for range distinct {
+		rec := send(randomToken(t))
+		switch rec.Code {
+		case http.StatusUnauthorized:
+			unauthorized++
+		case http.StatusServiceUnavailable:
+			unavailable++
+			if rec.Header().Get("Retry-After") == "" {
+				t.Fatal("503 without Retry-After")
+			}
+		default:
+			t.Fatalf("made-up token: status %d, want 401 or 503", rec.Code)
+		}
+	}
+	// Two of the burst of 10 went to the valid token and the repeated one.
+	if calls := f.calls.Load(); calls > 10 || unauthorized != 8 || unavailable != distinct-8 {
+		t.Fatalf("%d distinct made-up tokens: %d calls in all, %d got 401, %d got 503; want at most 10 calls, 8 401s, the rest 503",
+			distinct, calls, unauthorized, unavailable)
+	}
+	if rec := send("opaque-good"); rec.Code != http.StatusOK {
+		t.Fatalf("valid token after the flood: status %d, want 200", rec.Code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reasons[ReasonIntrospectionThrottled] != unavailable || reasons[ReasonInactive] != 50+unauthorized || reasons[""] != 2 {
+		t.Errorf("hook reasons %v, want %d introspection_throttled, %d inactive, 2 allowed", reasons, unavailable, 50+unauthorized)
+	}
+}
+
+// TestIntrospectionCoalesces sends one new token on many requests at once,
+// as a client that starts several calls with a fresh token does, or an
+// attacker repeating one made-up token: the endpoint is asked once, every
+// request gets its answer, and the bound on calls is charged once.
+func TestIntrospectionCoalesces(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		answer     map[string]any
+		wantReason Reason
+	}{
+		{name: "active", answer: activeAnswer(nil)},
+		{name: "made-up", answer: map[string]any{"active": false}, wantReason: ReasonInactive},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeIntrospection(t)
+			o := introspectionOptions(t, f, "")
+			o.Introspection.Timeout = 10 * time.Second
+			o.Introspection.MaxCallsBurst = 2
+			token := randomToken(t)
+			release := make(chan struct{})
+			f.slow = func(tok string) {
+				if tok == token {
+					<-release
+				}
+			}
+			f.answers[token] = tt.answer
+			v, err := NewVerifier(context.Background(), o, Deps{Now: newClock().Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			principals := make(chan *Principal, n)
+			for range n {
+				wg.Go(func() {
+					p, err := v.Verify(context.Background(), token)
+					errs <- err
+					principals <- p
+				})
+			}
+			// Let the requests pile up on the first call, then answer it.
+			for f.calls.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond)
+			close(release)
+			wg.Wait()
+			close(errs)
+			close(principals)
+			for err := range errs {
+				if ReasonOf(err) != tt.wantReason && (err != nil || tt.wantReason != "") {
+					t.Errorf("err = %v, want %q", err, tt.wantReason)
+				}
+			}
+			seen := map[*Principal]bool{}
+			for p := range principals {
+				if p != nil {
+					seen[p] = true
+				}
+			}
+			if tt.wantReason == "" && len(seen) != n {
+				t.Errorf("%d requests got %d distinct principals, want one each (each is the caller's own)", n, len(seen))
+			}
+			if got := f.calls.Load(); got != 1 {
+				t.Fatalf("%d requests with one token at once: %d introspection calls, want 1", n, got)
+			}
+			// The burst of 2 was charged once: one more new token passes.
+			if _, err := v.Verify(context.Background(), randomToken(t)); ReasonOf(err) != ReasonInactive {
+				t.Errorf("next new token: err = %v, want inactive (not throttled)", err)
+			}
+		})
 	}
 }

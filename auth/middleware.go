@@ -43,7 +43,14 @@ type Hook func(context.Context, Event)
 //   - a token that fails verification: 401 with error="invalid_token" and an
 //     error_description naming the reason (never the token);
 //   - introspection endpoint down: 503 (fail closed);
+//   - a token in neither of introspection's caches while its calls are over
+//     IntrospectionOptions.MaxCallsPerSecond: 503 with Retry-After (fail
+//     closed, reason introspection_throttled);
 //   - a valid token without o.RequiredScopes: 403 error="insufficient_scope".
+//
+// A refused request that has a body is answered at once, without reading
+// it, with "Connection: close" (HTTP/1), so that a client that never
+// sends the body it declared cannot hold the connection.
 //
 // On success the [Principal] is in the request context ([PrincipalFrom]),
 // and so is the SDK's [sdkauth.TokenInfo] with UserID issuer+"|"+subject,
@@ -95,6 +102,9 @@ func Middleware(v Verifier, o Options, metadataURL string, deps Deps) func(http.
 			}
 
 			token, reason := bearerToken(r)
+			if reason != "" {
+				closeUnreadBody(w, r)
+			}
 			switch reason {
 			case "":
 			case ReasonMissing:
@@ -111,11 +121,18 @@ func Middleware(v Verifier, o Options, metadataURL string, deps Deps) func(http.
 				err = fail(ReasonInvalid, "verifier returned no principal")
 			}
 			if err != nil {
+				closeUnreadBody(w, r)
 				reason := ReasonOf(err)
 				switch reason {
 				case ReasonIntrospectionFailed:
 					w.Header().Set("Retry-After", "5")
 					http.Error(w, "authorization server unavailable", http.StatusServiceUnavailable)
+				case ReasonIntrospectionThrottled:
+					// Fail closed: the token may be fine, so the client
+					// should retry, not re-authenticate.
+					w.Header().Set("Retry-After", "1")
+					w.Header().Set("Cache-Control", "no-store")
+					http.Error(w, "too many new tokens to verify; retry shortly", http.StatusServiceUnavailable)
 				case ReasonInsufficientScope:
 					WriteInsufficientScope(w, metadataURL, challenge)
 				default:
@@ -125,6 +142,7 @@ func Middleware(v Verifier, o Options, metadataURL string, deps Deps) func(http.
 				return
 			}
 			if !p.HasScopes(required...) {
+				closeUnreadBody(w, r)
 				WriteInsufficientScope(w, metadataURL, challenge)
 				deny(ReasonInsufficientScope, p, nil)
 				return
@@ -133,6 +151,20 @@ func Middleware(v Verifier, o Options, metadataURL string, deps Deps) func(http.
 			r = r.WithContext(WithPrincipal(ctx, p))
 			withTokenInfo.ServeHTTP(w, r)
 		})
+	}
+}
+
+// closeUnreadBody marks a refusal of an HTTP/1 request that has a body
+// "Connection: close". Auth refuses before anything reads the body, and
+// net/http would otherwise read it before answering, so a client that
+// declares a body it never sends, or trickles it, would wait for its 401
+// (and hold the connection) until server.read_body_timeout. Closed, the
+// connection answers at once and is not reused (the body deadline
+// middleware does not wait for the body either). HTTP/2 streams are left
+// alone: there the header would close every stream of the connection.
+func closeUnreadBody(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
 	}
 }
 

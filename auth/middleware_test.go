@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -230,5 +231,56 @@ func TestWriteInsufficientScope(t *testing.T) {
 	want := `Bearer resource_metadata="` + testMetadataURL + `", scope="a b", error="insufficient_scope", error_description="the token lacks the scopes needed"`
 	if rec.Code != 403 || rec.Header().Get("WWW-Authenticate") != want {
 		t.Errorf("got %d %q, want 403 %q", rec.Code, rec.Header().Get("WWW-Authenticate"), want)
+	}
+}
+
+// TestMiddlewareClosesUnreadBody checks that a refusal of a request with a
+// body, which auth answers without reading it, says Connection: close, so
+// that net/http neither waits for the body nor reuses the connection; an
+// allowed request, a request without a body and an HTTP/2 stream are left
+// alone.
+func TestMiddlewareClosesUnreadBody(t *testing.T) {
+	tests := []struct {
+		name      string
+		auth      string
+		body      string
+		proto     int // major version; 0 means 1
+		wantCode  int
+		wantClose bool
+	}{
+		{name: "missing, body", body: "{}", wantCode: 401, wantClose: true},
+		{name: "Basic scheme, body", auth: "Basic eDp5", body: "{}", wantCode: 401, wantClose: true},
+		{name: "malformed, body", auth: "Bearer", body: "{}", wantCode: 400, wantClose: true},
+		{name: "expired, body", auth: "Bearer expired-token-CCCC", body: "{}", wantCode: 401, wantClose: true},
+		{name: "introspection down, body", auth: "Bearer down-token-EEEE", body: "{}", wantCode: 503, wantClose: true},
+		{name: "insufficient scope, body", auth: "Bearer weak-token-BBBB", body: "{}", wantCode: 403, wantClose: true},
+		{name: "missing, no body", wantCode: 401},
+		{name: "missing, body, HTTP/2", body: "{}", proto: 2, wantCode: 401},
+		{name: "allowed, body", auth: "Bearer good-token-AAAA", body: "{}", wantCode: 200},
+	}
+	o := Options{Resource: testResource, RequiredScopes: []string{"mcp:tools"}}
+	h := Middleware(fakeVerifier(), o, testMetadataURL, Deps{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			req := httptest.NewRequest("POST", "/mcp", body)
+			if tt.proto == 2 {
+				req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
+			}
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.wantCode {
+				t.Fatalf("status %d, want %d", rec.Code, tt.wantCode)
+			}
+			if got := rec.Header().Get("Connection") == "close"; got != tt.wantClose {
+				t.Errorf("Connection: %q, want close %v", rec.Header().Get("Connection"), tt.wantClose)
+			}
+		})
 	}
 }

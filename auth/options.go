@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -146,6 +147,30 @@ type IntrospectionOptions struct {
 	// Audiences are accepted "aud" values besides Options.Resource and the
 	// issuers' Audiences, which introspected tokens are also held to.
 	Audiences []string `yaml:"audiences"`
+	// NegativeCacheTTL is how long a token the introspection endpoint's
+	// answer refused (active false; or active but expired, for another
+	// audience or issuer, or without a subject) stays refused without
+	// another call, so that sending the same bad token again costs the
+	// authorization server nothing. Such answers are kept in a cache of
+	// their own, keyed by the token's SHA-256 and bounded by CacheSize,
+	// so that they never push verified tokens out. A token that becomes
+	// active within the TTL (an authorization server whose replicas lag)
+	// is refused until it ends, hence a short default. Failed calls and
+	// not-yet-valid tokens are never remembered. Zero means 30s; at most
+	// 10m.
+	NegativeCacheTTL time.Duration `yaml:"negative_cache_ttl"`
+	// MaxCallsPerSecond bounds the introspection calls made for tokens in
+	// neither cache, so that a flood of made-up opaque tokens cannot turn
+	// into a flood of calls to the authorization server. Over it (after
+	// MaxCallsBurst), a request with such a token is refused with 503 and
+	// Retry-After, never accepted, and counted with reason
+	// introspection_throttled; tokens already verified, or already
+	// refused, are answered from their cache as usual. The bound is per
+	// replica. Zero means 50.
+	MaxCallsPerSecond float64 `yaml:"max_calls_per_second" schema:"min=0"`
+	// MaxCallsBurst is how many introspection calls may go out at once
+	// above MaxCallsPerSecond. Zero means 100.
+	MaxCallsBurst int `yaml:"max_calls_burst" schema:"min=0"`
 	// AllowMissingAudience accepts an active introspection response with
 	// no "aud" at all (RFC 7662 makes it optional). Off, such a token is
 	// refused: without an audience nothing says it was issued for this
@@ -203,6 +228,14 @@ const (
 	DefaultJWKSRefreshInterval = 10 * time.Second
 	DefaultJWKSMaxAge          = 15 * time.Minute
 	DefaultIntrospectTimeout   = 5 * time.Second
+	// DefaultNegativeCacheTTL, DefaultIntrospectionRate and
+	// DefaultIntrospectionBurst are the defaults of
+	// IntrospectionOptions.NegativeCacheTTL, MaxCallsPerSecond and
+	// MaxCallsBurst; MaxNegativeCacheTTL is the longest NegativeCacheTTL.
+	DefaultNegativeCacheTTL   = 30 * time.Second
+	MaxNegativeCacheTTL       = 10 * time.Minute
+	DefaultIntrospectionRate  = 50
+	DefaultIntrospectionBurst = 100
 	// MaxTokenSize is the largest bearer token accepted (bytes).
 	MaxTokenSize = 8 << 10
 )
@@ -246,6 +279,15 @@ func (o *Options) Defaults() {
 		}
 		if o.Introspection.Timeout == 0 {
 			o.Introspection.Timeout = DefaultIntrospectTimeout
+		}
+		if o.Introspection.NegativeCacheTTL == 0 {
+			o.Introspection.NegativeCacheTTL = DefaultNegativeCacheTTL
+		}
+		if o.Introspection.MaxCallsPerSecond == 0 {
+			o.Introspection.MaxCallsPerSecond = DefaultIntrospectionRate
+		}
+		if o.Introspection.MaxCallsBurst == 0 {
+			o.Introspection.MaxCallsBurst = DefaultIntrospectionBurst
 		}
 	}
 }
@@ -343,6 +385,15 @@ func (o *Options) Validate() error {
 		if in.Timeout < 0 || in.Timeout > time.Minute {
 			add("introspection.timeout", "must be between 0 and 1m, got %v", in.Timeout)
 		}
+		if in.NegativeCacheTTL < 0 || in.NegativeCacheTTL > MaxNegativeCacheTTL {
+			add("introspection.negative_cache_ttl", "must be between 0 and %v, got %v", MaxNegativeCacheTTL, in.NegativeCacheTTL)
+		}
+		if in.MaxCallsPerSecond < 0 || math.IsNaN(in.MaxCallsPerSecond) || math.IsInf(in.MaxCallsPerSecond, 0) {
+			add("introspection.max_calls_per_second", "must be a number, 0 or more, got %v", in.MaxCallsPerSecond)
+		}
+		if in.MaxCallsBurst < 0 {
+			add("introspection.max_calls_burst", "must not be negative")
+		}
 		if in.Issuer != "" {
 			if err := checkURL(in.Issuer, false); err != nil {
 				add("introspection.issuer", "%v", err)
@@ -353,7 +404,8 @@ func (o *Options) Validate() error {
 				add(fmt.Sprintf("introspection.audiences[%d]", j), "empty audience")
 			}
 		}
-	} else if in.ClientID != "" || in.ClientSecretFile != "" || in.TokenURL != "" || in.Issuer != "" || len(in.Audiences) > 0 || in.AllowMissingAudience {
+	} else if in.ClientID != "" || in.ClientSecretFile != "" || in.TokenURL != "" || in.Issuer != "" || len(in.Audiences) > 0 || in.AllowMissingAudience ||
+		in.NegativeCacheTTL != 0 || in.MaxCallsPerSecond != 0 || in.MaxCallsBurst != 0 {
 		add("introspection.url", "required when other introspection settings are set")
 	}
 	if o.ClockSkew < 0 || o.ClockSkew > MaxClockSkew {

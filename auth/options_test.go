@@ -47,6 +47,16 @@ func TestValidate(t *testing.T) {
 		{name: "introspection knob without introspection", mutate: func(o *Options) {
 			o.Introspection = IntrospectionOptions{AllowMissingAudience: true}
 		}, want: []string{"introspection.url: required"}},
+		{name: "introspection bounds", mutate: func(o *Options) {
+			o.Introspection = IntrospectionOptions{URL: "https://as/i", ClientID: "c", ClientSecretFile: "/s",
+				NegativeCacheTTL: 11 * time.Minute, MaxCallsPerSecond: -1, MaxCallsBurst: -1}
+		}, want: []string{"introspection.negative_cache_ttl: must be between 0 and 10m0s", "introspection.max_calls_per_second: must be a number, 0 or more", "introspection.max_calls_burst: must not be negative"}},
+		{name: "introspection negative TTL", mutate: func(o *Options) {
+			o.Introspection = IntrospectionOptions{URL: "https://as/i", ClientID: "c", ClientSecretFile: "/s", NegativeCacheTTL: -time.Second}
+		}, want: []string{"introspection.negative_cache_ttl:"}},
+		{name: "introspection bounds without introspection", mutate: func(o *Options) {
+			o.Introspection = IntrospectionOptions{MaxCallsPerSecond: 10}
+		}, want: []string{"introspection.url: required"}},
 		{name: "policy problems", mutate: func(o *Options) {
 			o.Policy = []ToolPolicy{{Tool: "a", Scopes: []string{"bad scope"}}, {Tool: "a"}, {Scopes: []string{"x"}}}
 		}, want: []string{"policy[0].scopes[0]: invalid scope", "policy[1].tool: duplicate", "policy[2].tool: required"}},
@@ -84,7 +94,8 @@ func TestDefaults(t *testing.T) {
 	o.Defaults()
 	if o.ResourceName != "Portcullis" || o.ClockSkew != 30*time.Second || o.CacheSize != 10000 || o.CacheTTL != 5*time.Minute ||
 		len(o.RolesClaims) != 2 || len(o.Issuers[0].Algorithms) != 3 || o.Introspection.AuthMethod != AuthMethodClientSecretBasic ||
-		o.Introspection.Timeout != 5*time.Second || o.JWKSRefreshInterval != DefaultJWKSRefreshInterval {
+		o.Introspection.Timeout != 5*time.Second || o.JWKSRefreshInterval != DefaultJWKSRefreshInterval ||
+		o.Introspection.NegativeCacheTTL != 30*time.Second || o.Introspection.MaxCallsPerSecond != 50 || o.Introspection.MaxCallsBurst != 100 {
 		t.Errorf("Defaults = %+v", o)
 	}
 	if !o.Enabled() || (&Options{}).Enabled() {

@@ -11,7 +11,7 @@ import (
 // TestCORSPreflight sends browser preflights and actual requests to the
 // binary (dev mode: auth on, metadata served) with one allowed origin:
 // /mcp answers an allowed origin's preflight before auth and refuses
-// another origin's with 403; the metadata URLs answer every origin's
+// another origin's, a loopback one included, with 403; the metadata URLs answer every origin's
 // preflight, never with 404.
 func TestCORSPreflight(t *testing.T) {
 	const allowed, other = "https://app.example.com", "https://evil.example.com"
@@ -47,6 +47,10 @@ func TestCORSPreflight(t *testing.T) {
 	}{
 		{name: "/mcp preflight, allowed origin", method: http.MethodOptions, path: "/mcp", origin: allowed, preflight: true, wantStatus: http.StatusNoContent, wantACAO: allowed},
 		{name: "/mcp preflight, other origin", method: http.MethodOptions, path: "/mcp", origin: other, preflight: true, wantStatus: http.StatusForbidden},
+		// A listed origin makes the list the rule: a page on another
+		// loopback port is refused like any other.
+		{name: "/mcp preflight, unlisted loopback origin", method: http.MethodOptions, path: "/mcp", origin: "http://127.0.0.1:5173", preflight: true, wantStatus: http.StatusForbidden},
+		{name: "/mcp without a token, unlisted loopback origin", method: http.MethodPost, path: "/mcp", origin: "http://localhost:6274", wantStatus: http.StatusForbidden},
 		{name: "/mcp without a token, allowed origin", method: http.MethodPost, path: "/mcp", origin: allowed, wantStatus: http.StatusUnauthorized, wantACAO: allowed},
 		{name: "/mcp without a token, no origin", method: http.MethodPost, path: "/mcp", wantStatus: http.StatusUnauthorized},
 		{name: "metadata preflight, allowed origin", method: http.MethodOptions, path: "/.well-known/oauth-protected-resource", origin: allowed, preflight: true, wantStatus: http.StatusNoContent, wantACAO: "*"},

@@ -328,6 +328,83 @@ func (r toolResult) text() string {
 	return strings.Join(parts, "\n")
 }
 
+// TestIntrospectionFloodRealBinary sends made-up opaque tokens to the
+// binary in front of a real OpenID provider's introspection endpoint, with
+// a proxy counting the calls that reach it: one made-up token sent again
+// and again costs one call (the negative cache), distinct ones past the
+// bound get 503 with Retry-After and are counted as
+// reason="introspection_throttled" while the IdP sees no more than the
+// bound's calls, and a token verified before the flood keeps working.
+func TestIntrospectionFloodRealBinary(t *testing.T) {
+	idp := startIdP(t)
+	proxy := startFaultProxy(t, idp.Issuer())
+	secret := filepath.Join(t.TempDir(), "introspection-secret")
+	if err := os.WriteFile(secret, []byte(idpIntrospectorSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	resource := "http://" + addr + "/mcp"
+	const burst = 5
+	cfg := writeConfigFile(t, map[string]any{"auth": map[string]any{
+		"resource":        resource,
+		"required_scopes": []string{"mcp:tools"},
+		"introspection": map[string]any{
+			"url":                  proxy.URL + "/token/introspection",
+			"client_id":            idpIntrospector,
+			"client_secret_file":   secret,
+			"max_calls_per_second": 0.1, // one call every 10s past the burst
+			"max_calls_burst":      burst,
+		},
+	}})
+	srv := startServer(t, nil, "--config", cfg, "--listen", addr)
+	endpoint := srv.MCPURL()
+	const path = "/token/introspection"
+	list := modernToolsList(2)
+	valid := idp.OpaqueToken(t, resource)
+	callOK(t, endpoint, list, modernHeaders(valid, "tools/list", ""))
+	if n := proxy.Requests(path); n != 1 {
+		t.Fatalf("introspection calls after one valid token: %d, want 1", n)
+	}
+
+	madeUp := func(i int) string { return fmt.Sprintf("made-up-opaque-token-%d-%d", time.Now().UnixNano(), i) }
+	same := madeUp(0)
+	for i := range 10 {
+		resp, body, _ := timedPost(t, endpoint, list, modernHeaders(same, "tools/list", ""), 10*time.Second)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("made-up token, try %d: status %d, want 401: %s", i, resp.StatusCode, body)
+		}
+	}
+	if n := proxy.Requests(path); n != 2 {
+		t.Fatalf("one made-up token sent 10 times: %d introspection calls in all, want 2", n)
+	}
+
+	var unauthorized, throttled int
+	for i := range 4 * burst {
+		resp, body, _ := timedPost(t, endpoint, list, modernHeaders(madeUp(i+1), "tools/list", ""), 10*time.Second)
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized:
+			unauthorized++
+		case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+			throttled++
+		default:
+			t.Fatalf("made-up token: status %d, Retry-After %q; want 401, or 503 with Retry-After: %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	// The burst, less the two calls above, and maybe one more token the
+	// bucket got back meanwhile.
+	if n := proxy.Requests(path); n > burst+1 || unauthorized > burst-2+1 || throttled < 4*burst-(burst-2+1) {
+		t.Fatalf("%d distinct made-up tokens: %d introspection calls in all, %d got 401, %d got 503; want at most %d calls, the rest 503",
+			4*burst, n, unauthorized, throttled, burst+1)
+	}
+	callOK(t, endpoint, list, modernHeaders(valid, "tools/list", ""))
+	if n := scrapeSum(t, srv, "portcullis_auth_requests_total", `outcome="denied"`, `reason="introspection_throttled"`); n != float64(throttled) {
+		t.Errorf(`portcullis_auth_requests_total{reason="introspection_throttled"} = %v, want %d`, n, throttled)
+	}
+	if n := scrapeSum(t, srv, "portcullis_auth_requests_total", `outcome="denied"`, `reason="inactive"`); n != float64(10+unauthorized) {
+		t.Errorf(`portcullis_auth_requests_total{reason="inactive"} = %v, want %d`, n, 10+unauthorized)
+	}
+}
+
 // TestFaultUpstreamSlowOrDown: the weather tool's upstream hangs (longer
 // than the tool's own client timeout allows: the tool timeout must cut it
 // off) or refuses connections. Either way the call ends in bounded time

@@ -15,15 +15,15 @@ import (
 )
 
 // CORS on /mcp. A browser page may call the endpoint when its origin is
-// allowed ([Options.AllowedOrigins], or a loopback page talking to a
-// loopback server); any other origin gets 403 and no CORS headers. A
-// preflight (OPTIONS with Origin and Access-Control-Request-Method) from an
-// allowed origin is answered before auth, since browsers send no token on
-// a preflight. Actual responses to an allowed origin name it in
-// Access-Control-Allow-Origin (never "*": the answer depends on the
-// origin, hence Vary: Origin) and expose the protocol's response headers.
-// No cookies are involved (the token is a header), so
-// Access-Control-Allow-Credentials is not sent.
+// allowed: listed in [Options.AllowedOrigins], or, while that list is
+// empty, a loopback page talking to a loopback server. Any other origin
+// gets 403 and no CORS headers. A preflight (OPTIONS with Origin and
+// Access-Control-Request-Method) from an allowed origin is answered
+// before auth, since browsers send no token on a preflight. Actual
+// responses to an allowed origin name it in Access-Control-Allow-Origin
+// (never "*": the answer depends on the origin, hence Vary: Origin) and
+// expose the protocol's response headers. No cookies are involved (the
+// token is a header), so Access-Control-Allow-Credentials is not sent.
 
 // corsMaxAge is how long a browser may cache a preflight's answer. Browsers
 // cap it (Chromium at two hours).
@@ -50,6 +50,14 @@ func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if !h.originAllowed(r, origin) {
 		h.logger.WarnContext(r.Context(), "origin not allowed", "origin", origin)
+		// The refusal comes before auth and never reads the body: with
+		// Connection: close, net/http (and limits.BodyDeadline) do not
+		// wait for a body the client may never send, as for auth's
+		// refusals (auth.Middleware). Not on HTTP/2, where it would close
+		// every stream of the connection.
+		if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+		}
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return false
 	}
@@ -123,13 +131,17 @@ func (h *Handler) OriginGuard(next http.Handler) http.Handler {
 	})
 }
 
-// originAllowed reports whether a browser origin may call the endpoint: it
-// is listed, or both it and the address the request arrived at are loopback
-// (a local page talking to a local server; a DNS-rebinding page has a
+// originAllowed reports whether a browser origin may call the endpoint.
+// With origins listed, it must be one of them: a page on another loopback
+// port is another program (any local web server, a page it serves), so
+// once the operator names the origins they trust, loopback pages must be
+// named too. With none listed, it must be a loopback origin and the
+// address the request arrived at loopback too (a local page talking to a
+// local server, such as the MCP Inspector; a DNS-rebinding page has a
 // non-loopback origin).
 func (h *Handler) originAllowed(r *http.Request, origin string) bool {
-	if slices.Contains(h.origins, origin) {
-		return true
+	if len(h.origins) > 0 {
+		return slices.Contains(h.origins, origin)
 	}
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if !ok || !loopback.Host(local.String()) {

@@ -1,10 +1,14 @@
 package mcp
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestCORS sends preflights and actual requests to /mcp as the server
@@ -101,6 +105,85 @@ func TestCORS(t *testing.T) {
 			}
 			if tt.wantStatus == http.StatusNoContent && resp.Header.Get("Access-Control-Max-Age") == "" {
 				t.Error("no Access-Control-Max-Age")
+			}
+		})
+	}
+}
+
+// TestOriginRule checks which browser origins may call /mcp: a loopback
+// page on a loopback listener only while mcp.allowed_origins is empty,
+// and once the list names origins, those alone, loopback pages included.
+// A listener that is not loopback allows the listed origins only, empty
+// list or not.
+func TestOriginRule(t *testing.T) {
+	var (
+		loopbackLn = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+		publicLn   = &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 8080}
+	)
+	const (
+		app         = "https://app.example.com"
+		inspector   = "http://localhost:6274"
+		otherPort   = "http://127.0.0.1:5173"
+		ipv6        = "http://[::1]:3000"
+		rebinding   = "http://evil.example.com"
+		nullOrigin  = "null"
+		fileOrigin  = "file://localhost"
+		wantAllowed = http.StatusOK
+		wantRefused = http.StatusForbidden
+	)
+	tests := []struct {
+		name     string
+		listener net.Addr
+		list     []string
+		origin   string
+		want     int
+	}{
+		{name: "empty list, loopback listener, loopback origin", listener: loopbackLn, origin: inspector, want: wantAllowed},
+		{name: "empty list, loopback listener, loopback IP origin", listener: loopbackLn, origin: otherPort, want: wantAllowed},
+		{name: "empty list, loopback listener, IPv6 loopback origin", listener: loopbackLn, origin: ipv6, want: wantAllowed},
+		{name: "empty list, loopback listener, other origin", listener: loopbackLn, origin: rebinding, want: wantRefused},
+		{name: "empty list, loopback listener, null origin", listener: loopbackLn, origin: nullOrigin, want: wantRefused},
+		{name: "empty list, loopback listener, file origin", listener: loopbackLn, origin: fileOrigin, want: wantRefused},
+		{name: "list, loopback listener, unlisted loopback origin", listener: loopbackLn, list: []string{app}, origin: otherPort, want: wantRefused},
+		{name: "list, loopback listener, unlisted localhost origin", listener: loopbackLn, list: []string{app}, origin: inspector, want: wantRefused},
+		{name: "list, loopback listener, listed loopback origin", listener: loopbackLn, list: []string{app, inspector}, origin: inspector, want: wantAllowed},
+		{name: "list, loopback listener, other port of a listed loopback origin", listener: loopbackLn, list: []string{inspector}, origin: "http://localhost:6275", want: wantRefused},
+		{name: "list, loopback listener, listed origin", listener: loopbackLn, list: []string{app}, origin: app, want: wantAllowed},
+		{name: "list, loopback listener, other origin", listener: loopbackLn, list: []string{app}, origin: rebinding, want: wantRefused},
+		{name: "list, loopback listener, no origin", listener: loopbackLn, list: []string{app}, want: wantAllowed},
+		{name: "empty list, public listener, loopback origin", listener: publicLn, origin: inspector, want: wantRefused},
+		{name: "empty list, public listener, no origin", listener: publicLn, want: wantAllowed},
+		{name: "list, public listener, listed origin", listener: publicLn, list: []string{app}, origin: app, want: wantAllowed},
+		{name: "list, public listener, unlisted loopback origin", listener: publicLn, list: []string{app}, origin: otherPort, want: wantRefused},
+		{name: "list, public listener, listed loopback origin", listener: publicLn, list: []string{inspector}, origin: inspector, want: wantAllowed},
+		{name: "list, public listener, other origin", listener: publicLn, list: []string{app}, origin: rebinding, want: wantRefused},
+	}
+	server := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := handlerFor(server, Options{AllowedOrigins: tt.list})
+			ok := h.OriginGuard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			ctx := context.WithValue(t.Context(), http.LocalAddrContextKey, tt.listener)
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader("{}"))
+			if tt.origin != "" {
+				r.Header.Set("Origin", tt.origin)
+			}
+			w := httptest.NewRecorder()
+			ok.ServeHTTP(w, r)
+			if w.Code != tt.want {
+				t.Fatalf("Origin %q, allowed_origins %q: status %d, want %d", tt.origin, tt.list, w.Code, tt.want)
+			}
+			acao := w.Header().Get("Access-Control-Allow-Origin")
+			if tt.want == wantAllowed && tt.origin != "" && acao != tt.origin {
+				t.Errorf("Access-Control-Allow-Origin %q, want %q", acao, tt.origin)
+			}
+			if tt.want == wantRefused && acao != "" {
+				t.Errorf("refused, yet Access-Control-Allow-Origin %q", acao)
+			}
+			// A refusal does not wait for the body it never reads (as
+			// auth's refusals do not).
+			if got, want := w.Header().Get("Connection"), map[bool]string{true: "close"}[tt.want == wantRefused]; got != want {
+				t.Errorf("Connection %q, want %q", got, want)
 			}
 		})
 	}

@@ -307,8 +307,10 @@ func TestHandlerBadInput(t *testing.T) {
 			header: map[string]string{"Origin": "https://app.example.com"}, wantStatus: http.StatusOK,
 		},
 		{
-			name: "loopback origin on a loopback listener", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
-			header: map[string]string{"Origin": "http://localhost:6274"}, wantStatus: http.StatusOK,
+			// allowed_origins names an origin: a loopback page must be
+			// listed too (see TestOriginRule).
+			name: "unlisted loopback origin on a loopback listener", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			header: map[string]string{"Origin": "http://localhost:6274"}, wantStatus: http.StatusForbidden,
 		},
 		{
 			name: "rebinding host on a loopback listener", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,

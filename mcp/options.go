@@ -29,9 +29,14 @@ type Options struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes" schema:"min=0"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
 	// call /mcp and get CORS answers: their preflights are answered and
-	// their responses carry CORS headers. [Handler.OriginGuard] applies it. A request with an
-	// Origin header that is not listed gets 403. Requests without an Origin
-	// header (non-browser clients) are unaffected.
+	// their responses carry CORS headers. [Handler.OriginGuard] applies it.
+	// When the list is empty, a page on a loopback origin (http or https,
+	// localhost or a loopback IP, any port) may call a server listening on
+	// a loopback address, and every other origin gets 403. Once the list
+	// names any origin, those alone are allowed: a loopback page must be
+	// listed too (http://localhost:6274 for the MCP Inspector), and any
+	// other Origin gets 403. Requests without an Origin header
+	// (non-browser clients) are unaffected.
 	AllowedOrigins []string `yaml:"allowed_origins" schema:"origin"`
 	// RequestState configures sealing of MRTR requestState.
 	RequestState RequestStateOptions `yaml:"request_state"`

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -38,10 +39,13 @@ const maxDrain = 256 << 10
 // left alone, and so are servers whose connections cannot take a
 // deadline.
 //
-// A body the handler did not read (a 401 before the body mattered) is
-// read here after the handler returns, as net/http would before reusing
-// the connection, under the same deadline, so that a client that never
-// sends it is also cut off and counted.
+// A body the handler did not read is read here after the handler
+// returns, as net/http would before reusing the connection, under the
+// same deadline, so that a client that never sends it is also cut off
+// and counted. Unless the handler's answer says "Connection: close" (the
+// refusals of auth and of the origin check, which need no body): then
+// the connection is not reused, nothing waits for the body, and the
+// answer goes out as soon as the handler returns.
 //
 // It belongs outermost, before authentication: the slow client needs no
 // token.
@@ -63,6 +67,10 @@ func BodyDeadline(timeout time.Duration, hook Hook) func(http.Handler) http.Hand
 			b := &deadlineBody{body: r.Body, rc: rc, ctx: r.Context(), hook: hook}
 			r.Body = b
 			next.ServeHTTP(w, r)
+			if closesConnection(w.Header()) {
+				b.abandon()
+				return
+			}
 			b.drain(r.ContentLength)
 		})
 	}
@@ -119,4 +127,30 @@ func (b *deadlineBody) drain(size int64) {
 		return
 	}
 	io.CopyN(io.Discard, b, maxDrain+1)
+}
+
+// abandon gives up on what is left of the body, for an answer that closes
+// the connection: net/http, which reads a body's rest when it closes it,
+// then fails at once instead of waiting for a client that may never send
+// it. Not counted: the client was not too slow, it was not waited for.
+func (b *deadlineBody) abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Now())
+	}
+}
+
+// closesConnection reports whether a response header says
+// "Connection: close".
+func closesConnection(h http.Header) bool {
+	for _, v := range h.Values("Connection") {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), "close") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -93,8 +93,10 @@ func TestBodyDeadline(t *testing.T) {
 		head   string
 		pause  time.Duration
 		chunks []string
-		// handler reads the body unless it is unread.
+		// handler reads the body unless it is unread; an unread body's
+		// 401 says Connection: close when closes is set, as auth's does.
 		unread     bool
+		closes     bool
 		wantStatus int
 		wantClose  bool
 		wantAfter  time.Duration
@@ -128,6 +130,23 @@ func TestBodyDeadline(t *testing.T) {
 			wantStatus: http.StatusUnauthorized, wantClose: true, wantAfter: timeout, wantEvents: 1,
 		},
 		{
+			// The handler drops the connection: nothing waits for the
+			// body, and nothing is counted.
+			name:       "unread body never ends, the answer closes the connection",
+			head:       "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",
+			chunks:     []string{"{"},
+			unread:     true,
+			closes:     true,
+			wantStatus: http.StatusUnauthorized, wantClose: true, wantAfter: 0,
+		},
+		{
+			name:       "unread body never arrives, the answer closes the connection",
+			head:       "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",
+			unread:     true,
+			closes:     true,
+			wantStatus: http.StatusUnauthorized, wantClose: true, wantAfter: 0,
+		},
+		{
 			name:   "slow body finishes in time",
 			head:   "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n",
 			pause:  time.Second,
@@ -151,6 +170,9 @@ func TestBodyDeadline(t *testing.T) {
 				var h http.Handler = readAll(40 * time.Second)
 				if tc.unread {
 					h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						if tc.closes {
+							w.Header().Set("Connection", "close")
+						}
 						http.Error(w, "unauthorized", http.StatusUnauthorized)
 					})
 				}
