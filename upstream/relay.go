@@ -196,19 +196,3 @@ func (u *upstream) setLogLevel(ctx context.Context, sess *sdk.ClientSession) {
 		u.logger.Debug("upstream: setting the log level failed", "error", err)
 	}
 }
-
-// logLevel is the log level a call sent upstream carries in its _meta for
-// an upstream on the 2026-07-28 era: the caller's own, when it speaks that
-// era and set one; "debug" for a caller of an older era, whose session
-// level filters the messages (see log); none otherwise.
-func logLevel(req *sdk.CallToolRequest) string {
-	if req.Params != nil {
-		if v, ok := req.Params.Meta[sdk.MetaKeyLogLevel].(string); ok {
-			return v
-		}
-	}
-	if req.Session != nil && callerProtocol(req.Session) < statelessEra {
-		return "debug"
-	}
-	return ""
-}

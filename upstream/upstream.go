@@ -617,12 +617,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 				params.Meta[MetaKeyPrincipal] = p.meta()
 			}
 		}
-		if lvl := logLevel(req); lvl != "" {
-			if params.Meta == nil {
-				params.Meta = sdk.Meta{}
-			}
-			params.Meta[sdk.MetaKeyLogLevel] = lvl
-		}
+		params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
 		target := &callTarget{ctx: ctx, session: req.Session}
 		untrack := u.inflight.add(sess, target)
 		defer untrack()
@@ -635,6 +630,9 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			kind = KindToolError
 		}
 		done(kind)
+		if rpcErr, ok := missingCapability(err); ok {
+			return nil, rpcErr
+		}
 		if err != nil {
 			return u.errorResult(kind, err), nil
 		}
@@ -732,7 +730,10 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 		return nil, u.requestError(KindUnavailable, err)
 	}
 	defer release()
-	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: u.meta(ctx)})
+	// A request the upstream makes within the read (on 2026-07-28) is
+	// the caller's.
+	tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
+	res, err := sess.ReadResource(tctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
 	kind := u.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
@@ -750,7 +751,8 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 			return nil, u.requestError(KindUnavailable, err)
 		}
 		defer release()
-		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: u.meta(ctx)})
+		tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
+		res, err := sess.GetPrompt(tctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
 		kind := u.classify(ctx, sess, err)
 		done(kind)
 		if err != nil {
