@@ -655,11 +655,20 @@ func (u *upstream) classify(ctx context.Context, sess *sdk.ClientSession, err er
 	case ctx.Err() != nil:
 		return KindCanceled
 	default:
-		if sess == u.session() {
+		if sess == u.session() && !streamEnded(err) {
 			signal(u.broken)
 		}
 		return KindTransport
 	}
+}
+
+// streamEnded reports whether err is the SDK client's answer to a call
+// whose response stream an HTTP upstream closed without a response and
+// without an event id to resume from: that call is lost, but the session
+// and the other calls in flight on it are fine, and reconnecting would
+// end those too. (The SDK has no sentinel error for it.)
+func streamEnded(err error) bool {
+	return strings.Contains(err.Error(), "request terminated without response")
 }
 
 // errorResult is what the caller reads when a call did not reach the
