@@ -11,6 +11,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -326,6 +328,42 @@ upstreams:
 				}
 			})
 		}
+	}
+
+	// The go-sdk server is stateless, so Portcullis speaks 2026-07-28 to
+	// it: the upstream sees the caller's capabilities in each call and
+	// refuses a caller without sampling with -32021, which reaches the
+	// caller as that error; a caller with sampling has the tool run.
+	for _, version := range []string{"2025-11-25", modernProtocol} {
+		t.Run("caller's capabilities, caller era "+version, func(t *testing.T) {
+			for _, sampling := range []bool{false, true} {
+				opts := &sdk.ClientOptions{}
+				if sampling {
+					opts.CreateMessageHandler = func(context.Context, *sdk.CreateMessageRequest) (*sdk.CreateMessageResult, error) {
+						return nil, fmt.Errorf("not asked")
+					}
+				}
+				client := sdk.NewClient(&sdk.Implementation{Name: "caps"}, opts)
+				tr := &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: httpClient, DisableStandaloneSSE: true, MaxRetries: -1}
+				cs, err := client.Connect(ctx, tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "gosdkhttp_test_missing_capability", Arguments: map[string]any{}})
+				cs.Close()
+				got := "no result"
+				if res != nil {
+					got = resultText(res)
+				}
+				var rpcErr *jsonrpc.Error
+				switch {
+				case !sampling && (!errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeMissingRequiredClientCapabilities):
+					t.Errorf("a caller without sampling: %q, %v; want JSON-RPC error -32021 from the upstream", got, err)
+				case sampling && (err != nil || res.IsError || !strings.Contains(got, "tool executed")):
+					t.Errorf("a caller with sampling: %q, %v; want the tool to run", got, err)
+				}
+			}
+		})
 	}
 
 	t.Run("list_changed reaches a client", func(t *testing.T) {
