@@ -93,10 +93,11 @@ redis-tools: ## Install redis-server (Debian's package; the Redis tests start th
 # bin/portcullis from `make build`. go-test-stock runs the unit tests again
 # on the SDK as released, which is what library users build with.
 go-test: build image ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK, bin/portcullis and the image in bin/image (needs make tools).
-	rm -f results/conformance.txt
+	rm -f results/conformance.txt results/upstream-conformance.txt
 	modfile="$$($(SDK_PATCH))"; \
 	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) PORTCULLIS_E2E_IMAGE=$(abspath $(IMAGE_DIR))/portcullis.oci.tar $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
 	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
+	@echo "MCP conformance suite, go-sdk everything-server directly and through Portcullis:"; cat results/upstream-conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 
 go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go test ./...` does and library users build.
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...

@@ -239,3 +239,68 @@ func TestHTTPUpstreamReusesConnections(t *testing.T) {
 		t.Errorf("%d calls, %d at a time, dialled %d new connections, want at most %d (a connection per call in flight, and some dialled while another was being returned)", conc*each, conc, n, 2*conc)
 	}
 }
+
+// An HTTP upstream that closes one call's response stream without an
+// answer (and without an event id to resume from) loses that call only:
+// the session stays, and so do the other calls in flight on it.
+func TestClosedCallStreamKeepsTheSession(t *testing.T) {
+	release := make(chan struct{})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server {
+		s := sdk.NewServer(&sdk.Implementation{Name: "dropping"}, nil)
+		s.AddTool(&sdk.Tool{Name: "drop", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{})
+			select { // the answer has no stream left to go on
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &sdk.CallToolResult{}, nil
+		})
+		s.AddTool(&sdk.Tool{Name: "block", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "released"}}}, nil
+		})
+		return s
+	}, &sdk.StreamableHTTPOptions{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	f := newFront(t)
+	m, err := New([]Options{{Name: "web", Transport: TransportHTTP, URL: srv.URL, Required: true}}, f.cat, Deps{HTTPClient: &http.Client{}, Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	defer within(t, "Manager.Close", func() { m.Close() })
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	sess := m.ups[0].session()
+
+	blocked := make(chan string, 1)
+	go func() {
+		res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_block", Arguments: map[string]any{}})
+		if err != nil {
+			blocked <- err.Error()
+			return
+		}
+		blocked <- text(res)
+	}()
+	u := m.ups[0]
+	waitFor(t, "the blocking call in flight", func() bool {
+		u.inflight.mu.Lock()
+		defer u.inflight.mu.Unlock()
+		return len(u.inflight.calls[u.session()]) == 1
+	})
+	other := f.caller(t, &sdk.ClientOptions{}, "2025-11-25")
+	res, err := other.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_drop", Arguments: map[string]any{}})
+	if err != nil || !res.IsError {
+		t.Fatalf("web_drop: %v %q, want an error result", err, text(res))
+	}
+	close(release)
+	if got := <-blocked; got != "released" {
+		t.Errorf("the call in flight on the same session ended with %q, want \"released\"", got)
+	}
+	if u.session() != sess {
+		t.Error("the upstream's session was replaced after one call's stream ended")
+	}
+}

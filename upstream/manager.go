@@ -253,7 +253,9 @@ func newClient(u *upstream, version string) *sdk.Client {
 		Logger: u.logger,
 		// Elicitation and sampling are offered so that an upstream may ask
 		// its caller during a call (relay.go); a caller that cannot answer
-		// has the request refused. No roots are offered.
+		// has the request refused. No roots are offered. A 2026-07-28
+		// upstream is sent the caller's own capabilities with each call
+		// instead (caller.go).
 		Capabilities: &sdk.ClientCapabilities{
 			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
 		},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,6 +23,12 @@ import (
 //     They carry no reference to the call, so they go to the caller of the
 //     one call in flight on that session; with none or several in flight,
 //     they are refused with a JSON-RPC error.
+//   - Log messages are notifications, which the SDK client hands to its
+//     handler on a goroutine of its own: one sent just before a call's
+//     result can be handled after the call has returned. So a log message
+//     goes to the one call that is in flight or ended within lateGrace on
+//     that session, and is dropped when there are several: it must never
+//     reach another caller.
 //
 // A caller on the 2026-07-28 era cannot be sent requests during a call;
 // those are refused with a JSON-RPC error that says so.
@@ -37,10 +44,24 @@ type callTarget struct {
 
 type targetKey struct{}
 
-// inflight tracks the calls in flight on each upstream session.
+// lateGrace is how long after a call ends a log message of its upstream
+// session may still be handled for it (see the package comment above).
+const lateGrace = time.Second
+
+// inflight tracks the calls in flight on each upstream session, and those
+// that ended within lateGrace.
 type inflight struct {
 	mu    sync.Mutex
 	calls map[*sdk.ClientSession]map[*callTarget]struct{}
+	ended map[*sdk.ClientSession]map[*callTarget]time.Time
+	now   func() time.Time // nil means time.Now
+}
+
+func (f *inflight) clock() time.Time {
+	if f.now != nil {
+		return f.now()
+	}
+	return time.Now()
 }
 
 // add records t as in flight on cs until the returned function is called.
@@ -61,7 +82,58 @@ func (f *inflight) add(cs *sdk.ClientSession, t *callTarget) func() {
 		if len(f.calls[cs]) == 0 {
 			delete(f.calls, cs)
 		}
+		if f.ended == nil {
+			f.ended = map[*sdk.ClientSession]map[*callTarget]time.Time{}
+		}
+		if f.ended[cs] == nil {
+			f.ended[cs] = map[*callTarget]time.Time{}
+		}
+		f.ended[cs][t] = f.clock()
+		f.pruneLocked()
 	}
+}
+
+// pruneLocked forgets the calls that ended more than lateGrace ago.
+func (f *inflight) pruneLocked() {
+	cutoff := f.clock().Add(-lateGrace)
+	for cs, ended := range f.ended {
+		for t, at := range ended {
+			if at.Before(cutoff) {
+				delete(ended, t)
+			}
+		}
+		if len(ended) == 0 {
+			delete(f.ended, cs)
+		}
+	}
+}
+
+// logTarget returns the caller a log message of an upstream belongs to:
+// the one named by ctx, or the caller of the only call on cs that is in
+// flight or ended within lateGrace. With several, the message is not
+// passed on: it could belong to any of them.
+func (f *inflight) logTarget(ctx context.Context, cs *sdk.ClientSession) (*callTarget, error) {
+	if t, ok := ctx.Value(targetKey{}).(*callTarget); ok {
+		return t, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pruneLocked()
+	var only *callTarget
+	n := 0
+	for t := range f.calls[cs] {
+		only, n = t, n+1
+	}
+	for t := range f.ended[cs] {
+		only, n = t, n+1
+	}
+	switch n {
+	case 0:
+		return nil, errNoCaller
+	case 1:
+		return only, nil
+	}
+	return nil, errAmbiguousCaller
 }
 
 // errNoCaller and errAmbiguousCaller are why a request of an upstream is
@@ -173,9 +245,9 @@ func (u *upstream) createMessage(ctx context.Context, req *sdk.CreateMessageWith
 
 // log passes an upstream's log message to the caller of the call it was
 // sent during, at the level the caller asked for (none, unless it did).
-// Messages that belong to no one call are dropped.
+// Messages that belong to no one call are dropped (see logTarget).
 func (u *upstream) log(ctx context.Context, req *sdk.LoggingMessageRequest) {
-	t, err := u.inflight.target(ctx, req.Session)
+	t, err := u.inflight.logTarget(ctx, req.Session)
 	if err != nil || t.session == nil {
 		return
 	}
@@ -197,20 +269,4 @@ func (u *upstream) setLogLevel(ctx context.Context, sess *sdk.ClientSession) {
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		u.logger.Debug("upstream: setting the log level failed", "error", err)
 	}
-}
-
-// logLevel is the log level a call sent upstream carries in its _meta for
-// an upstream on the 2026-07-28 era: the caller's own, when it speaks that
-// era and set one; "debug" for a caller of an older era, whose session
-// level filters the messages (see log); none otherwise.
-func logLevel(req *sdk.CallToolRequest) string {
-	if req.Params != nil {
-		if v, ok := req.Params.Meta[sdk.MetaKeyLogLevel].(string); ok {
-			return v
-		}
-	}
-	if req.Session != nil && callerProtocol(req.Session) < statelessEra {
-		return "debug"
-	}
-	return ""
 }

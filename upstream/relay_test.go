@@ -2,10 +2,12 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -289,5 +291,45 @@ func TestElicitationSchemaPassesUnchanged(t *testing.T) {
 				t.Errorf("the caller was asked with schema\n%s\nwant\n%s", got, want)
 			}
 		})
+	}
+}
+
+// TestLogTargetAfterTheCall: the SDK client hands a log notification to
+// its handler on a goroutine of its own, so a message sent just before a
+// call's result can be handled after the call returned. It still reaches
+// that call's caller within lateGrace, and never another caller's: while
+// another call could own it, it is dropped. Requests of the upstream go
+// to calls in flight only.
+func TestLogTargetAfterTheCall(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	f := inflight{now: func() time.Time { return now }}
+	cs := &sdk.ClientSession{}
+	a, b := &callTarget{}, &callTarget{}
+	ctx := context.Background()
+
+	f.add(cs, a)()
+	if got, err := f.logTarget(ctx, cs); err != nil || got != a {
+		t.Errorf("a log message just after a's call: %v, %v; want a", got, err)
+	}
+	if _, err := f.target(ctx, cs); !errors.Is(err, errNoCaller) {
+		t.Errorf("a request just after a's call: %v, want errNoCaller", err)
+	}
+
+	doneB := f.add(cs, b)
+	if got, err := f.logTarget(ctx, cs); !errors.Is(err, errAmbiguousCaller) {
+		t.Errorf("a log message while b runs and a just ended: %v, %v; want it dropped, it may be a's", got, err)
+	}
+	if got, err := f.target(ctx, cs); err != nil || got != b {
+		t.Errorf("a request while b runs: %v, %v; want b", got, err)
+	}
+
+	now = now.Add(lateGrace + time.Millisecond)
+	if got, err := f.logTarget(ctx, cs); err != nil || got != b {
+		t.Errorf("a log message once a is long gone: %v, %v; want b", got, err)
+	}
+	doneB()
+	now = now.Add(lateGrace + time.Millisecond)
+	if _, err := f.logTarget(ctx, cs); !errors.Is(err, errNoCaller) {
+		t.Errorf("a log message long after every call: %v, want errNoCaller", err)
 	}
 }

@@ -223,6 +223,10 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	}
 	u.setSession(sess, false)
 	u.logger.Info("upstream: connected", "protocol_version", protocolVersion(sess))
+	// The log level is set before the tools are in the catalog: a call
+	// that arrives as soon as they are would otherwise run on a session
+	// whose server drops its log messages.
+	u.setLogLevel(ctx, sess)
 	// A clash keeps the session, not ready, until a list_changed fixes it:
 	// reconnecting would not change the names.
 	if err := u.sync(ctx, sess); err == nil {
@@ -231,7 +235,6 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 		return err
 	}
 	u.resubscribe(ctx, sess)
-	u.setLogLevel(ctx, sess)
 	for {
 		select {
 		case <-ctx.Done():
@@ -617,13 +620,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 				params.Meta[MetaKeyPrincipal] = p.meta()
 			}
 		}
-		if lvl := logLevel(req); lvl != "" {
-			if params.Meta == nil {
-				params.Meta = sdk.Meta{}
-			}
-			//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
-			params.Meta[sdk.MetaKeyLogLevel] = lvl
-		}
+		params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
 		target := &callTarget{ctx: ctx, session: req.Session}
 		untrack := u.inflight.add(sess, target)
 		defer untrack()
@@ -636,6 +633,9 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			kind = KindToolError
 		}
 		done(kind)
+		if rpcErr, ok := missingCapability(err); ok {
+			return nil, rpcErr
+		}
 		if err != nil {
 			return u.errorResult(kind, err), nil
 		}
@@ -658,11 +658,20 @@ func (u *upstream) classify(ctx context.Context, sess *sdk.ClientSession, err er
 	case ctx.Err() != nil:
 		return KindCanceled
 	default:
-		if sess == u.session() {
+		if sess == u.session() && !streamEnded(err) {
 			signal(u.broken)
 		}
 		return KindTransport
 	}
+}
+
+// streamEnded reports whether err is the SDK client's answer to a call
+// whose response stream an HTTP upstream closed without a response and
+// without an event id to resume from: that call is lost, but the session
+// and the other calls in flight on it are fine, and reconnecting would
+// end those too. (The SDK has no sentinel error for it.)
+func streamEnded(err error) bool {
+	return strings.Contains(err.Error(), "request terminated without response")
 }
 
 // errorResult is what the caller reads when a call did not reach the
@@ -733,7 +742,10 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 		return nil, u.requestError(KindUnavailable, err)
 	}
 	defer release()
-	res, err := sess.ReadResource(ctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: u.meta(ctx)})
+	// A request the upstream makes within the read (on 2026-07-28) is
+	// the caller's.
+	tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
+	res, err := sess.ReadResource(tctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
 	kind := u.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
@@ -751,7 +763,8 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 			return nil, u.requestError(KindUnavailable, err)
 		}
 		defer release()
-		res, err := sess.GetPrompt(ctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: u.meta(ctx)})
+		tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
+		res, err := sess.GetPrompt(tctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
 		kind := u.classify(ctx, sess, err)
 		done(kind)
 		if err != nil {

@@ -1,0 +1,92 @@
+//lint:file-ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; callers and upstreams of every revision still use them, and this file passes on what the caller declared
+
+package upstream
+
+import (
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The caller's request, not Portcullis's. On the 2026-07-28 era every
+// request names its client in its _meta: the client's capabilities, its
+// name and version, and the log level it wants. An upstream on that era
+// decides by them what it may ask of the client (a tool that needs
+// sampling refuses a client without it, -32021). A call Portcullis sends
+// upstream on a caller's behalf carries the caller's, so that the upstream
+// refuses what the caller cannot do exactly as it would directly; the SDK
+// client fills in Portcullis's own only where a key is absent, and leaves
+// the ones set here alone. Nothing else of the caller's _meta goes
+// upstream, and never its token.
+
+// callerMeta returns m, the _meta of a request sent upstream on sess for
+// the caller's request req (whose own _meta is reqMeta), with the caller's
+// client capabilities, client info and log level when sess speaks the
+// 2026-07-28 era. An upstream of an older era reads the client's from the
+// session, which is Portcullis's (see setLogLevel for the log level).
+func callerMeta[P sdk.Params](m sdk.Meta, sess *sdk.ClientSession, req *sdk.ServerRequest[P], reqMeta sdk.Meta) sdk.Meta {
+	if req == nil || protocolVersion(sess) < statelessEra {
+		return m
+	}
+	if m == nil {
+		m = sdk.Meta{}
+	}
+	m[sdk.MetaKeyClientCapabilities] = forwardedCapabilities(req.ClientCapabilities())
+	if info := req.ClientInfo(); info != nil {
+		m[sdk.MetaKeyClientInfo] = info
+	}
+	if lvl := logLevel(reqMeta, req.Session); lvl != "" {
+		m[sdk.MetaKeyLogLevel] = lvl
+	}
+	return m
+}
+
+// forwardedCapabilities is the clientCapabilities object sent upstream for
+// a caller that declared c (nil: nothing): its sampling and elicitation as
+// declared, which Portcullis passes on to the caller (relay.go). Roots,
+// extensions and experimental capabilities are left out: Portcullis does
+// not pass roots requests on, and an extension it does not know (the tasks
+// extension among them) could change what the upstream answers into
+// something Portcullis cannot carry back. The object is built as a map:
+// the SDK's ClientCapabilities encodes an empty "roots" even when the
+// client has none.
+func forwardedCapabilities(c *sdk.ClientCapabilities) map[string]any {
+	caps := map[string]any{}
+	if c == nil {
+		return caps
+	}
+	if c.Sampling != nil {
+		caps["sampling"] = c.Sampling
+	}
+	if c.Elicitation != nil {
+		caps["elicitation"] = c.Elicitation
+	}
+	return caps
+}
+
+// logLevel is the log level a request sent to an upstream on the
+// 2026-07-28 era carries in its _meta: the caller's own, when it speaks
+// that era and set one in reqMeta; "debug" for a caller of an older era,
+// whose session level filters the messages (see log); none otherwise.
+func logLevel(reqMeta sdk.Meta, caller *sdk.ServerSession) string {
+	if v, ok := reqMeta[sdk.MetaKeyLogLevel].(string); ok {
+		return v
+	}
+	if caller != nil && callerProtocol(caller) < statelessEra {
+		return "debug"
+	}
+	return ""
+}
+
+// missingCapability returns the upstream's error when it refused a
+// request because the client lacks a capability (-32021): the caller
+// gets that error as it is, data included, as it would directly, not an
+// error result.
+func missingCapability(err error) (*jsonrpc.Error, bool) {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code == sdk.CodeMissingRequiredClientCapabilities {
+		return rpcErr, true
+	}
+	return nil, false
+}
