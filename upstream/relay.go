@@ -26,9 +26,11 @@ import (
 //   - Log messages are notifications, which the SDK client hands to its
 //     handler on a goroutine of its own: one sent just before a call's
 //     result can be handled after the call has returned. So a log message
-//     goes to the one call that is in flight or ended within lateGrace on
-//     that session, and is dropped when there are several: it must never
-//     reach another caller.
+//     goes to the one call in flight on that session or, with none in
+//     flight, to the one call that ended within lateGrace; otherwise it is
+//     dropped. (A message handled late while another call is in flight on
+//     a shared session goes to that call's caller: nothing in it says
+//     which call it belongs to. Per-principal upstreams share no session.)
 //
 // A caller on the 2026-07-28 era cannot be sent requests during a call;
 // those are refused with a JSON-RPC error that says so.
@@ -109,21 +111,18 @@ func (f *inflight) pruneLocked() {
 }
 
 // logTarget returns the caller a log message of an upstream belongs to:
-// the one named by ctx, or the caller of the only call on cs that is in
-// flight or ended within lateGrace. With several, the message is not
-// passed on: it could belong to any of them.
+// the one named by ctx, the caller of the only call in flight on cs, or,
+// with none in flight, the caller of the only call that ended within
+// lateGrace. With several, the message is not passed on.
 func (f *inflight) logTarget(ctx context.Context, cs *sdk.ClientSession) (*callTarget, error) {
-	if t, ok := ctx.Value(targetKey{}).(*callTarget); ok {
-		return t, nil
+	if t, err := f.target(ctx, cs); !errors.Is(err, errNoCaller) {
+		return t, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pruneLocked()
 	var only *callTarget
 	n := 0
-	for t := range f.calls[cs] {
-		only, n = t, n+1
-	}
 	for t := range f.ended[cs] {
 		only, n = t, n+1
 	}
