@@ -38,8 +38,9 @@
 // result: say what went wrong and what to do about it.
 //
 // Run it with `go run . serve --dev`: dev mode prints a token for the
-// embedded issuer. In production, configure auth as for the binary (see the
-// README); tools that auth.policy names are guarded like the built-in ones.
+// embedded issuer. In production, configure auth as for the binary (see its
+// sign-in page, docs/sign-in.md); tools that auth.policy names are guarded
+// like the built-in ones.
 //
 // # Compatibility
 //
@@ -95,7 +96,7 @@ func Main(opts ...Option) {
 //
 // serve owns the process as the binary does: it sets the Go runtime's
 // memory limit and garbage-collector target unless GOMEMLIMIT and GOGC are
-// set (see the README's Performance section), and installs
+// set (see docs/operations.md), and installs
 // OpenTelemetry's error handler. Run one serve per process.
 //
 // Run returns nil on success and when help was asked for. Otherwise its

@@ -235,8 +235,12 @@ func TestHTTPUpstreamReusesConnections(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := dialled.Load() - before; n > 2*conc {
-		t.Errorf("%d calls, %d at a time, dialled %d new connections, want at most %d (a connection per call in flight, and some dialled while another was being returned)", conc*each, conc, n, 2*conc)
+	// A pool that keeps its connections dials only when none is idle: the
+	// connections open at once are at most the calls in flight plus the
+	// idle ones it keeps, whatever the timing. A pool that closes them (8
+	// idle per host, as before) dials again every few calls.
+	if n, most := dialled.Load()-before, int64(conc+idleConnsPerHost); n > most {
+		t.Errorf("%d calls, %d at a time, dialled %d new connections, want at most %d (the calls in flight and the idle connections kept)", conc*each, conc, n, most)
 	}
 }
 

@@ -23,7 +23,8 @@ type Info struct {
 }
 
 // Table lists every limit. The metrics pre-register their series from it,
-// and README.md and docs/runbook.md name every entry (a test checks).
+// and docs/operations.md and docs/runbook.md name every entry (a test
+// checks).
 var Table = []Info{
 	{Name: LimitBodySize, Bounds: "a request body's size; 413", Keys: []string{"mcp.max_body_bytes"}, Metric: RejectionsMetric},
 	{Name: LimitHeaderSize, Bounds: "a request header's size; 431", Keys: []string{"server.max_header_bytes"}, Metric: RejectionsMetric},
