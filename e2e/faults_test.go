@@ -236,6 +236,22 @@ func TestFaultJWKSOutageAndKeyRotation(t *testing.T) {
 	}
 }
 
+// introspectionBehindProxy is what the introspection fault tests share:
+// the IdP with a fault proxy in front of it, the introspection client's
+// secret in a file, and the address (and so the resource URL) the server
+// will listen on.
+func introspectionBehindProxy(t *testing.T) (idp *IdP, proxy *faultProxy, secretFile, addr, resource string) {
+	t.Helper()
+	idp = startIdP(t)
+	proxy = startFaultProxy(t, idp.Issuer())
+	secretFile = filepath.Join(t.TempDir(), "introspection-secret")
+	if err := os.WriteFile(secretFile, []byte(idpIntrospectorSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr = freeLoopbackAddr(t)
+	return idp, proxy, secretFile, addr, "http://" + addr + "/mcp"
+}
+
 // TestFaultIntrospectionSlowOrDown: opaque tokens are verified by RFC 7662
 // introspection. When the endpoint hangs, the wait is bounded by
 // auth.introspection.timeout; when it hangs or is down the server fails
@@ -243,14 +259,7 @@ func TestFaultJWKSOutageAndKeyRotation(t *testing.T) {
 // retry, not re-authenticate), logs the reason, and recovers when the
 // endpoint does.
 func TestFaultIntrospectionSlowOrDown(t *testing.T) {
-	idp := startIdP(t)
-	proxy := startFaultProxy(t, idp.Issuer())
-	secret := filepath.Join(t.TempDir(), "introspection-secret")
-	if err := os.WriteFile(secret, []byte(idpIntrospectorSecret), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeLoopbackAddr(t)
-	resource := "http://" + addr + "/mcp"
+	idp, proxy, secret, addr, resource := introspectionBehindProxy(t)
 	const timeout = time.Second
 	cfg := writeConfigFile(t, map[string]any{"auth": map[string]any{
 		"resource":        resource,
@@ -336,14 +345,7 @@ func (r toolResult) text() string {
 // reason="introspection_throttled" while the IdP sees no more than the
 // bound's calls, and a token verified before the flood keeps working.
 func TestIntrospectionFloodRealBinary(t *testing.T) {
-	idp := startIdP(t)
-	proxy := startFaultProxy(t, idp.Issuer())
-	secret := filepath.Join(t.TempDir(), "introspection-secret")
-	if err := os.WriteFile(secret, []byte(idpIntrospectorSecret), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeLoopbackAddr(t)
-	resource := "http://" + addr + "/mcp"
+	idp, proxy, secret, addr, resource := introspectionBehindProxy(t)
 	const burst = 5
 	cfg := writeConfigFile(t, map[string]any{"auth": map[string]any{
 		"resource":        resource,

@@ -278,23 +278,10 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 	m.Start(context.Background())
 	defer within(t, "Manager.Close", func() { m.Close() })
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
-	sess := m.ups[0].session()
-
-	blocked := make(chan string, 1)
-	go func() {
-		res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_block", Arguments: map[string]any{}})
-		if err != nil {
-			blocked <- err.Error()
-			return
-		}
-		blocked <- text(res)
-	}()
 	u := m.ups[0]
-	waitFor(t, "the blocking call in flight", func() bool {
-		u.inflight.mu.Lock()
-		defer u.inflight.mu.Unlock()
-		return len(u.inflight.calls[u.session()]) == 1
-	})
+	sess := u.session()
+
+	blocked := callInFlight(t, f.session, "web_block", u)
 	other := f.caller(t, &sdk.ClientOptions{}, "2025-11-25")
 	res, err := other.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_drop", Arguments: map[string]any{}})
 	if err != nil || !res.IsError {

@@ -164,21 +164,7 @@ func TestRequestsOfUnknownCallRefused(t *testing.T) {
 	m := startAsking(t, f, "2025-11-25", release)
 	var elicited atomic.Int32
 	cs := f.caller(t, answering(&elicited), "2025-11-25")
-	blocked := make(chan string, 1)
-	go func() {
-		res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_block", Arguments: map[string]any{}})
-		if err != nil {
-			blocked <- err.Error()
-			return
-		}
-		blocked <- text(res)
-	}()
-	u := m.ups[0]
-	waitFor(t, "the blocking call in flight", func() bool {
-		u.inflight.mu.Lock()
-		defer u.inflight.mu.Unlock()
-		return len(u.inflight.calls[u.session()]) == 1
-	})
+	blocked := callInFlight(t, cs, "be_block", m.ups[0])
 	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_elicit", Arguments: map[string]any{}})
 	close(release)
 	if err != nil {
@@ -193,6 +179,28 @@ func TestRequestsOfUnknownCallRefused(t *testing.T) {
 	if got := <-blocked; got != "released" {
 		t.Errorf("the blocking call ended with %q, want \"released\"", got)
 	}
+}
+
+// callInFlight starts a call of tool by cs and returns once it is the one
+// call in flight on u's session; the channel gets the call's text or
+// error when it ends.
+func callInFlight(t *testing.T, cs *sdk.ClientSession, tool string, u *upstream) <-chan string {
+	t.Helper()
+	ended := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: tool, Arguments: map[string]any{}})
+		if err != nil {
+			ended <- err.Error()
+			return
+		}
+		ended <- text(res)
+	}()
+	waitFor(t, "the "+tool+" call in flight", func() bool {
+		u.inflight.mu.Lock()
+		defer u.inflight.mu.Unlock()
+		return len(u.inflight.calls[u.session()]) == 1
+	})
+	return ended
 }
 
 func TestLogMessagesReachTheCallerThatAsked(t *testing.T) {
