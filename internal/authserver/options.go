@@ -1,0 +1,264 @@
+package authserver
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
+)
+
+// Defaults of [Options].
+const (
+	DefaultAccessTokenTTL  = 10 * time.Minute
+	DefaultRefreshTokenTTL = 30 * 24 * time.Hour
+	DefaultCodeTTL         = time.Minute
+	DefaultLoginTTL        = 10 * time.Minute
+	DefaultConsentTTL      = 90 * 24 * time.Hour
+)
+
+// Options is the authorization_server section: Portcullis as the OAuth 2.1
+// authorization server its Protected Resource Metadata names, signing users
+// in at the organisation's identity provider. Off unless Enabled.
+type Options struct {
+	// Enabled turns the authorization server on. With it off nothing of
+	// this section is used and the endpoints are not served.
+	Enabled bool `yaml:"enabled"`
+	// Issuer is the authorization server's issuer identifier, an https URL
+	// without query or fragment (http only for a loopback host). Default:
+	// the origin of auth.resource (https://mcp.example.com for
+	// https://mcp.example.com/mcp). Its endpoints are served under
+	// /oauth/ on the MCP listener, its metadata at
+	// /.well-known/oauth-authorization-server.
+	Issuer string `yaml:"issuer" schema:"url"`
+	// KeysFile is a JSON Web Key Set of private EC P-256 keys (ES256) that
+	// sign the access tokens, each with a "kid": the first signs, the others
+	// stay published and accepted (rotation: add the new key first, remove
+	// the old one after the longest token lifetime). Secrets of codes and
+	// refresh tokens are derived from the same keys, so every replica must
+	// mount the same file. Empty: a key made at start, fine for one replica
+	// and lost on restart (every token and code it issued stops working).
+	KeysFile string `yaml:"keys_file"`
+	// AccessTokenTTL is the lifetime of an access token. Default 10m. Access
+	// tokens are verified without a lookup, so a revoked grant's last token
+	// lives until it expires: keep this short.
+	AccessTokenTTL time.Duration `yaml:"access_token_ttl"`
+	// RefreshTokenTTL is the lifetime of a refresh token family. Default
+	// 720h (30 days). Refresh tokens rotate on every use; presenting a used
+	// one revokes the family.
+	RefreshTokenTTL time.Duration `yaml:"refresh_token_ttl"`
+	// CodeTTL is the lifetime of an authorization code. Default 1m.
+	CodeTTL time.Duration `yaml:"code_ttl"`
+	// LoginTTL is how long a user has to sign in at the identity provider
+	// and answer the consent page. Default 10m.
+	LoginTTL time.Duration `yaml:"login_ttl"`
+	// IdP is the identity provider users sign in at.
+	IdP IdPOptions `yaml:"idp"`
+	// Clients are the pre-registered clients (Claude's connector, VS Code,
+	// an internal agent…).
+	Clients []ClientOptions `yaml:"clients"`
+	// Consent configures the consent page.
+	Consent ConsentOptions `yaml:"consent"`
+}
+
+// IdPOptions configure the OpenID Connect provider users sign in at.
+// Portcullis is a confidential client there, with one redirect URI:
+// ISSUER/oauth/callback.
+type IdPOptions struct {
+	// Preset applies the known quirks of a provider: generic (default),
+	// entra, okta, google, keycloak. See docs/authorization-server.md.
+	Preset string `yaml:"preset" schema:"enum=generic|entra|okta|google|keycloak"`
+	// Issuer is the provider's issuer URL (its discovery document is
+	// ISSUER/.well-known/openid-configuration). For Entra ID:
+	// https://login.microsoftonline.com/TENANT/v2.0.
+	Issuer string `yaml:"issuer" schema:"url"`
+	// ClientID is Portcullis's client id at the provider.
+	ClientID string `yaml:"client_id"`
+	// ClientSecretFile is a file holding Portcullis's client secret at the
+	// provider (a mounted Secret).
+	ClientSecretFile string `yaml:"client_secret_file"`
+	// Scopes are requested at the provider. Default: openid email profile
+	// (and what the preset adds).
+	Scopes []string `yaml:"scopes"`
+	// GroupsClaims name the ID token claims whose values become the
+	// user's groups, which auth.policy roles match. Default: the preset's
+	// (groups, roles; Keycloak: realm_access.roles).
+	GroupsClaims []string `yaml:"groups_claims"`
+	// HostedDomains, when set, are the only Google Workspace domains (the
+	// ID token's hd claim) allowed to sign in. Required with preset google:
+	// without it any Google account could sign in.
+	HostedDomains []string `yaml:"hosted_domains"`
+	// AllowedEmailDomains, when set, are the only e-mail domains allowed to
+	// sign in (the ID token's email, which must be verified where the
+	// provider says so).
+	AllowedEmailDomains []string `yaml:"allowed_email_domains"`
+	// AllowHTTP accepts an http issuer on a loopback host (tests). Off by
+	// default.
+	AllowHTTP bool `yaml:"allow_http"`
+}
+
+// ClientOptions describe a pre-registered client: a public client using
+// PKCE, which has no secret.
+type ClientOptions struct {
+	// ClientID is the client's identifier.
+	ClientID string `yaml:"client_id" schema:"required"`
+	// Name is shown on the consent page.
+	Name string `yaml:"name"`
+	// RedirectURIs are matched exactly; an http://127.0.0.1 or
+	// http://[::1] one matches on any port (RFC 8252).
+	RedirectURIs []string `yaml:"redirect_uris"`
+}
+
+// ConsentOptions configure the consent page.
+type ConsentOptions struct {
+	// RememberFor is how long a user's approval of a client is
+	// remembered, so that the next sign-in of that client skips the page.
+	// Default 2160h (90 days); a negative value asks every time.
+	RememberFor time.Duration `yaml:"remember_for"`
+}
+
+// Defaults fills the zero values. resource is auth.resource.
+func (o *Options) Defaults(resource string) {
+	if o.Issuer == "" && resource != "" {
+		if u, err := url.Parse(resource); err == nil && u.Host != "" {
+			o.Issuer = u.Scheme + "://" + u.Host
+		}
+	}
+	o.Issuer = strings.TrimSuffix(o.Issuer, "/")
+	if o.AccessTokenTTL == 0 {
+		o.AccessTokenTTL = DefaultAccessTokenTTL
+	}
+	if o.RefreshTokenTTL == 0 {
+		o.RefreshTokenTTL = DefaultRefreshTokenTTL
+	}
+	if o.CodeTTL == 0 {
+		o.CodeTTL = DefaultCodeTTL
+	}
+	if o.LoginTTL == 0 {
+		o.LoginTTL = DefaultLoginTTL
+	}
+	if o.Consent.RememberFor == 0 {
+		o.Consent.RememberFor = DefaultConsentTTL
+	}
+	if o.IdP.Preset == "" {
+		o.IdP.Preset = "generic"
+	}
+}
+
+// Validate reports every problem at once, each as "key: problem" relative
+// to the section. resource is auth.resource.
+func (o *Options) Validate(resource string) error {
+	if !o.Enabled {
+		return nil
+	}
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	if resource == "" {
+		errs = append(errs, errors.New("enabled: needs auth.resource, the public URL of the MCP endpoint the tokens are for"))
+	}
+	if err := checkIssuer(o.Issuer, true); err != nil {
+		add("issuer", "%v", err)
+	}
+	for key, d := range map[string]time.Duration{
+		"access_token_ttl":  o.AccessTokenTTL,
+		"refresh_token_ttl": o.RefreshTokenTTL,
+		"code_ttl":          o.CodeTTL,
+		"login_ttl":         o.LoginTTL,
+	} {
+		if d <= 0 {
+			add(key, "must be positive")
+		}
+	}
+	if o.CodeTTL > 10*time.Minute {
+		add("code_ttl", "%s is longer than the 10 minutes RFC 6749 allows", o.CodeTTL)
+	}
+	idp := o.IdP
+	if _, ok := presets[idp.Preset]; !ok {
+		add("idp.preset", "%q: want generic, entra, okta, google or keycloak", idp.Preset)
+	}
+	if idp.Issuer == "" {
+		add("idp.issuer", "required: the identity provider users sign in at")
+	} else if err := checkIssuer(idp.Issuer, idp.AllowHTTP); err != nil {
+		add("idp.issuer", "%v", err)
+	}
+	if idp.ClientID == "" {
+		add("idp.client_id", "required: Portcullis's client id at the identity provider")
+	}
+	if idp.ClientSecretFile == "" {
+		add("idp.client_secret_file", "required: a file holding Portcullis's client secret at the identity provider")
+	}
+	if idp.Preset == "google" && len(idp.HostedDomains) == 0 {
+		add("idp.hosted_domains", "required with preset google: without it any Google account can sign in")
+	}
+	seen := map[string]bool{}
+	for i, c := range o.Clients {
+		k := fmt.Sprintf("clients[%d]", i)
+		if c.ClientID == "" {
+			add(k+".client_id", "required")
+		} else if seen[c.ClientID] {
+			add(k+".client_id", "duplicate client %q", c.ClientID)
+		}
+		seen[c.ClientID] = true
+		if len(c.RedirectURIs) == 0 {
+			add(k+".redirect_uris", "required: at least one")
+		}
+		for j, u := range c.RedirectURIs {
+			if err := checkRedirectURI(u); err != nil {
+				add(fmt.Sprintf("%s.redirect_uris[%d]", k, j), "%v", err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkIssuer accepts an https URL without query or fragment, or an http
+// one on a loopback host when allowHTTPLoopback.
+func checkIssuer(raw string, allowHTTPLoopback bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute URL", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q must have no query or fragment", raw)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowHTTPLoopback && loopback.Host(u.Host):
+	default:
+		return fmt.Errorf("%q must be https (http only on a loopback host)", raw)
+	}
+	return nil
+}
+
+// checkRedirectURI accepts an absolute URL without fragment that is https,
+// http on a loopback host, or a private-use scheme (RFC 8252 §7.1) that is
+// not one a browser runs.
+func checkRedirectURI(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return fmt.Errorf("%q is not an absolute URI", raw)
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("%q must have no fragment", raw)
+	}
+	switch s := strings.ToLower(u.Scheme); {
+	case s == "https":
+		if u.Host == "" {
+			return fmt.Errorf("%q has no host", raw)
+		}
+	case s == "http":
+		if !loopback.Host(u.Host) {
+			return fmt.Errorf("%q: http only on a loopback host (127.0.0.1, [::1], localhost)", raw)
+		}
+	case slices.Contains([]string{"javascript", "data", "file", "vbscript", "about", "blob", "ftp", "ws", "wss"}, s):
+		return fmt.Errorf("%q: scheme %s is not allowed", raw, s)
+	case !strings.Contains(s, "."):
+		return fmt.Errorf("%q: a private-use scheme must be a reverse domain name (com.example.app)", raw)
+	}
+	return nil
+}

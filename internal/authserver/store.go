@@ -1,0 +1,351 @@
+package authserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/handler/oauth2"
+)
+
+// store is fosite's storage on a KV: authorization codes, PKCE requests,
+// access and refresh token sessions, refresh-token families.
+//
+// A grant's family is fosite's request id, which every token issued from
+// one authorization code (and every refresh of them) shares. Refreshing
+// marks the presented refresh token used; presenting a used one makes
+// fosite revoke the family, which refuses every refresh token of it from
+// then on. Access tokens are JWTs verified without the store, so they
+// live until they expire (access_token_ttl).
+type store struct {
+	kv      KV
+	clients *clientRegistry
+	o       *Options
+	// onReuse is told when a used refresh token is presented.
+	onReuse func(ctx context.Context, clientID, subject string)
+}
+
+// Key families in the KV.
+const (
+	kCode      = "code"       // code signature → storedRequest
+	kCodeUsed  = "code-used"  // code signature → "1" once exchanged
+	kPKCE      = "pkce"       // code signature → storedRequest
+	kAccess    = "at"         // access token signature → storedRequest
+	kRefresh   = "rt"         // refresh token signature → storedRequest
+	kFamily    = "family"     // request id → "revoked"
+	kRefreshOf = "rt-current" // request id → current refresh signature
+)
+
+// storedRequest is a fosite request as the store keeps it. Only the
+// request form's non-secret parameters are kept: never a code, verifier,
+// refresh token, assertion or client secret.
+type storedRequest struct {
+	ID              string          `json:"id"`
+	RequestedAt     time.Time       `json:"requested_at"`
+	ClientID        string          `json:"client_id"`
+	RequestedScope  []string        `json:"requested_scope,omitempty"`
+	GrantedScope    []string        `json:"granted_scope,omitempty"`
+	RequestedAud    []string        `json:"requested_aud,omitempty"`
+	GrantedAud      []string        `json:"granted_aud,omitempty"`
+	Form            url.Values      `json:"form,omitempty"`
+	Session         json.RawMessage `json:"session"`
+	Active          bool            `json:"active"`
+	AccessSignature string          `json:"access_signature,omitempty"`
+}
+
+// keptForm are the request parameters a stored request keeps: what the
+// token endpoint compares (redirect_uri), what PKCE verifies against
+// (code_challenge, code_challenge_method), and what was asked.
+var keptForm = []string{"client_id", "redirect_uri", "response_type", "grant_type", "scope", "resource", "code_challenge", "code_challenge_method"}
+
+// hashKey names a token signature in the KV by its SHA-256, so that the
+// store's keys are not token material.
+func hashKey(kind, signature string) string {
+	sum := sha256.Sum256([]byte(signature))
+	return joinKey(kind, hex.EncodeToString(sum[:]))
+}
+
+func (s *store) encode(r fosite.Requester, active bool) ([]byte, error) {
+	sr := storedRequest{
+		ID:             r.GetID(),
+		RequestedAt:    r.GetRequestedAt(),
+		ClientID:       r.GetClient().GetID(),
+		RequestedScope: r.GetRequestedScopes(),
+		GrantedScope:   r.GetGrantedScopes(),
+		RequestedAud:   r.GetRequestedAudience(),
+		GrantedAud:     r.GetGrantedAudience(),
+		Form:           url.Values{},
+		Active:         active,
+	}
+	form := r.GetRequestForm()
+	for _, k := range keptForm {
+		if v, ok := form[k]; ok {
+			sr.Form[k] = v
+		}
+	}
+	sess, ok := r.GetSession().(*Session)
+	if !ok {
+		return nil, fmt.Errorf("authserver: session of type %T", r.GetSession())
+	}
+	raw, err := json.Marshal(sess.stored())
+	if err != nil {
+		return nil, err
+	}
+	sr.Session = raw
+	return json.Marshal(sr)
+}
+
+// decode rebuilds a request; into receives the session (fosite passes the
+// session of the request being handled).
+func (s *store) decode(ctx context.Context, b []byte, into fosite.Session) (*fosite.Request, *storedRequest, error) {
+	var sr storedRequest
+	if err := json.Unmarshal(b, &sr); err != nil {
+		return nil, nil, fmt.Errorf("authserver: stored request: %w", err)
+	}
+	sess, ok := into.(*Session)
+	if !ok || sess == nil {
+		sess = newSession()
+	}
+	if err := json.Unmarshal(sr.Session, sess); err != nil {
+		return nil, nil, fmt.Errorf("authserver: stored session: %w", err)
+	}
+	client, err := s.clients.GetClient(ctx, sr.ClientID)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &fosite.Request{
+		ID:                sr.ID,
+		RequestedAt:       sr.RequestedAt,
+		Client:            client,
+		RequestedScope:    sr.RequestedScope,
+		GrantedScope:      sr.GrantedScope,
+		RequestedAudience: sr.RequestedAud,
+		GrantedAudience:   sr.GrantedAud,
+		Form:              sr.Form,
+		Session:           sess,
+	}
+	return req, &sr, nil
+}
+
+func (s *store) put(ctx context.Context, key string, r fosite.Requester, active bool, ttl time.Duration, access string) error {
+	b, err := s.encode(r, active)
+	if err != nil {
+		return err
+	}
+	if access != "" {
+		var sr storedRequest
+		_ = json.Unmarshal(b, &sr)
+		sr.AccessSignature = access
+		if b, err = json.Marshal(sr); err != nil {
+			return err
+		}
+	}
+	return s.kv.Set(ctx, key, b, ttl)
+}
+
+func (s *store) load(ctx context.Context, key string, into fosite.Session) (*fosite.Request, *storedRequest, error) {
+	b, err := s.kv.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, fosite.ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.decode(ctx, b, into)
+}
+
+// Authorization codes.
+
+func (s *store) CreateAuthorizeCodeSession(ctx context.Context, code string, r fosite.Requester) error {
+	return s.put(ctx, hashKey(kCode, code), r, true, s.o.CodeTTL, "")
+}
+
+func (s *store) GetAuthorizeCodeSession(ctx context.Context, code string, into fosite.Session) (fosite.Requester, error) {
+	req, _, err := s.load(ctx, hashKey(kCode, code), into)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.kv.Get(ctx, hashKey(kCodeUsed, code)); err == nil {
+		// fosite revokes what the code was exchanged for.
+		return req, fosite.ErrInvalidatedAuthorizeCode
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	return req, nil
+}
+
+// InvalidateAuthorizeCodeSession marks the code used; of two exchanges
+// racing, only one gets past this.
+func (s *store) InvalidateAuthorizeCodeSession(ctx context.Context, code string) error {
+	ok, err := s.kv.SetNX(ctx, hashKey(kCodeUsed, code), []byte("1"), s.o.CodeTTL+s.o.RefreshTokenTTL)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fosite.ErrInvalidatedAuthorizeCode
+	}
+	return nil
+}
+
+// PKCE.
+
+func (s *store) CreatePKCERequestSession(ctx context.Context, signature string, r fosite.Requester) error {
+	return s.put(ctx, hashKey(kPKCE, signature), r, true, s.o.CodeTTL, "")
+}
+
+func (s *store) GetPKCERequestSession(ctx context.Context, signature string, into fosite.Session) (fosite.Requester, error) {
+	req, _, err := s.load(ctx, hashKey(kPKCE, signature), into)
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func (s *store) DeletePKCERequestSession(ctx context.Context, signature string) error {
+	return s.kv.Del(ctx, hashKey(kPKCE, signature))
+}
+
+// Access tokens: kept only so that revocation and refresh can find them;
+// /mcp never looks them up.
+
+func (s *store) CreateAccessTokenSession(ctx context.Context, signature string, r fosite.Requester) error {
+	return s.put(ctx, hashKey(kAccess, signature), r, true, s.o.AccessTokenTTL, "")
+}
+
+func (s *store) GetAccessTokenSession(ctx context.Context, signature string, into fosite.Session) (fosite.Requester, error) {
+	req, _, err := s.load(ctx, hashKey(kAccess, signature), into)
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func (s *store) DeleteAccessTokenSession(ctx context.Context, signature string) error {
+	return s.kv.Del(ctx, hashKey(kAccess, signature))
+}
+
+// Refresh tokens.
+
+func (s *store) CreateRefreshTokenSession(ctx context.Context, signature, accessSignature string, r fosite.Requester) error {
+	if err := s.put(ctx, hashKey(kRefresh, signature), r, true, s.o.RefreshTokenTTL, accessSignature); err != nil {
+		return err
+	}
+	return s.kv.Set(ctx, joinKey(kRefreshOf, r.GetID()), []byte(signature), s.o.RefreshTokenTTL)
+}
+
+// GetRefreshTokenSession returns the refresh token's request, with
+// fosite.ErrInactiveToken when it was used or its family revoked: fosite
+// then treats the presentation as reuse and revokes the family.
+func (s *store) GetRefreshTokenSession(ctx context.Context, signature string, into fosite.Session) (fosite.Requester, error) {
+	req, sr, err := s.load(ctx, hashKey(kRefresh, signature), into)
+	if err != nil {
+		return nil, err
+	}
+	revoked, err := s.familyRevoked(ctx, sr.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !sr.Active || revoked {
+		if s.onReuse != nil {
+			s.onReuse(ctx, sr.ClientID, req.GetSession().GetSubject())
+		}
+		return req, fosite.ErrInactiveToken
+	}
+	return req, nil
+}
+
+func (s *store) DeleteRefreshTokenSession(ctx context.Context, signature string) error {
+	return s.kv.Del(ctx, hashKey(kRefresh, signature))
+}
+
+// RotateRefreshToken marks the presented refresh token used (it stays
+// stored, inactive, so that its reuse is recognised until it expires).
+func (s *store) RotateRefreshToken(ctx context.Context, requestID, signature string) error {
+	key := hashKey(kRefresh, signature)
+	b, err := s.kv.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return fosite.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	var sr storedRequest
+	if err := json.Unmarshal(b, &sr); err != nil {
+		return err
+	}
+	// Of two refreshes racing with one token, one marks it used.
+	if ok, err := s.kv.SetNX(ctx, joinKey(key, "used"), []byte("1"), s.o.RefreshTokenTTL); err != nil {
+		return err
+	} else if !ok {
+		return fosite.ErrInactiveToken
+	}
+	sr.Active = false
+	if b, err = json.Marshal(sr); err != nil {
+		return err
+	}
+	if err := s.kv.Set(ctx, key, b, s.o.RefreshTokenTTL); err != nil {
+		return err
+	}
+	if sr.AccessSignature != "" {
+		return s.kv.Del(ctx, hashKey(kAccess, sr.AccessSignature))
+	}
+	return nil
+}
+
+func (s *store) familyRevoked(ctx context.Context, requestID string) (bool, error) {
+	_, err := s.kv.Get(ctx, joinKey(kFamily, requestID))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// RevokeRefreshToken revokes the whole family of requestID (RFC 7009: the
+// grant, not one token).
+func (s *store) RevokeRefreshToken(ctx context.Context, requestID string) error {
+	return s.kv.Set(ctx, joinKey(kFamily, requestID), []byte("revoked"), s.o.RefreshTokenTTL)
+}
+
+// RevokeAccessToken forgets the family's access token record; the JWT
+// itself lives until it expires.
+func (s *store) RevokeAccessToken(ctx context.Context, requestID string) error {
+	return nil
+}
+
+// Clients and client assertions: fosite's ClientManager.
+
+func (s *store) GetClient(ctx context.Context, id string) (fosite.Client, error) {
+	return s.clients.GetClient(ctx, id)
+}
+
+func (s *store) ClientAssertionJWTValid(ctx context.Context, jti string) error {
+	_, err := s.kv.Get(ctx, joinKey("client-jti", jti))
+	switch {
+	case err == nil:
+		return fosite.ErrJTIKnown
+	case errors.Is(err, ErrNotFound):
+		return nil
+	default:
+		return err
+	}
+}
+
+func (s *store) SetClientAssertionJWT(ctx context.Context, jti string, exp time.Time) error {
+	return s.kv.Set(ctx, joinKey("client-jti", jti), []byte("1"), time.Until(exp)+time.Minute)
+}
+
+var (
+	_ oauth2.CoreStorage            = (*store)(nil)
+	_ oauth2.TokenRevocationStorage = (*store)(nil)
+	_ fosite.ClientManager          = (*store)(nil)
+)
