@@ -196,6 +196,9 @@ func cors(h http.Handler) http.Handler {
 	})
 }
 
+// grants are the grant types the token endpoint takes.
+func (s *Server) grants() []string { return []string{grantCode, grantRefresh} }
+
 // metadata is the RFC 8414 document.
 func (s *Server) metadata() map[string]any {
 	iss := s.o.Issuer
@@ -568,8 +571,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	grant := r.PostForm.Get("grant_type")
-	if !slices.Contains([]string{grantCode, grantRefresh}, grant) {
-		grant = "other"
+	if !slices.Contains(s.grants(), grant) {
+		s.observe(Event{Endpoint: "token", Grant: "other", Outcome: "refused", Reason: "unsupported_grant_type"})
+		s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(newSession()), fosite.ErrUnsupportedGrantType.WithHintf("Supported: %s.", strings.Join(s.grants(), ", ")))
+		return
 	}
 	if res, ok := r.PostForm["resource"]; ok && (len(res) != 1 || res[0] != s.resource) {
 		s.observe(Event{Endpoint: "token", Grant: grant, Outcome: "refused", Reason: "invalid_target"})
