@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 )
@@ -45,7 +46,8 @@ type chainParts struct {
 	refusals     func(http.Handler) http.Handler
 	limits       func(http.Handler) http.Handler
 	health       *observability.Health
-	dev          *devIssuer // nil unless --dev
+	dev          *devIssuer         // nil unless --dev
+	authServer   *authserver.Server // nil unless authorization_server.enabled
 }
 
 // buildHandler returns the MCP listener's handler: every route behind the
@@ -71,6 +73,12 @@ func (a *app) buildHandler(p chainParts) http.Handler {
 	}
 	if p.dev != nil {
 		mux.Handle(devIssuerPath+"/", a.buildPublicChain("dev_issuer", p.dev.Handler()))
+	}
+	if p.authServer != nil {
+		as := a.buildPublicChain("authorization_server", observability.AccessLog(a.logger, p.authServer.Handler()))
+		for _, path := range p.authServer.Paths() {
+			mux.Handle(path, as)
+		}
 	}
 	mux.Handle("/", a.buildPublicChain("other", http.NotFoundHandler()))
 	return p.bodyDeadline(observability.Recover(a.logger, mux))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
@@ -40,6 +41,12 @@ type configFile struct {
 	Tools toolsets.Options `yaml:"tools"`
 	// Auth configures how bearer tokens are verified and what they grant.
 	Auth auth.Options `yaml:"auth"`
+	// AuthorizationServer makes Portcullis the OAuth 2.1 authorization
+	// server its Protected Resource Metadata names, in front of the
+	// organisation's identity provider: for providers MCP clients cannot
+	// sign in with directly (no dynamic registration, no RFC 8707
+	// resource). Off by default.
+	AuthorizationServer authserver.Options `yaml:"authorization_server"`
 	// Limits bounds the requests served at once and per caller.
 	Limits limits.Options `yaml:"limits"`
 	// Log configures the structured log on stderr.
@@ -128,6 +135,7 @@ func (c *configFile) defaults() {
 	c.MCP.Defaults()
 	c.Tools.Defaults()
 	c.Auth.Defaults()
+	c.AuthorizationServer.Defaults(c.Auth.Resource)
 	c.Limits.Defaults()
 	c.Redis.Defaults()
 }
@@ -143,10 +151,10 @@ func (c *configFile) Validate() error {
 	s := c.Server
 	if err := checkAddr(s.Listen); err != nil {
 		add("server.listen: ", err)
-	} else if !loopback.Host(s.Listen) && !c.Auth.Enabled() && !c.Auth.InsecureAllowUnauthenticated {
+	} else if !loopback.Host(s.Listen) && !c.authOn() && !c.Auth.InsecureAllowUnauthenticated {
 		add("server.listen: ", fmt.Errorf("%q is not a loopback address: configure auth.issuers or auth.introspection, or set auth.insecure_allow_unauthenticated (never in production); without auth Portcullis serves only on loopback (127.0.0.1, [::1], localhost)", s.Listen))
 	}
-	if c.Auth.Enabled() && c.Auth.Resource != "" {
+	if c.authOn() && c.Auth.Resource != "" {
 		if u, err := url.Parse(c.Auth.Resource); err == nil && u.Path != mcpPath {
 			add("auth.resource: ", fmt.Errorf("%q must name the served MCP endpoint, whose path is %s", c.Auth.Resource, mcpPath))
 		}
@@ -177,6 +185,7 @@ func (c *configFile) Validate() error {
 	add("tools.", c.Tools.Validate())
 	add("upstreams", upstream.Validate(c.Upstreams))
 	add("auth.", c.Auth.Validate())
+	add("authorization_server.", c.AuthorizationServer.Validate(c.Auth.Resource))
 	add("limits.", c.Limits.Validate())
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
@@ -184,6 +193,12 @@ func (c *configFile) Validate() error {
 		errs = append(errs, errors.New("tasks.store: redis needs redis.url (the Redis every replica shares)"))
 	}
 	return errors.Join(errs...)
+}
+
+// authOn reports whether /mcp needs a token: issuers or introspection are
+// configured, or Portcullis issues the tokens itself.
+func (c *configFile) authOn() bool {
+	return c.Auth.Enabled() || c.AuthorizationServer.Enabled
 }
 
 // unjoin flattens an errors.Join tree into its leaves.

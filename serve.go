@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/mcp"
@@ -53,13 +54,17 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 	defer a.shutdownTracing()
 	defer a.stopUpstreams()
 	defer tuneRuntime(p.getenv, nil, a.logger).Stop()
-	return a.serve(ctx, ln, mln, dev, p.stdout)
+	as, err := a.setupAuthServer()
+	if err != nil {
+		return fmt.Errorf("authorization_server: %w", err)
+	}
+	return a.serve(ctx, ln, mln, dev, as, p.stdout)
 }
 
 // serve serves on ln until ctx ends, then drains: readiness fails, the
 // listener closes after DrainDelay, GET streams end, and calls in flight get
 // ShutdownGrace to finish.
-func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIssuer, stdout io.Writer) error {
+func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIssuer, as *authserver.Server, stdout io.Writer) error {
 	s := a.cfg.Server
 	health := &observability.Health{}
 	guard, err := authGuard(ctx, a.cfg.Auth, a.metrics, a.logger, health)
@@ -86,6 +91,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 		limits:       limiter.Middleware,
 		health:       health,
 		dev:          dev,
+		authServer:   as,
 	}
 	srv := newHTTPServer(s, a.buildHandler(chain), a.logger)
 	// net/http enforces the header size, header and idle timeouts itself;

@@ -73,6 +73,7 @@ type Metrics struct {
 	spansDropped    prometheus.Counter
 	authAllowed     prometheus.Counter
 	toolDenials     *prometheus.CounterVec
+	authServer      *prometheus.CounterVec
 	limitCounters
 	conns connCounters
 }
@@ -129,6 +130,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.spansFailed = m.spans.WithLabelValues("failed")
 	m.spansDropped = m.spans.WithLabelValues("dropped")
 	m.authAllowed = m.authRequests.WithLabelValues("allowed", "")
+	m.authServer = newAuthServerRequests()
 	m.toolDenials.WithLabelValues(ToolDenialUnknownTool, Other)
 
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -142,7 +144,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.conns = m.limitCounters.forConns()
 	reg.MustRegister(m.rateLimited, m.limitRejections, m.idleClosed)
 	reg.MustRegister(
-		m.operation, m.session, m.sessionsActive, m.authRequests, m.toolDenials,
+		m.operation, m.session, m.sessionsActive, m.authRequests, m.toolDenials, m.authServer,
 		m.httpInFlight, m.httpRequests, m.httpDuration, m.spans, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

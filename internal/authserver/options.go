@@ -163,6 +163,8 @@ func (o *Options) Validate(resource string) error {
 	}
 	if err := checkIssuer(o.Issuer, true); err != nil {
 		add("issuer", "%v", err)
+	} else if u, _ := url.Parse(o.Issuer); u.Path != "" {
+		add("issuer", "%q must have no path: the metadata is served at /.well-known/oauth-authorization-server", o.Issuer)
 	}
 	for key, d := range map[string]time.Duration{
 		"access_token_ttl":  o.AccessTokenTTL,

@@ -1,0 +1,64 @@
+package portcullis
+
+import (
+	"slices"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/authserver"
+)
+
+// setupAuthServer builds the authorization server of
+// authorization_server (nil when off) and makes its issuer the first of
+// auth.issuers, verified with its in-process keys: the Protected Resource
+// Metadata then names it first, and /mcp verifies its tokens like any
+// issuer's. Its state is in Redis when redis.url is set (every replica
+// shares sign-ins, codes and refresh tokens), else in memory.
+func (a *app) setupAuthServer() (*authserver.Server, error) {
+	o := a.cfg.AuthorizationServer
+	if !o.Enabled {
+		return nil, nil
+	}
+	deps := authserver.Deps{
+		Resource: a.cfg.Auth.Resource,
+		Scopes:   authServerScopes(a.cfg.Auth),
+		Logger:   a.logger,
+		Observe: func(e authserver.Event) {
+			a.metrics.AuthServerEvent(e.Endpoint, e.Grant, e.Outcome, e.Reason)
+		},
+	}
+	if a.redis != nil {
+		deps.KV = authserver.NewRedisKV(a.redis, a.cfg.Redis.KeyPrefix+"as:")
+	} else {
+		a.logger.Warn("authorization server: no redis.url, so sign-ins, codes and refresh tokens live in this replica's memory: run one replica, and expect users to sign in again after a restart")
+	}
+	s, err := authserver.New(o, deps)
+	if err != nil {
+		return nil, err
+	}
+	a.cfg.Auth.Issuers = append([]auth.IssuerOptions{{
+		Issuer:     s.Issuer(),
+		Algorithms: []string{"ES256"},
+		KeySet:     s.KeySet(),
+	}}, a.cfg.Auth.Issuers...)
+	return s, nil
+}
+
+// authServerScopes are the scopes clients may ask the authorization
+// server for: auth.scopes_supported, auth.required_scopes and every scope
+// auth.policy names.
+func authServerScopes(o auth.Options) []string {
+	var out []string
+	add := func(ss []string) {
+		for _, s := range ss {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	add(o.ScopesSupported)
+	add(o.RequiredScopes)
+	for _, p := range o.Policy {
+		add(p.Scopes)
+	}
+	return out
+}
