@@ -427,7 +427,7 @@ func (failingKV) SetNX(context.Context, string, []byte, time.Duration) (bool, er
 	return false, errDown
 }
 func (failingKV) GetDel(context.Context, string) ([]byte, error) { return nil, errDown }
-func (failingKV) Del(context.Context, ...string) error          { return errDown }
+func (failingKV) Del(context.Context, ...string) error           { return errDown }
 
 // switchKV fails while down is set.
 type switchKV struct {
@@ -441,7 +441,9 @@ func (k *switchKV) pick() KV {
 	}
 	return k.KV
 }
-func (k *switchKV) Get(ctx context.Context, key string) ([]byte, error) { return k.pick().Get(ctx, key) }
+func (k *switchKV) Get(ctx context.Context, key string) ([]byte, error) {
+	return k.pick().Get(ctx, key)
+}
 func (k *switchKV) Set(ctx context.Context, key string, v []byte, ttl time.Duration) error {
 	return k.pick().Set(ctx, key, v, ttl)
 }
