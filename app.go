@@ -3,6 +3,7 @@ package portcullis
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/config"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
@@ -36,6 +38,9 @@ type app struct {
 	tasks *tasks.Manager
 	// redis is the Redis replicas share (tasks, rate limits); nil if none.
 	redis *redis.Client
+	// authServer is the authorization server; nil unless
+	// authorization_server.enabled (see setupAuthServer).
+	authServer atomic.Pointer[authserver.Server]
 }
 
 // newApp builds the server and its telemetry. p's environment supplies the
@@ -93,8 +98,11 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err := ext.Apply(cat); err != nil {
 		return nil, err
 	}
-	// Upstream MCP servers: the one hook (see upstream.go).
-	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger)
+	// Upstream MCP servers: the one hook (see upstream.go). The
+	// authorization server, when on, is set up after the app exists, so
+	// the subject-token hook looks it up when called.
+	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing}
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, a.subjectToken)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +140,8 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		PrincipalKey: principalKey,
 		StepUp:       stepUp(cfg.Auth),
 	})
-	return &app{cfg: cfg, logger: logger, catalog: cat, server: server, metrics: metrics, tracing: tracing, upstreams: ups, tasks: taskMgr, redis: rdb}, nil
+	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
+	return a, nil
 }
 
 // caller is the verified identity behind a tool call, for the whoami tool.

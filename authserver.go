@@ -25,6 +25,7 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 		Observe: func(e authserver.Event) {
 			a.metrics.AuthServerEvent(e.Endpoint, e.Grant, e.Outcome, e.Reason)
 		},
+		KeepIdPTokens: usesTokenExchange(a.cfg.Upstreams),
 	}
 	if a.redis != nil {
 		deps.KV = authserver.NewRedisKV(a.redis, a.cfg.Redis.KeyPrefix+"as:")
@@ -35,6 +36,7 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.authServer.Store(s)
 	a.cfg.Auth.Issuers = append([]auth.IssuerOptions{{
 		Issuer:     s.Issuer(),
 		Algorithms: []string{"ES256"},

@@ -3,6 +3,7 @@ package portcullis
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -18,7 +19,10 @@ import (
 // puts what they offer into cat, wires its hooks to metrics and traces,
 // and starts it. It returns nil when none is configured. The caller stops
 // the manager with Close.
-func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger) (*upstream.Manager, error) {
+//
+// subject gives token_exchange upstreams the token to exchange for a
+// caller (see subjectToken).
+func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo) (string, bool)) (*upstream.Manager, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, nil
 	}
@@ -50,15 +54,45 @@ func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, 
 			}
 			return upstream.Principal{Issuer: p.Issuer, Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}, true
 		},
-		// token_exchange upstreams exchange the caller's token, which only
-		// internal/bearer reads out of the token info.
-		SubjectToken: bearer.FromTokenInfo,
+		SubjectToken: subject,
 	})
 	if err != nil {
 		return nil, err
 	}
 	m.Start(ctx)
 	return m, nil
+}
+
+// usesTokenExchange reports whether an upstream exchanges callers' tokens.
+func usesTokenExchange(ups []upstream.Options) bool {
+	for _, u := range ups {
+		if u.OAuth.Grant == upstream.GrantTokenExchange {
+			return true
+		}
+	}
+	return false
+}
+
+// subjectToken is the token a token_exchange upstream exchanges for a
+// caller: for a caller signed in through Portcullis's authorization
+// server, the user's token at the identity provider (the one that
+// provider's token exchange accepts), kept encrypted by the authorization
+// server; for any other caller its own bearer token, which only
+// internal/bearer reads out of the token info. Neither is logged or sent
+// upstream: only to the token endpoint.
+func (a *app) subjectToken(ti *sdkauth.TokenInfo) (string, bool) {
+	as := a.authServer.Load()
+	if p, ok := auth.PrincipalFromTokenInfo(ti); ok && as != nil && p.Issuer == as.Issuer() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		tok, err := as.IdPAccessToken(ctx, p.Subject)
+		if err != nil {
+			a.logger.Warn("upstream token exchange: no identity provider token for the caller", "error", err)
+			return "", false
+		}
+		return tok, true
+	}
+	return bearer.FromTokenInfo(ti)
 }
 
 // readyUpstreams adds the required upstreams' readiness to health.

@@ -33,6 +33,9 @@ type fakeIdP struct {
 	// codes: code → (nonce, challenge, claims)
 	codes  map[string]fakeCode
 	refuse string // error to send back instead of a code
+	// expiresIn is the lifetime of the access tokens it issues (seconds);
+	// refreshes counts refresh_token grants.
+	expiresIn, refreshes int
 }
 
 type fakeCode struct {
@@ -77,6 +80,14 @@ func startFakeIdP(t *testing.T) *fakeIdP {
 			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
 			return
 		}
+		if r.PostForm.Get("grant_type") == "refresh_token" && r.PostForm.Get("refresh_token") == "idp-rt" {
+			p.mu.Lock()
+			p.refreshes++
+			p.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"access_token": "idp-at-refreshed", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "idp-rt"})
+			return
+		}
 		p.mu.Lock()
 		c, ok := p.codes[r.PostForm.Get("code")]
 		delete(p.codes, r.PostForm.Get("code"))
@@ -93,7 +104,13 @@ func startFakeIdP(t *testing.T) *fakeIdP {
 			claims[k] = v
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"access_token": "idp-at", "token_type": "Bearer", "expires_in": 3600, "id_token": p.key.Sign(claims, oidctest.Type("JWT"))})
+		p.mu.Lock()
+		exp := p.expiresIn
+		p.mu.Unlock()
+		if exp == 0 {
+			exp = 3600
+		}
+		json.NewEncoder(w).Encode(map[string]any{"access_token": "idp-at", "token_type": "Bearer", "expires_in": exp, "refresh_token": "idp-rt", "id_token": p.key.Sign(claims, oidctest.Type("JWT"))})
 	})
 	p.srv = httptest.NewServer(mux)
 	t.Cleanup(p.srv.Close)
@@ -131,6 +148,12 @@ const testRedirect = "http://127.0.0.1:7777/callback"
 
 func startServer(t *testing.T, edit ...func(*Options)) *testServer {
 	t.Helper()
+	return startServerDeps(t, nil, edit...)
+}
+
+// startServerDeps is startServer with deps edited too.
+func startServerDeps(t *testing.T, editDeps func(*Deps), edit ...func(*Options)) *testServer {
+	t.Helper()
 	idp := startFakeIdP(t)
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("idp-secret\n"), 0o600)
@@ -150,7 +173,11 @@ func startServer(t *testing.T, edit ...func(*Options)) *testServer {
 	if err := o.Validate(ts.srv.URL + "/mcp"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(o, Deps{Resource: ts.srv.URL + "/mcp", Scopes: []string{"mcp:tools", "mcp:admin"}, Observe: ts.events.add})
+	deps := Deps{Resource: ts.srv.URL + "/mcp", Scopes: []string{"mcp:tools", "mcp:admin"}, Observe: ts.events.add}
+	if editDeps != nil {
+		editDeps(&deps)
+	}
+	s, err := New(o, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

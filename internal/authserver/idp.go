@@ -108,32 +108,42 @@ func (p *idp) authURL(ctx context.Context, state, nonce, verifier string) (strin
 }
 
 // exchange redeems the provider's code and returns the user its verified
-// ID token names.
-func (p *idp) exchange(ctx context.Context, code, verifier, nonce string) (User, error) {
+// ID token names, and the provider's tokens.
+func (p *idp) exchange(ctx context.Context, code, verifier, nonce string) (User, *oauth2.Token, error) {
 	cfg, v, err := p.discover(ctx)
 	if err != nil {
-		return User{}, err
+		return User{}, nil, err
 	}
 	tok, err := cfg.Exchange(oidc.ClientContext(ctx, p.client), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return User{}, fmt.Errorf("%w: code exchange: %v", ErrSignIn, err)
+		return User{}, nil, fmt.Errorf("%w: code exchange: %v", ErrSignIn, err)
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return User{}, fmt.Errorf("%w: the token response has no id_token", ErrSignIn)
+		return User{}, nil, fmt.Errorf("%w: the token response has no id_token", ErrSignIn)
 	}
 	idt, err := v.Verify(ctx, raw)
 	if err != nil {
-		return User{}, fmt.Errorf("%w: ID token: %v", ErrSignIn, err)
+		return User{}, nil, fmt.Errorf("%w: ID token: %v", ErrSignIn, err)
 	}
 	if idt.Nonce != nonce {
-		return User{}, fmt.Errorf("%w: ID token nonce does not match", ErrSignIn)
+		return User{}, nil, fmt.Errorf("%w: ID token nonce does not match", ErrSignIn)
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return User{}, fmt.Errorf("%w: ID token claims: %v", ErrSignIn, err)
+		return User{}, nil, fmt.Errorf("%w: ID token claims: %v", ErrSignIn, err)
 	}
-	return p.user(idt.Subject, claims)
+	u, err := p.user(idt.Subject, claims)
+	return u, tok, err
+}
+
+// refresh renews an expired provider token with its refresh token.
+func (p *idp) refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Token, error) {
+	cfg, _, err := p.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.TokenSource(oidc.ClientContext(ctx, p.client), tok).Token()
 }
 
 // user maps verified claims to a User and applies the domain rules.

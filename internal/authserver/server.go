@@ -54,6 +54,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Observe is told of every endpoint outcome (metrics). Nil: nothing.
 	Observe func(Event)
+	// KeepIdPTokens keeps each user's tokens from the identity provider,
+	// encrypted, for [Server.IdPAccessToken]: set when an upstream
+	// exchanges them (upstreams[].oauth.grant token_exchange). Off, they
+	// are dropped after sign-in.
+	KeepIdPTokens bool
 }
 
 // Event is one outcome of an endpoint, for metrics: Endpoint is
@@ -78,6 +83,9 @@ type Server struct {
 	logger   *slog.Logger
 	observe  func(Event)
 	secure   bool // the issuer is https: cookies are Secure
+	// keepIdPTokens: see Deps.KeepIdPTokens; sealer encrypts them.
+	keepIdPTokens bool
+	sealer        *sealer
 }
 
 // New builds the authorization server of o (defaults applied, validated).
@@ -113,6 +121,10 @@ func New(o Options, deps Deps) (*Server, error) {
 	}
 	if s.observe == nil {
 		s.observe = func(Event) {}
+	}
+	s.keepIdPTokens = deps.KeepIdPTokens
+	if s.sealer, err = keys.sealer(); err != nil {
+		return nil, err
 	}
 	s.clients = newClientRegistry(o, s.resource, s.scopes)
 	s.store = &store{kv: kv, clients: s.clients, o: &s.o, onReuse: s.refreshReused}
@@ -444,7 +456,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("The identity provider did not sign the user in."))
 		return
 	}
-	u, err := s.idp.exchange(ctx, q.Get("code"), l.Verifier, l.Nonce)
+	u, idpTok, err := s.idp.exchange(ctx, q.Get("code"), l.Verifier, l.Nonce)
 	if err != nil {
 		s.logger.Warn("authorization server: sign-in failed", "client_id", l.ClientID, "error", err)
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "sign_in"})
@@ -452,6 +464,11 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.Info("audit", "event", "sign_in", "client_id", l.ClientID, "sub", u.Subject, "email", u.Email)
+	if s.keepIdPTokens {
+		if err := s.saveIdPToken(ctx, u.Subject, idpTok); err != nil {
+			s.logger.Warn("authorization server: the identity provider's token was not kept; upstreams that exchange it refuse this user until the next sign-in", "error", err)
+		}
+	}
 	s.observe(Event{Endpoint: "callback", Outcome: "ok"})
 	l.User = &u
 	scopes := strings.Fields(l.Form.Get("scope"))
