@@ -476,3 +476,30 @@ func TestStoreOutageIsA503AndLosesNothing(t *testing.T) {
 		t.Errorf("refresh after the store is back: %d %v: the refresh token was lost", status, body)
 	}
 }
+
+func TestRevocationRevokesTheGrantAndItsConsent(t *testing.T) {
+	ts := startServer(t)
+	tok := ts.fullFlow(t)
+	resp, err := http.PostForm(ts.srv.URL+PathRevoke, url.Values{"token": {tok["refresh_token"].(string)}, "token_type_hint": {"refresh_token"}, "client_id": {"app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if status, _ := ts.refresh(t, tok["refresh_token"].(string)); status == http.StatusOK {
+		t.Fatal("a revoked refresh token still works")
+	}
+	authURL, _ := ts.authorizeURL(nil)
+	if resp, _ := ts.signIn(newBrowser(t), authURL); resp.StatusCode != http.StatusOK {
+		t.Fatalf("sign-in after revocation: %d, want the consent page again", resp.StatusCode)
+	}
+	// Revoking another client's token is refused and changes nothing.
+	tok = ts.fullFlow(t)
+	resp, _ = http.PostForm(ts.srv.URL+PathRevoke, url.Values{"token": {tok["refresh_token"].(string)}, "client_id": {"other"}})
+	resp.Body.Close()
+	if status, _ := ts.refresh(t, tok["refresh_token"].(string)); status != http.StatusOK {
+		t.Fatal("another client revoked this client's grant")
+	}
+}

@@ -311,9 +311,22 @@ func (s *store) familyRevoked(ctx context.Context, requestID string) (bool, erro
 }
 
 // RevokeRefreshToken revokes the whole family of requestID (RFC 7009: the
-// grant, not one token).
+// grant, not one token), and forgets the user's consent to its client, so
+// the next sign-in of that client asks again: revoking a grant (the
+// client's "disconnect", a reused refresh token, a replayed code) is how
+// a consent is withdrawn.
 func (s *store) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	return s.kv.Set(ctx, joinKey(kFamily, requestID), []byte("revoked"), s.o.RefreshTokenTTL)
+	if err := s.kv.Set(ctx, joinKey(kFamily, requestID), []byte("revoked"), s.o.RefreshTokenTTL); err != nil {
+		return err
+	}
+	if sig, err := s.kv.Get(ctx, joinKey(kRefreshOf, requestID)); err == nil {
+		if req, _, err := s.load(ctx, hashKey(kRefresh, string(sig)), nil); err == nil {
+			if sess, ok := req.GetSession().(*Session); ok {
+				_ = s.kv.Del(ctx, consentKey(sess.User, req.GetClient().GetID()))
+			}
+		}
+	}
+	return nil
 }
 
 // RevokeAccessToken forgets the family's access token record; the JWT
