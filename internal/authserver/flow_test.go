@@ -503,3 +503,30 @@ func TestRevocationRevokesTheGrantAndItsConsent(t *testing.T) {
 		t.Fatal("another client revoked this client's grant")
 	}
 }
+
+func TestRateLimitPerAddress(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	ts := startServerDeps(t, func(d *Deps) { d.Now = func() time.Time { return now } }, func(o *Options) { o.Rate = RateOptions{PerSecond: 1, Burst: 3} })
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"x"}, "client_id": {"app"}}
+	for i := range 3 {
+		if status, _ := ts.token(t, form); status == http.StatusTooManyRequests {
+			t.Fatalf("request %d refused within the burst", i+1)
+		}
+	}
+	resp, err := http.PostForm(ts.srv.URL+PathToken, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("over the burst: %d Retry-After %q, want 429 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	authURL, _ := ts.authorizeURL(nil)
+	if resp, _ := newBrowser(t).get(authURL); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("authorize over the limit: %d", resp.StatusCode)
+	}
+	now = now.Add(time.Second)
+	if status, _ := ts.token(t, form); status == http.StatusTooManyRequests {
+		t.Fatal("still refused after the bucket refilled")
+	}
+}

@@ -165,6 +165,9 @@ func startServerDeps(t *testing.T, editDeps func(*Deps), edit ...func(*Options))
 		Enabled: true,
 		IdP:     IdPOptions{Issuer: idp.srv.URL, ClientID: "portcullis", ClientSecretFile: secret, AllowHTTP: true},
 		Clients: []ClientOptions{{ClientID: "app", Name: "Test App", RedirectURIs: []string{testRedirect}}},
+		// Tests make many requests from one address; TestRateLimitPerAddress
+		// sets its own.
+		Rate: RateOptions{PerSecond: 1e6, Burst: 1e6},
 	}
 	for _, e := range edit {
 		e(&o)

@@ -62,6 +62,8 @@ type Options struct {
 	Clients []ClientOptions `yaml:"clients"`
 	// Consent configures the consent page.
 	Consent ConsentOptions `yaml:"consent"`
+	// Rate bounds requests per client address to the endpoints.
+	Rate RateOptions `yaml:"rate"`
 }
 
 // IdPOptions configure the OpenID Connect provider users sign in at.
@@ -143,6 +145,7 @@ func (o *Options) Defaults(resource string) {
 	if o.Consent.RememberFor == 0 {
 		o.Consent.RememberFor = DefaultConsentTTL
 	}
+	o.Rate.defaults()
 	if o.IdP.Preset == "" {
 		o.IdP.Preset = "generic"
 	}

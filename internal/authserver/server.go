@@ -54,6 +54,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Observe is told of every endpoint outcome (metrics). Nil: nothing.
 	Observe func(Event)
+	// Now is the clock of the rate limits. Nil: time.Now.
+	Now func() time.Time
 	// KeepIdPTokens keeps each user's tokens from the identity provider,
 	// encrypted, for [Server.IdPAccessToken]: set when an upstream
 	// exchanges them (upstreams[].oauth.grant token_exchange). Off, they
@@ -83,6 +85,7 @@ type Server struct {
 	logger   *slog.Logger
 	observe  func(Event)
 	secure   bool // the issuer is https: cookies are Secure
+	rate          *addressLimiter
 	// keepIdPTokens: see Deps.KeepIdPTokens; sealer encrypts them.
 	keepIdPTokens bool
 	sealer        *sealer
@@ -123,6 +126,11 @@ func New(o Options, deps Deps) (*Server, error) {
 		s.observe = func(Event) {}
 	}
 	s.keepIdPTokens = deps.KeepIdPTokens
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.rate = newAddressLimiter(o.Rate, now)
 	if s.sealer, err = keys.sealer(); err != nil {
 		return nil, err
 	}
@@ -175,12 +183,12 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET "+PathMetadata, cors(http.HandlerFunc(s.serveMetadata)))
 	mux.Handle("GET "+PathOpenID, cors(http.HandlerFunc(s.serveMetadata)))
 	mux.Handle("GET "+PathJWKS, cors(http.HandlerFunc(s.serveJWKS)))
-	mux.HandleFunc("GET "+PathAuthorize, s.serveAuthorize)
+	mux.HandleFunc("GET "+PathAuthorize, s.limit("authorize", s.serveAuthorize))
 	mux.HandleFunc("GET "+PathCallback, s.serveCallback)
 	mux.HandleFunc("GET "+PathConsent, s.serveConsentPage)
 	mux.HandleFunc("POST "+PathConsent, s.serveConsent)
-	mux.Handle("POST "+PathToken, cors(http.HandlerFunc(s.serveToken)))
-	mux.Handle("POST "+PathRevoke, cors(http.HandlerFunc(s.serveRevoke)))
+	mux.Handle("POST "+PathToken, cors(s.limit("token", s.serveToken)))
+	mux.Handle("POST "+PathRevoke, cors(s.limit("revoke", s.serveRevoke)))
 	for _, p := range []string{PathMetadata, PathOpenID, PathJWKS, PathToken, PathRevoke} {
 		mux.Handle("OPTIONS "+p, cors(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })))
 	}
