@@ -28,12 +28,19 @@ type preset struct {
 // that), so Entra's and Okta's refusals of it do not arise; Entra's v2
 // endpoint gets no api://…/.default scope because Portcullis needs only
 // the ID token.
+//
+// offline_access asks Entra, Okta and Keycloak for a refresh token, which
+// keeps a kept provider token (Deps.KeepIdPTokens) usable past its hour;
+// Google refuses that scope and takes access_type=offline instead. For an
+// upstream's token exchange at Entra (on-behalf-of), add the app's own
+// scope (api://CLIENT_ID/.default) to idp.scopes, so that the kept access
+// token is one Entra exchanges.
 var presets = map[string]preset{
 	"generic":  {groups: []string{"groups", "roles"}},
-	"entra":    {groups: []string{"groups", "roles"}},
-	"okta":     {groups: []string{"groups"}},
+	"entra":    {scopes: []string{"offline_access"}, groups: []string{"groups", "roles"}},
+	"okta":     {scopes: []string{"offline_access"}, groups: []string{"groups"}},
 	"google":   {},
-	"keycloak": {groups: []string{"realm_access.roles", "groups"}},
+	"keycloak": {scopes: []string{"offline_access"}, groups: []string{"realm_access.roles", "groups"}},
 }
 
 // ErrSignIn is the class of sign-in failures at the provider; the user
@@ -48,6 +55,8 @@ type idp struct {
 	redirect string
 	client   *http.Client
 	secret   string
+	// offline asks for a refresh token (the provider's tokens are kept).
+	offline bool
 
 	mu       sync.Mutex
 	cfg      *oauth2.Config
@@ -100,9 +109,14 @@ func (p *idp) authURL(ctx context.Context, state, nonce, verifier string) (strin
 		return "", err
 	}
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)}
-	if p.o.Preset == "google" && len(p.o.HostedDomains) == 1 {
-		// A hint only: the hd claim is checked on return.
-		opts = append(opts, oauth2.SetAuthURLParam("hd", p.o.HostedDomains[0]))
+	if p.o.Preset == "google" {
+		if len(p.o.HostedDomains) == 1 {
+			// A hint only: the hd claim is checked on return.
+			opts = append(opts, oauth2.SetAuthURLParam("hd", p.o.HostedDomains[0]))
+		}
+		if p.offline {
+			opts = append(opts, oauth2.AccessTypeOffline)
+		}
 	}
 	return cfg.AuthCodeURL(state, opts...), nil
 }

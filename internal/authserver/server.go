@@ -139,6 +139,7 @@ func New(o Options, deps Deps) (*Server, error) {
 	if s.idp, err = newIdP(o.IdP, o.Issuer+PathCallback, client); err != nil {
 		return nil, err
 	}
+	s.idp.offline = deps.KeepIdPTokens
 	global, rotated, err := keys.secrets()
 	if err != nil {
 		return nil, err
