@@ -18,6 +18,9 @@ import (
 type preset struct {
 	// scopes are requested besides openid email profile.
 	scopes []string
+	// offlineScope: the provider gives a refresh token for the
+	// offline_access scope.
+	offlineScope bool
 	// groups are the default claims holding groups or roles, with dots for
 	// nesting (realm_access.roles).
 	groups []string
@@ -29,7 +32,8 @@ type preset struct {
 // endpoint gets no api://…/.default scope because Portcullis needs only
 // the ID token.
 //
-// offline_access asks Entra, Okta and Keycloak for a refresh token, which
+// When the provider's tokens are kept (Deps.KeepIdPTokens), offline_access
+// asks Entra, Okta and Keycloak for a refresh token, which
 // keeps a kept provider token (Deps.KeepIdPTokens) usable past its hour;
 // Google refuses that scope and takes access_type=offline instead. For an
 // upstream's token exchange at Entra (on-behalf-of), add the app's own
@@ -37,10 +41,10 @@ type preset struct {
 // token is one Entra exchanges.
 var presets = map[string]preset{
 	"generic":  {groups: []string{"groups", "roles"}},
-	"entra":    {scopes: []string{"offline_access"}, groups: []string{"groups", "roles"}},
-	"okta":     {scopes: []string{"offline_access"}, groups: []string{"groups"}},
+	"entra":    {offlineScope: true, groups: []string{"groups", "roles"}},
+	"okta":     {offlineScope: true, groups: []string{"groups"}},
 	"google":   {},
-	"keycloak": {scopes: []string{"offline_access"}, groups: []string{"realm_access.roles", "groups"}},
+	"keycloak": {offlineScope: true, groups: []string{"realm_access.roles", "groups"}},
 }
 
 // ErrSignIn is the class of sign-in failures at the provider; the user
@@ -90,6 +94,9 @@ func (p *idp) discover(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifi
 	scopes := p.o.Scopes
 	if len(scopes) == 0 {
 		scopes = append([]string{oidc.ScopeOpenID, "email", "profile"}, p.preset.scopes...)
+		if p.offline && p.preset.offlineScope {
+			scopes = append(scopes, oidc.ScopeOfflineAccess)
+		}
 	}
 	p.cfg = &oauth2.Config{
 		ClientID:     p.o.ClientID,
