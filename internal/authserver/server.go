@@ -85,7 +85,7 @@ type Server struct {
 	logger   *slog.Logger
 	observe  func(Event)
 	secure   bool // the issuer is https: cookies are Secure
-	rate          *addressLimiter
+	rate     *addressLimiter
 	// keepIdPTokens: see Deps.KeepIdPTokens; sealer encrypts them.
 	keepIdPTokens bool
 	sealer        *sealer
