@@ -76,6 +76,7 @@ const { values: args } = parseArgs({
     port: { type: 'string' },
     keys: { type: 'string' },
     check: { type: 'boolean', default: false },
+    profile: { type: 'string' },
   },
   strict: true,
 });
@@ -159,7 +160,9 @@ function builtInClients() {
 }
 
 function clients() {
-  const byId = new Map(builtInClients().map((c) => [c.client_id, c]));
+  const byId = new Map((profile === 'default' ? builtInClients() : []).map((c) => [c.client_id, c]));
+  const rp = rpClient();
+  if (rp) byId.set(rp.client_id, rp);
   if (process.env.IDP_CLIENTS) {
     let extra;
     try {
@@ -180,6 +183,84 @@ function clientScopes(client) {
   return RS_SCOPES.filter((s) => allowed.has(s));
 }
 
+// The IdP profiles (see the header comment).
+const PROFILES = ['default', 'entra', 'okta', 'google', 'keycloak'];
+const profile = args.profile ?? process.env.IDP_PROFILE ?? 'default';
+if (!PROFILES.includes(profile)) die(`unknown profile ${JSON.stringify(profile)}: want one of ${PROFILES.join(', ')}`);
+
+// The tenant of the entra profile (a fixed GUID, as Entra's tid).
+const ENTRA_TENANT = '72f988bf-0000-4000-8000-00000000e2e0';
+
+// objectId is a stable GUID-like object id for a name (entra groups and
+// users): the first 16 bytes of sha256("portcullis-e2e-idp:" + name) as
+// 8-4-4-4-12 lowercase hex.
+function objectId(name) {
+  const h = crypto.createHash('sha256').update(`portcullis-e2e-idp:${name}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+// accountClaims returns the claims of the user who signed in as login
+// (any name) in this profile.
+function accountClaims(login) {
+  if (profile === 'default') {
+    return { sub: login, name: login, email: `${login}@example.test` };
+  }
+  const groups = login.startsWith('admin') ? ['users', 'admins'] : ['users'];
+  const at = login.lastIndexOf('@');
+  const domain = at > 0 && at < login.length - 1 ? login.slice(at + 1) : undefined;
+  const email = domain ? login : `${login}@example.test`;
+  const base = { sub: login, name: login, email };
+  switch (profile) {
+    case 'entra':
+      return {
+        ...base,
+        preferred_username: email,
+        groups: groups.map(objectId),
+        roles: groups.includes('admins') ? ['MCP.User', 'MCP.Admin'] : ['MCP.User'],
+        tid: ENTRA_TENANT,
+        oid: objectId(`user:${login}`),
+      };
+    case 'okta':
+      return { ...base, preferred_username: email, email_verified: true, groups: ['Everyone', ...groups] };
+    case 'google':
+      return { ...base, email_verified: true, ...(domain ? { hd: domain } : {}) };
+    case 'keycloak':
+      return {
+        ...base,
+        preferred_username: login,
+        email_verified: true,
+        realm_access: { roles: ['default-roles-portcullis', 'offline_access', ...groups] },
+      };
+  }
+  return base;
+}
+
+// rpClient is the confidential client of a relying party (Portcullis in
+// authorization-server mode) from IDP_RP_*, or undefined without
+// IDP_RP_REDIRECT_URIS.
+function rpClient() {
+  const uris = (process.env.IDP_RP_REDIRECT_URIS || '').split(/[\s,]+/).filter(Boolean);
+  if (uris.length === 0) return undefined;
+  const client_id = process.env.IDP_RP_CLIENT_ID || 'portcullis-rp';
+  const method = process.env.IDP_RP_AUTH_METHOD || 'client_secret_basic';
+  if (!['client_secret_basic', 'client_secret_post'].includes(method)) {
+    die(`IDP_RP_AUTH_METHOD=${method}: want client_secret_basic or client_secret_post`);
+  }
+  return {
+    client_id,
+    client_secret: process.env.IDP_RP_CLIENT_SECRET || `${client_id}-secret`,
+    client_name: 'Portcullis',
+    redirect_uris: uris,
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    token_endpoint_auth_method: method,
+  };
+}
+
+// The initial access token the okta and keycloak profiles require for
+// dynamic client registration.
+const initialAccessToken = process.env.IDP_INITIAL_ACCESS_TOKEN || `${profile}-initial-access-token`;
+
 const accessTokenTTL = Number.parseInt(process.env.IDP_ACCESS_TOKEN_TTL || '3600', 10);
 if (!(accessTokenTTL > 0)) die(`IDP_ACCESS_TOKEN_TTL=${process.env.IDP_ACCESS_TOKEN_TTL}: want a positive number of seconds`);
 
@@ -197,7 +278,8 @@ await new Promise((resolve, reject) => {
 });
 const issuer = `http://${HOST}:${server.address().port}`;
 
-const provider = new Provider(issuer, {
+// defaultConfig is the default profile's configuration.
+const defaultConfig = () => ({
   clients: clients(),
   jwks,
   // Listing the resource-server scopes here makes oidc-provider enforce each
@@ -216,12 +298,7 @@ const provider = new Provider(issuer, {
     ClientCredentials: (ctx, token) => token.resourceServer?.accessTokenTTL ?? accessTokenTTL,
   },
   async findAccount(ctx, sub) {
-    return {
-      accountId: sub,
-      async claims() {
-        return { sub, name: sub, email: `${sub}@example.test` };
-      },
-    };
+    return { accountId: sub, async claims() { return accountClaims(sub); } };
   },
   async extraTokenClaims(ctx, token) {
     if (token.accountId) {
@@ -292,7 +369,144 @@ const provider = new Provider(issuer, {
     },
   },
 });
+
+// entraResource is the one resource the entra profile accepts: the app's
+// identifier URI, api://<client_id>, which is also its default resource.
+const entraResource = (client) => `api://${client?.clientId}`;
+
+// profileConfig is the configuration of the entra, okta, google and
+// keycloak profiles: only a relying party's code flow (no
+// client_credentials, no built-in clients), every account claim of the
+// profile in the ID token (conformIdTokenClaims off), PKCE checked when
+// sent but not required.
+function profileConfig() {
+  const config = {
+    clients: clients(),
+    jwks,
+    scopes: ['openid', 'offline_access'],
+    // Under openid, the profile's extra claims are in every ID token; a
+    // claim the account lacks (hd without a domain) is left out.
+    claims: {
+      openid: ['sub', 'groups', 'roles', 'tid', 'oid', 'hd', 'realm_access'],
+      profile: ['name', 'preferred_username'],
+      email: ['email', 'email_verified'],
+    },
+    conformIdTokenClaims: false,
+    cookies: { keys: ['portcullis-e2e-idp-cookie-key'] },
+    pkce: { required: () => false },
+    clientDefaults: { id_token_signed_response_alg: 'RS256' },
+    enabledJWA: {
+      idTokenSigningAlgValues: ['RS256', 'ES256'],
+      requestObjectSigningAlgValues: ['RS256', 'ES256'],
+    },
+    ttl: { AccessToken: accessTokenTTL },
+    async findAccount(ctx, sub) {
+      return { accountId: sub, async claims() { return accountClaims(sub); } };
+    },
+    features: {
+      devInteractions: { enabled: true },
+      introspection: { enabled: profile === 'okta' || profile === 'keycloak' },
+      revocation: { enabled: profile !== 'entra' },
+      // okta and keycloak advertise registration but want an initial
+      // access token (keycloak's anonymous refusal: see the middleware);
+      // entra and google have none (POST /reg is 404).
+      registration: profile === 'okta' || profile === 'keycloak'
+        ? { enabled: true, initialAccessToken }
+        : { enabled: false },
+      // okta, google, keycloak: the resource feature is off, so a resource
+      // parameter is one more unknown parameter and ignored; access
+      // tokens are opaque.
+      resourceIndicators: { enabled: false },
+    },
+  };
+  if (profile === 'entra') {
+    // Access tokens are JWTs for the app itself (typ "JWT", aud the
+    // client_id, groups/roles/tid/oid as in the ID token); a resource
+    // other than api://<client_id> is refused with AADSTS9010010.
+    config.features.resourceIndicators = {
+      enabled: true,
+      async defaultResource(ctx, client) {
+        return entraResource(client);
+      },
+      async useGrantedResource() {
+        return true;
+      },
+      async getResourceServerInfo(ctx, resource, client) {
+        if (resource !== entraResource(client)) {
+          throw new errors.InvalidTarget(
+            `AADSTS9010010: The resource parameter provided in the request doesn't match with the requested scopes (resource ${resource}, expected ${entraResource(client)}).`,
+          );
+        }
+        return {
+          scope: '',
+          audience: client.clientId,
+          accessTokenTTL,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: 'RS256' } },
+        };
+      },
+    };
+    config.extraTokenClaims = async (ctx, token) => {
+      if (!token.accountId) return undefined;
+      const { groups, roles, tid, oid } = accountClaims(token.accountId);
+      return { groups, roles, tid, oid };
+    };
+    config.formats = {
+      customizers: {
+        async jwt(ctx, token, jwt) {
+          jwt.header = { typ: 'JWT' };
+        },
+      },
+    };
+  }
+  return config;
+}
+
+const provider = new Provider(issuer, profile === 'default' ? defaultConfig() : profileConfig());
 provider.proxy = false;
+
+// The quirks oidc-provider has no switch for, as Koa middleware in front
+// of it.
+if (profile === 'keycloak') {
+  // Keycloak's default client registration policy ("Trusted Hosts")
+  // refuses an anonymous registration with 403.
+  provider.use(async (ctx, next) => {
+    if (ctx.method === 'POST' && ctx.path === '/reg' && !ctx.get('authorization')) {
+      ctx.status = 403;
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = {
+        error: 'insufficient_scope',
+        error_description: "Policy 'Trusted Hosts' rejected request to client-registration service. Details: Host not trusted.",
+      };
+      return;
+    }
+    await next();
+  });
+}
+if (profile === 'entra' || profile === 'google') {
+  // Neither names the issuer in the authorization response (RFC 9207);
+  // Entra's discovery also lacks code_challenge_methods_supported, though
+  // it accepts S256.
+  provider.use(async (ctx, next) => {
+    await next();
+    if (ctx.path === '/.well-known/openid-configuration' || ctx.path === '/.well-known/oauth-authorization-server') {
+      if (ctx.body && typeof ctx.body === 'object') {
+        delete ctx.body.authorization_response_iss_parameter_supported;
+        if (profile === 'entra') delete ctx.body.code_challenge_methods_supported;
+      }
+      return;
+    }
+    const location = ctx.response.get('location');
+    if (location && ctx.status >= 300 && ctx.status < 400) {
+      const url = URL.parse(location);
+      if (url && url.origin !== issuer && url.searchParams.has('iss')) {
+        url.searchParams.delete('iss');
+        ctx.redirect(url.href);
+      }
+    }
+  });
+}
+
 
 // Log server-side errors: a failing test shows them with the IdP's stderr.
 provider.on('server_error', (ctx, err) => process.stderr.write(`idp: server_error ${ctx.method} ${ctx.path}: ${err.stack}\n`));
@@ -302,7 +516,7 @@ for (const ev of ['grant.error', 'introspection.error', 'registration_create.err
 
 server.on('request', provider.callback());
 
-process.stdout.write(`${JSON.stringify({ issuer })}\n`);
+process.stdout.write(`${JSON.stringify({ issuer, profile })}\n`);
 
 const shutdown = () => server.close(() => process.exit(0));
 process.on('SIGTERM', shutdown);
