@@ -483,6 +483,18 @@ if (profile === 'keycloak') {
     await next();
   });
 }
+if (profile === 'entra') {
+  // Every refused resource is AADSTS9010010, also where oidc-provider
+  // refuses it itself (a token request naming a resource the code was not
+  // granted for).
+  provider.use(async (ctx, next) => {
+    await next();
+    const body = ctx.body;
+    if (body && typeof body === 'object' && body.error === 'invalid_target' && !String(body.error_description).includes('AADSTS')) {
+      body.error_description = `AADSTS9010010: The resource parameter provided in the request doesn't match with the requested scopes (${body.error_description}).`;
+    }
+  });
+}
 if (profile === 'entra' || profile === 'google') {
   // Neither names the issuer in the authorization response (RFC 9207);
   // Entra's discovery also lacks code_challenge_methods_supported, though
