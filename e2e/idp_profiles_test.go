@@ -41,6 +41,10 @@ type idpProfileCase struct {
 	refusesResource      bool // an RFC 8707 resource other than the app's is refused
 	jwtAccessToken       bool // access tokens are JWTs (else opaque)
 
+	// offline are the authorization request options for a refresh token
+	// (nil: every code flow gets one).
+	offline []oauth2.AuthCodeOption
+
 	// claims checks the profile's extra ID token claims.
 	claims func(t *testing.T, claims map[string]any)
 }
@@ -57,6 +61,7 @@ var idpProfileCases = []idpProfileCase{
 		anonymousRegister: http.StatusNotFound,
 		refusesResource:   true,
 		jwtAccessToken:    true,
+		offline:           []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("scope", "openid email profile offline_access")},
 		claims: func(t *testing.T, c map[string]any) {
 			wantStrings(t, c, "groups", idpObjectID("users"), idpObjectID("admins"))
 			wantStrings(t, c, "roles", "MCP.User", "MCP.Admin")
@@ -75,6 +80,7 @@ var idpProfileCases = []idpProfileCase{
 		initialAccessToken:   true,
 		pkceAdvertised:       true,
 		issInCallback:        true,
+		offline:              []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("scope", "openid email profile offline_access")},
 		claims: func(t *testing.T, c map[string]any) {
 			wantStrings(t, c, "groups", "Everyone", "users")
 			wantClaim(t, c, "email_verified", true)
@@ -87,6 +93,7 @@ var idpProfileCases = []idpProfileCase{
 		user:              "alice@example.com",
 		anonymousRegister: http.StatusNotFound,
 		pkceAdvertised:    true,
+		offline:           []oauth2.AuthCodeOption{oauth2.AccessTypeOffline},
 		claims: func(t *testing.T, c map[string]any) {
 			wantClaim(t, c, "hd", "example.com")
 			wantClaim(t, c, "email_verified", true)
@@ -210,6 +217,38 @@ func TestIdPProfiles(t *testing.T) {
 				} else if strings.Count(tok.AccessToken, ".") == 2 {
 					t.Errorf("access token is a JWT, want an opaque token")
 				}
+			})
+
+			t.Run("refresh", func(t *testing.T) {
+				f := rp.signIn(t, tc.user)
+				tok, err := rp.exchange(t, f.code, f.verifier)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := tok.RefreshToken != ""; got != (tc.offline == nil) {
+					t.Errorf("refresh token without offline access: %v, want %v", got, tc.offline == nil)
+				}
+				if tc.offline != nil {
+					f = rp.signIn(t, tc.user, tc.offline...)
+					if tok, err = rp.exchange(t, f.code, f.verifier); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if tok.RefreshToken == "" {
+					t.Fatalf("no refresh token with offline access")
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				defer cancel()
+				fresh, err := rp.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+				if err != nil {
+					t.Fatalf("refresh: %v", err)
+				}
+				if fresh.AccessToken == "" || fresh.AccessToken == tok.AccessToken {
+					t.Errorf("refresh: access token %q, want a new one", fresh.AccessToken)
+				}
+				claims := rp.verifyIDToken(t, fresh, f.nonce)
+				wantClaim(t, claims, "sub", tc.user)
+				tc.claims(t, claims)
 			})
 
 			t.Run("pkce is checked", func(t *testing.T) {

@@ -403,6 +403,12 @@ function profileConfig() {
     async findAccount(ctx, sub) {
       return { accountId: sub, async claims() { return accountClaims(sub); } };
     },
+    // Refresh tokens: keycloak gives one with every code; the others only
+    // for offline access (the offline_access scope; google:
+    // access_type=offline, see the middleware).
+    async issueRefreshToken(ctx, client, code) {
+      return client.grantTypeAllowed('refresh_token') && (profile === 'keycloak' || code.scopes.has('offline_access'));
+    },
     features: {
       devInteractions: { enabled: true },
       introspection: { enabled: profile === 'okta' || profile === 'keycloak' },
@@ -479,6 +485,30 @@ if (profile === 'keycloak') {
         error_description: "Policy 'Trusted Hosts' rejected request to client-registration service. Details: Host not trusted.",
       };
       return;
+    }
+    await next();
+  });
+}
+// Offline access: oidc-provider keeps the offline_access scope only with
+// prompt=consent; these IdPs need no prompt for it, so add the prompt
+// (the dev-interactions consent form shows once more). Google knows no
+// offline_access scope (dropped) but access_type=offline.
+if (profile !== 'default') {
+  provider.use(async (ctx, next) => {
+    if (ctx.method === 'GET' && ctx.path === '/auth') {
+      const query = { ...ctx.query };
+      let scopes = String(query.scope ?? '').split(' ').filter(Boolean);
+      if (profile === 'google') {
+        scopes = scopes.filter((s) => s !== 'offline_access');
+        if (query.access_type === 'offline') scopes.push('offline_access');
+      }
+      if (scopes.includes('offline_access')) {
+        const prompts = new Set(String(query.prompt ?? '').split(' ').filter(Boolean));
+        prompts.add('consent');
+        query.prompt = [...prompts].join(' ');
+      }
+      if (query.scope !== undefined) query.scope = scopes.join(' ');
+      ctx.query = query;
     }
     await next();
   });
