@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -300,14 +301,29 @@ func TestIdPProfiles(t *testing.T) {
 	}
 }
 
-// TestIdPProfileGoogleNoHostedDomain shows that a Google account without a
-// hosted domain (a login name without one) has no hd claim: a relying
-// party restricting sign-in to a domain must refuse it.
-func TestIdPProfileGoogleNoHostedDomain(t *testing.T) {
+// TestIdPProfileGoogle shows the rest of the google profile: an account
+// without a hosted domain (a login name without one) has no hd claim, so a
+// relying party restricting sign-in to a domain must refuse it; the
+// offline_access scope gives no refresh token (access_type=offline does);
+// and a relying party registered through IDP_CLIENTS (here with
+// client_secret_post) instead of IDP_RP_*.
+func TestIdPProfileGoogle(t *testing.T) {
 	redirectURI := "http://" + freeLoopbackAddr(t) + "/oauth/callback"
-	idp := startIdPProfile(t, idpProfileGoogle, idpRP{RedirectURIs: []string{redirectURI}}.Env()...)
-	rp := newTestRP(t, idp, idpRPClient, idpRPClientSecret, redirectURI, "client_secret_basic")
-	f := rp.signIn(t, "carol")
+	clients, err := json.Marshal([]map[string]any{{
+		"client_id":                  "google-rp.apps.example",
+		"client_secret":              "google-rp-secret",
+		"redirect_uris":              []string{redirectURI},
+		"grant_types":                []string{"authorization_code", "refresh_token"},
+		"response_types":             []string{"code"},
+		"token_endpoint_auth_method": "client_secret_post",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idp := startIdPProfile(t, idpProfileGoogle, "IDP_CLIENTS="+string(clients))
+	rp := newTestRP(t, idp, "google-rp.apps.example", "google-rp-secret", redirectURI, "client_secret_post")
+
+	f := rp.signIn(t, "carol", oauth2.SetAuthURLParam("scope", "openid email profile offline_access"))
 	tok, err := rp.exchange(t, f.code, f.verifier)
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +331,21 @@ func TestIdPProfileGoogleNoHostedDomain(t *testing.T) {
 	claims := rp.verifyIDToken(t, tok, f.nonce)
 	wantNoClaim(t, claims, "hd")
 	wantClaim(t, claims, "email", "carol@example.test")
+	if tok.RefreshToken != "" {
+		t.Errorf("scope offline_access gave a refresh token, want none (Google wants access_type=offline)")
+	}
+
+	// As real IdPs do, oidc-provider takes the secret in either place,
+	// whatever method the client registered.
+	basic := *rp
+	basic.conf.Endpoint.AuthStyle = oauth2.AuthStyleInHeader
+	f = basic.signIn(t, "carol", oauth2.AccessTypeOffline)
+	if tok, err = basic.exchange(t, f.code, f.verifier); err != nil {
+		t.Fatalf("client_secret_basic for a client_secret_post client: %v", err)
+	}
+	if tok.RefreshToken == "" {
+		t.Errorf("access_type=offline gave no refresh token")
+	}
 }
 
 // TestIdPProfileDefaultRP shows that the default profile (the one the auth
