@@ -1,13 +1,15 @@
 // idp.mjs runs a real OpenID provider (oidc-provider, OpenID Certified) on
 // 127.0.0.1 for Portcullis's end-to-end tests. It is a test fixture, never a
-// production authorization server: dev interactions accept any user name,
-// dynamic client registration is open, and everything is plain http.
+// production authorization server: dev interactions accept any user name
+// (any password), and everything is plain http.
 //
 // Usage (Node >= 22; scripts/install-node-tools.sh installs the deps):
 //
-//   IDP_DEPS_DIR=.cache/node-tools/idp node e2e/idp/idp.mjs [--port N] [--keys FILE] [--check]
+//   IDP_DEPS_DIR=.cache/node-tools/idp node e2e/idp/idp.mjs [--profile P] [--port N] [--keys FILE] [--check]
 //
 // Flags and environment (a flag wins over its variable):
+//   --profile P / IDP_PROFILE    default, entra, okta, google or keycloak
+//                                (default: default; see "Profiles" below)
 //   --port N / IDP_PORT          port on 127.0.0.1 (default 0: any free port)
 //   --keys FILE / IDP_KEYS_FILE  private JWKS file; made on first start and
 //                                reused after, so restarts keep the same kids
@@ -17,15 +19,43 @@
 //   IDP_DEPS_DIR                 folder whose node_modules holds oidc-provider
 //                                (default: resolve it next to this file)
 //   IDP_ACCESS_TOKEN_TTL         JWT/opaque access token lifetime in seconds (default 3600)
-//   IDP_CLIENTS                  JSON array of extra client metadata; an entry
+//   IDP_CLIENTS                  JSON array of extra client metadata
+//                                (oidc-provider's, as in RFC 7591); an entry
 //                                whose client_id matches a built-in client
 //                                replaces it
+//   IDP_RP_REDIRECT_URIS         redirect URIs (space- or comma-separated) of
+//                                the relying-party client; without it there
+//                                is none (any profile)
+//   IDP_RP_CLIENT_ID             its client_id (default portcullis-rp)
+//   IDP_RP_CLIENT_SECRET         its secret (default <client_id>-secret)
+//   IDP_RP_AUTH_METHOD           client_secret_basic (default) or
+//                                client_secret_post; the token endpoint takes
+//                                the secret either way
+//   IDP_INITIAL_ACCESS_TOKEN     okta and keycloak: the bearer token dynamic
+//                                client registration wants (default
+//                                <profile>-initial-access-token)
 //
 // When listening it prints one JSON line on stdout:
-//   {"issuer":"http://127.0.0.1:PORT"}
+//   {"issuer":"http://127.0.0.1:PORT","profile":"default"}
 // Everything else (oidc-provider's warnings and notices, request errors)
 // goes to stderr.
 //
+// The relying-party client (IDP_RP_*) is a confidential client as a
+// customer registers Portcullis in authorization-server mode at its IdP:
+// grant_types authorization_code and refresh_token, response_types code,
+// the redirect URIs given (e.g. http://127.0.0.1:PORT/oauth/callback,
+// matched exactly). IDP_CLIENTS can register more such clients, e.g.
+//   [{"client_id":"rp","client_secret":"s","redirect_uris":["http://127.0.0.1:8080/oauth/callback"],
+//     "grant_types":["authorization_code","refresh_token"],"response_types":["code"],
+//     "token_endpoint_auth_method":"client_secret_post"}]
+//
+// Users: any login name signs in (dev interactions: a login form, then a
+// consent form) and is the subject (sub). A name starting with "admin" is
+// in the groups users and admins, any other only in users.
+//
+// ---------------------------------------------------------------------
+// Profile "default": the provider the resource-server tests use.
+// ---------------------------------------------------------------------
 // Built-in clients (all confidential, client_secret_basic or _post):
 //   portcullis-e2e           secret portcullis-e2e-secret           client_credentials; scope mcp:tools mcp:admin weather:read
 //   portcullis-e2e-limited   secret portcullis-e2e-limited-secret   client_credentials; scope mcp:tools
@@ -52,8 +82,78 @@
 //     "admin"; a client_credentials token of portcullis-e2e has roles
 //     ["mcp-admin"]; a client_credentials token's introspection answer
 //     has sub = client_id, as its JWT has.
+//   - ID tokens (scope openid) have sub, and name and email
+//     (<login>@example.test) only as oidc-provider releases them.
 //
-// The JWKS publishes an RS256 and an ES256 key.
+// ---------------------------------------------------------------------
+// Profiles "entra", "okta", "google", "keycloak": the identity providers
+// enterprises run, as an OIDC relying party (Portcullis in
+// authorization-server mode) sees them.
+// ---------------------------------------------------------------------
+// Common to the four: no built-in clients and no client_credentials (only
+// IDP_RP_* and IDP_CLIENTS); scopes openid, email, profile,
+// offline_access; PKCE S256 is checked when sent (a wrong code_verifier is
+// invalid_grant) but not required; every claim below is in the ID token
+// whatever the scope (conformIdTokenClaims off); email is the login name
+// when it has a domain ("alice@example.com"), else <login>@example.test.
+// A refresh token needs offline access (the offline_access scope; oidc-
+// provider's prompt=consent for it is added, so the consent form shows
+// again), except where said.
+//
+// entra (Microsoft Entra ID, v2 endpoints):
+//   - No dynamic client registration: discovery has no
+//     registration_endpoint, POST /reg is 404.
+//   - Discovery omits code_challenge_methods_supported (S256 works) and
+//     authorization_response_iss_parameter_supported; the authorization
+//     response has no iss (RFC 9207).
+//   - resource (RFC 8707): any value but the app's identifier URI
+//     api://<client_id> is refused, at the authorization endpoint (a
+//     redirect with error=invalid_target) and at the token endpoint (400
+//     invalid_target), the description starting "AADSTS9010010:".
+//   - Access tokens are the app's own: JWTs (RS256) with header typ "JWT"
+//     (not at+jwt), aud = the client_id (the app id), and groups, roles,
+//     tid, oid as in the ID token; they are no good at userinfo.
+//   - ID token claims: groups = object ids (GUID-like, see objectId: the
+//     first 16 bytes of sha256("portcullis-e2e-idp:" + group) as
+//     8-4-4-4-12 hex) of users (and admins); roles ["MCP.User"] (plus
+//     "MCP.Admin" for admins: app roles); tid 72f988bf-0000-4000-8000-00000000e2e0;
+//     oid = objectId("user:" + login); preferred_username = email.
+//   - No introspection, no revocation.
+//
+// okta (an Okta org authorization server):
+//   - Registration is advertised but wants IDP_INITIAL_ACCESS_TOKEN as a
+//     bearer token (Okta: an admin API token); anonymous POST /reg is 401
+//     invalid_token.
+//   - resource is ignored (as Okta ignores unknown parameters): no error,
+//     the token names no resource. Access tokens are opaque.
+//   - ID token claims: groups ["Everyone", "users"(, "admins")],
+//     email_verified true, preferred_username = email.
+//   - Introspection and revocation.
+//
+// google (Google's OpenID Connect):
+//   - No dynamic client registration (no registration_endpoint, POST /reg
+//     404); no iss in the authorization response.
+//   - resource is ignored. Access tokens are opaque.
+//   - Offline access is access_type=offline; the offline_access scope is
+//     dropped (no refresh token for it).
+//   - ID token claims: email_verified true, and hd (the hosted domain) =
+//     the login name's domain ("alice@example.com" -> "example.com"); a
+//     login without a domain has no hd. No groups, no roles.
+//   - Revocation, no introspection.
+//
+// keycloak (a Keycloak realm):
+//   - Registration is advertised; anonymous POST /reg is refused by the
+//     default "Trusted Hosts" policy: 403 insufficient_scope. With
+//     IDP_INITIAL_ACCESS_TOKEN as a bearer token it works (201).
+//   - resource is ignored. Access tokens are opaque (not Keycloak's JWTs).
+//   - Every code flow gets a refresh token (no offline access needed).
+//   - ID token claims: realm_access.roles ["default-roles-portcullis",
+//     "offline_access", "users"(, "admins")] (as with the realm roles
+//     mapper's "add to ID token" on), no top-level groups or roles;
+//     email_verified true, preferred_username = the login name.
+//   - Introspection and revocation.
+//
+// The JWKS publishes an RS256 and an ES256 key; ID tokens are RS256.
 
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
