@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"reflect"
 	"slices"
@@ -252,6 +253,26 @@ func TestIdPProfiles(t *testing.T) {
 				tc.claims(t, claims)
 			})
 
+			t.Run("browser session", func(t *testing.T) {
+				// One browser: the second authorization finds the IdP
+				// session (and the consent), so the login name given then
+				// is never asked for.
+				jar, err := cookiejar.New(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				browser := *rp
+				browser.jar = jar
+				for _, user := range []string{tc.user, "someone-else"} {
+					f := browser.signIn(t, user)
+					tok, err := browser.exchange(t, f.code, f.verifier)
+					if err != nil {
+						t.Fatal(err)
+					}
+					wantClaim(t, browser.verifyIDToken(t, tok, f.nonce), "sub", tc.user)
+				}
+			})
+
 			t.Run("pkce is checked", func(t *testing.T) {
 				f := rp.signIn(t, tc.user)
 				_, err := rp.exchange(t, f.code, oauth2.GenerateVerifier())
@@ -382,6 +403,9 @@ type testRP struct {
 	idp      *IdP
 	provider *oidc.Provider
 	conf     oauth2.Config
+	// jar, when set, is the browser's cookie jar (AuthorizeWithJar);
+	// otherwise each authorization starts in a fresh browser.
+	jar http.CookieJar
 }
 
 // newTestRP discovers idp with go-oidc and configures the client.
@@ -421,7 +445,13 @@ func (rp *testRP) authorize(t *testing.T, user string, opts ...oauth2.AuthCodeOp
 	authURL := rp.conf.AuthCodeURL(f.state, append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(f.verifier), oidc.Nonce(f.nonce)}, opts...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cb, err := rp.idp.Authorize(ctx, authURL, user)
+	var cb *url.URL
+	var err error
+	if rp.jar != nil {
+		cb, err = rp.idp.AuthorizeWithJar(ctx, rp.jar, authURL, user)
+	} else {
+		cb, err = rp.idp.Authorize(ctx, authURL, user)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
