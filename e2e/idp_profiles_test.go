@@ -253,6 +253,34 @@ func TestIdPProfiles(t *testing.T) {
 				tc.claims(t, claims)
 			})
 
+			if tc.profile == idpProfileEntra {
+				t.Run("app scopes", func(t *testing.T) {
+					// Entra v2: the app's own scopes api://<app id>/NAME
+					// (.default: all consented) give an access token for the
+					// app with scp the names; refreshing keeps them.
+					app := "api://" + clientID + "/"
+					f := rp.signIn(t, tc.user, oauth2.SetAuthURLParam("scope", "openid email profile offline_access "+app+".default "+app+"mcp.access"))
+					tok, err := rp.exchange(t, f.code, f.verifier)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+					defer cancel()
+					fresh, err := rp.conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+					if err != nil {
+						t.Fatalf("refresh: %v", err)
+					}
+					for _, at := range []string{tok.AccessToken, fresh.AccessToken} {
+						_, c := decodeJWT(t, at)
+						wantClaim(t, c, "scp", "mcp.access")
+						wantClaim(t, c, "azp", clientID)
+						wantClaim(t, c, "ver", "2.0")
+						wantClaim(t, c, "aud", clientID)
+						wantNoClaim(t, c, "scope", "client_id")
+					}
+				})
+			}
+
 			t.Run("browser session", func(t *testing.T) {
 				// One browser: the second authorization finds the IdP
 				// session (and the consent), so the login name given then

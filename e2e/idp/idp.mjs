@@ -111,8 +111,13 @@
 //     redirect with error=invalid_target) and at the token endpoint (400
 //     invalid_target), the description starting "AADSTS9010010:".
 //   - Access tokens are the app's own: JWTs (RS256) with header typ "JWT"
-//     (not at+jwt), aud = the client_id (the app id), and groups, roles,
-//     tid, oid as in the ID token; they are no good at userinfo.
+//     (not at+jwt), aud = the client_id (the app id), azp = the client_id,
+//     ver "2.0", no scope or client_id claim, and groups, roles, tid, oid
+//     as in the ID token; they are no good at userinfo.
+//   - The app's own scopes, api://<client_id>/NAME (e.g. .../.default,
+//     .../mcp.access), are granted and named in the access token's scp
+//     ("mcp.access"; .default names none); other unknown scopes are
+//     dropped, as oidc-provider does.
 //   - ID token claims: groups = object ids (GUID-like, see objectId: the
 //     first 16 bytes of sha256("portcullis-e2e-idp:" + group) as
 //     8-4-4-4-12 hex) of users (and admins); roles ["MCP.User"] (plus
@@ -474,6 +479,16 @@ const defaultConfig = () => ({
 // identifier URI, api://<client_id>, which is also its default resource.
 const entraResource = (client) => `api://${client?.clientId}`;
 
+// entraAppScopes returns the app's own scopes (api://<client_id>/NAME,
+// e.g. api://<client_id>/.default) among those of the request, or of the
+// code or refresh token being redeemed.
+function entraAppScopes(ctx, client) {
+  const prefix = `${entraResource(client)}/`;
+  const { params, entities } = ctx.oidc;
+  const scope = params.scope ?? entities.AuthorizationCode?.scope ?? entities.RefreshToken?.scope ?? '';
+  return String(scope).split(' ').filter((s) => s.startsWith(prefix) && s.length > prefix.length);
+}
+
 // profileConfig is the configuration of the entra, okta, google and
 // keycloak profiles: only a relying party's code flow (no
 // client_credentials, no built-in clients), every account claim of the
@@ -544,7 +559,7 @@ function profileConfig() {
           );
         }
         return {
-          scope: '',
+          scope: entraAppScopes(ctx, client).join(' '),
           audience: client.clientId,
           accessTokenTTL,
           accessTokenFormat: 'jwt',
@@ -561,6 +576,19 @@ function profileConfig() {
       customizers: {
         async jwt(ctx, token, jwt) {
           jwt.header = { typ: 'JWT' };
+          // v2 access token claims: scp (the app's scope names without
+          // the api://<client_id>/ prefix; .default names none), azp,
+          // ver; no scope, no client_id.
+          const { payload } = jwt;
+          const prefix = `api://${payload.client_id}/`;
+          const scp = String(payload.scope ?? '').split(' ')
+            .filter((s) => s.startsWith(prefix)).map((s) => s.slice(prefix.length))
+            .filter((s) => s && s !== '.default');
+          if (scp.length > 0) payload.scp = scp.join(' ');
+          payload.azp = payload.client_id;
+          payload.ver = '2.0';
+          delete payload.scope;
+          delete payload.client_id;
         },
       },
     };
