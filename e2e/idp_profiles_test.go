@@ -353,7 +353,8 @@ func TestIdPProfiles(t *testing.T) {
 // TestIdPProfileGoogle shows the rest of the google profile: an account
 // without a hosted domain (a login name without one) has no hd claim, so a
 // relying party restricting sign-in to a domain must refuse it; the
-// offline_access scope gives no refresh token (access_type=offline does);
+// offline_access scope is refused (access_type=offline gives a refresh
+// token);
 // and a relying party registered through IDP_CLIENTS (here with
 // client_secret_post) instead of IDP_RP_*.
 func TestIdPProfileGoogle(t *testing.T) {
@@ -372,7 +373,7 @@ func TestIdPProfileGoogle(t *testing.T) {
 	idp := startIdPProfile(t, idpProfileGoogle, "IDP_CLIENTS="+string(clients))
 	rp := newTestRP(t, idp, "google-rp.apps.example", "google-rp-secret", redirectURI, "client_secret_post")
 
-	f := rp.signIn(t, "carol", oauth2.SetAuthURLParam("scope", "openid email profile offline_access"))
+	f := rp.signIn(t, "carol")
 	tok, err := rp.exchange(t, f.code, f.verifier)
 	if err != nil {
 		t.Fatal(err)
@@ -380,8 +381,13 @@ func TestIdPProfileGoogle(t *testing.T) {
 	claims := rp.verifyIDToken(t, tok, f.nonce)
 	wantNoClaim(t, claims, "hd")
 	wantClaim(t, claims, "email", "carol@example.test")
-	if tok.RefreshToken != "" {
-		t.Errorf("scope offline_access gave a refresh token, want none (Google wants access_type=offline)")
+
+	// The offline_access scope: an error page at Google, no redirect.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	offline := rp.conf.AuthCodeURL(rand.Text(), oauth2.S256ChallengeOption(oauth2.GenerateVerifier()), oauth2.SetAuthURLParam("scope", "openid email offline_access"))
+	if cb, err := idp.Authorize(ctx, offline, "carol"); err == nil || !strings.Contains(err.Error(), "status 400") || !strings.Contains(err.Error(), "invalid_scope") {
+		t.Errorf("authorization with scope offline_access: redirect %v, error %v; want a 400 invalid_scope page", cb, err)
 	}
 
 	// As real IdPs do, oidc-provider takes the secret in either place,

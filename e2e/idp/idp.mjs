@@ -139,8 +139,10 @@
 //   - No dynamic client registration (no registration_endpoint, POST /reg
 //     404); no iss in the authorization response.
 //   - resource is ignored. Access tokens are opaque.
-//   - Offline access is access_type=offline; the offline_access scope is
-//     dropped (no refresh token for it).
+//   - Offline access is access_type=offline; an authorization request
+//     with the offline_access scope is refused with a 400 error page
+//     (invalid_scope, "Some requested scopes were invalid. {valid=[…],
+//     invalid=[offline_access]}"), not redirected to the client.
 //   - ID token claims: email_verified true, and hd (the hosted domain) =
 //     the login name's domain ("alice@example.com" -> "example.com"); a
 //     login without a domain has no hd. No groups, no roles.
@@ -619,15 +621,24 @@ if (profile === 'keycloak') {
 }
 // Offline access: oidc-provider keeps the offline_access scope only with
 // prompt=consent; these IdPs need no prompt for it, so add the prompt
-// (the dev-interactions consent form shows once more). Google knows no
-// offline_access scope (dropped) but access_type=offline.
+// (the dev-interactions consent form shows once more). Google refuses the
+// offline_access scope (an error page, no redirect) and takes
+// access_type=offline instead.
 if (profile !== 'default') {
   provider.use(async (ctx, next) => {
     if (ctx.method === 'GET' && ctx.path === '/auth') {
       const query = { ...ctx.query };
-      let scopes = String(query.scope ?? '').split(' ').filter(Boolean);
+      const scopes = String(query.scope ?? '').split(' ').filter(Boolean);
       if (profile === 'google') {
-        scopes = scopes.filter((s) => s !== 'offline_access');
+        if (scopes.includes('offline_access')) {
+          const valid = scopes.filter((s) => s !== 'offline_access');
+          ctx.status = 400;
+          ctx.body = {
+            error: 'invalid_scope',
+            error_description: `Some requested scopes were invalid. {valid=[${valid.join(', ')}], invalid=[offline_access]}`,
+          };
+          return;
+        }
         if (query.access_type === 'offline') scopes.push('offline_access');
       }
       if (scopes.includes('offline_access')) {
