@@ -67,6 +67,74 @@ const (
 	idpLimitedScope = "mcp:tools"
 )
 
+// The IdP profiles (IDP_PROFILE, see e2e/idp/idp.mjs): idpProfileDefault is
+// the provider the auth tests use; the others stand in for an identity
+// provider an enterprise runs, with its quirks, behind Portcullis in
+// authorization-server mode.
+const (
+	idpProfileDefault  = "default"
+	idpProfileEntra    = "entra"
+	idpProfileOkta     = "okta"
+	idpProfileGoogle   = "google"
+	idpProfileKeycloak = "keycloak"
+)
+
+// idpEnterpriseProfiles are the profiles other than the default.
+var idpEnterpriseProfiles = []string{idpProfileEntra, idpProfileOkta, idpProfileGoogle, idpProfileKeycloak}
+
+// The relying-party client idp.mjs registers when IDP_RP_REDIRECT_URIS is
+// set (idpRP.Env): a confidential client for the authorization code grant
+// (and refresh_token), as Portcullis in authorization-server mode is
+// registered at a customer's IdP.
+const (
+	idpRPClient       = "portcullis-rp"
+	idpRPClientSecret = "portcullis-rp-secret"
+)
+
+// idpRP is the relying-party client to register at the IdP.
+type idpRP struct {
+	// ClientID defaults to idpRPClient, ClientSecret to ClientID+"-secret".
+	ClientID, ClientSecret string
+	// RedirectURIs are the exact redirect URIs, e.g.
+	// http://127.0.0.1:PORT/oauth/callback; at least one.
+	RedirectURIs []string
+	// AuthMethod is client_secret_basic (the default) or client_secret_post.
+	AuthMethod string
+}
+
+// Env returns the IDP_RP_* environment registering rp, for startIdP or
+// startIdPProfile.
+func (rp idpRP) Env() []string {
+	env := []string{"IDP_RP_REDIRECT_URIS=" + strings.Join(rp.RedirectURIs, " ")}
+	if rp.ClientID != "" {
+		env = append(env, "IDP_RP_CLIENT_ID="+rp.ClientID)
+	}
+	if rp.ClientSecret != "" {
+		env = append(env, "IDP_RP_CLIENT_SECRET="+rp.ClientSecret)
+	}
+	if rp.AuthMethod != "" {
+		env = append(env, "IDP_RP_AUTH_METHOD="+rp.AuthMethod)
+	}
+	return env
+}
+
+// idpEntraTenant is the entra profile's tid claim.
+const idpEntraTenant = "72f988bf-0000-4000-8000-00000000e2e0"
+
+// idpObjectID returns the GUID-like object id the entra profile gives a
+// group (its name: "users", "admins") or, as "user:"+login, a user's oid:
+// the first 16 bytes of sha256("portcullis-e2e-idp:"+name) as 8-4-4-4-12 hex.
+func idpObjectID(name string) string {
+	sum := sha256.Sum256([]byte("portcullis-e2e-idp:" + name))
+	h := fmt.Sprintf("%x", sum[:16])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// idpInitialAccessToken returns the initial access token the okta and
+// keycloak profiles want for dynamic client registration, unless
+// IDP_INITIAL_ACCESS_TOKEN sets another.
+func idpInitialAccessToken(profile string) string { return profile + "-initial-access-token" }
+
 // idpScopes are the scopes the IdP grants for any resource. A token
 // request without scope gets all the client may have.
 var idpScopes = []string{"mcp:tools", "mcp:admin", "weather:read"}
@@ -80,13 +148,18 @@ type IdP struct {
 	// JWK). Start another IdP with IDP_KEYS_FILE set to it to keep the kids.
 	KeysFile string
 
-	issuer string
-	client *http.Client
-	cmd    *exec.Cmd
-	stderr *lineBuffer
-	done   chan struct{}
-	err    error
+	profile string
+	issuer  string
+	client  *http.Client
+	cmd     *exec.Cmd
+	stderr  *lineBuffer
+	done    chan struct{}
+	err     error
 }
+
+// Profile returns the IdP's profile (IDP_PROFILE): idpProfileDefault,
+// idpProfileEntra, idpProfileOkta, idpProfileGoogle or idpProfileKeycloak.
+func (p *IdP) Profile() string { return p.profile }
 
 // Issuer returns the issuer URL, "http://127.0.0.1:PORT" (no trailing slash).
 func (p *IdP) Issuer() string { return p.issuer }
@@ -98,6 +171,48 @@ func (p *IdP) JWKSURL() string          { return p.issuer + "/jwks" }
 func (p *IdP) IntrospectionURL() string { return p.issuer + "/token/introspection" }
 func (p *IdP) RevocationURL() string    { return p.issuer + "/token/revocation" }
 func (p *IdP) RegistrationURL() string  { return p.issuer + "/reg" }
+
+// Discovery returns the IdP's OpenID discovery document
+// (/.well-known/openid-configuration), failing the test unless it is served.
+func (p *IdP) Discovery(t *testing.T) map[string]any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, p.issuer+"/.well-known/openid-configuration", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := p.do(t, req)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("discovery: status %d: %s", resp.StatusCode, body)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(body, &meta); err != nil {
+		t.Fatalf("discovery: %v\n%s", err, body)
+	}
+	return meta
+}
+
+// Register POSTs client metadata to RegistrationURL (RFC 7591) with
+// bearer as the initial access token (none when empty) and returns the
+// status and body without judging them: the profiles differ (201; 404
+// without registration; 401 or 403 without an initial access token).
+func (p *IdP) Register(t *testing.T, bearer string, metadata map[string]any) (int, []byte) {
+	t.Helper()
+	body, err := json.Marshal(metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.RegistrationURL(), strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, out := p.do(t, req)
+	return resp.StatusCode, out
+}
 
 // Stderr returns what the IdP wrote to stderr so far.
 func (p *IdP) Stderr() string { return p.stderr.String() }
@@ -122,15 +237,24 @@ func idpPaths(t *testing.T) (node, script, deps string) {
 	return node, script, deps
 }
 
+// startIdPProfile is startIdP with IDP_PROFILE=profile: an IdP that acts as
+// Entra ID, Okta, Google or Keycloak do (see e2e/idp/idp.mjs). Register the
+// relying party with idpRP{…}.Env() in env.
+func startIdPProfile(t *testing.T, profile string, env ...string) *IdP {
+	t.Helper()
+	return startIdP(t, append([]string{"IDP_PROFILE=" + profile}, env...)...)
+}
+
 // startIdP runs e2e/idp/idp.mjs under Node 22 on 127.0.0.1 (a free port)
 // with the extra environment env ("IDP_ACCESS_TOKEN_TTL=5",
-// "IDP_CLIENTS=[…]", "IDP_KEYS_FILE=…", "IDP_PORT=N"; see idp.mjs), waits for its issuer
+// "IDP_CLIENTS=[…]", "IDP_KEYS_FILE=…", "IDP_PORT=N", "IDP_PROFILE=entra",
+// "IDP_RP_REDIRECT_URIS=…"; see idp.mjs), waits for its issuer
 // line and stops it on cleanup, logging its stderr if the test failed.
 // Unless env sets IDP_KEYS_FILE, the keys go to a file in t.TempDir().
 func startIdP(t *testing.T, env ...string) *IdP {
 	t.Helper()
 	node, script, deps := idpPaths(t)
-	p := &IdP{stderr: &lineBuffer{}, done: make(chan struct{})}
+	p := &IdP{stderr: &lineBuffer{}, done: make(chan struct{}), profile: idpProfileDefault}
 	port := "0" // IDP_PORT=N restarts an IdP on the port (so the issuer URL) of an earlier one
 	for _, kv := range env {
 		switch k, v, _ := strings.Cut(kv, "="); k {
@@ -138,6 +262,8 @@ func startIdP(t *testing.T, env ...string) *IdP {
 			p.KeysFile = v
 		case "IDP_PORT":
 			port = v
+		case "IDP_PROFILE":
+			p.profile = v
 		}
 	}
 	if p.KeysFile == "" {
@@ -162,7 +288,11 @@ func startIdP(t *testing.T, env ...string) *IdP {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s %s: %v", node, script, err)
 	}
-	issuers := make(chan string, 1)
+	type issuerLine struct {
+		Issuer  string `json:"issuer"`
+		Profile string `json:"profile"`
+	}
+	issuers := make(chan issuerLine, 1)
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(stderrDone)
@@ -175,11 +305,9 @@ func startIdP(t *testing.T, env ...string) *IdP {
 		sc := bufio.NewScanner(stdout)
 		sent := false
 		for sc.Scan() {
-			var line struct {
-				Issuer string `json:"issuer"`
-			}
+			var line issuerLine
 			if !sent && json.Unmarshal(sc.Bytes(), &line) == nil && line.Issuer != "" {
-				issuers <- line.Issuer
+				issuers <- line
 				sent = true
 				continue
 			}
@@ -199,13 +327,17 @@ func startIdP(t *testing.T, env ...string) *IdP {
 	timer := time.NewTimer(idpStartTimeout)
 	defer timer.Stop()
 	select {
-	case p.issuer = <-issuers:
+	case line := <-issuers:
+		p.issuer = line.Issuer
+		if line.Profile != p.profile {
+			t.Fatalf("IdP started with profile %q, want %q", line.Profile, p.profile)
+		}
 	case <-p.done:
 		t.Fatalf("IdP exited before printing its issuer: %v\n%s", p.err, p.stderr.Tail(stderrTail))
 	case <-timer.C:
 		t.Fatalf("IdP did not print its issuer within %v\n%s", idpStartTimeout, p.stderr.Tail(stderrTail))
 	}
-	t.Logf("IdP %s started in %v", p.issuer, time.Since(start).Round(time.Millisecond))
+	t.Logf("IdP %s (profile %s) started in %v", p.issuer, p.profile, time.Since(start).Round(time.Millisecond))
 	// No redirects: the token endpoints never redirect, and the code flow
 	// follows its own.
 	p.client = &http.Client{
@@ -502,14 +634,23 @@ func (p *IdP) AuthorizationCodeFlow(t *testing.T, user, resource string, scopes 
 // request to this IdP) with a fresh cookie jar, signs in as user on the
 // dev-interactions login form, confirms the consent form, and returns the
 // URL of the first redirect that leaves the IdP: the client's redirect URI
-// with code, state and iss (or error). It does not call the testing.T, so
-// it may run on any goroutine.
+// with code, state and iss (or error; the entra and google profiles send no
+// iss). It does not call the testing.T, so it may run on any goroutine.
 func (p *IdP) Authorize(ctx context.Context, authURL, user string) (*url.URL, error) {
-	idp, err := url.Parse(p.issuer)
+	jar, err := cookiejar.New(nil)
 	if err != nil {
 		return nil, err
 	}
-	jar, err := cookiejar.New(nil)
+	return p.AuthorizeWithJar(ctx, jar, authURL, user)
+}
+
+// AuthorizeWithJar is Authorize with the browser's cookie jar: the one the
+// test also uses at the relying party (Portcullis), whose callback may want
+// a cookie it set before redirecting to the IdP. A jar that already holds
+// an IdP session for user skips the login form (and the consent already
+// given), as a browser does.
+func (p *IdP) AuthorizeWithJar(ctx context.Context, jar http.CookieJar, authURL, user string) (*url.URL, error) {
+	idp, err := url.Parse(p.issuer)
 	if err != nil {
 		return nil, err
 	}

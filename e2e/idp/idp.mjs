@@ -1,13 +1,15 @@
 // idp.mjs runs a real OpenID provider (oidc-provider, OpenID Certified) on
 // 127.0.0.1 for Portcullis's end-to-end tests. It is a test fixture, never a
-// production authorization server: dev interactions accept any user name,
-// dynamic client registration is open, and everything is plain http.
+// production authorization server: dev interactions accept any user name
+// (any password), and everything is plain http.
 //
 // Usage (Node >= 22; scripts/install-node-tools.sh installs the deps):
 //
-//   IDP_DEPS_DIR=.cache/node-tools/idp node e2e/idp/idp.mjs [--port N] [--keys FILE] [--check]
+//   IDP_DEPS_DIR=.cache/node-tools/idp node e2e/idp/idp.mjs [--profile P] [--port N] [--keys FILE] [--check]
 //
 // Flags and environment (a flag wins over its variable):
+//   --profile P / IDP_PROFILE    default, entra, okta, google or keycloak
+//                                (default: default; see "Profiles" below)
 //   --port N / IDP_PORT          port on 127.0.0.1 (default 0: any free port)
 //   --keys FILE / IDP_KEYS_FILE  private JWKS file; made on first start and
 //                                reused after, so restarts keep the same kids
@@ -17,15 +19,43 @@
 //   IDP_DEPS_DIR                 folder whose node_modules holds oidc-provider
 //                                (default: resolve it next to this file)
 //   IDP_ACCESS_TOKEN_TTL         JWT/opaque access token lifetime in seconds (default 3600)
-//   IDP_CLIENTS                  JSON array of extra client metadata; an entry
+//   IDP_CLIENTS                  JSON array of extra client metadata
+//                                (oidc-provider's, as in RFC 7591); an entry
 //                                whose client_id matches a built-in client
 //                                replaces it
+//   IDP_RP_REDIRECT_URIS         redirect URIs (space- or comma-separated) of
+//                                the relying-party client; without it there
+//                                is none (any profile)
+//   IDP_RP_CLIENT_ID             its client_id (default portcullis-rp)
+//   IDP_RP_CLIENT_SECRET         its secret (default <client_id>-secret)
+//   IDP_RP_AUTH_METHOD           client_secret_basic (default) or
+//                                client_secret_post; the token endpoint takes
+//                                the secret either way
+//   IDP_INITIAL_ACCESS_TOKEN     okta and keycloak: the bearer token dynamic
+//                                client registration wants (default
+//                                <profile>-initial-access-token)
 //
 // When listening it prints one JSON line on stdout:
-//   {"issuer":"http://127.0.0.1:PORT"}
+//   {"issuer":"http://127.0.0.1:PORT","profile":"default"}
 // Everything else (oidc-provider's warnings and notices, request errors)
 // goes to stderr.
 //
+// The relying-party client (IDP_RP_*) is a confidential client as a
+// customer registers Portcullis in authorization-server mode at its IdP:
+// grant_types authorization_code and refresh_token, response_types code,
+// the redirect URIs given (e.g. http://127.0.0.1:PORT/oauth/callback,
+// matched exactly). IDP_CLIENTS can register more such clients, e.g.
+//   [{"client_id":"rp","client_secret":"s","redirect_uris":["http://127.0.0.1:8080/oauth/callback"],
+//     "grant_types":["authorization_code","refresh_token"],"response_types":["code"],
+//     "token_endpoint_auth_method":"client_secret_post"}]
+//
+// Users: any login name signs in (dev interactions: a login form, then a
+// consent form) and is the subject (sub). A name starting with "admin" is
+// in the groups users and admins, any other only in users.
+//
+// ---------------------------------------------------------------------
+// Profile "default": the provider the resource-server tests use.
+// ---------------------------------------------------------------------
 // Built-in clients (all confidential, client_secret_basic or _post):
 //   portcullis-e2e           secret portcullis-e2e-secret           client_credentials; scope mcp:tools mcp:admin weather:read
 //   portcullis-e2e-limited   secret portcullis-e2e-limited-secret   client_credentials; scope mcp:tools
@@ -52,8 +82,85 @@
 //     "admin"; a client_credentials token of portcullis-e2e has roles
 //     ["mcp-admin"]; a client_credentials token's introspection answer
 //     has sub = client_id, as its JWT has.
+//   - ID tokens (scope openid) have sub, and name and email
+//     (<login>@example.test) only as oidc-provider releases them.
 //
-// The JWKS publishes an RS256 and an ES256 key.
+// ---------------------------------------------------------------------
+// Profiles "entra", "okta", "google", "keycloak": the identity providers
+// enterprises run, as an OIDC relying party (Portcullis in
+// authorization-server mode) sees them.
+// ---------------------------------------------------------------------
+// Common to the four: no built-in clients and no client_credentials (only
+// IDP_RP_* and IDP_CLIENTS); scopes openid, email, profile,
+// offline_access; PKCE S256 is checked when sent (a wrong code_verifier is
+// invalid_grant) but not required; every claim below is in the ID token
+// whatever the scope (conformIdTokenClaims off); email is the login name
+// when it has a domain ("alice@example.com"), else <login>@example.test.
+// A refresh token needs offline access (the offline_access scope; oidc-
+// provider's prompt=consent for it is added, so the consent form shows
+// again), except where said.
+//
+// entra (Microsoft Entra ID, v2 endpoints):
+//   - No dynamic client registration: discovery has no
+//     registration_endpoint, POST /reg is 404.
+//   - Discovery omits code_challenge_methods_supported (S256 works) and
+//     authorization_response_iss_parameter_supported; the authorization
+//     response has no iss (RFC 9207).
+//   - resource (RFC 8707): any value but the app's identifier URI
+//     api://<client_id> is refused, at the authorization endpoint (a
+//     redirect with error=invalid_target) and at the token endpoint (400
+//     invalid_target), the description starting "AADSTS9010010:".
+//   - Access tokens are the app's own: JWTs (RS256) with header typ "JWT"
+//     (not at+jwt), aud = the client_id (the app id), azp = the client_id,
+//     ver "2.0", no scope or client_id claim, and groups, roles, tid, oid
+//     as in the ID token; they are no good at userinfo.
+//   - The app's own scopes, api://<client_id>/NAME (e.g. .../.default,
+//     .../mcp.access), are granted and named in the access token's scp
+//     ("mcp.access"; .default names none); other unknown scopes are
+//     dropped, as oidc-provider does.
+//   - ID token claims: groups = object ids (GUID-like, see objectId: the
+//     first 16 bytes of sha256("portcullis-e2e-idp:" + group) as
+//     8-4-4-4-12 hex) of users (and admins); roles ["MCP.User"] (plus
+//     "MCP.Admin" for admins: app roles); tid 72f988bf-0000-4000-8000-00000000e2e0;
+//     oid = objectId("user:" + login); preferred_username = email.
+//   - No introspection, no revocation.
+//
+// okta (an Okta org authorization server):
+//   - Registration is advertised but wants IDP_INITIAL_ACCESS_TOKEN as a
+//     bearer token (Okta: an admin API token); anonymous POST /reg is 401
+//     invalid_token.
+//   - resource is ignored (as Okta ignores unknown parameters): no error,
+//     the token names no resource. Access tokens are opaque.
+//   - ID token claims: groups ["Everyone", "users"(, "admins")],
+//     email_verified true, preferred_username = email.
+//   - Introspection and revocation.
+//
+// google (Google's OpenID Connect):
+//   - No dynamic client registration (no registration_endpoint, POST /reg
+//     404); no iss in the authorization response.
+//   - resource is ignored. Access tokens are opaque.
+//   - Offline access is access_type=offline; an authorization request
+//     with the offline_access scope is refused with a 400 error page
+//     (invalid_scope, "Some requested scopes were invalid. {valid=[…],
+//     invalid=[offline_access]}"), not redirected to the client.
+//   - ID token claims: email_verified true, and hd (the hosted domain) =
+//     the login name's domain ("alice@example.com" -> "example.com"); a
+//     login without a domain has no hd. No groups, no roles.
+//   - Revocation, no introspection.
+//
+// keycloak (a Keycloak realm):
+//   - Registration is advertised; anonymous POST /reg is refused by the
+//     default "Trusted Hosts" policy: 403 insufficient_scope. With
+//     IDP_INITIAL_ACCESS_TOKEN as a bearer token it works (201).
+//   - resource is ignored. Access tokens are opaque (not Keycloak's JWTs).
+//   - Every code flow gets a refresh token (no offline access needed).
+//   - ID token claims: realm_access.roles ["default-roles-portcullis",
+//     "offline_access", "users"(, "admins")] (as with the realm roles
+//     mapper's "add to ID token" on), no top-level groups or roles;
+//     email_verified true, preferred_username = the login name.
+//   - Introspection and revocation.
+//
+// The JWKS publishes an RS256 and an ES256 key; ID tokens are RS256.
 
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
@@ -76,6 +183,7 @@ const { values: args } = parseArgs({
     port: { type: 'string' },
     keys: { type: 'string' },
     check: { type: 'boolean', default: false },
+    profile: { type: 'string' },
   },
   strict: true,
 });
@@ -159,7 +267,9 @@ function builtInClients() {
 }
 
 function clients() {
-  const byId = new Map(builtInClients().map((c) => [c.client_id, c]));
+  const byId = new Map((profile === 'default' ? builtInClients() : []).map((c) => [c.client_id, c]));
+  const rp = rpClient();
+  if (rp) byId.set(rp.client_id, rp);
   if (process.env.IDP_CLIENTS) {
     let extra;
     try {
@@ -180,6 +290,84 @@ function clientScopes(client) {
   return RS_SCOPES.filter((s) => allowed.has(s));
 }
 
+// The IdP profiles (see the header comment).
+const PROFILES = ['default', 'entra', 'okta', 'google', 'keycloak'];
+const profile = args.profile ?? process.env.IDP_PROFILE ?? 'default';
+if (!PROFILES.includes(profile)) die(`unknown profile ${JSON.stringify(profile)}: want one of ${PROFILES.join(', ')}`);
+
+// The tenant of the entra profile (a fixed GUID, as Entra's tid).
+const ENTRA_TENANT = '72f988bf-0000-4000-8000-00000000e2e0';
+
+// objectId is a stable GUID-like object id for a name (entra groups and
+// users): the first 16 bytes of sha256("portcullis-e2e-idp:" + name) as
+// 8-4-4-4-12 lowercase hex.
+function objectId(name) {
+  const h = crypto.createHash('sha256').update(`portcullis-e2e-idp:${name}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+// accountClaims returns the claims of the user who signed in as login
+// (any name) in this profile.
+function accountClaims(login) {
+  if (profile === 'default') {
+    return { sub: login, name: login, email: `${login}@example.test` };
+  }
+  const groups = login.startsWith('admin') ? ['users', 'admins'] : ['users'];
+  const at = login.lastIndexOf('@');
+  const domain = at > 0 && at < login.length - 1 ? login.slice(at + 1) : undefined;
+  const email = domain ? login : `${login}@example.test`;
+  const base = { sub: login, name: login, email };
+  switch (profile) {
+    case 'entra':
+      return {
+        ...base,
+        preferred_username: email,
+        groups: groups.map(objectId),
+        roles: groups.includes('admins') ? ['MCP.User', 'MCP.Admin'] : ['MCP.User'],
+        tid: ENTRA_TENANT,
+        oid: objectId(`user:${login}`),
+      };
+    case 'okta':
+      return { ...base, preferred_username: email, email_verified: true, groups: ['Everyone', ...groups] };
+    case 'google':
+      return { ...base, email_verified: true, ...(domain ? { hd: domain } : {}) };
+    case 'keycloak':
+      return {
+        ...base,
+        preferred_username: login,
+        email_verified: true,
+        realm_access: { roles: ['default-roles-portcullis', 'offline_access', ...groups] },
+      };
+  }
+  return base;
+}
+
+// rpClient is the confidential client of a relying party (Portcullis in
+// authorization-server mode) from IDP_RP_*, or undefined without
+// IDP_RP_REDIRECT_URIS.
+function rpClient() {
+  const uris = (process.env.IDP_RP_REDIRECT_URIS || '').split(/[\s,]+/).filter(Boolean);
+  if (uris.length === 0) return undefined;
+  const client_id = process.env.IDP_RP_CLIENT_ID || 'portcullis-rp';
+  const method = process.env.IDP_RP_AUTH_METHOD || 'client_secret_basic';
+  if (!['client_secret_basic', 'client_secret_post'].includes(method)) {
+    die(`IDP_RP_AUTH_METHOD=${method}: want client_secret_basic or client_secret_post`);
+  }
+  return {
+    client_id,
+    client_secret: process.env.IDP_RP_CLIENT_SECRET || `${client_id}-secret`,
+    client_name: 'Portcullis',
+    redirect_uris: uris,
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    token_endpoint_auth_method: method,
+  };
+}
+
+// The initial access token the okta and keycloak profiles require for
+// dynamic client registration.
+const initialAccessToken = process.env.IDP_INITIAL_ACCESS_TOKEN || `${profile}-initial-access-token`;
+
 const accessTokenTTL = Number.parseInt(process.env.IDP_ACCESS_TOKEN_TTL || '3600', 10);
 if (!(accessTokenTTL > 0)) die(`IDP_ACCESS_TOKEN_TTL=${process.env.IDP_ACCESS_TOKEN_TTL}: want a positive number of seconds`);
 
@@ -197,7 +385,8 @@ await new Promise((resolve, reject) => {
 });
 const issuer = `http://${HOST}:${server.address().port}`;
 
-const provider = new Provider(issuer, {
+// defaultConfig is the default profile's configuration.
+const defaultConfig = () => ({
   clients: clients(),
   jwks,
   // Listing the resource-server scopes here makes oidc-provider enforce each
@@ -216,12 +405,7 @@ const provider = new Provider(issuer, {
     ClientCredentials: (ctx, token) => token.resourceServer?.accessTokenTTL ?? accessTokenTTL,
   },
   async findAccount(ctx, sub) {
-    return {
-      accountId: sub,
-      async claims() {
-        return { sub, name: sub, email: `${sub}@example.test` };
-      },
-    };
+    return { accountId: sub, async claims() { return accountClaims(sub); } };
   },
   async extraTokenClaims(ctx, token) {
     if (token.accountId) {
@@ -292,7 +476,218 @@ const provider = new Provider(issuer, {
     },
   },
 });
+
+// entraResource is the one resource the entra profile accepts: the app's
+// identifier URI, api://<client_id>, which is also its default resource.
+const entraResource = (client) => `api://${client?.clientId}`;
+
+// entraAppScopes returns the app's own scopes (api://<client_id>/NAME,
+// e.g. api://<client_id>/.default) among those of the request, or of the
+// code or refresh token being redeemed.
+function entraAppScopes(ctx, client) {
+  const prefix = `${entraResource(client)}/`;
+  const { params, entities } = ctx.oidc;
+  const scope = params.scope ?? entities.AuthorizationCode?.scope ?? entities.RefreshToken?.scope ?? '';
+  return String(scope).split(' ').filter((s) => s.startsWith(prefix) && s.length > prefix.length);
+}
+
+// profileConfig is the configuration of the entra, okta, google and
+// keycloak profiles: only a relying party's code flow (no
+// client_credentials, no built-in clients), every account claim of the
+// profile in the ID token (conformIdTokenClaims off), PKCE checked when
+// sent but not required.
+function profileConfig() {
+  const config = {
+    clients: clients(),
+    jwks,
+    scopes: ['openid', 'offline_access'],
+    // Under openid, the profile's extra claims are in every ID token; a
+    // claim the account lacks (hd without a domain) is left out.
+    claims: {
+      openid: ['sub', 'groups', 'roles', 'tid', 'oid', 'hd', 'realm_access'],
+      profile: ['name', 'preferred_username'],
+      email: ['email', 'email_verified'],
+    },
+    conformIdTokenClaims: false,
+    cookies: { keys: ['portcullis-e2e-idp-cookie-key'] },
+    pkce: { required: () => false },
+    clientDefaults: { id_token_signed_response_alg: 'RS256' },
+    enabledJWA: {
+      idTokenSigningAlgValues: ['RS256', 'ES256'],
+      requestObjectSigningAlgValues: ['RS256', 'ES256'],
+    },
+    ttl: { AccessToken: accessTokenTTL },
+    async findAccount(ctx, sub) {
+      return { accountId: sub, async claims() { return accountClaims(sub); } };
+    },
+    // Refresh tokens: keycloak gives one with every code; the others only
+    // for offline access (the offline_access scope; google:
+    // access_type=offline, see the middleware).
+    async issueRefreshToken(ctx, client, code) {
+      return client.grantTypeAllowed('refresh_token') && (profile === 'keycloak' || code.scopes.has('offline_access'));
+    },
+    features: {
+      devInteractions: { enabled: true },
+      introspection: { enabled: profile === 'okta' || profile === 'keycloak' },
+      revocation: { enabled: profile !== 'entra' },
+      // okta and keycloak advertise registration but want an initial
+      // access token (keycloak's anonymous refusal: see the middleware);
+      // entra and google have none (POST /reg is 404).
+      registration: profile === 'okta' || profile === 'keycloak'
+        ? { enabled: true, initialAccessToken }
+        : { enabled: false },
+      // okta, google, keycloak: the resource feature is off, so a resource
+      // parameter is one more unknown parameter and ignored; access
+      // tokens are opaque.
+      resourceIndicators: { enabled: false },
+    },
+  };
+  if (profile === 'entra') {
+    // Access tokens are JWTs for the app itself (typ "JWT", aud the
+    // client_id, groups/roles/tid/oid as in the ID token); a resource
+    // other than api://<client_id> is refused with AADSTS9010010.
+    config.features.resourceIndicators = {
+      enabled: true,
+      async defaultResource(ctx, client) {
+        return entraResource(client);
+      },
+      async useGrantedResource() {
+        return true;
+      },
+      async getResourceServerInfo(ctx, resource, client) {
+        if (resource !== entraResource(client)) {
+          throw new errors.InvalidTarget(
+            `AADSTS9010010: The resource parameter provided in the request doesn't match with the requested scopes (resource ${resource}, expected ${entraResource(client)}).`,
+          );
+        }
+        return {
+          scope: entraAppScopes(ctx, client).join(' '),
+          audience: client.clientId,
+          accessTokenTTL,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: 'RS256' } },
+        };
+      },
+    };
+    config.extraTokenClaims = async (ctx, token) => {
+      if (!token.accountId) return undefined;
+      const { groups, roles, tid, oid } = accountClaims(token.accountId);
+      return { groups, roles, tid, oid };
+    };
+    config.formats = {
+      customizers: {
+        async jwt(ctx, token, jwt) {
+          jwt.header = { typ: 'JWT' };
+          // v2 access token claims: scp (the app's scope names without
+          // the api://<client_id>/ prefix; .default names none), azp,
+          // ver; no scope, no client_id.
+          const { payload } = jwt;
+          const prefix = `api://${payload.client_id}/`;
+          const scp = String(payload.scope ?? '').split(' ')
+            .filter((s) => s.startsWith(prefix)).map((s) => s.slice(prefix.length))
+            .filter((s) => s && s !== '.default');
+          if (scp.length > 0) payload.scp = scp.join(' ');
+          payload.azp = payload.client_id;
+          payload.ver = '2.0';
+          delete payload.scope;
+          delete payload.client_id;
+        },
+      },
+    };
+  }
+  return config;
+}
+
+const provider = new Provider(issuer, profile === 'default' ? defaultConfig() : profileConfig());
 provider.proxy = false;
+
+// The quirks oidc-provider has no switch for, as Koa middleware in front
+// of it.
+if (profile === 'keycloak') {
+  // Keycloak's default client registration policy ("Trusted Hosts")
+  // refuses an anonymous registration with 403.
+  provider.use(async (ctx, next) => {
+    if (ctx.method === 'POST' && ctx.path === '/reg' && !ctx.get('authorization')) {
+      ctx.status = 403;
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = {
+        error: 'insufficient_scope',
+        error_description: "Policy 'Trusted Hosts' rejected request to client-registration service. Details: Host not trusted.",
+      };
+      return;
+    }
+    await next();
+  });
+}
+// Offline access: oidc-provider keeps the offline_access scope only with
+// prompt=consent; these IdPs need no prompt for it, so add the prompt
+// (the dev-interactions consent form shows once more). Google refuses the
+// offline_access scope (an error page, no redirect) and takes
+// access_type=offline instead.
+if (profile !== 'default') {
+  provider.use(async (ctx, next) => {
+    if (ctx.method === 'GET' && ctx.path === '/auth') {
+      const query = { ...ctx.query };
+      const scopes = String(query.scope ?? '').split(' ').filter(Boolean);
+      if (profile === 'google') {
+        if (scopes.includes('offline_access')) {
+          const valid = scopes.filter((s) => s !== 'offline_access');
+          ctx.status = 400;
+          ctx.body = {
+            error: 'invalid_scope',
+            error_description: `Some requested scopes were invalid. {valid=[${valid.join(', ')}], invalid=[offline_access]}`,
+          };
+          return;
+        }
+        if (query.access_type === 'offline') scopes.push('offline_access');
+      }
+      if (scopes.includes('offline_access')) {
+        const prompts = new Set(String(query.prompt ?? '').split(' ').filter(Boolean));
+        prompts.add('consent');
+        query.prompt = [...prompts].join(' ');
+      }
+      if (query.scope !== undefined) query.scope = scopes.join(' ');
+      ctx.query = query;
+    }
+    await next();
+  });
+}
+if (profile === 'entra') {
+  // Every refused resource is AADSTS9010010, also where oidc-provider
+  // refuses it itself (a token request naming a resource the code was not
+  // granted for).
+  provider.use(async (ctx, next) => {
+    await next();
+    const body = ctx.body;
+    if (body && typeof body === 'object' && body.error === 'invalid_target' && !String(body.error_description).includes('AADSTS')) {
+      body.error_description = `AADSTS9010010: The resource parameter provided in the request doesn't match with the requested scopes (${body.error_description}).`;
+    }
+  });
+}
+if (profile === 'entra' || profile === 'google') {
+  // Neither names the issuer in the authorization response (RFC 9207);
+  // Entra's discovery also lacks code_challenge_methods_supported, though
+  // it accepts S256.
+  provider.use(async (ctx, next) => {
+    await next();
+    if (ctx.path === '/.well-known/openid-configuration' || ctx.path === '/.well-known/oauth-authorization-server') {
+      if (ctx.body && typeof ctx.body === 'object') {
+        delete ctx.body.authorization_response_iss_parameter_supported;
+        if (profile === 'entra') delete ctx.body.code_challenge_methods_supported;
+      }
+      return;
+    }
+    const location = ctx.response.get('location');
+    if (location && ctx.status >= 300 && ctx.status < 400) {
+      const url = URL.parse(location);
+      if (url && url.origin !== issuer && url.searchParams.has('iss')) {
+        url.searchParams.delete('iss');
+        ctx.redirect(url.href);
+      }
+    }
+  });
+}
+
 
 // Log server-side errors: a failing test shows them with the IdP's stderr.
 provider.on('server_error', (ctx, err) => process.stderr.write(`idp: server_error ${ctx.method} ${ctx.path}: ${err.stack}\n`));
@@ -302,7 +697,7 @@ for (const ev of ['grant.error', 'introspection.error', 'registration_create.err
 
 server.on('request', provider.callback());
 
-process.stdout.write(`${JSON.stringify({ issuer })}\n`);
+process.stdout.write(`${JSON.stringify({ issuer, profile })}\n`);
 
 const shutdown = () => server.close(() => process.exit(0));
 process.on('SIGTERM', shutdown);
