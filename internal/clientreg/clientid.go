@@ -19,7 +19,8 @@ func IsURLClientID(clientID string) bool {
 // (draft-ietf-oauth-client-id-metadata-document §3): "https://" in lower
 // case (or "http://" when insecureAllowHTTP), a host, a path other than
 // "/", no fragment, no user info, no "." or ".." path segment (percent-
-// encoded ones included), at most 2048 bytes. A query and a port are
+// encoded ones included), only the characters RFC 3986 allows in a URI, at
+// most 2048 bytes. A query and a port are
 // allowed. The URL is not normalized: the document's client_id must
 // equal it byte for byte.
 func ValidateClientIDURL(clientID string, insecureAllowHTTP bool) error {
@@ -40,7 +41,7 @@ func checkClientIDURL(clientID string, insecureAllowHTTP bool) string {
 		return "has a fragment"
 	}
 	u, err := url.Parse(clientID)
-	if err != nil {
+	if err != nil || strings.IndexFunc(clientID, notURIChar) >= 0 {
 		return "not a valid URL"
 	}
 	if u.User != nil {
@@ -59,4 +60,14 @@ func checkClientIDURL(clientID string, insecureAllowHTTP bool) string {
 		}
 	}
 	return ""
+}
+
+// notURIChar reports whether r may not appear in a URI (RFC 3986 §2:
+// unreserved, reserved and "%").
+func notURIChar(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-._~:/?#[]@!$&'()*+,;=%", r)
 }
