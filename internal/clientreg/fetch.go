@@ -162,7 +162,6 @@ func NewFetcher(o FetchOptions, deps FetchDeps) *Fetcher {
 	t.TLSClientConfig = &tls.Config{RootCAs: deps.RootCAs, MinVersion: tls.VersionTLS12}
 	f.client = &http.Client{
 		Transport: t,
-		Timeout:   o.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -346,6 +345,12 @@ func (f *Fetcher) fetch(ctx context.Context, clientID string) ([]byte, time.Dura
 		return nil, 0, fmt.Errorf("%w: %s: the document is larger than %d bytes", ErrFetch, clientID, f.o.MaxBodyBytes)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.o.MaxBodyBytes+1))
+	if err == nil {
+		// A body that ends cleanly once the time is up is no answer
+		// either: a canceled HTTP/1.1 read can end at a chunk boundary
+		// as if the body were complete.
+		err = context.Cause(ctx)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: reading the body: %w", ErrFetch, clientID, err)
 	}

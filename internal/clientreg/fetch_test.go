@@ -472,27 +472,40 @@ func TestFetcherRefusesNonPublicAddresses(t *testing.T) {
 }
 
 func TestFetcherTimeout(t *testing.T) {
-	s := newDocServer(t)
-	release := make(chan struct{})
-	defer close(release)
-	s.setHandler(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write([]byte(`{"client_id":`))
-		w.(http.Flusher).Flush()
-		select { // the rest never comes
-		case <-r.Context().Done():
-		case <-release:
-		}
-	})
-	f := s.fetcher(FetchOptions{Timeout: 50 * time.Millisecond}, nil)
-	start := time.Now()
-	_, err := f.Get(t.Context(), s.clientID())
-	if !errors.Is(err, ErrFetch) {
-		t.Fatalf("err = %v, want ErrFetch", err)
+	tests := []struct {
+		name        string
+		sendHeaders bool
+	}{
+		{name: "no headers"},
+		{name: "headers, then half a body", sendHeaders: true},
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Get took %v with a 50ms timeout", d)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newDocServer(t)
+			release := make(chan struct{})
+			defer close(release)
+			s.setHandler(func(w http.ResponseWriter, r *http.Request) {
+				if tt.sendHeaders {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusOK)
+					w.Write([]byte(`{"client_id":`))
+					w.(http.Flusher).Flush()
+				}
+				select { // the rest never comes
+				case <-r.Context().Done():
+				case <-release:
+				}
+			})
+			f := s.fetcher(FetchOptions{Timeout: 50 * time.Millisecond}, nil)
+			start := time.Now()
+			_, err := f.Get(t.Context(), s.clientID())
+			if !errors.Is(err, ErrFetch) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want ErrFetch and context.DeadlineExceeded", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("Get took %v with a 50ms timeout", d)
+			}
+		})
 	}
 }
 
