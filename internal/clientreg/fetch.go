@@ -126,9 +126,6 @@ func NewFetcher(o FetchOptions, deps FetchDeps) *Fetcher {
 	if o.MaxCacheTTL <= 0 {
 		o.MaxCacheTTL = DefaultMaxCacheTTL
 	}
-	if o.MaxCacheTTL < o.MinCacheTTL {
-		o.MaxCacheTTL = o.MinCacheTTL
-	}
 	if o.ErrorCacheTTL <= 0 {
 		o.ErrorCacheTTL = DefaultErrorCacheTTL
 	}
@@ -379,7 +376,9 @@ func (f *Fetcher) cacheTTL(cacheControl []string) time.Duration {
 			}
 		}
 	}
-	return max(f.o.MinCacheTTL, min(maxAge, f.o.MaxCacheTTL))
+	// maxAge is at most MaxCacheTTL already; MinCacheTTL wins over a
+	// MaxCacheTTL below it.
+	return max(f.o.MinCacheTTL, maxAge)
 }
 
 // document is a metadata document as decoded, with the fields it must

@@ -336,6 +336,26 @@ func respond(contentType, cacheControl string, body []byte) http.HandlerFunc {
 	}
 }
 
+func TestFetcherRefusesALargeContentLengthBeforeReading(t *testing.T) {
+	s := newDocServer(t)
+	release := make(chan struct{})
+	defer close(release)
+	s.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "1000000")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select { // the body never comes
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	_, err := s.fetcher(FetchOptions{Timeout: 2 * time.Second}, nil).Get(t.Context(), s.clientID())
+	if !errors.Is(err, ErrFetch) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("err = %v, want ErrFetch: larger than", err)
+	}
+}
+
 func TestFetcherAcceptsJSONWithParameters(t *testing.T) {
 	s := newDocServer(t)
 	s.setHandler(respond("application/json; charset=utf-8", "", s.document(nil)))

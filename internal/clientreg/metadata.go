@@ -81,7 +81,7 @@ func splitLoopback(uri string) (host, rest string, ok bool) {
 	}
 	authority, rest := after[:end], after[end:]
 	if strings.Contains(authority, "@") {
-		return "", "", false
+		return "", "", false // the host check below refuses it too; this says why
 	}
 	host = authority
 	if i := strings.LastIndexByte(authority, ':'); i >= 0 && !strings.HasSuffix(authority, "]") {

@@ -40,6 +40,7 @@ func TestMatchRedirectURI(t *testing.T) {
 		{name: "localhost registered, IPv6 loopback asked", registered: []string{"http://localhost/cb"}, uri: "http://[::1]:8080/cb"},
 		{name: "loopback, https asked", registered: []string{"http://127.0.0.1/cb"}, uri: "https://127.0.0.1:8080/cb"},
 		{name: "loopback, a fragment added", registered: []string{"http://127.0.0.1/cb"}, uri: "http://127.0.0.1:8080/cb#x"},
+		{name: "loopback with a fragment is compared exactly", registered: []string{"http://127.0.0.1/cb#x"}, uri: "http://127.0.0.1:8080/cb#x"},
 		{name: "loopback, user info added", registered: []string{"http://127.0.0.1/cb"}, uri: "http://evil@127.0.0.1:8080/cb"},
 		{name: "loopback, user info that looks like the host", registered: []string{"http://127.0.0.1/cb"}, uri: "http://127.0.0.1:80@evil.example/cb"},
 		{name: "loopback, port zero", registered: []string{"http://127.0.0.1/cb"}, uri: "http://127.0.0.1:0/cb"},
