@@ -317,8 +317,19 @@ func (f *Fetcher) fetchAndStore(ctx context.Context, clientID string) (*Metadata
 }
 
 // fetch gets the document's body and how long to cache it (zero: not at
-// all).
+// all). Once ctx is done, whatever the request returned is discarded for
+// ctx's error: a canceled HTTP/1.1 request can still deliver the headers,
+// or a chunked body cut short at a chunk boundary, that the server sent
+// when the client gave up, which would pass for a (wrong) answer.
 func (f *Fetcher) fetch(ctx context.Context, clientID string) ([]byte, time.Duration, error) {
+	body, ttl, err := f.fetchOnce(ctx, clientID)
+	if cerr := context.Cause(ctx); cerr != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %w", ErrFetch, clientID, cerr)
+	}
+	return body, ttl, err
+}
+
+func (f *Fetcher) fetchOnce(ctx context.Context, clientID string) ([]byte, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientID, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: %w", ErrFetch, clientID, err)
@@ -342,12 +353,6 @@ func (f *Fetcher) fetch(ctx context.Context, clientID string) ([]byte, time.Dura
 		return nil, 0, fmt.Errorf("%w: %s: the document is larger than %d bytes", ErrFetch, clientID, f.o.MaxBodyBytes)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.o.MaxBodyBytes+1))
-	if err == nil {
-		// A body that ends cleanly once the time is up is no answer
-		// either: a canceled HTTP/1.1 read can end at a chunk boundary
-		// as if the body were complete.
-		err = context.Cause(ctx)
-	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: reading the body: %w", ErrFetch, clientID, err)
 	}
