@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -99,12 +100,17 @@ func (s *docServer) setHandler(h http.HandlerFunc) {
 	s.handler = h
 }
 
+// rootCAs is a pool that trusts s.
+func (s *docServer) rootCAs() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(s.Certificate())
+	return pool
+}
+
 // fetcher returns a Fetcher that trusts s and may reach it on loopback.
 func (s *docServer) fetcher(o FetchOptions, clock *fakeClock) *Fetcher {
 	o.AllowPrivateAddresses = true
-	pool := x509.NewCertPool()
-	pool.AddCert(s.Certificate())
-	deps := FetchDeps{RootCAs: pool}
+	deps := FetchDeps{RootCAs: s.rootCAs()}
 	if clock != nil {
 		deps.Now = clock.Now
 	}
@@ -446,9 +452,7 @@ func supportsIPv6() bool {
 func TestFetcherRefusesNonPublicAddresses(t *testing.T) {
 	s := newDocServer(t)
 	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
-	pool := x509.NewCertPool()
-	pool.AddCert(s.Certificate())
-	f := NewFetcher(FetchOptions{}, FetchDeps{RootCAs: pool})
+	f := NewFetcher(FetchOptions{}, FetchDeps{RootCAs: s.rootCAs()})
 	tests := []struct {
 		name     string
 		clientID string
@@ -738,10 +742,8 @@ func TestFetcherSharedCache(t *testing.T) {
 	s := newDocServer(t)
 	clock := newFakeClock()
 	cache := &mapCache{}
-	pool := x509.NewCertPool()
-	pool.AddCert(s.Certificate())
 	replica := func() *Fetcher {
-		return NewFetcher(FetchOptions{AllowPrivateAddresses: true}, FetchDeps{Cache: cache, Now: clock.Now, RootCAs: pool})
+		return NewFetcher(FetchOptions{AllowPrivateAddresses: true}, FetchDeps{Cache: cache, Now: clock.Now, RootCAs: s.rootCAs()})
 	}
 	a, b := replica(), replica()
 	if _, err := a.Get(t.Context(), s.clientID()); err != nil {
@@ -778,9 +780,7 @@ func TestFetcherSharedCache(t *testing.T) {
 
 func TestFetcherCarriesOnWhenTheCacheFails(t *testing.T) {
 	s := newDocServer(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(s.Certificate())
-	f := NewFetcher(FetchOptions{AllowPrivateAddresses: true}, FetchDeps{Cache: &mapCache{err: errors.New("redis down")}, RootCAs: pool})
+	f := NewFetcher(FetchOptions{AllowPrivateAddresses: true}, FetchDeps{Cache: &mapCache{err: errors.New("redis down")}, RootCAs: s.rootCAs()})
 	for range 2 {
 		if _, err := f.Get(t.Context(), s.clientID()); err != nil {
 			t.Fatal(err)
@@ -805,5 +805,39 @@ func TestFetcherReturnsACopy(t *testing.T) {
 	}
 	if m2.RedirectURIs[0] != "http://127.0.0.1/callback" {
 		t.Errorf("a caller's change reached the next caller: %v", m2.RedirectURIs)
+	}
+}
+
+func TestNewFetcherWarnsAboutWeakeningOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts FetchOptions
+		want []string
+	}{
+		{name: "defaults"},
+		{name: "AllowPrivateAddresses", opts: FetchOptions{AllowPrivateAddresses: true}, want: []string{"allow_private_addresses"}},
+		{name: "InsecureAllowHTTP", opts: FetchOptions{InsecureAllowHTTP: true}, want: []string{"insecure_allow_http"}},
+		{name: "both", opts: FetchOptions{AllowPrivateAddresses: true, InsecureAllowHTTP: true}, want: []string{"allow_private_addresses", "insecure_allow_http"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf strings.Builder
+			NewFetcher(tt.opts, FetchDeps{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			if len(tt.want) == 0 {
+				if buf.Len() != 0 {
+					t.Errorf("logged %q, want nothing", buf.String())
+				}
+				return
+			}
+			if len(lines) != len(tt.want) {
+				t.Fatalf("logged %q, want %d lines", buf.String(), len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(lines[i], "level=WARN") || !strings.Contains(lines[i], w) {
+					t.Errorf("line %d = %q, want a warning naming %s", i, lines[i], w)
+				}
+			}
+		})
 	}
 }
