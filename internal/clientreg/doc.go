@@ -14,12 +14,12 @@
 //
 //	f := clientreg.NewFetcher(clientreg.FetchOptions{}, clientreg.FetchDeps{Logger: logger})
 //	m, err := f.Get(ctx, clientID)
-//	switch {
-//	case errors.Is(err, clientreg.ErrInvalidClientID), errors.Is(err, clientreg.ErrDocument), errors.Is(err, clientreg.ErrFetch):
-//		// refuse the authorization request
+//	if err != nil {
+//		// refuse the request; errors.Is tells ErrInvalidClientID,
+//		// ErrFetch and ErrDocument apart
 //	}
 //	if !m.MatchRedirectURI(redirectURI) {
-//		// never redirect to it
+//		// show an error page; never redirect to it
 //	}
 //
 // Fetching a URL any caller names is a server-side request forgery risk,

@@ -46,13 +46,14 @@ type FetchOptions struct {
 	// Timeout bounds one fetch as a whole: connecting, TLS, headers and
 	// body. Zero means [DefaultFetchTimeout].
 	Timeout time.Duration `yaml:"timeout"`
-	// MinCacheTTL and MaxCacheTTL bound how long a document is kept: its
-	// Cache-Control max-age, or MinCacheTTL when it has none, clamped to
-	// [MinCacheTTL, MaxCacheTTL]. A document served with no-store is not
-	// kept at all. Zero means [DefaultMinCacheTTL] and
-	// [DefaultMaxCacheTTL]; a MaxCacheTTL below MinCacheTTL is raised to
-	// it.
+	// MinCacheTTL is the least time a document is kept. A document is
+	// kept for its Cache-Control max-age (s-maxage and Expires are not
+	// read), or MinCacheTTL when it has none, clamped to [MinCacheTTL,
+	// MaxCacheTTL]; one served with no-store is not kept at all. Zero
+	// means [DefaultMinCacheTTL].
 	MinCacheTTL time.Duration `yaml:"min_cache_ttl"`
+	// MaxCacheTTL is the most time a document is kept. Zero means
+	// [DefaultMaxCacheTTL]; below MinCacheTTL, MinCacheTTL wins.
 	MaxCacheTTL time.Duration `yaml:"max_cache_ttl"`
 	// ErrorCacheTTL is how long a failure (ErrFetch or ErrDocument) is
 	// remembered, so that a flood of requests naming a broken or unknown
@@ -112,7 +113,10 @@ type Fetcher struct {
 // transport with these changes: no proxy (through a proxy the address
 // check would see the proxy's address rather than the one fetched), a
 // dialer that refuses non-public addresses unless
-// o.AllowPrivateAddresses, deps.RootCAs, and no redirects followed.
+// o.AllowPrivateAddresses, deps.RootCAs, no connection kept once a fetch
+// is done (documents are cached for minutes at least, and idle
+// connections to hosts any caller can name are not worth holding), and
+// no redirects followed.
 func NewFetcher(o FetchOptions, deps FetchDeps) *Fetcher {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxDocumentBytes
@@ -157,6 +161,7 @@ func NewFetcher(o FetchOptions, deps FetchDeps) *Fetcher {
 	t.Proxy = nil
 	t.DialContext = dialer.DialContext
 	t.TLSClientConfig = &tls.Config{RootCAs: deps.RootCAs, MinVersion: tls.VersionTLS12}
+	t.DisableKeepAlives = true
 	f.client = &http.Client{
 		Transport: t,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
