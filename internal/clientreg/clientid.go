@@ -18,8 +18,8 @@ func IsURLClientID(clientID string) bool {
 // clientID is a URL a Client ID Metadata Document may be fetched from
 // (draft-ietf-oauth-client-id-metadata-document §3): "https://" in lower
 // case (or "http://" when insecureAllowHTTP), a host, a path other than
-// "/", no fragment, no user info, no "." or ".." path segment (percent-
-// encoded ones included), only the characters RFC 3986 allows in a URI, at
+// "/", no fragment, no user info, no "." or ".." path segment (nor one
+// written with %2E), only the characters RFC 3986 allows in a URI, at
 // most 2048 bytes. A query and a port are
 // allowed. The URL is not normalized: the document's client_id must
 // equal it byte for byte.
