@@ -2,9 +2,16 @@ package authserver
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
 	"slices"
+	"time"
 
 	"github.com/ory/fosite"
+
+	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 )
 
 // Grant types a client may use.
@@ -14,12 +21,23 @@ const (
 	grantJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 )
 
+// How a client became known, which the consent page says.
+const (
+	originConfig     = "config"
+	originRegistered = "registered"
+	originDocument   = "document"
+)
+
 // clientRegistry answers fosite's GetClient from the pre-registered
-// clients, then the registered ones, then Client ID Metadata Documents.
+// clients, then the registered ones (in the KV), then Client ID Metadata
+// Documents.
 type clientRegistry struct {
 	static   map[string]*client
 	resource string
 	scopes   []string
+	kv       KV
+	regTTL   time.Duration
+	fetcher  *clientreg.Fetcher // nil: documents off
 }
 
 // client is a public client using PKCE.
@@ -27,24 +45,27 @@ type client struct {
 	fosite.DefaultClient
 	// name is shown on the consent page.
 	name string
+	// origin is how the client became known.
+	origin string
 }
 
-func newClientRegistry(o Options, resource string, scopes []string) *clientRegistry {
-	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes}
+func newClientRegistry(o Options, resource string, scopes []string, kv KV, fetcher *clientreg.Fetcher) *clientRegistry {
+	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher}
 	for _, c := range o.Clients {
-		r.static[c.ClientID] = r.client(c.ClientID, c.Name, c.RedirectURIs)
+		r.static[c.ClientID] = r.client(c.ClientID, c.Name, originConfig, c.RedirectURIs)
 	}
 	return r
 }
 
 // client builds a public client of this server: authorization code with
 // PKCE and refresh tokens, for the one resource, with the server's scopes.
-func (r *clientRegistry) client(id, name string, redirects []string) *client {
+func (r *clientRegistry) client(id, name, origin string, redirects []string) *client {
 	if name == "" {
 		name = id
 	}
 	return &client{
-		name: name,
+		name:   name,
+		origin: origin,
 		DefaultClient: fosite.DefaultClient{
 			ID:            id,
 			RedirectURIs:  slices.Clone(redirects),
@@ -57,18 +78,81 @@ func (r *clientRegistry) client(id, name string, redirects []string) *client {
 	}
 }
 
+// registeredKey names a registered client in the KV.
+func registeredKey(id string) string { return joinKey("client", id) }
+
 // GetClient returns the client, or fosite.ErrNotFound.
-func (r *clientRegistry) GetClient(_ context.Context, id string) (fosite.Client, error) {
+func (r *clientRegistry) GetClient(ctx context.Context, id string) (fosite.Client, error) {
 	if c, ok := r.static[id]; ok {
 		return c, nil
 	}
-	return nil, fosite.ErrNotFound.WithHintf("Unknown client %q.", id)
+	if clientreg.IsURLClientID(id) {
+		if r.fetcher == nil {
+			return nil, fosite.ErrInvalidClient.WithHint("Client ID Metadata Documents are off on this server.")
+		}
+		m, err := r.fetcher.Get(ctx, id)
+		if err != nil {
+			return nil, fosite.ErrInvalidClient.WithWrap(err).WithHintf("The client metadata document at %s cannot be used: %v", id, err)
+		}
+		return r.client(id, m.ClientName, originDocument, m.RedirectURIs), nil
+	}
+	b, err := r.kv.Get(ctx, registeredKey(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil, fosite.ErrNotFound.WithHintf("Unknown client %q.", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m clientreg.Metadata
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("authserver: registered client %q: %w", id, err)
+	}
+	return r.client(id, m.ClientName, originRegistered, m.RedirectURIs), nil
 }
 
-// displayName is the name the consent page shows for c.
-func displayName(c fosite.Client) string {
-	if c, ok := c.(*client); ok {
-		return c.name
+// touch extends a registered client's life on use.
+func (r *clientRegistry) touch(ctx context.Context, c fosite.Client) {
+	if cl, ok := c.(*client); ok && cl.origin == originRegistered {
+		if b, err := r.kv.Get(ctx, registeredKey(cl.ID)); err == nil {
+			_ = r.kv.Set(ctx, registeredKey(cl.ID), b, r.regTTL)
+		}
 	}
-	return c.GetID()
+}
+
+// displayName is the name the consent page shows for c, and a note on
+// where it comes from.
+func displayName(c fosite.Client) (name, note string) {
+	cl, ok := c.(*client)
+	if !ok {
+		return c.GetID(), ""
+	}
+	switch cl.origin {
+	case originRegistered:
+		return cl.name, "This application registered itself: its name is its own claim, not verified."
+	case originDocument:
+		host := cl.ID
+		if u, err := url.Parse(cl.ID); err == nil {
+			host = u.Host
+		}
+		return cl.name, "This application is described by " + host + "."
+	}
+	return cl.name, ""
+}
+
+// kvCache is the documents' cache on the KV, so replicas share it.
+type kvCache struct{ kv KV }
+
+func (c kvCache) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	b, err := c.kv.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, nil
+	}
+	return b, err == nil, err
+}
+
+func (c kvCache) Set(ctx context.Context, key string, val []byte, ttl time.Duration) error {
+	if ttl <= 0 {
+		return c.kv.Del(ctx, key)
+	}
+	return c.kv.Set(ctx, key, val, ttl)
 }

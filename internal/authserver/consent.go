@@ -36,6 +36,7 @@ button:focus-visible{outline:3px solid #f9ab00;outline-offset:2px}
 {{if .Consent}}
 <h1>Allow <span class="app">{{.Client}}</span> to use {{.Resource}}?</h1>
 <p>Signed in as <strong>{{.User}}</strong>.</p>
+{{if .Note}}<p class="note">{{.Note}}</p>{{end}}
 <p>If you allow it, <span class="app">{{.Client}}</span> can call the tools of {{.Resource}} on your behalf{{if .Scopes}} with these permissions:{{else}}.{{end}}</p>
 {{if .Scopes}}<ul>{{range .Scopes}}<li><code>{{.}}</code></li>{{end}}</ul>{{end}}
 <p class="note">You will be sent back to <strong>{{.RedirectHost}}</strong>. Allow only if you started this from an application you trust.</p>
@@ -61,7 +62,7 @@ type pageData struct {
 	Consent                     bool
 	Client, Resource, User      string
 	RedirectHost, Action, Login string
-	CSRF                        string
+	CSRF, Note                  string
 	Scopes                      []string
 }
 
@@ -120,11 +121,13 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 	if user == "" {
 		user = l.User.Subject
 	}
+	name, note := displayName(c)
 	pageHeaders(w)
 	_ = pages.Execute(w, pageData{
 		Title:        "Allow access?",
 		Consent:      true,
-		Client:       displayName(c),
+		Client:       name,
+		Note:         note,
 		Resource:     s.resource,
 		User:         user,
 		RedirectHost: host,

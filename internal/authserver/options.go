@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
 
@@ -64,6 +65,50 @@ type Options struct {
 	Consent ConsentOptions `yaml:"consent"`
 	// Rate bounds requests per client address to the endpoints.
 	Rate RateOptions `yaml:"rate"`
+	// Registration configures dynamic client registration (RFC 7591) at
+	// /oauth/register.
+	Registration RegistrationOptions `yaml:"registration"`
+	// ClientMetadataDocuments configures clients whose client_id is the
+	// https URL of their metadata document (Client ID Metadata Documents,
+	// the registration MCP 2025-11-25 and later prefer).
+	ClientMetadataDocuments CIMDOptions `yaml:"client_metadata_documents"`
+}
+
+// Registration modes.
+const (
+	RegistrationOpen  = "open"
+	RegistrationToken = "token"
+	RegistrationOff   = "off"
+)
+
+// RegistrationOptions configure dynamic client registration. Registered
+// clients are public clients (PKCE, no secret); they still need a user to
+// sign in and consent, and the consent page says that their name is
+// self-declared.
+type RegistrationOptions struct {
+	// Mode is open (anyone may register: what most MCP clients expect),
+	// token (only with the initial access token of
+	// initial_access_token_file, RFC 7591 §3) or off. Default open.
+	Mode string `yaml:"mode" schema:"enum=open|token|off"`
+	// InitialAccessTokenFile holds the token mode token requires.
+	InitialAccessTokenFile string `yaml:"initial_access_token_file"`
+	// TTL is how long a registration lives after it was last used to sign
+	// in. Default 720h (30 days).
+	TTL time.Duration `yaml:"ttl"`
+	// PerMinute caps registrations per replica, across all addresses.
+	// Default 30.
+	PerMinute int `yaml:"per_minute" schema:"min=0"`
+}
+
+// CIMDOptions configure Client ID Metadata Documents.
+type CIMDOptions struct {
+	// Mode is on (default) or off.
+	Mode string `yaml:"mode" schema:"enum=on|off"`
+	// The fetch's caps and cache: documents are fetched over https with
+	// size and time caps, never from private, loopback or link-local
+	// addresses, without following redirects, and kept per their
+	// Cache-Control (in Redis when configured, so replicas share them).
+	clientreg.FetchOptions `yaml:",inline"`
 }
 
 // IdPOptions configure the OpenID Connect provider users sign in at.
@@ -146,6 +191,18 @@ func (o *Options) Defaults(resource string) {
 		o.Consent.RememberFor = DefaultConsentTTL
 	}
 	o.Rate.defaults()
+	if o.Registration.Mode == "" {
+		o.Registration.Mode = RegistrationOpen
+	}
+	if o.Registration.TTL == 0 {
+		o.Registration.TTL = 30 * 24 * time.Hour
+	}
+	if o.Registration.PerMinute == 0 {
+		o.Registration.PerMinute = 30
+	}
+	if o.ClientMetadataDocuments.Mode == "" {
+		o.ClientMetadataDocuments.Mode = "on"
+	}
 	if o.IdP.Preset == "" {
 		o.IdP.Preset = "generic"
 	}
@@ -200,11 +257,28 @@ func (o *Options) Validate(resource string) error {
 	if idp.Preset == "google" && len(idp.HostedDomains) == 0 {
 		add("idp.hosted_domains", "required with preset google: without it any Google account can sign in")
 	}
+	switch o.Registration.Mode {
+	case RegistrationOpen, RegistrationOff:
+	case RegistrationToken:
+		if o.Registration.InitialAccessTokenFile == "" {
+			add("registration.initial_access_token_file", "required with registration.mode token")
+		}
+	default:
+		add("registration.mode", "%q: want open, token or off", o.Registration.Mode)
+	}
+	if o.Registration.TTL <= 0 {
+		add("registration.ttl", "must be positive")
+	}
+	if m := o.ClientMetadataDocuments.Mode; m != "on" && m != "off" {
+		add("client_metadata_documents.mode", "%q: want on or off", m)
+	}
 	seen := map[string]bool{}
 	for i, c := range o.Clients {
 		k := fmt.Sprintf("clients[%d]", i)
 		if c.ClientID == "" {
 			add(k+".client_id", "required")
+		} else if clientreg.IsURLClientID(c.ClientID) {
+			add(k+".client_id", "%q is an https URL, which names a client metadata document: give a pre-registered client a plain id", c.ClientID)
 		} else if seen[c.ClientID] {
 			add(k+".client_id", "duplicate client %q", c.ClientID)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -21,6 +22,8 @@ import (
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
 	"github.com/ory/fosite/token/jwt"
+
+	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 )
 
 // Paths of the endpoints, under the issuer.
@@ -30,6 +33,7 @@ const (
 	PathConsent   = "/oauth/consent"
 	PathToken     = "/oauth/token"
 	PathRevoke    = "/oauth/revoke"
+	PathRegister  = "/oauth/register"
 	PathJWKS      = "/oauth/jwks"
 	PathMetadata  = "/.well-known/oauth-authorization-server"
 	PathOpenID    = "/.well-known/openid-configuration"
@@ -54,7 +58,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Observe is told of every endpoint outcome (metrics). Nil: nothing.
 	Observe func(Event)
-	// Now is the clock of the rate limits. Nil: time.Now.
+	// CIMDRootCAs verifies the servers of client metadata documents. Nil:
+	// the system's roots.
+	CIMDRootCAs *x509.CertPool
+	// Now is the clock of the rate limits and the document cache. Nil:
+	// time.Now.
 	Now func() time.Time
 	// KeepIdPTokens keeps each user's tokens from the identity provider,
 	// encrypted, for [Server.IdPAccessToken]: set when an upstream
@@ -73,19 +81,20 @@ type Event struct {
 
 // Server is the authorization server.
 type Server struct {
-	o        Options
-	resource string
-	scopes   []string
-	kv       KV
-	keys     *keySet
-	clients  *clientRegistry
-	store    *store
-	idp      *idp
-	provider fosite.OAuth2Provider
-	logger   *slog.Logger
-	observe  func(Event)
-	secure   bool // the issuer is https: cookies are Secure
-	rate     *addressLimiter
+	o         Options
+	resource  string
+	scopes    []string
+	kv        KV
+	keys      *keySet
+	clients   *clientRegistry
+	store     *store
+	idp       *idp
+	provider  fosite.OAuth2Provider
+	logger    *slog.Logger
+	observe   func(Event)
+	secure    bool // the issuer is https: cookies are Secure
+	rate      *addressLimiter
+	registrar *registrar // nil: registration off
 	// keepIdPTokens: see Deps.KeepIdPTokens; sealer encrypts them.
 	keepIdPTokens bool
 	sealer        *sealer
@@ -108,6 +117,10 @@ func New(o Options, deps Deps) (*Server, error) {
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
 	kv := deps.KV
 	if kv == nil {
 		kv = NewMemoryKV(nil)
@@ -126,15 +139,20 @@ func New(o Options, deps Deps) (*Server, error) {
 		s.observe = func(Event) {}
 	}
 	s.keepIdPTokens = deps.KeepIdPTokens
-	now := deps.Now
-	if now == nil {
-		now = time.Now
-	}
 	s.rate = newAddressLimiter(o.Rate, now)
 	if s.sealer, err = keys.sealer(); err != nil {
 		return nil, err
 	}
-	s.clients = newClientRegistry(o, s.resource, s.scopes)
+	var fetcher *clientreg.Fetcher
+	if o.ClientMetadataDocuments.Mode == "on" {
+		fetcher = clientreg.NewFetcher(o.ClientMetadataDocuments.FetchOptions, clientreg.FetchDeps{Cache: kvCache{kv}, Now: now, Logger: logger, RootCAs: deps.CIMDRootCAs})
+	}
+	s.clients = newClientRegistry(o, s.resource, s.scopes, kv, fetcher)
+	if o.Registration.Mode != RegistrationOff {
+		if s.registrar, err = newRegistrar(o.Registration, now); err != nil {
+			return nil, err
+		}
+	}
 	s.store = &store{kv: kv, clients: s.clients, o: &s.o, onReuse: s.refreshReused}
 	if s.idp, err = newIdP(o.IdP, o.Issuer+PathCallback, client); err != nil {
 		return nil, err
@@ -190,7 +208,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+PathConsent, s.serveConsent)
 	mux.Handle("POST "+PathToken, cors(s.limit("token", s.serveToken)))
 	mux.Handle("POST "+PathRevoke, cors(s.limit("revoke", s.serveRevoke)))
-	for _, p := range []string{PathMetadata, PathOpenID, PathJWKS, PathToken, PathRevoke} {
+	corsPaths := []string{PathMetadata, PathOpenID, PathJWKS, PathToken, PathRevoke}
+	if s.registrar != nil {
+		mux.Handle("POST "+PathRegister, cors(s.limit("register", s.serveRegister)))
+		corsPaths = append(corsPaths, PathRegister)
+	}
+	for _, p := range corsPaths {
 		mux.Handle("OPTIONS "+p, cors(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })))
 	}
 	return mux
@@ -223,7 +246,7 @@ func (s *Server) grants() []string { return []string{grantCode, grantRefresh} }
 // metadata is the RFC 8414 document.
 func (s *Server) metadata() map[string]any {
 	iss := s.o.Issuer
-	return map[string]any{
+	m := map[string]any{
 		"issuer":                                         iss,
 		"authorization_endpoint":                         iss + PathAuthorize,
 		"token_endpoint":                                 iss + PathToken,
@@ -237,11 +260,16 @@ func (s *Server) metadata() map[string]any {
 		"revocation_endpoint_auth_methods_supported":     []string{"none"},
 		"scopes_supported":                               nonNil(s.scopes),
 		"authorization_response_iss_parameter_supported": true,
+		"client_id_metadata_document_supported":          s.clients.fetcher != nil,
 		// OpenID discovery's required members; this server issues access
 		// tokens only, no ID tokens.
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"ES256"},
 	}
+	if s.registrar != nil {
+		m["registration_endpoint"] = iss + PathRegister
+	}
+	return m
 }
 
 func nonNil(s []string) []string {
@@ -572,6 +600,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 		return
 	}
 	resp.AddParameter("iss", s.o.Issuer)
+	s.clients.touch(ctx, ar.GetClient())
 	s.logger.Info("audit", "event", "code_issued", "client_id", l.ClientID, "sub", l.User.Subject, "scope", strings.Join(ar.GetGrantedScopes(), " "))
 	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
 }
