@@ -43,14 +43,14 @@ func callerMeta[P sdk.Params](m sdk.Meta, sess *sdk.ClientSession, req *sdk.Serv
 }
 
 // forwardedCapabilities is the clientCapabilities object sent upstream for
-// a caller that declared c (nil: nothing): its sampling and elicitation as
-// declared, which Portcullis passes on to the caller (relay.go). Roots,
-// extensions and experimental capabilities are left out: Portcullis does
-// not pass roots requests on, and an extension it does not know (the tasks
-// extension among them) could change what the upstream answers into
-// something Portcullis cannot carry back. The object is built as a map:
-// the SDK's ClientCapabilities encodes an empty "roots" even when the
-// client has none.
+// a caller that declared c (nil: nothing): its sampling, elicitation and
+// roots as declared, whose requests Portcullis passes on to the caller
+// (relay.go, mrtr.go). Extensions and experimental capabilities are left
+// out: an extension Portcullis does not know (the tasks extension among
+// them) could change what the upstream answers into something Portcullis
+// cannot carry back. The object is built as a map: the SDK's
+// ClientCapabilities encodes an empty "roots" even when the client has
+// none.
 func forwardedCapabilities(c *sdk.ClientCapabilities) map[string]any {
 	caps := map[string]any{}
 	if c == nil {
@@ -61,6 +61,9 @@ func forwardedCapabilities(c *sdk.ClientCapabilities) map[string]any {
 	}
 	if c.Elicitation != nil {
 		caps["elicitation"] = c.Elicitation
+	}
+	if c.RootsV2 != nil {
+		caps["roots"] = c.RootsV2
 	}
 	return caps
 }

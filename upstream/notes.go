@@ -135,6 +135,13 @@ func (u *upstream) receiving(next sdk.MethodHandler) sdk.MethodHandler {
 			}
 			return res, nil
 		}
+		if r, ok := req.(*sdk.ListRootsRequest); ok && method == "roots/list" {
+			res, err := u.listRoots(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
 		return next(ctx, method, req)
 	}
 }

@@ -136,7 +136,11 @@ func TestElicitationAndSamplingReachTheCaller(t *testing.T) {
 }
 
 func TestRequestsToStatelessCallersRefused(t *testing.T) {
-	for _, era := range upstreamEras {
+	// An upstream of an older era sends its requests on its session; a
+	// caller on 2026-07-28 cannot be sent them during its call. (A
+	// 2026-07-28 upstream's input requests reach it in the result, see
+	// TestInputRequiredResultsReachStatelessCallers.)
+	for _, era := range []string{"2025-11-25"} {
 		t.Run("upstream "+era, func(t *testing.T) {
 			f := newFront(t)
 			startAsking(t, f, era, nil)

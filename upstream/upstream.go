@@ -88,6 +88,10 @@ type upstream struct {
 	// inflight names the caller of each call in flight, for the
 	// upstream's requests and log messages during it (relay.go).
 	inflight inflight
+
+	// elicitations are the URL-mode elicitations passed to callers that
+	// await completion (relay.go).
+	elicitations elicitations
 }
 
 type progressTarget struct {
@@ -621,10 +625,25 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			}
 		}
 		params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
+		state, err := u.unwrapState(req.Params.RequestState)
+		if err != nil {
+			done(KindProtocol)
+			return nil, err
+		}
 		target := &callTarget{ctx: ctx, session: req.Session}
 		untrack := u.inflight.add(sess, target)
 		defer untrack()
-		res, err := sess.CallTool(context.WithValue(ctx, targetKey{}, target), params)
+		tctx := context.WithValue(ctx, targetKey{}, target)
+		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			p := *params
+			p.InputResponses, p.RequestState = responses, state
+			res, err := sess.CallTool(tctx, &p)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}, req.Params.InputResponses, state)
+		res, _ := r.(*sdk.CallToolResult)
 		// The upstream's progress and log messages sent before its result
 		// reach the caller before the result does.
 		u.awaitNotes(ctx, sess)
@@ -744,14 +763,29 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 	defer release()
 	// A request the upstream makes within the read (on 2026-07-28) is
 	// the caller's.
-	tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
-	res, err := sess.ReadResource(tctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
+	state, err := u.unwrapState(req.Params.RequestState)
+	if err != nil {
+		done(KindProtocol)
+		return nil, err
+	}
+	target := &callTarget{ctx: ctx, session: req.Session}
+	tctx := context.WithValue(ctx, targetKey{}, target)
+	params := &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
+	r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+		p := *params
+		p.InputResponses, p.RequestState = responses, state
+		res, err := sess.ReadResource(tctx, &p)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}, req.Params.InputResponses, state)
 	kind := u.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
 		return nil, u.requestError(kind, err)
 	}
-	return res, nil
+	return r.(*sdk.ReadResourceResult), nil
 }
 
 func (u *upstream) getPrompt(name string) sdk.PromptHandler {
@@ -763,14 +797,29 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 			return nil, u.requestError(KindUnavailable, err)
 		}
 		defer release()
-		tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
-		res, err := sess.GetPrompt(tctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
+		state, err := u.unwrapState(req.Params.RequestState)
+		if err != nil {
+			done(KindProtocol)
+			return nil, err
+		}
+		target := &callTarget{ctx: ctx, session: req.Session}
+		tctx := context.WithValue(ctx, targetKey{}, target)
+		params := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
+		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			p := *params
+			p.InputResponses, p.RequestState = responses, state
+			res, err := sess.GetPrompt(tctx, &p)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}, req.Params.InputResponses, state)
 		kind := u.classify(ctx, sess, err)
 		done(kind)
 		if err != nil {
 			return nil, u.requestError(kind, err)
 		}
-		return res, nil
+		return r.(*sdk.GetPromptResult), nil
 	}
 }
 
