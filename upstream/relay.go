@@ -17,8 +17,8 @@ import (
 // call caused them:
 //
 //   - An upstream on the 2026-07-28 era returns input requests in the
-//     call's result; the SDK client fulfils them within the call, so the
-//     handler's context is the call's and names its caller exactly.
+//     call's result, which go to the caller in Portcullis's result or are
+//     sent to the caller's session within the call (mrtr.go).
 //   - An upstream on an older era sends them as requests on its session.
 //     They carry no reference to the call, so they go to the caller of the
 //     one call in flight on that session; with none or several in flight,
