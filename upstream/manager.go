@@ -279,6 +279,7 @@ func newClient(u *upstream, version string) *sdk.Client {
 			u.cat.ResourceUpdated(ctx, req.Params.URI)
 		},
 	})
+	registerTaskMethods(c)
 	c.AddReceivingMiddleware(u.receiving)
 	return c
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // connectTimeout bounds starting a connection: the process start or HTTP
@@ -625,6 +626,14 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			}
 		}
 		params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
+		// An upstream that offers tasks may answer a caller that declared
+		// them with its task handle, which the SDK client cannot decode:
+		// the raw result is captured (tasks.go).
+		var capture *taskCapture
+		if tasks.AcceptsRemote(ctx) && offersTasks(sess) {
+			capture = &taskCapture{}
+			tasksCapability(params.Meta)
+		}
 		state, err := u.unwrapState(req.Params.RequestState)
 		if err != nil {
 			done(KindProtocol)
@@ -634,6 +643,9 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 		untrack := u.inflight.add(sess, target)
 		defer untrack()
 		tctx := context.WithValue(ctx, targetKey{}, target)
+		if capture != nil {
+			tctx = withCapture(tctx, capture)
+		}
 		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 			p := *params
 			p.InputResponses, p.RequestState = responses, state
@@ -644,6 +656,15 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			return res, nil
 		}, req.Params.InputResponses, state)
 		res, _ := r.(*sdk.CallToolResult)
+		if err == nil && capture != nil {
+			if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
+				// The caller gets the upstream's task handle instead
+				// (mcp/remotetasks.go); this placeholder is not sent.
+				u.awaitNotes(ctx, sess)
+				done("")
+				return &sdk.CallToolResult{}, nil
+			}
+		}
 		// The upstream's progress and log messages sent before its result
 		// reach the caller before the result does.
 		u.awaitNotes(ctx, sess)
