@@ -46,9 +46,10 @@ func callerMeta[P sdk.Params](m sdk.Meta, sess *sdk.ClientSession, req *sdk.Serv
 // a caller that declared c (nil: nothing): its sampling, elicitation and
 // roots as declared, whose requests Portcullis passes on to the caller
 // (relay.go, mrtr.go). Extensions and experimental capabilities are left
-// out: an extension Portcullis does not know (the tasks extension among
-// them) could change what the upstream answers into something Portcullis
-// cannot carry back. The object is built as a map: the SDK's
+// out: an extension Portcullis does not know could change what the
+// upstream answers into something Portcullis cannot carry back. (The
+// tasks extension is added for a call that may become a remote task, see
+// tasks.go.) The object is built as a map: the SDK's
 // ClientCapabilities encodes an empty "roots" even when the client has
 // none.
 func forwardedCapabilities(c *sdk.ClientCapabilities) map[string]any {
