@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"encoding/json"
 	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -83,14 +84,26 @@ func logLevel(reqMeta sdk.Meta, caller *sdk.ServerSession) string {
 	return ""
 }
 
-// missingCapability returns the upstream's error when it refused a
-// request because the client lacks a capability (-32021): the caller
-// gets that error as it is, data included, as it would directly, not an
-// error result.
-func missingCapability(err error) (*jsonrpc.Error, bool) {
+// passedError returns the upstream's error when the caller gets it as
+// it is, data included, as it would directly, not an error result: the
+// upstream refused the request because the client lacks a capability
+// (-32021), or needs the user to complete URL-mode elicitations first
+// (-32042).
+func passedError(err error) (*jsonrpc.Error, bool) {
 	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) && rpcErr.Code == sdk.CodeMissingRequiredClientCapabilities {
+	if errors.As(err, &rpcErr) && (rpcErr.Code == sdk.CodeMissingRequiredClientCapabilities || rpcErr.Code == sdk.CodeURLElicitationRequired) {
 		return rpcErr, true
 	}
 	return nil, false
+}
+
+// urlElicitations returns the elicitations of a -32042 error.
+func urlElicitations(rpcErr *jsonrpc.Error) []*sdk.ElicitParams {
+	var data struct {
+		Elicitations []*sdk.ElicitParams `json:"elicitations"`
+	}
+	if rpcErr.Code != sdk.CodeURLElicitationRequired || json.Unmarshal(rpcErr.Data, &data) != nil {
+		return nil
+	}
+	return data.Elicitations
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -378,6 +379,15 @@ func sessionBackend() *sdk.Server {
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: r.Action}}}, nil
 	})
+	s.AddTool(&sdk.Tool{Name: "needs_url", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return nil, sdk.URLElicitationRequiredError([]*sdk.ElicitParams{{Mode: "url", Message: "Authorize", URL: "https://example.com/authorize", ElicitationID: "e2"}})
+	})
+	s.AddTool(&sdk.Tool{Name: "complete_e2", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if err := req.Session.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: "e2"}); err != nil {
+			return nil, err
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "completed"}}}, nil
+	})
 	return s
 }
 
@@ -452,5 +462,24 @@ func TestElicitationCompletionReachesTheCaller(t *testing.T) {
 		}
 	case <-callCtx(t).Done():
 		t.Fatal("the caller was not told the elicitation completed")
+	}
+
+	// An upstream that needs URL-mode elicitations first answers -32042,
+	// which reaches the caller as it is; their completion follows.
+	_, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_needs_url", Arguments: map[string]any{}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeURLElicitationRequired || !strings.Contains(string(rpcErr.Data), `"elicitationId":"e2"`) {
+		t.Fatalf("be_needs_url: %v, want -32042 with the upstream's elicitation e2", err)
+	}
+	if _, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_complete_e2", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-completed:
+		if id != "e2" {
+			t.Errorf("the caller was told elicitation %q completed, want e2", id)
+		}
+	case <-callCtx(t).Done():
+		t.Fatal("the caller was not told elicitation e2 completed")
 	}
 }

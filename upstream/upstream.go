@@ -673,7 +673,12 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			kind = KindToolError
 		}
 		done(kind)
-		if rpcErr, ok := missingCapability(err); ok {
+		if rpcErr, ok := passedError(err); ok {
+			// The completion of a URL-mode elicitation the caller is
+			// asked to open comes later, outside the call (relay.go).
+			for _, p := range urlElicitations(rpcErr) {
+				u.rememberElicitation(target, p)
+			}
 			return nil, rpcErr
 		}
 		if err != nil {
