@@ -15,8 +15,9 @@ import (
 
 // roundsBackend returns an upstream server whose tool "rounds" asks for
 // input twice, keeping its progress in its requestState: first a name
-// (elicitation), then the client's roots; and whose prompt "asked" asks
-// for a topic before it answers.
+// (elicitation), then the client's roots; whose prompt "asked" asks for
+// a topic before it answers; and whose resource mem://asked asks who
+// reads it.
 func roundsBackend() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "rounds"}, nil)
 	s.AddTool(&sdk.Tool{Name: "rounds", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -50,6 +51,16 @@ func roundsBackend() *sdk.Server {
 		}
 		return &sdk.GetPromptResult{RequestState: "prompt", InputRequests: sdk.InputRequestMap{
 			"topic": &sdk.ElicitParams{Message: "Topic?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}},
+			}},
+		}}, nil
+	})
+	s.AddResource(&sdk.Resource{URI: "mem://asked", Name: "asked"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		if r, ok := req.Params.InputResponses["who"].(*sdk.ElicitResult); ok && req.Params.RequestState == "resource" {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "for " + r.Content["name"].(string)}}}, nil
+		}
+		return &sdk.ReadResourceResult{RequestState: "resource", InputRequests: sdk.InputRequestMap{
+			"who": &sdk.ElicitParams{Message: "Who?", RequestedSchema: map[string]any{
 				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}},
 			}},
 		}}, nil
@@ -178,6 +189,16 @@ func TestInputRequiredResultsWithTheSDKClient(t *testing.T) {
 	if len(prompt.Messages) != 1 || prompt.Messages[0].Content.(*sdk.TextContent).Text != "about Ada" {
 		t.Errorf("prompt %+v, want one message \"about Ada\"", prompt.Messages)
 	}
+	read, err := cs.ReadResource(callCtx(t), &sdk.ReadResourceParams{URI: "mem://asked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read.Contents) != 1 || read.Contents[0].Text != "for Ada" {
+		t.Errorf("resource %+v, want \"for Ada\"", read.Contents)
+	}
+	if n := asked.Load(); n != 3 {
+		t.Errorf("the caller was asked %d times, want 3 (tool, prompt, resource)", n)
+	}
 }
 
 func TestInputRequestsFulfilledForOlderCallers(t *testing.T) {
@@ -196,6 +217,10 @@ func TestInputRequestsFulfilledForOlderCallers(t *testing.T) {
 	}
 	if n := asked.Load(); n != 1 {
 		t.Errorf("the caller was asked %d times, want 1", n)
+	}
+	read, err := cs.ReadResource(callCtx(t), &sdk.ReadResourceParams{URI: "mem://asked"})
+	if err != nil || len(read.Contents) != 1 || read.Contents[0].Text != "for Ada" {
+		t.Errorf("resource %+v (%v), want \"for Ada\"", read, err)
 	}
 
 	// A caller that offers no roots has the roots request refused.
