@@ -42,6 +42,8 @@ import (
 type callTarget struct {
 	ctx     context.Context
 	session *sdk.ServerSession
+	// upstream is the upstream session the call went to.
+	upstream *sdk.ClientSession
 }
 
 type targetKey struct{}
@@ -284,17 +286,25 @@ type elicitationTarget struct {
 	until   time.Time
 }
 
+// elicitationKey names a URL-mode elicitation: its id, as the upstream
+// session that asked for it chose it (each caller of a per_principal
+// upstream has a session, and its ids, of its own).
+type elicitationKey struct {
+	upstream *sdk.ClientSession
+	id       string
+}
+
 // elicitations are the URL-mode elicitations of an upstream awaiting
-// completion, by id.
+// completion.
 type elicitations struct {
 	mu  sync.Mutex
-	ids map[string]elicitationTarget
+	ids map[elicitationKey]elicitationTarget
 }
 
 // rememberElicitation keeps the id of a URL-mode elicitation passed to the
 // caller of t.
 func (u *upstream) rememberElicitation(t *callTarget, p *sdk.ElicitParams) {
-	if p == nil || p.Mode != "url" || p.ElicitationID == "" || t.session == nil || passesInput(t.session) {
+	if p == nil || p.Mode != "url" || p.ElicitationID == "" || t.session == nil || t.upstream == nil || passesInput(t.session) {
 		return
 	}
 	e := &u.elicitations
@@ -302,17 +312,17 @@ func (u *upstream) rememberElicitation(t *callTarget, p *sdk.ElicitParams) {
 	defer e.mu.Unlock()
 	now := u.now()
 	if e.ids == nil {
-		e.ids = map[string]elicitationTarget{}
+		e.ids = map[elicitationKey]elicitationTarget{}
 	}
-	for id, et := range e.ids {
+	for k, et := range e.ids {
 		if now.After(et.until) {
-			delete(e.ids, id)
+			delete(e.ids, k)
 		}
 	}
 	if len(e.ids) >= elicitationKept {
 		return
 	}
-	e.ids[p.ElicitationID] = elicitationTarget{session: t.session, until: now.Add(elicitationTTL)}
+	e.ids[elicitationKey{t.upstream, p.ElicitationID}] = elicitationTarget{session: t.session, until: now.Add(elicitationTTL)}
 }
 
 // elicitationComplete passes an upstream's notice that a URL-mode
@@ -321,10 +331,11 @@ func (u *upstream) elicitationComplete(ctx context.Context, req *sdk.Elicitation
 	if req.Params == nil {
 		return
 	}
+	k := elicitationKey{req.Session, req.Params.ElicitationID}
 	e := &u.elicitations
 	e.mu.Lock()
-	et, ok := e.ids[req.Params.ElicitationID]
-	delete(e.ids, req.Params.ElicitationID)
+	et, ok := e.ids[k]
+	delete(e.ids, k)
 	e.mu.Unlock()
 	if !ok || u.now().After(et.until) {
 		u.logger.Debug("upstream: an elicitation completion names no elicitation passed on; dropped")

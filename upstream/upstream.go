@@ -639,7 +639,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			done(KindProtocol)
 			return nil, err
 		}
-		target := &callTarget{ctx: ctx, session: req.Session}
+		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
 		untrack := u.inflight.add(sess, target)
 		defer untrack()
 		tctx := context.WithValue(ctx, targetKey{}, target)
@@ -794,7 +794,7 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 		done(KindProtocol)
 		return nil, err
 	}
-	target := &callTarget{ctx: ctx, session: req.Session}
+	target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
 	tctx := context.WithValue(ctx, targetKey{}, target)
 	params := &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
 	r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
@@ -828,7 +828,7 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 			done(KindProtocol)
 			return nil, err
 		}
-		target := &callTarget{ctx: ctx, session: req.Session}
+		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
 		tctx := context.WithValue(ctx, targetKey{}, target)
 		params := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
 		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
