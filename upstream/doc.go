@@ -34,7 +34,10 @@
 // multi-round-trip result (2026-07-28) reaches a caller of that era with
 // its requestState wrapped, so that the retry comes back to the same
 // upstream; for an older caller Portcullis asks it within the call
-// (mrtr.go). A call that fails
+// (mrtr.go). An upstream that offers the tasks extension may answer a
+// caller that declared it with its task handle, which the MCP layer
+// passes on; the caller's task requests come back through
+// [Manager.RouteTask] (tasks.go). A call that fails
 // because the upstream is down, crashed, hung or sent garbage ends with an
 // error result that names the upstream ([KindTransport] and the other
 // kinds go to [Hooks.StartCall]); the supervisor reconnects with backoff
