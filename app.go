@@ -125,6 +125,10 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
+	var remoteTasks tasks.RemoteRouter
+	if ups != nil {
+		remoteTasks = ups.RouteTask // an upstream's tasks pass through
+	}
 	server := mcp.New(cat, cfg.MCP, mcp.Deps{
 		Transport: transport,
 		Version:   version,
@@ -137,6 +141,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Middleware:   []sdk.Middleware{telemetry},
 		LimitHook:    limitHook(logger, metrics),
 		Tasks:        taskMgr,
+		RemoteTasks:  remoteTasks,
 		PrincipalKey: principalKey,
 		StepUp:       stepUp(cfg.Auth),
 	})

@@ -198,3 +198,52 @@ upstreams:
 		return ""
 	})
 }
+
+// TestTasksPassThroughUpstream puts a server that runs tasks of its own
+// (another Portcullis, auth off on loopback, serving the conformance
+// toolset) behind Portcullis with auth on: a caller that declares the
+// tasks extension gets the upstream's task handle under a remote task ID,
+// answers the task's input request with tasks/update, reads its result
+// with tasks/get and cancels another with tasks/cancel, all through
+// Portcullis; another caller finds none of it.
+func TestTasksPassThroughUpstream(t *testing.T) {
+	inner := startServer(t, nil, "--config", writeUpstreamConfig(t, `
+tools:
+  toolsets: [conformance]
+`))
+	awaitReady(t, inner, 30*time.Second)
+	cfg := writeUpstreamConfig(t, fmt.Sprintf(`
+upstreams:
+  - name: inner
+    transport: http
+    url: %s
+    required: true
+`, inner.MCPURL()))
+	s := startServer(t, nil, "--dev", "--config", cfg)
+	awaitReady(t, s, 60*time.Second)
+	alice := &taskClient{t: t, endpoint: s.MCPURL(), token: devToken(t, s, "alice")}
+	bob := &taskClient{t: t, endpoint: s.MCPURL(), token: devToken(t, s, "bob")}
+
+	task := alice.start("inner_confirm_delete", `{"filename":"a.txt"}`)
+	if !strings.HasPrefix(task.TaskID, "remote.") {
+		t.Errorf("task ID %q: want Portcullis's remote task ID", task.TaskID)
+	}
+	asking := alice.await(task.TaskID, 30*time.Second, "input_required")
+	if asking.Status != "input_required" || asking.InputRequests["confirm"] == nil {
+		t.Fatalf("task %s with input requests %v, want input_required asking \"confirm\"", asking.Status, asking.InputRequests)
+	}
+	if _, a := bob.get(task.TaskID); a.Error == nil || !strings.Contains(a.Error.Message, "Task not found") {
+		t.Errorf("bob's tasks/get of alice's task: %s, want Task not found", a.Body)
+	}
+	alice.ack("tasks/update", task.TaskID, `"inputResponses":{"confirm":{"action":"accept","content":{"confirm":true}}}`)
+	done := alice.await(task.TaskID, 30*time.Second)
+	if done.Status != "completed" || done.resultText() != "Deleted a.txt." || done.TaskID != task.TaskID {
+		t.Fatalf("task ended %s (id %s) with %q, want completed with \"Deleted a.txt.\" under the caller's ID", done.Status, done.TaskID, done.resultText())
+	}
+
+	long := alice.start("inner_slow_compute", `{"seconds":60}`)
+	alice.ack("tasks/cancel", long.TaskID, "")
+	if w, _ := alice.get(long.TaskID); w.Status != "cancelled" {
+		t.Errorf("after tasks/cancel: status %s, want cancelled", w.Status)
+	}
+}

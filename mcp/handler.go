@@ -41,6 +41,7 @@ type Handler struct {
 	sessions  *sessionCap
 	limitHook limits.Hook
 	tasks     *tasks.Manager // nil: the tasks extension is off
+	remote    *remoteTasks   // nil: no remote tasks
 
 	mu       sync.Mutex
 	draining bool
@@ -62,6 +63,7 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, deps Deps) *Ha
 		sessions:  newSessionCap(maxSessions, min(opts.MaxSessionsPerPrincipal, maxSessions), deps.PrincipalKey, server),
 		limitHook: deps.LimitHook,
 		tasks:     deps.Tasks,
+		remote:    newRemoteTasks(deps),
 		origins:   opts.AllowedOrigins,
 		maxBody:   opts.MaxBodyBytes,
 		logger:    logger,

@@ -72,6 +72,11 @@ type Deps struct {
 	// catalog marks (see [catalog.Catalog.TaskSupport]) run as tasks; over
 	// stdio a tool that requires tasks is refused. Nil leaves it off.
 	Tasks *tasks.Manager
+	// RemoteTasks routes tasks/get, tasks/update and tasks/cancel of the
+	// tasks that upstreams created for calls they were forwarded (see
+	// [tasks.RemoteSlot]). Nil, or no Sealer or Tasks, leaves remote tasks
+	// off: a call is never offered the chance to become one.
+	RemoteTasks tasks.RemoteRouter
 	// StepUp answers a call of a tool the caller sees but may not call
 	// with the spec's step-up response: 403, WWW-Authenticate error
 	// "insufficient_scope" naming scopes (see the auth package). Nil
@@ -135,7 +140,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	mws = append(mws,
 		gateToolsMiddleware(gate),
 		filterToolsMiddleware(gate),
-		taskMiddleware(deps.Tasks, cat.TaskSupport, deps.Transport),
+		taskMiddleware(deps.Tasks, cat.TaskSupport, deps.Transport, newRemoteTasks(deps)),
 		sealStateMiddleware(deps.Sealer, deps.Logger),
 		toolTimeoutMiddleware(opts.ToolTimeout, toolTimeoutMap(opts.ToolTimeouts), deps.LimitHook, deps.Logger),
 		recoverMiddleware(deps.Logger),

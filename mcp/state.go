@@ -150,10 +150,16 @@ func decodeKey(s string) ([]byte, error) {
 	return nil, errors.New("key is not base64")
 }
 
-// Seal returns state sealed and bound to digest and subject.
+// Seal returns state sealed and bound to digest and subject, valid for
+// the Sealer's TTL.
 func (s *Sealer) Seal(state string, digest []byte, subject string) (string, error) {
+	return s.SealUntil(state, digest, subject, s.now().Add(s.ttl))
+}
+
+// SealUntil is [Sealer.Seal] with the state valid until expires.
+func (s *Sealer) SealUntil(state string, digest []byte, subject string, expires time.Time) (string, error) {
 	pt, err := json.Marshal(sealedState{
-		Expires: s.now().Add(s.ttl).Unix(),
+		Expires: expires.Unix(),
 		Digest:  digest,
 		Subject: []byte(subject),
 		State:   []byte(state),

@@ -54,6 +54,15 @@ func taskOwner(info *sdkauth.TokenInfo) string {
 	return info.UserID
 }
 
+// callerOwner is the owner of the tasks req's caller creates.
+func callerOwner(req sdk.Request) string {
+	var info *sdkauth.TokenInfo
+	if extra := req.GetExtra(); extra != nil {
+		info = extra.TokenInfo
+	}
+	return taskOwner(info)
+}
+
 // taskMiddleware runs tools/call of task-supporting tools as tasks for
 // clients that declared the extension, answers -32021 for a tool that
 // requires tasks called by any other client, and lets a handler start a
@@ -61,7 +70,7 @@ func taskOwner(info *sdkauth.TokenInfo) string {
 //
 // Only /mcp answers tasks/get, so a call over any other transport never
 // becomes a task, and one of a tool that requires tasks is refused.
-func taskMiddleware(mgr *tasks.Manager, support func(tool string) tasks.ToolTasks, transport Transport) sdk.Middleware {
+func taskMiddleware(mgr *tasks.Manager, support func(tool string) tasks.ToolTasks, transport Transport, remote *remoteTasks) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		if mgr == nil {
 			return next
@@ -74,6 +83,15 @@ func taskMiddleware(mgr *tasks.Manager, support func(tool string) tasks.ToolTask
 			tt := support(r.Params.Name)
 			declared := transport == HTTP && declaresTasks(r)
 			switch {
+			case tt.Support == tasks.SupportNone && declared && remote != nil:
+				// A call forwarded upstream may come back as the
+				// upstream's task (remotetasks.go).
+				slot := &tasks.RemoteSlot{}
+				res, err := next(tasks.WithRemoteSlot(ctx, slot), method, req)
+				if source, raw := slot.Created(); raw != nil && err == nil {
+					return remote.handle(source, raw, callerOwner(req))
+				}
+				return res, err
 			case tt.Support == tasks.SupportNone:
 				return next(ctx, method, req)
 			case !declared && tt.Support == tasks.SupportRequired:
@@ -85,11 +103,7 @@ func taskMiddleware(mgr *tasks.Manager, support func(tool string) tasks.ToolTask
 			case !declared:
 				return next(ctx, method, req)
 			}
-			var info *sdkauth.TokenInfo
-			if extra := req.GetExtra(); extra != nil {
-				info = extra.TokenInfo
-			}
-			owner := taskOwner(info)
+			owner := callerOwner(req)
 			start := func(work tasks.Work) (*tasks.Task, error) {
 				t, err := mgr.Start(ctx, owner, r.Params.Name, work)
 				return t, startError(err)
@@ -249,6 +263,14 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, m envelope) 
 		owner = taskOwner(info)
 	}
 	ctx := r.Context()
+	if isRemoteTask(*p.TaskID) {
+		if h.remote == nil {
+			fail(http.StatusOK, jsonrpc.CodeInvalidParams, taskNotFoundMessage, nil)
+			return
+		}
+		h.remote.serve(ctx, m.Method, *p.TaskID, owner, m.Params, reply, fail)
+		return
+	}
 	var err error
 	switch m.Method {
 	case "tasks/get":

@@ -38,6 +38,7 @@ type taskSetup struct {
 	store   tasks.Store              // nil: a new memory store
 	sealTTL time.Duration            // zero: no sealer
 	add     func(c *catalog.Catalog) // more tools
+	remote  tasks.RemoteRouter       // nil: no remote tasks
 }
 
 // taskEndpoint serves the conformance toolset with the tasks extension
@@ -68,7 +69,7 @@ func (s taskSetup) endpoint(t *testing.T) (http.Handler, *tasks.Manager) {
 		cancel()
 		mgr.Shutdown(ctx) // tasks still running end now, inside the bubble
 	})
-	deps := Deps{Version: "test", Tasks: mgr}
+	deps := Deps{Version: "test", Tasks: mgr, RemoteTasks: s.remote}
 	if s.sealTTL > 0 {
 		if deps.Sealer, err = NewSealer([][]byte{NewRandomKey()}, s.sealTTL, nil); err != nil {
 			t.Fatal(err)

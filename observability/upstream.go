@@ -75,8 +75,8 @@ func (u *Upstreams) StartCall(ctx context.Context, upstream, method, target stri
 		attrs = append(attrs, attrMCPResourceURI.String(target))
 	}
 	name := method + " " + target
-	if method == "resources/read" {
-		name = method // URIs may be unbounded
+	if method == "resources/read" || target == "" {
+		name = method // URIs may be unbounded; task requests name no target
 	}
 	ctx, span := u.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	start := u.now()

@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"encoding/json"
 	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,14 +44,15 @@ func callerMeta[P sdk.Params](m sdk.Meta, sess *sdk.ClientSession, req *sdk.Serv
 }
 
 // forwardedCapabilities is the clientCapabilities object sent upstream for
-// a caller that declared c (nil: nothing): its sampling and elicitation as
-// declared, which Portcullis passes on to the caller (relay.go). Roots,
-// extensions and experimental capabilities are left out: Portcullis does
-// not pass roots requests on, and an extension it does not know (the tasks
-// extension among them) could change what the upstream answers into
-// something Portcullis cannot carry back. The object is built as a map:
-// the SDK's ClientCapabilities encodes an empty "roots" even when the
-// client has none.
+// a caller that declared c (nil: nothing): its sampling, elicitation and
+// roots as declared, whose requests Portcullis passes on to the caller
+// (relay.go, mrtr.go). Extensions and experimental capabilities are left
+// out: an extension Portcullis does not know could change what the
+// upstream answers into something Portcullis cannot carry back. (The
+// tasks extension is added for a call that may become a remote task, see
+// tasks.go.) The object is built as a map: the SDK's
+// ClientCapabilities encodes an empty "roots" even when the client has
+// none.
 func forwardedCapabilities(c *sdk.ClientCapabilities) map[string]any {
 	caps := map[string]any{}
 	if c == nil {
@@ -61,6 +63,9 @@ func forwardedCapabilities(c *sdk.ClientCapabilities) map[string]any {
 	}
 	if c.Elicitation != nil {
 		caps["elicitation"] = c.Elicitation
+	}
+	if c.RootsV2 != nil {
+		caps["roots"] = c.RootsV2
 	}
 	return caps
 }
@@ -79,14 +84,26 @@ func logLevel(reqMeta sdk.Meta, caller *sdk.ServerSession) string {
 	return ""
 }
 
-// missingCapability returns the upstream's error when it refused a
-// request because the client lacks a capability (-32021): the caller
-// gets that error as it is, data included, as it would directly, not an
-// error result.
-func missingCapability(err error) (*jsonrpc.Error, bool) {
+// passedError returns the upstream's error when the caller gets it as
+// it is, data included, as it would directly, not an error result: the
+// upstream refused the request because the client lacks a capability
+// (-32021), or needs the user to complete URL-mode elicitations first
+// (-32042).
+func passedError(err error) (*jsonrpc.Error, bool) {
 	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) && rpcErr.Code == sdk.CodeMissingRequiredClientCapabilities {
+	if errors.As(err, &rpcErr) && (rpcErr.Code == sdk.CodeMissingRequiredClientCapabilities || rpcErr.Code == sdk.CodeURLElicitationRequired) {
 		return rpcErr, true
 	}
 	return nil, false
+}
+
+// urlElicitations returns the elicitations of a -32042 error.
+func urlElicitations(rpcErr *jsonrpc.Error) []*sdk.ElicitParams {
+	var data struct {
+		Elicitations []*sdk.ElicitParams `json:"elicitations"`
+	}
+	if rpcErr.Code != sdk.CodeURLElicitationRequired || json.Unmarshal(rpcErr.Data, &data) != nil {
+		return nil
+	}
+	return data.Elicitations
 }

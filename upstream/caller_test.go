@@ -90,7 +90,8 @@ func startCaps(t *testing.T, f *front, upVersion string) {
 }
 
 // samplingCaller declares the sampling capability (the SDK client does
-// when it has a handler); the caller without it declares none.
+// when it has a handler) and roots (the SDK client's default); the caller
+// without it declares none.
 var samplingCaller = &sdk.ClientOptions{
 	CreateMessageHandler: func(context.Context, *sdk.CreateMessageRequest) (*sdk.CreateMessageResult, error) {
 		return nil, errors.New("not asked in this test")
@@ -107,7 +108,7 @@ func TestCallerCapabilitiesGoUpstream(t *testing.T) {
 	for _, callerEra := range []string{"2026-07-28", "2025-11-25"} {
 		for _, sampling := range []bool{false, true} {
 			t.Run(fmt.Sprintf("caller %s sampling %t", callerEra, sampling), func(t *testing.T) {
-				opts := &sdk.ClientOptions{}
+				opts := &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}}
 				if sampling {
 					opts = samplingCaller
 				}
@@ -141,7 +142,10 @@ func TestCallerCapabilitiesGoUpstream(t *testing.T) {
 					if _, ok := seen.Capabilities["sampling"]; ok != sampling {
 						t.Errorf("%s: the upstream saw capabilities %v; sampling there: %t, want %t (the caller's)", what, seen.Capabilities, ok, sampling)
 					}
-					for _, k := range []string{"elicitation", "roots", "extensions"} {
+					if _, ok := seen.Capabilities["roots"]; ok != sampling {
+						t.Errorf("%s: the upstream saw capabilities %v; roots there: %t, want %t (the caller's)", what, seen.Capabilities, ok, sampling)
+					}
+					for _, k := range []string{"elicitation", "extensions"} {
 						if _, ok := seen.Capabilities[k]; ok {
 							t.Errorf("%s: the upstream saw capabilities %v with %s, which the caller did not declare or Portcullis does not pass on", what, seen.Capabilities, k)
 						}

@@ -28,9 +28,16 @@
 // the trace context [Hooks.Inject] writes and the log level the caller
 // asked for; nothing else of the caller's request, and never the caller's
 // token. What the upstream sends during the call — progress, log messages,
-// elicitation and sampling requests — goes to that call's caller, when it
+// elicitation, sampling and roots requests — goes to that call's caller, when it
 // can be tied to the call and the caller's session can carry it; a request
-// that cannot is refused with a JSON-RPC error (relay.go). A call that fails
+// that cannot is refused with a JSON-RPC error (relay.go). An upstream's
+// multi-round-trip result (2026-07-28) reaches a caller of that era with
+// its requestState wrapped, so that the retry comes back to the same
+// upstream; for an older caller Portcullis asks it within the call
+// (mrtr.go). An upstream that offers the tasks extension may answer a
+// caller that declared it with its task handle, which the MCP layer
+// passes on; the caller's task requests come back through
+// [Manager.RouteTask] (tasks.go). A call that fails
 // because the upstream is down, crashed, hung or sent garbage ends with an
 // error result that names the upstream ([KindTransport] and the other
 // kinds go to [Hooks.StartCall]); the supervisor reconnects with backoff

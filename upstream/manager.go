@@ -251,15 +251,22 @@ func (m *Manager) Required() bool {
 func newClient(u *upstream, version string) *sdk.Client {
 	c := sdk.NewClient(&sdk.Implementation{Name: "portcullis", Version: version}, &sdk.ClientOptions{
 		Logger: u.logger,
-		// Elicitation and sampling are offered so that an upstream may ask
-		// its caller during a call (relay.go); a caller that cannot answer
-		// has the request refused. No roots are offered. A 2026-07-28
+		// Elicitation, sampling and roots are offered so that an upstream
+		// of an older era may ask its caller during a call (relay.go); a
+		// caller that cannot answer has the request refused. A 2026-07-28
 		// upstream is sent the caller's own capabilities with each call
 		// instead (caller.go).
 		Capabilities: &sdk.ClientCapabilities{
 			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
+			//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
+			RootsV2: &sdk.RootCapabilities{},
 		},
-		ElicitationHandler: u.elicit,
+		// A 2026-07-28 upstream's input-required results are passed to
+		// the caller or fulfilled by Portcullis itself (mrtr.go), never by
+		// the SDK client.
+		MultiRoundTrip:             &sdk.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler:         u.elicit,
+		ElicitationCompleteHandler: u.elicitationComplete,
 		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
 		CreateMessageWithToolsHandler: u.createMessage,
 		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
@@ -272,6 +279,7 @@ func newClient(u *upstream, version string) *sdk.Client {
 			u.cat.ResourceUpdated(ctx, req.Params.URI)
 		},
 	})
+	registerTaskMethods(c)
 	c.AddReceivingMiddleware(u.receiving)
 	return c
 }

@@ -92,16 +92,40 @@ func (n *notes) wait(ctx context.Context) {
 	}
 }
 
-// countingConn counts the awaited notifications read.
+// countingConn counts the awaited notifications read, and hands the
+// responses to calls that may be answered with a task to their capture
+// (tasks.go).
 type countingConn struct {
 	sdk.Connection
-	notes *notes
+	notes    *notes
+	captures sync.Map // jsonrpc.ID → *taskCapture
+}
+
+func (c *countingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	req, ok := msg.(*jsonrpc.Request)
+	capture := captureOf(ctx)
+	if !ok || !req.IsCall() || capture == nil {
+		return c.Connection.Write(ctx, msg)
+	}
+	c.captures.Store(req.ID, capture)
+	err := c.Connection.Write(ctx, msg)
+	if err != nil {
+		c.captures.Delete(req.ID)
+	}
+	return err
 }
 
 func (c *countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() && awaited[req.Method] {
-		c.notes.addRead()
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if !m.IsCall() && awaited[m.Method] {
+			c.notes.addRead()
+		}
+	case *jsonrpc.Response:
+		if capture, ok := c.captures.LoadAndDelete(m.ID); ok {
+			capture.(*taskCapture).offer(m)
+		}
 	}
 	return msg, err
 }
@@ -135,6 +159,13 @@ func (u *upstream) receiving(next sdk.MethodHandler) sdk.MethodHandler {
 			}
 			return res, nil
 		}
+		if r, ok := req.(*sdk.ListRootsRequest); ok && method == "roots/list" {
+			res, err := u.listRoots(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
 		return next(ctx, method, req)
 	}
 }
@@ -149,10 +180,16 @@ type sseCounter struct {
 
 func (c *sseCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := c.next.RoundTrip(r)
-	if err != nil || resp.Body == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	resp.Body = &sseBody{ReadCloser: resp.Body, notes: c.notes}
+	capture := captureOf(r.Context()) // a call that may be answered with a task (tasks.go)
+	switch ct := resp.Header.Get("Content-Type"); {
+	case strings.HasPrefix(ct, "text/event-stream"):
+		resp.Body = &sseBody{ReadCloser: resp.Body, notes: c.notes, capture: capture}
+	case capture != nil && strings.HasPrefix(ct, "application/json"):
+		resp.Body = &jsonCapture{ReadCloser: resp.Body, capture: capture}
+	}
 	return resp, nil
 }
 
@@ -162,10 +199,11 @@ const maxSSELine = 64 << 10
 
 type sseBody struct {
 	io.ReadCloser
-	notes *notes
-	line  []byte // the current line, up to maxSSELine
-	long  bool   // the current line is longer than maxSSELine
-	data  []byte // the current event's data
+	notes   *notes
+	capture *taskCapture // nil: none
+	line    []byte       // the current line, up to maxSSELine
+	long    bool         // the current line is longer than maxSSELine
+	data    []byte       // the current event's data
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -192,6 +230,9 @@ func (b *sseBody) endLine() {
 	case len(line) == 0:
 		if isAwaited(b.data) {
 			b.notes.addRead()
+		}
+		if b.capture != nil && len(b.data) > 0 {
+			b.capture.offerData(b.data)
 		}
 		b.data = b.data[:0]
 	case long:

@@ -17,8 +17,8 @@ import (
 // call caused them:
 //
 //   - An upstream on the 2026-07-28 era returns input requests in the
-//     call's result; the SDK client fulfils them within the call, so the
-//     handler's context is the call's and names its caller exactly.
+//     call's result, which go to the caller in Portcullis's result or are
+//     sent to the caller's session within the call (mrtr.go).
 //   - An upstream on an older era sends them as requests on its session.
 //     They carry no reference to the call, so they go to the caller of the
 //     one call in flight on that session; with none or several in flight,
@@ -42,6 +42,8 @@ import (
 type callTarget struct {
 	ctx     context.Context
 	session *sdk.ServerSession
+	// upstream is the upstream session the call went to.
+	upstream *sdk.ClientSession
 }
 
 type targetKey struct{}
@@ -211,35 +213,29 @@ func (u *upstream) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Eli
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.session.Elicit(t.ctx, req.Params)
-	if err != nil {
-		return nil, relayError("elicitation/create", err)
-	}
-	return res, nil
+	return u.askElicit(t, req.Params)
 }
 
 // createMessage passes an upstream's sampling request to its caller.
 func (u *upstream) createMessage(ctx context.Context, req *sdk.CreateMessageWithToolsRequest) (*sdk.CreateMessageWithToolsResult, error) {
-	const method = "sampling/createMessage"
-	t, err := u.relayTarget(ctx, req.Session, method)
+	t, err := u.relayTarget(ctx, req.Session, "sampling/createMessage")
 	if err != nil {
 		return nil, err
 	}
-	var caps *sdk.ClientCapabilities
-	if p := t.session.InitializeParams(); p != nil {
-		caps = p.Capabilities
-	}
-	switch {
-	case caps == nil || caps.Sampling == nil:
-		return nil, u.refuse(method, "the caller does not offer sampling")
-	case req.Params != nil && len(req.Params.Tools) > 0 && caps.Sampling.Tools == nil:
-		return nil, u.refuse(method, "the caller does not offer sampling with tools")
-	}
-	res, err := t.session.CreateMessageWithTools(t.ctx, req.Params)
+	return u.askSampling(t, req.Params)
+}
+
+// listRoots passes an upstream's roots request to its caller.
+func (u *upstream) listRoots(ctx context.Context, req *sdk.ListRootsRequest) (*sdk.ListRootsResult, error) {
+	t, err := u.relayTarget(ctx, req.Session, "roots/list")
 	if err != nil {
-		return nil, relayError(method, err)
+		return nil, err
 	}
-	return res, nil
+	params := req.Params
+	if params == nil {
+		params = &sdk.ListRootsParams{}
+	}
+	return u.askRoots(t, params)
 }
 
 // log passes an upstream's log message to the caller of the call it was
@@ -267,5 +263,85 @@ func (u *upstream) setLogLevel(ctx context.Context, sess *sdk.ClientSession) {
 	defer cancel()
 	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		u.logger.Debug("upstream: setting the log level failed", "error", err)
+	}
+}
+
+// URL-mode elicitation completes out of band: the upstream later sends
+// notifications/elicitation/complete naming the elicitation's id, outside
+// any call. An id passed to a caller is kept (at most elicitationKept ids,
+// for at most elicitationTTL each), so that its completion goes to that
+// caller and no one else; a completion of an id not kept is dropped. A
+// caller on 2026-07-28 has no stream outside its calls, so only callers of
+// older eras are kept.
+
+// elicitationTTL is how long the completion of a URL-mode elicitation is
+// passed on after the elicitation reached its caller.
+const elicitationTTL = 30 * time.Minute
+
+// elicitationKept bounds the URL-mode elicitations awaiting completion.
+const elicitationKept = 10_000
+
+type elicitationTarget struct {
+	session *sdk.ServerSession
+	until   time.Time
+}
+
+// elicitationKey names a URL-mode elicitation: its id, as the upstream
+// session that asked for it chose it (each caller of a per_principal
+// upstream has a session, and its ids, of its own).
+type elicitationKey struct {
+	upstream *sdk.ClientSession
+	id       string
+}
+
+// elicitations are the URL-mode elicitations of an upstream awaiting
+// completion.
+type elicitations struct {
+	mu  sync.Mutex
+	ids map[elicitationKey]elicitationTarget
+}
+
+// rememberElicitation keeps the id of a URL-mode elicitation passed to the
+// caller of t.
+func (u *upstream) rememberElicitation(t *callTarget, p *sdk.ElicitParams) {
+	if p == nil || p.Mode != "url" || p.ElicitationID == "" || t.session == nil || t.upstream == nil || passesInput(t.session) {
+		return
+	}
+	e := &u.elicitations
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := u.now()
+	if e.ids == nil {
+		e.ids = map[elicitationKey]elicitationTarget{}
+	}
+	for k, et := range e.ids {
+		if now.After(et.until) {
+			delete(e.ids, k)
+		}
+	}
+	if len(e.ids) >= elicitationKept {
+		return
+	}
+	e.ids[elicitationKey{t.upstream, p.ElicitationID}] = elicitationTarget{session: t.session, until: now.Add(elicitationTTL)}
+}
+
+// elicitationComplete passes an upstream's notice that a URL-mode
+// elicitation completed to the caller the elicitation went to.
+func (u *upstream) elicitationComplete(ctx context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
+	if req.Params == nil {
+		return
+	}
+	k := elicitationKey{req.Session, req.Params.ElicitationID}
+	e := &u.elicitations
+	e.mu.Lock()
+	et, ok := e.ids[k]
+	delete(e.ids, k)
+	e.mu.Unlock()
+	if !ok || u.now().After(et.until) {
+		u.logger.Debug("upstream: an elicitation completion names no elicitation passed on; dropped")
+		return
+	}
+	if err := et.session.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: req.Params.ElicitationID}); err != nil {
+		u.logger.Debug("upstream: passing on an elicitation completion failed", "error", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -136,7 +137,11 @@ func TestElicitationAndSamplingReachTheCaller(t *testing.T) {
 }
 
 func TestRequestsToStatelessCallersRefused(t *testing.T) {
-	for _, era := range upstreamEras {
+	// An upstream of an older era sends its requests on its session; a
+	// caller on 2026-07-28 cannot be sent them during its call. (A
+	// 2026-07-28 upstream's input requests reach it in the result, see
+	// TestInputRequiredResultsReachStatelessCallers.)
+	for _, era := range []string{"2025-11-25"} {
 		t.Run("upstream "+era, func(t *testing.T) {
 			f := newFront(t)
 			startAsking(t, f, era, nil)
@@ -343,5 +348,138 @@ func TestLogTargetAfterTheCall(t *testing.T) {
 	now = now.Add(lateGrace + time.Millisecond)
 	if _, err := f.logTarget(ctx, cs); !errors.Is(err, errNoCaller) {
 		t.Errorf("a log message long after every call: %v, want errNoCaller", err)
+	}
+}
+
+// sessionBackend returns an upstream server whose tool "roots" asks the
+// client for its roots on the session and returns the first, and whose
+// tool "url" asks for a URL-mode elicitation and, once the client
+// answered, says it completed.
+func sessionBackend() *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "session"}, nil)
+	s.AddTool(&sdk.Tool{Name: "roots", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		r, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Roots) == 0 {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "no roots"}}}, nil
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: r.Roots[0].URI}}}, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "url", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		r, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Mode: "url", Message: "Sign in", URL: "https://example.com/login", ElicitationID: "e1"})
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range []string{"unknown", "e1"} {
+			if err := req.Session.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: id}); err != nil {
+				return nil, err
+			}
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: r.Action}}}, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "needs_url", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return nil, sdk.URLElicitationRequiredError([]*sdk.ElicitParams{{Mode: "url", Message: "Authorize", URL: "https://example.com/authorize", ElicitationID: "e2"}})
+	})
+	s.AddTool(&sdk.Tool{Name: "complete_e2", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if err := req.Session.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: "e2"}); err != nil {
+			return nil, err
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "completed"}}}, nil
+	})
+	return s
+}
+
+func startSession(t *testing.T, f *front) {
+	t.Helper()
+	var dials atomic.Int32
+	m, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}}, f.cat, Deps{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ups[0].dialFn = memDial(t, sessionBackend(), &dials)
+	m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	m.Start(context.Background())
+	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+}
+
+func TestRootsRequestsReachTheCaller(t *testing.T) {
+	// An upstream of an older era asks for roots on its session: the
+	// request goes to the caller of the call, if it offers roots.
+	f := newFront(t)
+	startSession(t, f)
+	var asked atomic.Int32
+	cs := rootedCaller(t, f, &asked, "2025-11-25", true)
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_roots", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := text(res), "file:///work"; res.IsError || got != want {
+		t.Errorf("result %q (error %v), want the caller's root %q", got, res.IsError, want)
+	}
+
+	noRoots := f.caller(t, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}}, "2025-11-25")
+	res, err = noRoots.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_roots", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(text(res), "does not offer roots") {
+		t.Errorf("result %q (error %v), want an error saying the caller offers no roots", text(res), res.IsError)
+	}
+}
+
+func TestElicitationCompletionReachesTheCaller(t *testing.T) {
+	// A URL-mode elicitation's completion goes to the caller the
+	// elicitation went to; one naming another id goes nowhere.
+	f := newFront(t)
+	startSession(t, f)
+	completed := make(chan string, 2)
+	cs := f.caller(t, &sdk.ClientOptions{
+		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{URL: &sdk.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			if req.Params.Mode != "url" || req.Params.ElicitationID != "e1" {
+				return nil, fmt.Errorf("elicitation %+v, want URL mode with id e1", req.Params)
+			}
+			return &sdk.ElicitResult{Action: "accept"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
+			completed <- req.Params.ElicitationID
+		},
+	}, "2025-11-25")
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_url", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text(res) != "accept" || res.IsError {
+		t.Fatalf("result %q (error %v), want accept", text(res), res.IsError)
+	}
+	select {
+	case id := <-completed:
+		if id != "e1" {
+			t.Errorf("the caller was told elicitation %q completed, want e1 only", id)
+		}
+	case <-callCtx(t).Done():
+		t.Fatal("the caller was not told the elicitation completed")
+	}
+
+	// An upstream that needs URL-mode elicitations first answers -32042,
+	// which reaches the caller as it is; their completion follows.
+	_, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_needs_url", Arguments: map[string]any{}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeURLElicitationRequired || !strings.Contains(string(rpcErr.Data), `"elicitationId":"e2"`) {
+		t.Fatalf("be_needs_url: %v, want -32042 with the upstream's elicitation e2", err)
+	}
+	if _, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_complete_e2", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-completed:
+		if id != "e2" {
+			t.Errorf("the caller was told elicitation %q completed, want e2", id)
+		}
+	case <-callCtx(t).Done():
+		t.Fatal("the caller was not told elicitation e2 completed")
 	}
 }

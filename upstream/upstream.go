@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // connectTimeout bounds starting a connection: the process start or HTTP
@@ -88,6 +89,10 @@ type upstream struct {
 	// inflight names the caller of each call in flight, for the
 	// upstream's requests and log messages during it (relay.go).
 	inflight inflight
+
+	// elicitations are the URL-mode elicitations passed to callers that
+	// await completion (relay.go).
+	elicitations elicitations
 }
 
 type progressTarget struct {
@@ -621,10 +626,45 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			}
 		}
 		params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
-		target := &callTarget{ctx: ctx, session: req.Session}
+		// An upstream that offers tasks may answer a caller that declared
+		// them with its task handle, which the SDK client cannot decode:
+		// the raw result is captured (tasks.go).
+		var capture *taskCapture
+		if tasks.AcceptsRemote(ctx) && offersTasks(sess) {
+			capture = &taskCapture{}
+			tasksCapability(params.Meta)
+		}
+		state, err := u.unwrapState(req.Params.RequestState)
+		if err != nil {
+			done(KindProtocol)
+			return nil, err
+		}
+		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
 		untrack := u.inflight.add(sess, target)
 		defer untrack()
-		res, err := sess.CallTool(context.WithValue(ctx, targetKey{}, target), params)
+		tctx := context.WithValue(ctx, targetKey{}, target)
+		if capture != nil {
+			tctx = withCapture(tctx, capture)
+		}
+		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			p := *params
+			p.InputResponses, p.RequestState = responses, state
+			res, err := sess.CallTool(tctx, &p)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}, req.Params.InputResponses, state)
+		res, _ := r.(*sdk.CallToolResult)
+		if err == nil && capture != nil {
+			if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
+				// The caller gets the upstream's task handle instead
+				// (mcp/remotetasks.go); this placeholder is not sent.
+				u.awaitNotes(ctx, sess)
+				done("")
+				return &sdk.CallToolResult{}, nil
+			}
+		}
 		// The upstream's progress and log messages sent before its result
 		// reach the caller before the result does.
 		u.awaitNotes(ctx, sess)
@@ -633,7 +673,12 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			kind = KindToolError
 		}
 		done(kind)
-		if rpcErr, ok := missingCapability(err); ok {
+		if rpcErr, ok := passedError(err); ok {
+			// The completion of a URL-mode elicitation the caller is
+			// asked to open comes later, outside the call (relay.go).
+			for _, p := range urlElicitations(rpcErr) {
+				u.rememberElicitation(target, p)
+			}
 			return nil, rpcErr
 		}
 		if err != nil {
@@ -744,14 +789,29 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 	defer release()
 	// A request the upstream makes within the read (on 2026-07-28) is
 	// the caller's.
-	tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
-	res, err := sess.ReadResource(tctx, &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
+	state, err := u.unwrapState(req.Params.RequestState)
+	if err != nil {
+		done(KindProtocol)
+		return nil, err
+	}
+	target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
+	tctx := context.WithValue(ctx, targetKey{}, target)
+	params := &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
+	r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+		p := *params
+		p.InputResponses, p.RequestState = responses, state
+		res, err := sess.ReadResource(tctx, &p)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}, req.Params.InputResponses, state)
 	kind := u.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
 		return nil, u.requestError(kind, err)
 	}
-	return res, nil
+	return r.(*sdk.ReadResourceResult), nil
 }
 
 func (u *upstream) getPrompt(name string) sdk.PromptHandler {
@@ -763,14 +823,29 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 			return nil, u.requestError(KindUnavailable, err)
 		}
 		defer release()
-		tctx := context.WithValue(ctx, targetKey{}, &callTarget{ctx: ctx, session: req.Session})
-		res, err := sess.GetPrompt(tctx, &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)})
+		state, err := u.unwrapState(req.Params.RequestState)
+		if err != nil {
+			done(KindProtocol)
+			return nil, err
+		}
+		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
+		tctx := context.WithValue(ctx, targetKey{}, target)
+		params := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
+		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			p := *params
+			p.InputResponses, p.RequestState = responses, state
+			res, err := sess.GetPrompt(tctx, &p)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}, req.Params.InputResponses, state)
 		kind := u.classify(ctx, sess, err)
 		done(kind)
 		if err != nil {
 			return nil, u.requestError(kind, err)
 		}
-		return res, nil
+		return r.(*sdk.GetPromptResult), nil
 	}
 }
 
