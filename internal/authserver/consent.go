@@ -3,7 +3,9 @@ package authserver
 import (
 	"crypto/subtle"
 	"errors"
-	"html/template"
+	"fmt"
+	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,13 +14,18 @@ import (
 )
 
 // The consent page and the short pages of failures: server-rendered, no
-// script, no external resources; never framed.
-var pages = template.Must(template.New("consent").Parse(`<!doctype html>
+// script, no external resources; never framed. They are written with
+// every value escaped by html.EscapeString rather than with html/template,
+// whose reflective field lookup would keep every exported method of the
+// binary alive (cmd/server's TestReleaseBuildPrunesUnusedMethods); every
+// value sits in element text or a double-quoted attribute, where that
+// escaping is complete.
+const pageHead = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
+<title>%s</title>
 <style>
 body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;line-height:1.5;color:#1a1a1a}
 h1{font-size:1.4rem}
@@ -33,29 +40,47 @@ button:focus-visible{outline:3px solid #f9ab00;outline-offset:2px}
 </head>
 <body>
 <main>
-{{if .Consent}}
-<h1>Allow <span class="app">{{.Client}}</span> to use {{.Resource}}?</h1>
-<p>Signed in as <strong>{{.User}}</strong>.</p>
-{{if .Note}}<p class="note">{{.Note}}</p>{{end}}
-<p>If you allow it, <span class="app">{{.Client}}</span> can call the tools of {{.Resource}} on your behalf{{if .Scopes}} with these permissions:{{else}}.{{end}}</p>
-{{if .Scopes}}<ul>{{range .Scopes}}<li><code>{{.}}</code></li>{{end}}</ul>{{end}}
-<p class="note">You will be sent back to <strong>{{.RedirectHost}}</strong>. Allow only if you started this from an application you trust.</p>
-<form method="post" action="{{.Action}}">
-<input type="hidden" name="login" value="{{.Login}}">
-<input type="hidden" name="csrf" value="{{.CSRF}}">
-<div class="buttons">
-<button type="submit" name="action" value="approve">Allow</button>
-<button type="submit" name="action" value="deny">Deny</button>
-</div>
-</form>
-{{else}}
-<h1>{{.Title}}</h1>
-<p>{{.Message}}</p>
-{{end}}
-</main>
+`
+
+const pageFoot = `</main>
 </body>
 </html>
-`))
+`
+
+// render writes d's page.
+func render(w io.Writer, d pageData) {
+	e := html.EscapeString
+	var b strings.Builder
+	fmt.Fprintf(&b, pageHead, e(d.Title))
+	if !d.Consent {
+		fmt.Fprintf(&b, "<h1>%s</h1>\n<p>%s</p>\n", e(d.Title), e(d.Message))
+		b.WriteString(pageFoot)
+		io.WriteString(w, b.String())
+		return
+	}
+	fmt.Fprintf(&b, "<h1>Allow <span class=\"app\">%s</span> to use %s?</h1>\n", e(d.Client), e(d.Resource))
+	fmt.Fprintf(&b, "<p>Signed in as <strong>%s</strong>.</p>\n", e(d.User))
+	if d.Note != "" {
+		fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", e(d.Note))
+	}
+	fmt.Fprintf(&b, "<p>If you allow it, <span class=\"app\">%s</span> can call the tools of %s on your behalf", e(d.Client), e(d.Resource))
+	if len(d.Scopes) > 0 {
+		b.WriteString(" with these permissions:</p>\n<ul>")
+		for _, sc := range d.Scopes {
+			fmt.Fprintf(&b, "<li><code>%s</code></li>", e(sc))
+		}
+		b.WriteString("</ul>\n")
+	} else {
+		b.WriteString(".</p>\n")
+	}
+	fmt.Fprintf(&b, "<p class=\"note\">You will be sent back to <strong>%s</strong>. Allow only if you started this from an application you trust.</p>\n", e(d.RedirectHost))
+	fmt.Fprintf(&b, "<form method=\"post\" action=\"%s\">\n", e(d.Action))
+	fmt.Fprintf(&b, "<input type=\"hidden\" name=\"login\" value=\"%s\">\n", e(d.Login))
+	fmt.Fprintf(&b, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">\n", e(d.CSRF))
+	b.WriteString("<div class=\"buttons\">\n<button type=\"submit\" name=\"action\" value=\"approve\">Allow</button>\n<button type=\"submit\" name=\"action\" value=\"deny\">Deny</button>\n</div>\n</form>\n")
+	b.WriteString(pageFoot)
+	io.WriteString(w, b.String())
+}
 
 type pageData struct {
 	Title, Message              string
@@ -82,7 +107,7 @@ func pageHeaders(w http.ResponseWriter) {
 func (s *Server) page(w http.ResponseWriter, status int, title, message string) {
 	pageHeaders(w)
 	w.WriteHeader(status)
-	_ = pages.Execute(w, pageData{Title: title, Message: message})
+	render(w, pageData{Title: title, Message: message})
 }
 
 // serveConsentPage shows the consent page of a signed-in login.
@@ -123,7 +148,7 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 	}
 	name, note := displayName(c)
 	pageHeaders(w)
-	_ = pages.Execute(w, pageData{
+	render(w, pageData{
 		Title:        "Allow access?",
 		Consent:      true,
 		Client:       name,

@@ -137,6 +137,8 @@ func TestAuthorizeRefusals(t *testing.T) {
 		{"plain PKCE", url.Values{"code_challenge_method": {"plain"}}, "invalid_request"},
 		{"PKCE method missing", url.Values{"code_challenge_method": nil}, "invalid_request"},
 		{"token response type", url.Values{"response_type": {"token"}}, "unsupported_response_type"},
+		{"form_post response mode", url.Values{"response_mode": {"form_post"}}, "unsupported_response_mode"},
+		{"fragment response mode", url.Values{"response_mode": {"fragment"}}, "unsupported_response_mode"},
 		{"unknown scope", url.Values{"scope": {"mcp:tools root"}}, "invalid_scope"},
 		{"unknown client", url.Values{"client_id": {"nobody"}}, ""},
 		{"other redirect", url.Values{"redirect_uri": {"https://evil.example/callback"}}, ""},
@@ -165,8 +167,8 @@ func TestAuthorizeRefusals(t *testing.T) {
 			if got := u.Query().Get("error"); got != tc.back {
 				t.Errorf("error = %q (%s), want %q", got, u.Query().Get("error_description"), tc.back)
 			}
-			if u.Query().Get("state") != "client-state-123" {
-				t.Errorf("state = %q", u.Query().Get("state"))
+			if u.Query().Get("state") != "client-state-123" || u.Query().Get("iss") != ts.Issuer() {
+				t.Errorf("state = %q, iss = %q: want the client's state and the issuer (RFC 9207)", u.Query().Get("state"), u.Query().Get("iss"))
 			}
 		})
 	}

@@ -402,6 +402,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form := ar.GetRequestForm()
+	if m := form.Get("response_mode"); m != "" && m != "query" {
+		s.refuseAuthorize(w, r, ar, fosite.ErrUnsupportedResponseMode.WithHint("This server answers in the query only (response_mode query)."), "response_mode")
+		return
+	}
 	if res := form["resource"]; len(res) != 1 || res[0] != s.resource {
 		s.refuseAuthorize(w, r, ar, s.errInvalidTarget(), "invalid_target")
 		return
@@ -426,7 +430,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.logger.Error("authorization server: identity provider unavailable", "error", err)
 		s.observe(Event{Endpoint: "authorize", Outcome: "error", Reason: "idp_unavailable"})
-		s.provider.WriteAuthorizeError(ctx, w, ar, fosite.ErrTemporarilyUnavailable.WithHint("The identity provider cannot be reached; try again shortly."))
+		s.writeAuthorizeError(w, ar, fosite.ErrTemporarilyUnavailable.WithHint("The identity provider cannot be reached; try again shortly."))
 		return
 	}
 	if err := s.saveLogin(ctx, l); err != nil {
@@ -445,14 +449,14 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 // to the client's redirect URI once fosite trusts it, else on a page.
 func (s *Server) refuseAuthorize(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, err error, reason string) {
 	s.observe(Event{Endpoint: "authorize", Outcome: "refused", Reason: reason})
-	s.provider.WriteAuthorizeError(r.Context(), w, ar, err)
+	s.writeAuthorizeError(w, ar, err)
 }
 
 func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, endpoint string, err error) {
 	s.logger.Error("authorization server: store failed", "endpoint", endpoint, "error", err)
 	s.observe(Event{Endpoint: endpoint, Outcome: "error", Reason: "store"})
 	if ar != nil {
-		s.provider.WriteAuthorizeError(r.Context(), w, ar, storeError(err))
+		s.writeAuthorizeError(w, ar, storeError(err))
 		return
 	}
 	s.page(w, http.StatusServiceUnavailable, "Try again shortly", "The sign-in service is temporarily unavailable.")
@@ -596,13 +600,12 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 	if err != nil {
 		s.logger.Warn("authorization server: authorization refused", "client_id", l.ClientID, "error", err)
 		s.observe(Event{Endpoint: "consent", Outcome: "error", Reason: "issue"})
-		s.provider.WriteAuthorizeError(ctx, w, ar, storeError(err))
+		s.writeAuthorizeError(w, ar, storeError(err))
 		return
 	}
-	resp.AddParameter("iss", s.o.Issuer)
 	s.clients.touch(ctx, ar.GetClient())
 	s.logger.Info("audit", "event", "code_issued", "client_id", l.ClientID, "sub", l.User.Subject, "scope", strings.Join(ar.GetGrantedScopes(), " "))
-	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+	s.writeAuthorizeResponse(w, ar, resp)
 }
 
 // finishError sends the browser back to the client with err.
@@ -610,10 +613,10 @@ func (s *Server) finishError(w http.ResponseWriter, r *http.Request, l *login, e
 	_ = s.kv.Del(r.Context(), joinKey("login", l.ID))
 	ar, rerr := s.replay(r, l)
 	if rerr != nil {
-		s.provider.WriteAuthorizeError(r.Context(), w, ar, rerr)
+		s.writeAuthorizeError(w, ar, rerr)
 		return
 	}
-	s.provider.WriteAuthorizeError(r.Context(), w, ar, err)
+	s.writeAuthorizeError(w, ar, err)
 }
 
 // serveToken is the token endpoint.
