@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -312,17 +313,12 @@ func (b *asBrowser) do(req *http.Request) (int, *url.URL, string) {
 		b.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var body strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		body.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.t.Fatal(err)
 	}
 	loc, _ := resp.Location()
-	return resp.StatusCode, loc, body.String()
+	return resp.StatusCode, loc, string(body)
 }
 
 func (b *asBrowser) get(u string) (int, *url.URL, string) {
