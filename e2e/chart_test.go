@@ -268,6 +268,10 @@ func TestChartScenariosCheckConfig(t *testing.T) {
 		"portcullis-introspection": {"client-secret": "a client secret"},
 		"valkey-users":             {"default": "a redis password"},
 		"valkey-ca":                {"ca.crt": selfSignedCAPEM(t)},
+		// A JWKS of one private P-256 key, made with the recipe of
+		// docs/authorization-server.md ("Signing keys"); a test key only.
+		"portcullis-authorization-server-keys": {"keys.json": testAuthServerKeys},
+		"portcullis-entra":                     {"client-secret": "an entra client secret"},
 	}
 	for _, values := range scenarios {
 		t.Run(strings.TrimSuffix(filepath.Base(values), ".yaml"), func(t *testing.T) {
@@ -286,6 +290,10 @@ func TestChartScenariosCheckConfig(t *testing.T) {
 		})
 	}
 }
+
+// testAuthServerKeys is the signing key set of the authorization-server
+// scenario: a key made for this test, signing nothing real.
+const testAuthServerKeys = `{"keys":[{"kty":"EC","crv":"P-256","alg":"ES256","use":"sig","kid":"20261125T201834Z","d":"ZkplJ8_Ho5b_Ipd27lLk6Uge3cgcD6SGhy1xsPOkLxw","x":"vqv558S9Pyf5qad3BGmFQmUTT9B6noZUomVGa6ZiO9Q","y":"6yWyq5-rOJNXXWfs-xaHMtJMOOHNzGO5-1g2llEShuU"}]}`
 
 // deployment is the rendered Deployment's container, made runnable here:
 // its volumes laid out under a temporary root, its args and config file

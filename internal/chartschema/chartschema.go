@@ -75,6 +75,9 @@ var Overrides = []Override{
 	{Key: "auth.introspection.client_secret_file", ChartOwned: true},
 	{Key: "mcp.request_state", Note: "Its keys come from the requestState values."},
 	{Key: "auth.introspection", Note: "Its client secret comes from the introspection values."},
+	{Key: "authorization_server.keys_file", ChartOwned: true},
+	{Key: "authorization_server.idp.client_secret_file", ChartOwned: true},
+	{Key: "authorization_server", Note: "Its signing keys and its client secret at the identity provider come from the authorizationServer values."},
 	// The redis values set the URL, the password (from a Secret, as
 	// PORTCULLIS_REDIS_PASSWORD) and the CA file (a mounted Secret).
 	{Key: "redis.url", ChartOwned: true},

@@ -92,6 +92,8 @@ portcullis.image is repository:tag, or repository@digest when a digest is set.
 {{- define "portcullis.requestStateDir" -}}/etc/portcullis/request-state{{- end }}
 {{- define "portcullis.introspectionDir" -}}/etc/portcullis/introspection{{- end }}
 {{- define "portcullis.redisTLSDir" -}}/etc/portcullis/redis-tls{{- end }}
+{{- define "portcullis.authServerKeysDir" -}}/etc/portcullis/authorization-server-keys{{- end }}
+{{- define "portcullis.authServerIdPDir" -}}/etc/portcullis/authorization-server-idp{{- end }}
 
 {{/*
 portcullis.redisCA is "true" when the chart mounts a CA for Redis's TLS
@@ -106,11 +108,19 @@ portcullis.redisCA is "true" when the chart mounts a CA for Redis's TLS
 {{- define "portcullis.metricsPort" -}}9090{{- end }}
 
 {{/*
-portcullis.authEnabled is "true" when an issuer or introspection is configured.
+portcullis.authEnabled is "true" when an issuer or introspection is
+configured, or the authorization server (whose issuer /mcp trusts).
 */}}
 {{- define "portcullis.authEnabled" -}}
 {{- $auth := .Values.config.auth | default dict }}
-{{- if or $auth.issuers (dig "introspection" "url" "" $auth) }}true{{ end }}
+{{- if or $auth.issuers (dig "introspection" "url" "" $auth) (include "portcullis.authServerEnabled" .) }}true{{ end }}
+{{- end }}
+
+{{/*
+portcullis.authServerEnabled is "true" when config.authorization_server.enabled is.
+*/}}
+{{- define "portcullis.authServerEnabled" -}}
+{{- if dig "authorization_server" "enabled" false .Values.config }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -132,7 +142,7 @@ introspection client secret unless it has its own existing Secret).
 portcullis.chartSecretNeeded is "true" when the chart creates its own Secret.
 */}}
 {{- define "portcullis.chartSecretNeeded" -}}
-{{- if or (not .Values.requestState.existingSecret) (and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.existingSecret)) }}true{{ end }}
+{{- if or (not .Values.requestState.existingSecret) (and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.existingSecret)) (and (include "portcullis.authServerEnabled" .) (not .Values.authorizationServer.idp.existingSecret)) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -164,6 +174,15 @@ the keys the chart owns (listen addresses and the mounted secret files).
 {{- if include "portcullis.introspectionEnabled" . }}
 {{- $_ := set $cfg.auth.introspection "client_secret_file" (printf "%s/client-secret" (include "portcullis.introspectionDir" .)) }}
 {{- end }}
+{{- if include "portcullis.authServerEnabled" . }}
+{{- $as := $cfg.authorization_server }}
+{{- if .Values.authorizationServer.keys.existingSecret }}
+{{- $_ := set $as "keys_file" (printf "%s/keys.json" (include "portcullis.authServerKeysDir" .)) }}
+{{- end }}
+{{- $idp := $as.idp | default dict }}
+{{- $_ := set $idp "client_secret_file" (printf "%s/client-secret" (include "portcullis.authServerIdPDir" .)) }}
+{{- $_ := set $as "idp" $idp }}
+{{- end }}
 {{- if .Values.redis.url }}
 {{- $redis := $cfg.redis | default dict }}
 {{- $_ := set $redis "url" .Values.redis.url }}
@@ -194,6 +213,20 @@ naming the values key to change.
 {{- end }}
 {{- if and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.clientSecret) (not .Values.introspection.existingSecret) }}
 {{- fail "introspection: config.auth.introspection.url is set, so set introspection.existingSecret (or introspection.clientSecret) to the client secret Portcullis authenticates with" }}
+{{- end }}
+{{- if include "portcullis.authServerEnabled" . }}
+{{- $as := .Values.authorizationServer }}
+{{- if and (not $as.idp.clientSecret) (not $as.idp.existingSecret) }}
+{{- fail "authorizationServer.idp: config.authorization_server.enabled is true, so set authorizationServer.idp.existingSecret (or authorizationServer.idp.clientSecret) to Portcullis's client secret at the identity provider" }}
+{{- end }}
+{{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
+{{- if not $as.keys.existingSecret }}
+{{- fail "authorizationServer.keys.existingSecret: required with more than one replica or autoscaling: without it each pod signs with a key of its own, and a token issued by one pod is refused by the others (docs/authorization-server.md, \"Signing keys\")" }}
+{{- end }}
+{{- if not .Values.redis.url }}
+{{- fail "redis.url: the authorization server keeps sign-ins, codes and refresh tokens in Redis when there is more than one replica or autoscaling; without it each pod knows only its own (docs/authorization-server.md, \"Replicas and Redis\")" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $redis := .Values.redis }}
 {{- if and (not $redis.url) (or $redis.existingSecret $redis.tls.enabled) }}
