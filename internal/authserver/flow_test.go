@@ -97,8 +97,11 @@ func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	if status, body := ts.refresh(t, rt2); status == http.StatusOK {
 		t.Fatalf("the family's newest refresh token still works after reuse: %v", body)
 	}
-	if !ts.events.has(Event{Endpoint: "token", Grant: "refresh_token", Outcome: "refused", Reason: "refresh_reuse"}) {
-		t.Error("no refresh_reuse event")
+	if n := ts.events.count(Event{Endpoint: "token", Grant: "refresh_token", Outcome: "refused", Reason: "refresh_reuse"}); n != 2 {
+		t.Errorf("%d refresh_reuse events, want 2 (the reuse, and the family's newest token after it)", n)
+	}
+	if n := ts.events.count(Event{Endpoint: "token", Grant: "refresh_token", Outcome: "refused", Reason: "invalid_grant"}); n != 0 {
+		t.Errorf("a reuse was also counted as invalid_grant %d times", n)
 	}
 }
 
@@ -472,6 +475,9 @@ func TestStoreOutageIsA503AndLosesNothing(t *testing.T) {
 	}
 	if status, body := ts.refresh(t, tok["refresh_token"].(string)); status != http.StatusServiceUnavailable || body["error"] != "temporarily_unavailable" {
 		t.Errorf("refresh with the store down: %d %v, want 503 temporarily_unavailable", status, body)
+	}
+	if !ts.events.has(Event{Endpoint: "token", Grant: "refresh_token", Outcome: "error", Reason: "store"}) {
+		t.Error("the store failure was not counted as reason store")
 	}
 	kv.down = false
 	if status, body := ts.refresh(t, tok["refresh_token"].(string)); status != http.StatusOK {

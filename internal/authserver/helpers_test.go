@@ -133,6 +133,18 @@ type eventLog struct {
 
 func (l *eventLog) add(e Event) { l.mu.Lock(); l.ev = append(l.ev, e); l.mu.Unlock() }
 
+func (l *eventLog) count(e Event) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, x := range l.ev {
+		if x == e {
+			n++
+		}
+	}
+	return n
+}
+
 func (l *eventLog) has(e Event) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -659,6 +659,14 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.AccessRequester, grant string, err error) {
+	reason := ""
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		reason = "store"
+	case grant == grantRefresh && errors.Is(err, fosite.ErrInactiveToken):
+		// A used refresh token: its family is revoked (see refreshReused).
+		reason = "refresh_reuse"
+	}
 	err = storeError(err)
 	rfc := fosite.ErrorToRFC6749Error(err)
 	outcome := "refused"
@@ -666,7 +674,10 @@ func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.
 		outcome = "error"
 		s.logger.Error("authorization server: token endpoint failed", "grant", grant, "error", err)
 	}
-	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: outcome, Reason: rfc.ErrorField})
+	if reason == "" {
+		reason = rfc.ErrorField
+	}
+	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: outcome, Reason: reason})
 	if ar == nil {
 		ar = fosite.NewAccessRequest(newSession())
 	}
@@ -674,10 +685,10 @@ func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.
 }
 
 // refreshReused is told when a used refresh token is presented: fosite
-// revokes its family; this leaves the audit line and the metric.
+// revokes its family; this leaves the audit line (tokenRefused counts it,
+// once, as reason refresh_reuse).
 func (s *Server) refreshReused(_ context.Context, clientID, subject string) {
 	s.logger.Warn("audit", "event", "refresh_reuse", "client_id", clientID, "sub", subject)
-	s.observe(Event{Endpoint: "token", Grant: grantRefresh, Outcome: "refused", Reason: "refresh_reuse"})
 }
 
 // serveRevoke is the RFC 7009 revocation endpoint.
