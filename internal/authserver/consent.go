@@ -147,6 +147,13 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 		user = l.User.Subject
 	}
 	name, note := displayName(c)
+	scopes, withheld := s.grantable(*l.User, strings.Fields(l.Form.Get("scope")))
+	if len(withheld) > 0 {
+		if note != "" {
+			note += " "
+		}
+		note += "Not granted, since your groups do not allow it: " + strings.Join(withheld, ", ") + "."
+	}
 	pageHeaders(w)
 	render(w, pageData{
 		Title:        "Allow access?",
@@ -159,7 +166,7 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 		Action:       PathConsent,
 		Login:        l.ID,
 		CSRF:         l.CSRF,
-		Scopes:       strings.Fields(l.Form.Get("scope")),
+		Scopes:       scopes,
 	})
 }
 

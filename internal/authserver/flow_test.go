@@ -538,3 +538,37 @@ func TestRateLimitPerAddress(t *testing.T) {
 		t.Fatal("still refused after the bucket refilled")
 	}
 }
+
+func TestScopesRestrictedToGroups(t *testing.T) {
+	ts := startServer(t, func(o *Options) { o.Scopes = []ScopeRule{{Scope: "mcp:admin", Groups: []string{"admins"}}} })
+	for _, tc := range []struct {
+		name   string
+		groups []string
+		want   string
+	}{
+		{"not in the group", []string{"staff"}, "mcp:tools"},
+		{"in the group", []string{"staff", "admins"}, "mcp:tools mcp:admin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts.idp.user = map[string]any{"sub": "u-" + tc.name, "groups": tc.groups}
+			b := newBrowser(t)
+			authURL, verifier := ts.authorizeURL(url.Values{"scope": {"mcp:tools mcp:admin"}})
+			resp, page := ts.signIn(b, authURL)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("consent page: %d", resp.StatusCode)
+			}
+			withheld := strings.Contains(page, "Not granted, since your groups do not allow it: mcp:admin")
+			if withheld != (tc.want == "mcp:tools") || strings.Contains(page, "<code>mcp:admin</code>") == withheld {
+				t.Errorf("the page does not say what is granted and withheld:\n%s", page)
+			}
+			resp, _ = ts.approve(b, page, "approve")
+			status, tok := ts.exchange(t, ts.codeFrom(t, resp), verifier)
+			if status != http.StatusOK {
+				t.Fatalf("token: %d %v", status, tok)
+			}
+			if _, claims := decodeJWT(t, tok["access_token"].(string)); claims["scope"] != tc.want {
+				t.Errorf("scope = %v, want %q", claims["scope"], tc.want)
+			}
+		})
+	}
+}

@@ -63,6 +63,13 @@ type Options struct {
 	Clients []ClientOptions `yaml:"clients"`
 	// Consent configures the consent page.
 	Consent ConsentOptions `yaml:"consent"`
+	// Scopes restrict scopes to users of IdP groups: a scope listed here is
+	// granted only to a user in one of its groups; any other scope the
+	// server issues is granted to every user who consents. A scope is what
+	// a user lets a client do on their behalf, so without a rule any user
+	// can let a client have any scope: guard a tool that only some users
+	// may call with a rule here, or with roles in auth.policy.
+	Scopes []ScopeRule `yaml:"scopes"`
 	// Rate bounds requests per client address to the endpoints.
 	Rate RateOptions `yaml:"rate"`
 	// Registration configures dynamic client registration (RFC 7591) at
@@ -72,6 +79,15 @@ type Options struct {
 	// https URL of their metadata document (Client ID Metadata Documents,
 	// the registration MCP 2025-11-25 and later prefer).
 	ClientMetadataDocuments CIMDOptions `yaml:"client_metadata_documents"`
+}
+
+// ScopeRule names the IdP groups a scope is granted to.
+type ScopeRule struct {
+	// Scope is the scope.
+	Scope string `yaml:"scope" schema:"required"`
+	// Groups are the IdP groups (idp.groups_claims) whose users may be
+	// granted the scope.
+	Groups []string `yaml:"groups"`
 }
 
 // Registration modes.
@@ -271,6 +287,14 @@ func (o *Options) Validate(resource string) error {
 	}
 	if m := o.ClientMetadataDocuments.Mode; m != "on" && m != "off" {
 		add("client_metadata_documents.mode", "%q: want on or off", m)
+	}
+	for i, r := range o.Scopes {
+		if r.Scope == "" {
+			add(fmt.Sprintf("scopes[%d].scope", i), "required")
+		}
+		if len(r.Groups) == 0 {
+			add(fmt.Sprintf("scopes[%d].groups", i), "required: the groups whose users may be granted %q", r.Scope)
+		}
 	}
 	seen := map[string]bool{}
 	for i, c := range o.Clients {

@@ -593,7 +593,9 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 		return
 	}
 	for _, sc := range ar.GetRequestedScopes() {
-		ar.GrantScope(sc)
+		if s.mayGrant(*l.User, sc) {
+			ar.GrantScope(sc)
+		}
 	}
 	ar.GrantAudience(s.resource)
 	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sessionFor(*l.User, l.ClientID, s.keys.signer().KeyID))
@@ -606,6 +608,34 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 	s.clients.touch(ctx, ar.GetClient())
 	s.logger.Info("audit", "event", "code_issued", "client_id", l.ClientID, "sub", l.User.Subject, "scope", strings.Join(ar.GetGrantedScopes(), " "))
 	s.writeAuthorizeResponse(w, ar, resp)
+}
+
+// mayGrant reports whether u may be granted scope (authorization_server.scopes).
+func (s *Server) mayGrant(u User, scope string) bool {
+	for _, r := range s.o.Scopes {
+		if r.Scope == scope {
+			for _, g := range r.Groups {
+				if slices.Contains(u.Groups, g) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// grantable splits the requested scopes into those u may be granted and
+// those withheld.
+func (s *Server) grantable(u User, requested []string) (grant, withheld []string) {
+	for _, sc := range requested {
+		if s.mayGrant(u, sc) {
+			grant = append(grant, sc)
+		} else {
+			withheld = append(withheld, sc)
+		}
+	}
+	return grant, withheld
 }
 
 // finishError sends the browser back to the client with err.
