@@ -20,6 +20,8 @@ type clientRegistry struct {
 	static   map[string]*client
 	resource string
 	scopes   []string
+	// jwtBearer: clients may use the jwt-bearer grant (enterprise_idps).
+	jwtBearer bool
 }
 
 // client is a public client using PKCE.
@@ -30,7 +32,7 @@ type client struct {
 }
 
 func newClientRegistry(o Options, resource string, scopes []string) *clientRegistry {
-	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes}
+	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes, jwtBearer: len(o.EnterpriseIdPs) > 0}
 	for _, c := range o.Clients {
 		r.static[c.ClientID] = r.client(c.ClientID, c.Name, c.RedirectURIs)
 	}
@@ -38,17 +40,23 @@ func newClientRegistry(o Options, resource string, scopes []string) *clientRegis
 }
 
 // client builds a public client of this server: authorization code with
-// PKCE and refresh tokens, for the one resource, with the server's scopes.
+// PKCE and refresh tokens (and an enterprise IdP's ID-JAG when
+// enterprise_idps are configured), for the one resource, with the
+// server's scopes.
 func (r *clientRegistry) client(id, name string, redirects []string) *client {
 	if name == "" {
 		name = id
+	}
+	grants := []string{grantCode, grantRefresh}
+	if r.jwtBearer {
+		grants = append(grants, grantJWTBearer)
 	}
 	return &client{
 		name: name,
 		DefaultClient: fosite.DefaultClient{
 			ID:            id,
 			RedirectURIs:  slices.Clone(redirects),
-			GrantTypes:    []string{grantCode, grantRefresh},
+			GrantTypes:    grants,
 			ResponseTypes: []string{"code"},
 			Scopes:        slices.Clone(r.scopes),
 			Audience:      []string{r.resource},

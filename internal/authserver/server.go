@@ -140,14 +140,23 @@ func New(o Options, deps Deps) (*Server, error) {
 		RefreshTokenScopes: []string{},
 		JWTScopeClaimKey:   jwt.JWTScopeFieldString,
 	}
-	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{
-		CoreStrategy: compose.NewOAuth2JWTStrategy(keys.privateKey, compose.NewOAuth2HMACStrategy(cfg), cfg),
-	},
+	factories := []compose.Factory{
 		compose.OAuth2AuthorizeExplicitFactory,
 		compose.OAuth2RefreshTokenGrantFactory,
 		compose.OAuth2TokenRevocationFactory,
 		compose.OAuth2PKCEFactory,
-	)
+	}
+	if len(o.EnterpriseIdPs) > 0 {
+		factories = append(factories, s.idjagFactory(client))
+		for _, e := range o.EnterpriseIdPs {
+			if e.AllowHTTP {
+				logger.Warn("authorization server: enterprise_idps[].allow_http is on: assertions of an http issuer on a loopback host are accepted", "idp", e.Issuer)
+			}
+		}
+	}
+	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{
+		CoreStrategy: compose.NewOAuth2JWTStrategy(keys.privateKey, compose.NewOAuth2HMACStrategy(cfg), cfg),
+	}, factories...)
 	return s, nil
 }
 
@@ -196,13 +205,20 @@ func cors(h http.Handler) http.Handler {
 	})
 }
 
-// grants are the grant types the token endpoint takes.
-func (s *Server) grants() []string { return []string{grantCode, grantRefresh} }
+// grants are the grant types the token endpoint takes: jwt-bearer (an
+// enterprise IdP's ID-JAG) when enterprise_idps are configured.
+func (s *Server) grants() []string {
+	g := []string{grantCode, grantRefresh}
+	if len(s.o.EnterpriseIdPs) > 0 {
+		g = append(g, grantJWTBearer)
+	}
+	return g
+}
 
 // metadata is the RFC 8414 document.
 func (s *Server) metadata() map[string]any {
 	iss := s.o.Issuer
-	return map[string]any{
+	m := map[string]any{
 		"issuer":                                         iss,
 		"authorization_endpoint":                         iss + PathAuthorize,
 		"token_endpoint":                                 iss + PathToken,
@@ -210,7 +226,7 @@ func (s *Server) metadata() map[string]any {
 		"jwks_uri":                                       iss + PathJWKS,
 		"response_types_supported":                       []string{"code"},
 		"response_modes_supported":                       []string{"query"},
-		"grant_types_supported":                          []string{grantCode, grantRefresh},
+		"grant_types_supported":                          s.grants(),
 		"code_challenge_methods_supported":               []string{"S256"},
 		"token_endpoint_auth_methods_supported":          []string{"none"},
 		"revocation_endpoint_auth_methods_supported":     []string{"none"},
@@ -221,6 +237,12 @@ func (s *Server) metadata() map[string]any {
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"ES256"},
 	}
+	if len(s.o.EnterpriseIdPs) > 0 {
+		// draft-ietf-oauth-identity-assertion-authz-grant: how MCP
+		// clients find that this server takes ID-JAGs.
+		m["authorization_grant_profiles_supported"] = []string{idjagProfile}
+	}
+	return m
 }
 
 func nonNil(s []string) []string {
@@ -608,7 +630,11 @@ func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.
 		outcome = "error"
 		s.logger.Error("authorization server: token endpoint failed", "grant", grant, "error", err)
 	}
-	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: outcome, Reason: rfc.ErrorField})
+	reason := rfc.ErrorField
+	if r := (*refusal)(nil); errors.As(err, &r) {
+		reason = r.reason
+	}
+	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: outcome, Reason: reason})
 	if ar == nil {
 		ar = fosite.NewAccessRequest(newSession())
 	}
