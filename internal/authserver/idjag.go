@@ -20,10 +20,12 @@ package authserver
 // response and every error.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -130,6 +132,7 @@ func checkFetchURL(raw string, allowHTTPLoopback bool) error {
 type enterpriseIdP struct {
 	o      EnterpriseIdPOptions
 	client *http.Client
+	now    func() time.Time
 	// mapper maps an assertion's claims to a User as the sign-in maps an
 	// ID token's.
 	mapper *idp
@@ -138,12 +141,13 @@ type enterpriseIdP struct {
 	keys oidc.KeySet
 }
 
-func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client) map[string]*enterpriseIdP {
+func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client, now func() time.Time) map[string]*enterpriseIdP {
 	out := make(map[string]*enterpriseIdP, len(opts))
 	for _, o := range opts {
 		out[o.Issuer] = &enterpriseIdP{
 			o:      o,
 			client: client,
+			now:    now,
 			mapper: &idp{o: IdPOptions{GroupsClaims: o.GroupsClaims}, preset: presets["generic"]},
 		}
 	}
@@ -179,8 +183,72 @@ func (e *enterpriseIdP) keySet(ctx context.Context) (oidc.KeySet, error) {
 		}
 		jwks = m.JWKSURI
 	}
-	e.keys = oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), e.client), jwks)
+	throttled := &http.Client{
+		Transport:     &jwksThrottle{next: e.client.Transport, now: e.now},
+		Timeout:       e.client.Timeout,
+		CheckRedirect: e.client.CheckRedirect,
+	}
+	e.keys = oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), throttled), jwks)
 	return e.keys, nil
+}
+
+// jwksRefreshInterval is the least time between two fetches of an
+// enterprise IdP's JWKS, as auth.jwks_refresh_interval's default is for
+// the issuers /mcp trusts.
+const jwksRefreshInterval = 10 * time.Second
+
+// maxJWKSBytes bounds a JWKS.
+const maxJWKSBytes = 1 << 20
+
+// jwksThrottle is the transport of an enterprise IdP's key set. go-oidc's
+// remote key set fetches the JWKS again whenever a signature does not
+// verify with the keys it holds, so each forged assertion would cost a
+// fetch at the IdP; within jwksRefreshInterval of a fetch that worked,
+// the throttle answers with that fetch instead. A key the IdP starts
+// signing with is then found at most that long after its first use.
+type jwksThrottle struct {
+	next http.RoundTripper // nil: http.DefaultTransport
+	now  func() time.Time
+
+	mu     sync.Mutex
+	at     time.Time
+	body   []byte
+	header http.Header
+}
+
+func (t *jwksThrottle) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.mu.Lock()
+	if t.body != nil && t.now().Sub(t.at) < jwksRefreshInterval {
+		body, header := t.body, t.header.Clone()
+		t.mu.Unlock()
+		return &http.Response{
+			Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: header, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+		}, nil
+	}
+	t.mu.Unlock()
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxJWKSBytes {
+		return nil, fmt.Errorf("authserver: the JWKS at %s is larger than %d bytes", r.URL.Redacted(), maxJWKSBytes)
+	}
+	t.mu.Lock()
+	t.at, t.body, t.header = t.now(), body, resp.Header.Clone()
+	t.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
 }
 
 // refusal is an error of the ID-JAG grant with the short fixed reason its
@@ -273,11 +341,9 @@ type idjagHandler struct {
 // idjagFactory is the compose factory of the grant's handler; client
 // fetches the providers' keys.
 func (s *Server) idjagFactory(client *http.Client) compose.Factory {
-	idps := newEnterpriseIdPs(s.o.EnterpriseIdPs, client)
 	return func(config fosite.Configurator, storage, strategy any) any {
-		return &idjagHandler{
+		h := &idjagHandler{
 			s:      s,
-			idps:   idps,
 			config: config,
 			helper: &oauth2.HandleHelper{
 				AccessTokenStrategy: strategy.(oauth2.AccessTokenStrategy),
@@ -286,6 +352,8 @@ func (s *Server) idjagFactory(client *http.Client) compose.Factory {
 			},
 			now: time.Now,
 		}
+		h.idps = newEnterpriseIdPs(s.o.EnterpriseIdPs, client, func() time.Time { return h.now() })
+		return h
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/oidctest"
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
@@ -449,5 +450,56 @@ func TestEnterpriseIdPsValidate(t *testing.T) {
 	o.Defaults("https://mcp.example/mcp")
 	if o.EnterpriseIdPs[0].MaxAssertionLifetime != DefaultMaxAssertionLifetime {
 		t.Errorf("default max_assertion_lifetime = %s, want %s", o.EnterpriseIdPs[0].MaxAssertionLifetime, DefaultMaxAssertionLifetime)
+	}
+}
+
+// idjagHandlerOf returns the server's ID-JAG handler, whose clock a test
+// sets before any request.
+func idjagHandlerOf(t *testing.T, ts *testServer) *idjagHandler {
+	t.Helper()
+	for _, h := range ts.provider.(*fosite.Fosite).Config.GetTokenEndpointHandlers(context.Background()) {
+		if h, ok := h.(*idjagHandler); ok {
+			return h
+		}
+	}
+	t.Fatal("no ID-JAG handler")
+	return nil
+}
+
+func TestIDJAGKeySetFetches(t *testing.T) {
+	ts, e, _ := startIDJAG(t)
+	h := idjagHandlerOf(t, ts)
+	var mu sync.Mutex
+	now := time.Now()
+	h.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	if status, body := ts.present(t, e.assertion(e.claims(ts, nil)), nil); status != http.StatusOK {
+		t.Fatalf("%d %v", status, body)
+	}
+	// Forged assertions do not each cost a fetch at the IdP.
+	for range 5 {
+		if status, body := ts.present(t, oidctest.AlterSignature(e.assertion(e.claims(ts, nil))), nil); body["error"] != "invalid_grant" {
+			t.Fatalf("forged: %d %v", status, body)
+		}
+	}
+	if n := e.JWKSFetches(); n != 1 {
+		t.Errorf("%d JWKS fetches after one valid and five forged assertions, want 1", n)
+	}
+	// A key the IdP rotates to is found once the interval has passed.
+	k2 := oidctest.NewECKey("ent-2")
+	e.Publish(k2)
+	rotated := func() (int, map[string]any) {
+		return ts.present(t, k2.Sign(e.claims(ts, nil), oidctest.Type(idjagType)), nil)
+	}
+	if status, body := rotated(); body["error"] != "invalid_grant" {
+		t.Fatalf("new key within the interval: %d %v, want invalid_grant", status, body)
+	}
+	mu.Lock()
+	now = now.Add(jwksRefreshInterval + time.Second)
+	mu.Unlock()
+	if status, body := rotated(); status != http.StatusOK {
+		t.Fatalf("new key after the interval: %d %v", status, body)
+	}
+	if n := e.JWKSFetches(); n != 2 {
+		t.Errorf("%d JWKS fetches, want 2", n)
 	}
 }
