@@ -155,6 +155,47 @@ func TestIDJAGGrantsScopes(t *testing.T) {
 	}
 }
 
+func TestIDJAGAcceptsTheFormsTheDraftAllows(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		over map[string]any
+		sign func(e *enterprise, claims map[string]any) string
+	}{
+		{name: "typ with application/, in capitals", sign: func(e *enterprise, c map[string]any) string {
+			return e.key.Sign(c, oidctest.Type("application/OAUTH-ID-JAG+JWT"))
+		}},
+		{name: "aud as a one-element array", over: map[string]any{"aud": []string{"ISSUER"}}},
+		{name: "resource as a one-element array", over: map[string]any{"resource": []string{"RESOURCE"}}},
+		{name: "fractional times", over: map[string]any{"iat": float64(time.Now().Unix()) + 0.5, "exp": float64(time.Now().Add(time.Minute).Unix()) + 0.25}},
+		{name: "a minute of clock skew", over: map[string]any{"iat": time.Now().Add(30 * time.Second).Unix(), "exp": time.Now().Add(-30 * time.Second).Add(5 * time.Minute).Unix()}},
+		{name: "exp just past, within the skew", over: map[string]any{"iat": time.Now().Add(-4 * time.Minute).Unix(), "exp": time.Now().Add(-30 * time.Second).Unix()}},
+		{name: "unverified email is not the user's", over: map[string]any{"email_verified": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, e, _ := startIDJAG(t)
+			for k, v := range tc.over {
+				if l, ok := v.([]string); ok {
+					v = []string{strings.NewReplacer("ISSUER", ts.Issuer(), "RESOURCE", ts.srv.URL+"/mcp").Replace(l[0])}
+				}
+				tc.over[k] = v
+			}
+			claims := e.claims(ts, tc.over)
+			sign := tc.sign
+			if sign == nil {
+				sign = (*enterprise).assertion
+			}
+			status, tok := ts.present(t, sign(e, claims), nil)
+			if status != http.StatusOK {
+				t.Fatalf("%d %v", status, tok)
+			}
+			_, at := decodeJWT(t, tok["access_token"].(string))
+			if wantEmail := claims["email_verified"] != false; (at["email"] == "bob@example.com") != wantEmail {
+				t.Errorf("email claim %v, want it %v", at["email"], wantEmail)
+			}
+		})
+	}
+}
+
 func TestIDJAGWithoutResourceIsBoundToThisOne(t *testing.T) {
 	ts, e, _ := startIDJAG(t)
 	status, tok := ts.present(t, e.assertion(e.claims(ts, map[string]any{"resource": nil})), nil)

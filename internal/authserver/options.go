@@ -92,7 +92,10 @@ type Options struct {
 // this server; [Options.EnterpriseIdPs] says what is checked.
 type EnterpriseIdPOptions struct {
 	// Issuer is the provider's issuer identifier, exactly as its ID-JAGs
-	// carry it in iss (for Okta: https://ACME.okta.com).
+	// carry it in iss (for Okta: https://ACME.okta.com). Tokens carry the
+	// assertion's sub as is, the subjects of users signed in at idp too:
+	// trust a provider whose subjects name the same users as idp's
+	// (usually it is the same provider).
 	Issuer string `yaml:"issuer" schema:"required,url"`
 	// JWKSURL is the provider's JSON Web Key Set. Empty (default): the
 	// jwks_uri of its discovery document
