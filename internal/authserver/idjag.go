@@ -137,8 +137,10 @@ type enterpriseIdP struct {
 	// ID token's.
 	mapper *idp
 
-	mu   sync.Mutex
-	keys oidc.KeySet
+	mu    sync.Mutex
+	keys  oidc.KeySet
+	tried time.Time // the last discovery
+	err   error     // of the last discovery, when it failed
 }
 
 func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client, now func() time.Time) map[string]*enterpriseIdP {
@@ -166,6 +168,19 @@ func (e *enterpriseIdP) keySet(ctx context.Context) (oidc.KeySet, error) {
 	if e.keys != nil {
 		return e.keys, nil
 	}
+	// As for the JWKS, at most one discovery per interval.
+	now := e.now()
+	if !e.tried.IsZero() && now.Sub(e.tried) < jwksRefreshInterval {
+		return nil, e.err
+	}
+	e.tried = now
+	ks, err := e.discover(ctx)
+	e.keys, e.err = ks, err
+	return ks, err
+}
+
+// discover makes the key set, finding the jwks_uri when not configured.
+func (e *enterpriseIdP) discover(ctx context.Context) (oidc.KeySet, error) {
 	jwks := e.o.JWKSURL
 	if jwks == "" {
 		prov, err := oidc.NewProvider(oidc.ClientContext(ctx, e.client), e.o.Issuer)
@@ -188,8 +203,7 @@ func (e *enterpriseIdP) keySet(ctx context.Context) (oidc.KeySet, error) {
 		Timeout:       e.client.Timeout,
 		CheckRedirect: e.client.CheckRedirect,
 	}
-	e.keys = oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), throttled), jwks)
-	return e.keys, nil
+	return oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), throttled), jwks), nil
 }
 
 // jwksRefreshInterval is the least time between two fetches of an
@@ -200,32 +214,41 @@ const jwksRefreshInterval = 10 * time.Second
 // maxJWKSBytes bounds a JWKS.
 const maxJWKSBytes = 1 << 20
 
-// jwksThrottle is the transport of an enterprise IdP's key set. go-oidc's
-// remote key set fetches the JWKS again whenever a signature does not
-// verify with the keys it holds, so each forged assertion would cost a
-// fetch at the IdP; within jwksRefreshInterval of a fetch that worked,
-// the throttle answers with that fetch instead. A key the IdP starts
-// signing with is then found at most that long after its first use.
+// jwksThrottle is the transport of an enterprise IdP's key set: at most
+// one fetch of the JWKS per jwksRefreshInterval. go-oidc's remote key set
+// fetches the JWKS again whenever a signature does not verify with the
+// keys it holds, so each forged assertion would cost a fetch at the IdP
+// (and each assertion one while the IdP is down). Within the interval the
+// throttle answers with the last fetch that worked, or, when none did,
+// with errJWKSBackoff. A key the IdP starts signing with is then found at
+// most that long after its first use.
 type jwksThrottle struct {
 	next http.RoundTripper // nil: http.DefaultTransport
 	now  func() time.Time
 
 	mu     sync.Mutex
-	at     time.Time
-	body   []byte
+	tried  time.Time // the last fetch
+	body   []byte    // of the last fetch that worked
 	header http.Header
 }
 
+var errJWKSBackoff = errors.New("authserver: the JWKS fetch failed less than 10s ago")
+
 func (t *jwksThrottle) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.mu.Lock()
-	if t.body != nil && t.now().Sub(t.at) < jwksRefreshInterval {
+	now := t.now()
+	if !t.tried.IsZero() && now.Sub(t.tried) < jwksRefreshInterval {
 		body, header := t.body, t.header.Clone()
 		t.mu.Unlock()
+		if body == nil {
+			return nil, errJWKSBackoff
+		}
 		return &http.Response{
 			Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 			Header: header, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
 		}, nil
 	}
+	t.tried = now
 	t.mu.Unlock()
 	next := t.next
 	if next == nil {
@@ -244,7 +267,7 @@ func (t *jwksThrottle) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("authserver: the JWKS at %s is larger than %d bytes", r.URL.Redacted(), maxJWKSBytes)
 	}
 	t.mu.Lock()
-	t.at, t.body, t.header = t.now(), body, resp.Header.Clone()
+	t.body, t.header = body, resp.Header.Clone()
 	t.mu.Unlock()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
@@ -295,8 +318,8 @@ type numericDate struct{ time.Time }
 
 func (d *numericDate) UnmarshalJSON(b []byte) error {
 	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("not a NumericDate: %s", b)
+	if err != nil || f < 0 || f >= 1e11 { // 1e11 s is in the year 5138
+		return fmt.Errorf("not a NumericDate: %.40s", b)
 	}
 	sec := int64(f)
 	d.Time = time.Unix(sec, int64((f-float64(sec))*1e9))

@@ -270,6 +270,8 @@ func TestIDJAGRefusals(t *testing.T) {
 		{name: "no exp", over: map[string]any{"exp": nil}, error: "invalid_grant", reason: "malformed"},
 		{name: "no iat", over: map[string]any{"iat": nil}, error: "invalid_grant", reason: "malformed"},
 		{name: "exp not a number", over: map[string]any{"exp": "tomorrow"}, error: "invalid_grant", reason: "malformed"},
+		{name: "exp out of range", over: map[string]any{"exp": 1e300}, error: "invalid_grant", reason: "malformed"},
+		{name: "iat out of range", over: map[string]any{"iat": -1e300}, error: "invalid_grant", reason: "malformed"},
 		{name: "no jti", over: map[string]any{"jti": nil}, error: "invalid_grant", reason: "malformed"},
 		{name: "missing sub", over: map[string]any{"sub": nil}, error: "invalid_grant", reason: "subject"},
 		{name: "scope claim outside the server's", over: map[string]any{"scope": "mcp:tools root"}, error: "invalid_grant", reason: "scope"},
@@ -389,19 +391,59 @@ func TestIDJAGIsSingleUse(t *testing.T) {
 	})
 }
 
-func TestIDJAGIdPKeysUnavailable(t *testing.T) {
-	ts, e, _ := startIDJAG(t)
-	e.SetFailure(oidctest.BadGateway)
-	status, body := ts.present(t, e.assertion(e.claims(ts, nil)), nil)
-	if status != http.StatusServiceUnavailable || body["error"] != "temporarily_unavailable" {
-		t.Fatalf("IdP down: %d %v, want 503 temporarily_unavailable", status, body)
-	}
-	if !ts.events.has(Event{Endpoint: "token", Grant: grantJWTBearer, Outcome: "error", Reason: "idp_unavailable"}) {
-		t.Error("no idp_unavailable event")
-	}
-	e.SetFailure(oidctest.Up)
-	if status, body := ts.present(t, e.assertion(e.claims(ts, nil)), nil); status != http.StatusOK {
-		t.Fatalf("IdP back: %d %v", status, body)
+// fakeClock is a clock a test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// useClock makes the ID-JAG handler of ts run on a fake clock, starting
+// now.
+func useClock(t *testing.T, ts *testServer) *fakeClock {
+	c := &fakeClock{t: time.Now()}
+	idjagHandlerOf(t, ts).now = c.now
+	return c
+}
+
+func TestIDJAGIdPUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		jwksURL bool // configured, so no discovery
+	}{{"discovery", false}, {"JWKS", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var edit []func(*Options)
+			if tc.jwksURL {
+				edit = append(edit, func(o *Options) { o.EnterpriseIdPs[0].JWKSURL = o.EnterpriseIdPs[0].Issuer + "/jwks" })
+			}
+			ts, e, _ := startIDJAG(t, edit...)
+			clock := useClock(t, ts)
+			e.SetFailure(oidctest.BadGateway)
+			for i := range 3 {
+				status, body := ts.present(t, e.assertion(e.claims(ts, nil)), nil)
+				if status != http.StatusServiceUnavailable || body["error"] != "temporarily_unavailable" {
+					t.Fatalf("IdP down, request %d: %d %v, want 503 temporarily_unavailable", i, status, body)
+				}
+			}
+			if !ts.events.has(Event{Endpoint: "token", Grant: grantJWTBearer, Outcome: "error", Reason: "idp_unavailable"}) {
+				t.Error("no idp_unavailable event")
+			}
+			if n := e.JWKSFetches(); tc.jwksURL && n != 1 {
+				t.Errorf("%d JWKS fetches for three requests while the IdP is down, want 1", n)
+			}
+			// Back up: not tried again within the interval, then tried.
+			e.SetFailure(oidctest.Up)
+			if status, body := ts.present(t, e.assertion(e.claims(ts, nil)), nil); status != http.StatusServiceUnavailable {
+				t.Fatalf("IdP back, within the interval: %d %v, want 503 (not asked again yet)", status, body)
+			}
+			clock.add(jwksRefreshInterval + time.Second)
+			if status, body := ts.present(t, e.assertion(e.claims(ts, nil)), nil); status != http.StatusOK {
+				t.Fatalf("IdP back: %d %v", status, body)
+			}
+		})
 	}
 }
 
@@ -509,10 +551,7 @@ func idjagHandlerOf(t *testing.T, ts *testServer) *idjagHandler {
 
 func TestIDJAGKeySetFetches(t *testing.T) {
 	ts, e, _ := startIDJAG(t)
-	h := idjagHandlerOf(t, ts)
-	var mu sync.Mutex
-	now := time.Now()
-	h.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock := useClock(t, ts)
 	if status, body := ts.present(t, e.assertion(e.claims(ts, nil)), nil); status != http.StatusOK {
 		t.Fatalf("%d %v", status, body)
 	}
@@ -534,9 +573,7 @@ func TestIDJAGKeySetFetches(t *testing.T) {
 	if status, body := rotated(); body["error"] != "invalid_grant" {
 		t.Fatalf("new key within the interval: %d %v, want invalid_grant", status, body)
 	}
-	mu.Lock()
-	now = now.Add(jwksRefreshInterval + time.Second)
-	mu.Unlock()
+	clock.add(jwksRefreshInterval + time.Second)
 	if status, body := rotated(); status != http.StatusOK {
 		t.Fatalf("new key after the interval: %d %v", status, body)
 	}
