@@ -55,6 +55,28 @@ func (e *enterprise) claims(ts *testServer, over map[string]any) map[string]any 
 	}, over)
 }
 
+// resolve returns over with the placeholders ISSUER, RESOURCE, TOKEN_URL
+// and SIGNIN_IDP in its strings and lists replaced by ts's URLs.
+func resolve(ts *testServer, over map[string]any) map[string]any {
+	r := strings.NewReplacer("TOKEN_URL", ts.Issuer()+PathToken, "SIGNIN_IDP", ts.idp.srv.URL, "ISSUER", ts.Issuer(), "RESOURCE", ts.srv.URL+"/mcp")
+	out := map[string]any{}
+	for k, v := range over {
+		switch v := v.(type) {
+		case string:
+			out[k] = r.Replace(v)
+		case []string:
+			l := make([]string, len(v))
+			for i := range v {
+				l[i] = r.Replace(v[i])
+			}
+			out[k] = l
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // assertion is a signed ID-JAG of claims.
 func (e *enterprise) assertion(claims map[string]any) string {
 	return e.key.Sign(claims, oidctest.Type(idjagType))
@@ -173,13 +195,7 @@ func TestIDJAGAcceptsTheFormsTheDraftAllows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts, e, _ := startIDJAG(t)
-			for k, v := range tc.over {
-				if l, ok := v.([]string); ok {
-					v = []string{strings.NewReplacer("ISSUER", ts.Issuer(), "RESOURCE", ts.srv.URL+"/mcp").Replace(l[0])}
-				}
-				tc.over[k] = v
-			}
-			claims := e.claims(ts, tc.over)
+			claims := e.claims(ts, resolve(ts, tc.over))
 			sign := tc.sign
 			if sign == nil {
 				sign = (*enterprise).assertion
@@ -286,24 +302,7 @@ func TestIDJAGRefusals(t *testing.T) {
 				edit = append(edit, tc.opts)
 			}
 			ts, e, logs := startIDJAG(t, edit...)
-			over := map[string]any{}
-			for k, v := range tc.over {
-				switch v {
-				case "TOKEN_URL":
-					v = ts.Issuer() + PathToken
-				case "SIGNIN_IDP":
-					v = ts.idp.srv.URL
-				}
-				if l, ok := v.([]string); ok {
-					l = append([]string(nil), l...)
-					for i := range l {
-						l[i] = strings.NewReplacer("ISSUER", ts.Issuer(), "RESOURCE", ts.srv.URL+"/mcp").Replace(l[i])
-					}
-					v = l
-				}
-				over[k] = v
-			}
-			claims := e.claims(ts, over)
+			claims := e.claims(ts, resolve(ts, tc.over))
 			sign := tc.sign
 			if sign == nil {
 				sign = (*enterprise).assertion
@@ -579,5 +578,23 @@ func TestIDJAGKeySetFetches(t *testing.T) {
 	}
 	if n := e.JWKSFetches(); n != 2 {
 		t.Errorf("%d JWKS fetches, want 2", n)
+	}
+}
+
+func TestIDJAGStoreOutageIsA503AndBurnsNothing(t *testing.T) {
+	ts, e, _ := startIDJAG(t)
+	kv := &switchKV{KV: ts.kv}
+	ts.kv, ts.store.kv = kv, kv
+	assertion := e.assertion(e.claims(ts, nil))
+	kv.down = true
+	if status, body := ts.present(t, assertion, nil); status != http.StatusServiceUnavailable || body["error"] != "temporarily_unavailable" {
+		t.Fatalf("store down: %d %v, want 503 temporarily_unavailable", status, body)
+	}
+	if !ts.events.has(Event{Endpoint: "token", Grant: grantJWTBearer, Outcome: "error", Reason: "temporarily_unavailable"}) {
+		t.Error("no error event for the store outage")
+	}
+	kv.down = false
+	if status, body := ts.present(t, assertion, nil); status != http.StatusOK {
+		t.Fatalf("store back: %d %v: the assertion was burnt by the outage", status, body)
 	}
 }
