@@ -20,7 +20,6 @@ package authserver
 // response and every error.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,151 +126,177 @@ func checkFetchURL(raw string, allowHTTPLoopback bool) error {
 	return nil
 }
 
-// enterpriseIdP is a configured enterprise IdP; its key set is found on
-// first use, so a provider down at start stops only its assertions.
+// enterpriseIdP is a configured enterprise IdP.
 type enterpriseIdP struct {
-	o      EnterpriseIdPOptions
-	client *http.Client
-	now    func() time.Time
+	o EnterpriseIdPOptions
 	// mapper maps an assertion's claims to a User as the sign-in maps an
 	// ID token's.
 	mapper *idp
-
-	mu    sync.Mutex
-	keys  oidc.KeySet
-	tried time.Time // the last discovery
-	err   error     // of the last discovery, when it failed
+	keys   *idpKeys
 }
 
-func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client, now func() time.Time) map[string]*enterpriseIdP {
+// newEnterpriseIdPs builds the configured IdPs; client fetches their keys,
+// now is the clock, failed is told of each fetch that failed.
+func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client, now func() time.Time, failed func(issuer string, err error)) map[string]*enterpriseIdP {
 	out := make(map[string]*enterpriseIdP, len(opts))
 	for _, o := range opts {
 		out[o.Issuer] = &enterpriseIdP{
 			o:      o,
-			client: client,
-			now:    now,
 			mapper: &idp{o: IdPOptions{GroupsClaims: o.GroupsClaims}, preset: presets["generic"]},
+			keys:   &idpKeys{o: o, jwksURL: o.JWKSURL, client: client, now: now, failed: failed},
 		}
 	}
 	return out
 }
 
-// errKeysUnavailable: the provider's discovery document or key set could
-// not be fetched.
-var errKeysUnavailable = errors.New("authserver: enterprise IdP keys unavailable")
+// jwksRefreshInterval is the least time between two fetches of an
+// enterprise IdP's keys, as auth.jwks_refresh_interval's default is for
+// the issuers /mcp trusts.
+const jwksRefreshInterval = 10 * time.Second
 
-// keySet returns the provider's key set: go-oidc's remote key set on
-// jwks_url, or on the jwks_uri of its discovery document.
-func (e *enterpriseIdP) keySet(ctx context.Context) (oidc.KeySet, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.keys != nil {
-		return e.keys, nil
-	}
-	// As for the JWKS, at most one discovery per interval.
-	now := e.now()
-	if !e.tried.IsZero() && now.Sub(e.tried) < jwksRefreshInterval {
-		return nil, e.err
-	}
-	e.tried = now
-	ks, err := e.discover(ctx)
-	e.keys, e.err = ks, err
-	return ks, err
+// maxJWKSBytes bounds a JWKS or discovery document.
+const maxJWKSBytes = 1 << 20
+
+var (
+	// errKeysUnavailable: the provider's discovery document or JWKS could
+	// not be fetched.
+	errKeysUnavailable = errors.New("authserver: enterprise IdP keys unavailable")
+	// errBadSignature: no key of the provider verifies the signature.
+	errBadSignature = errors.New("authserver: signature does not verify")
+)
+
+// idpKeys is an enterprise IdP's signing keys: its JWKS (at jwks_url, or
+// the jwks_uri of its OpenID discovery document, found with go-oidc),
+// fetched on first use and again when an assertion names a kid it does not
+// hold, at most once per jwksRefreshInterval whatever the kids: forged
+// assertions cost the IdP no fetch each, and a key the IdP rotates to is
+// found at most that long after its first use. The keys held keep
+// verifying while the IdP is down.
+//
+// It is not go-oidc's RemoteKeySet, which fetches again on every
+// signature that does not verify, reports an unreachable IdP only in its
+// error text, and can hand a caller the result of a fetch that ended
+// before the call. auth's key set does the same for /mcp's issuers;
+// authserver may not import auth.
+type idpKeys struct {
+	o      EnterpriseIdPOptions
+	client *http.Client
+	now    func() time.Time
+	failed func(issuer string, err error)
+
+	// mu is held across a fetch: callers for one IdP wait for it.
+	mu      sync.Mutex
+	jwksURL string // configured, or once discovered
+	keys    []jose.JSONWebKey
+	tried   time.Time // the last fetch
+	err     error     // of the last fetch, when it failed
 }
 
-// discover makes the key set, finding the jwks_uri when not configured.
-func (e *enterpriseIdP) discover(ctx context.Context) (oidc.KeySet, error) {
-	jwks := e.o.JWKSURL
-	if jwks == "" {
-		prov, err := oidc.NewProvider(oidc.ClientContext(ctx, e.client), e.o.Issuer)
+// verify returns jws's payload when a key of the IdP signed it; else an
+// error that is errBadSignature or wraps errKeysUnavailable.
+func (k *idpKeys) verify(ctx context.Context, jws *jose.JSONWebSignature) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kid := jws.Signatures[0].Header.KeyID
+	keys := k.lookup(kid)
+	if len(keys) == 0 {
+		// An unknown kid: the IdP may have rotated to it.
+		if err := k.refresh(ctx); err != nil {
+			return nil, err
+		}
+		keys = k.lookup(kid)
+	}
+	for _, key := range keys {
+		if payload, err := jws.Verify(key.Key); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, errBadSignature
+}
+
+// lookup returns the keys held that match kid (all when it is empty).
+func (k *idpKeys) lookup(kid string) []jose.JSONWebKey {
+	if kid == "" {
+		return k.keys
+	}
+	for i := range k.keys {
+		if k.keys[i].KeyID == kid {
+			return k.keys[i : i+1]
+		}
+	}
+	return nil
+}
+
+// refresh fetches the keys unless it did less than jwksRefreshInterval
+// ago; it returns the error of the last fetch. k.mu is held.
+func (k *idpKeys) refresh(ctx context.Context) error {
+	now := k.now()
+	if !k.tried.IsZero() && now.Sub(k.tried) < jwksRefreshInterval {
+		return k.err
+	}
+	k.tried = now
+	// Not the request's context: a client that goes away must not make the
+	// fetch fail for the next interval.
+	keys, err := k.fetch(context.WithoutCancel(ctx))
+	if err != nil {
+		k.failed(k.o.Issuer, err)
+		k.err = fmt.Errorf("%w: %s: %v", errKeysUnavailable, k.o.Issuer, err)
+		return k.err
+	}
+	k.keys, k.err = keys, nil
+	return nil
+}
+
+// fetch reads the JWKS, discovering its URL first when needed, and keeps
+// the public signing keys.
+func (k *idpKeys) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+	if k.jwksURL == "" {
+		prov, err := oidc.NewProvider(oidc.ClientContext(ctx, k.client), k.o.Issuer)
 		if err != nil {
-			return nil, fmt.Errorf("%w: discovery at %s: %v", errKeysUnavailable, e.o.Issuer, err)
+			return nil, fmt.Errorf("discovery: %v", err)
 		}
 		var m struct {
 			JWKSURI string `json:"jwks_uri"`
 		}
 		if err := prov.Claims(&m); err != nil || m.JWKSURI == "" {
-			return nil, fmt.Errorf("%w: the discovery document of %s names no jwks_uri", errKeysUnavailable, e.o.Issuer)
+			return nil, errors.New("the discovery document names no jwks_uri")
 		}
-		if err := checkFetchURL(m.JWKSURI, e.o.AllowHTTP); err != nil {
-			return nil, fmt.Errorf("%w: jwks_uri of %s: %v", errKeysUnavailable, e.o.Issuer, err)
+		if err := checkFetchURL(m.JWKSURI, k.o.AllowHTTP); err != nil {
+			return nil, fmt.Errorf("jwks_uri: %v", err)
 		}
-		jwks = m.JWKSURI
+		k.jwksURL = m.JWKSURI
 	}
-	throttled := &http.Client{
-		Transport:     &jwksThrottle{next: e.client.Transport, now: e.now},
-		Timeout:       e.client.Timeout,
-		CheckRedirect: e.client.CheckRedirect,
-	}
-	return oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), throttled), jwks), nil
-}
-
-// jwksRefreshInterval is the least time between two fetches of an
-// enterprise IdP's JWKS, as auth.jwks_refresh_interval's default is for
-// the issuers /mcp trusts.
-const jwksRefreshInterval = 10 * time.Second
-
-// maxJWKSBytes bounds a JWKS.
-const maxJWKSBytes = 1 << 20
-
-// jwksThrottle is the transport of an enterprise IdP's key set: at most
-// one fetch of the JWKS per jwksRefreshInterval. go-oidc's remote key set
-// fetches the JWKS again whenever a signature does not verify with the
-// keys it holds, so each forged assertion would cost a fetch at the IdP
-// (and each assertion one while the IdP is down). Within the interval the
-// throttle answers with the last fetch that worked, or, when none did,
-// with errJWKSBackoff. A key the IdP starts signing with is then found at
-// most that long after its first use.
-type jwksThrottle struct {
-	next http.RoundTripper // nil: http.DefaultTransport
-	now  func() time.Time
-
-	mu     sync.Mutex
-	tried  time.Time // the last fetch
-	body   []byte    // of the last fetch that worked
-	header http.Header
-}
-
-var errJWKSBackoff = errors.New("authserver: the JWKS fetch failed less than 10s ago")
-
-func (t *jwksThrottle) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.mu.Lock()
-	now := t.now()
-	if !t.tried.IsZero() && now.Sub(t.tried) < jwksRefreshInterval {
-		body, header := t.body, t.header.Clone()
-		t.mu.Unlock()
-		if body == nil {
-			return nil, errJWKSBackoff
-		}
-		return &http.Response{
-			Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: header, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
-		}, nil
-	}
-	t.tried = now
-	t.mu.Unlock()
-	next := t.next
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	resp, err := next.RoundTrip(r)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return resp, err
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
-	resp.Body.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.jwksURL, nil)
 	if err != nil {
 		return nil, err
 	}
-	if len(body) > maxJWKSBytes {
-		return nil, fmt.Errorf("authserver: the JWKS at %s is larger than %d bytes", r.URL.Redacted(), maxJWKSBytes)
+	req.Header.Set("Accept", "application/json")
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return nil, err
 	}
-	t.mu.Lock()
-	t.body, t.header = body, resp.Header.Clone()
-	t.mu.Unlock()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	resp.ContentLength = int64(len(body))
-	return resp, nil
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", k.jwksURL, resp.Status)
+	}
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBytes)).Decode(&set); err != nil {
+		return nil, fmt.Errorf("GET %s: not a JWKS: %v", k.jwksURL, err)
+	}
+	var keys []jose.JSONWebKey
+	for _, raw := range set.Keys {
+		var key jose.JSONWebKey
+		if json.Unmarshal(raw, &key) != nil || key.Use == "enc" || !key.IsPublic() {
+			continue // a key type go-jose does not know, an encryption or a symmetric key
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("GET %s: no public signing keys", k.jwksURL)
+	}
+	return keys, nil
 }
 
 // refusal is an error of the ID-JAG grant with the short fixed reason its
@@ -375,7 +400,9 @@ func (s *Server) idjagFactory(client *http.Client) compose.Factory {
 			},
 			now: time.Now,
 		}
-		h.idps = newEnterpriseIdPs(s.o.EnterpriseIdPs, client, func() time.Time { return h.now() })
+		h.idps = newEnterpriseIdPs(s.o.EnterpriseIdPs, client, func() time.Time { return h.now() }, func(issuer string, err error) {
+			s.logger.Error("authorization server: enterprise identity provider keys unavailable", "idp", issuer, "error", err)
+		})
 		return h
 	}
 }
@@ -496,16 +523,11 @@ func (h *idjagHandler) verify(ctx context.Context, ar fosite.AccessRequester) (*
 	if e == nil {
 		return nil, nil, badGrant("unknown_issuer", "The assertion's issuer is not an enterprise identity provider this server trusts.")
 	}
-	ks, err := e.keySet(ctx)
-	if err != nil {
-		return e, nil, h.unavailable(e, err)
+	payload, err := e.keys.verify(ctx, jws)
+	if errors.Is(err, errKeysUnavailable) {
+		return e, nil, h.unavailable()
 	}
-	payload, err := ks.VerifySignature(ctx, raw)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "fetching keys") {
-			return e, nil, h.unavailable(e, err)
-		}
 		return e, nil, badGrant("signature", "The assertion's signature does not verify with the identity provider's keys.")
 	}
 	// The verified payload is the one peeked at: a compact JWS has one, so
@@ -611,9 +633,9 @@ func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.A
 	return requested, nil
 }
 
-// unavailable is the refusal when the provider's keys cannot be fetched.
-func (h *idjagHandler) unavailable(e *enterpriseIdP, err error) error {
-	h.s.logger.Error("authorization server: enterprise identity provider unavailable", "idp", e.o.Issuer, "error", err)
+// unavailable is the refusal when the provider's keys cannot be fetched
+// (the failed fetch was logged, once).
+func (h *idjagHandler) unavailable() error {
 	return refuse("idp_unavailable", fosite.ErrTemporarilyUnavailable.WithHint("The identity provider's keys cannot be fetched; try again shortly."))
 }
 

@@ -418,7 +418,7 @@ func TestIDJAGIdPUnavailable(t *testing.T) {
 			if tc.jwksURL {
 				edit = append(edit, func(o *Options) { o.EnterpriseIdPs[0].JWKSURL = o.EnterpriseIdPs[0].Issuer + "/jwks" })
 			}
-			ts, e, _ := startIDJAG(t, edit...)
+			ts, e, logs := startIDJAG(t, edit...)
 			clock := useClock(t, ts)
 			e.SetFailure(oidctest.BadGateway)
 			for i := range 3 {
@@ -432,6 +432,9 @@ func TestIDJAGIdPUnavailable(t *testing.T) {
 			}
 			if n := e.JWKSFetches(); tc.jwksURL && n != 1 {
 				t.Errorf("%d JWKS fetches for three requests while the IdP is down, want 1", n)
+			}
+			if n := strings.Count(logs.String(), "keys unavailable"); n != 1 {
+				t.Errorf("%d error lines for three requests while the IdP is down, want 1 (one fetch):\n%s", n, logs.String())
 			}
 			// Back up: not tried again within the interval, then tried.
 			e.SetFailure(oidctest.Up)
