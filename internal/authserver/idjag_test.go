@@ -433,7 +433,7 @@ func TestIDJAGIdPUnavailable(t *testing.T) {
 			if n := e.JWKSFetches(); tc.jwksURL && n != 1 {
 				t.Errorf("%d JWKS fetches for three requests while the IdP is down, want 1", n)
 			}
-			if n := strings.Count(logs.String(), "keys unavailable"); n != 1 {
+			if n := strings.Count(logs.String(), `"level":"ERROR"`); n != 1 {
 				t.Errorf("%d error lines for three requests while the IdP is down, want 1 (one fetch):\n%s", n, logs.String())
 			}
 			// Back up: not tried again within the interval, then tried.

@@ -625,14 +625,18 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.AccessRequester, grant string, err error) {
 	err = storeError(err)
 	rfc := fosite.ErrorToRFC6749Error(err)
+	// A refusal of the ID-JAG grant names its reason and logged its cause.
+	reason := rfc.ErrorField
+	ref := (*refusal)(nil)
+	if errors.As(err, &ref) {
+		reason = ref.reason
+	}
 	outcome := "refused"
 	if rfc.CodeField >= 500 {
 		outcome = "error"
-		s.logger.Error("authorization server: token endpoint failed", "grant", grant, "error", err)
-	}
-	reason := rfc.ErrorField
-	if r := (*refusal)(nil); errors.As(err, &r) {
-		reason = r.reason
+		if ref == nil {
+			s.logger.Error("authorization server: token endpoint failed", "grant", grant, "error", err)
+		}
 	}
 	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: outcome, Reason: reason})
 	if ar == nil {
