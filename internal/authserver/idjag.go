@@ -195,16 +195,9 @@ type idpKeys struct {
 // verify returns jws's payload when a key of the IdP signed it; else an
 // error that is errBadSignature or wraps errKeysUnavailable.
 func (k *idpKeys) verify(ctx context.Context, jws *jose.JSONWebSignature) ([]byte, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	kid := jws.Signatures[0].Header.KeyID
-	keys := k.lookup(kid)
-	if len(keys) == 0 {
-		// An unknown kid: the IdP may have rotated to it.
-		if err := k.refresh(ctx); err != nil {
-			return nil, err
-		}
-		keys = k.lookup(kid)
+	keys, err := k.keysFor(ctx, jws.Signatures[0].Header.KeyID)
+	if err != nil {
+		return nil, err
 	}
 	for _, key := range keys {
 		if payload, err := jws.Verify(key.Key); err == nil {
@@ -214,7 +207,23 @@ func (k *idpKeys) verify(ctx context.Context, jws *jose.JSONWebSignature) ([]byt
 	return nil, errBadSignature
 }
 
-// lookup returns the keys held that match kid (all when it is empty).
+// keysFor returns the keys that may have signed with kid, refreshing
+// (rate limited) when it is unknown: the IdP may have rotated to it.
+func (k *idpKeys) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if keys := k.lookup(kid); len(keys) > 0 {
+		return keys, nil
+	}
+	if err := k.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return k.lookup(kid), nil
+}
+
+// lookup returns the keys held that match kid (all when it is empty); a
+// refresh replaces k.keys, never changes it, so the slice stays valid.
+// k.mu is held.
 func (k *idpKeys) lookup(kid string) []jose.JSONWebKey {
 	if kid == "" {
 		return k.keys
