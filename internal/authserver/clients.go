@@ -38,6 +38,8 @@ type clientRegistry struct {
 	kv       KV
 	regTTL   time.Duration
 	fetcher  *clientreg.Fetcher // nil: documents off
+	// jwtBearer: clients may use the jwt-bearer grant (enterprise_idps).
+	jwtBearer bool
 }
 
 // client is a public client using PKCE.
@@ -50,7 +52,7 @@ type client struct {
 }
 
 func newClientRegistry(o Options, resource string, scopes []string, kv KV, fetcher *clientreg.Fetcher) *clientRegistry {
-	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher}
+	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher, jwtBearer: len(o.EnterpriseIdPs) > 0}
 	for _, c := range o.Clients {
 		r.static[c.ClientID] = r.client(c.ClientID, c.Name, originConfig, c.RedirectURIs)
 	}
@@ -58,10 +60,16 @@ func newClientRegistry(o Options, resource string, scopes []string, kv KV, fetch
 }
 
 // client builds a public client of this server: authorization code with
-// PKCE and refresh tokens, for the one resource, with the server's scopes.
+// PKCE and refresh tokens (and an enterprise IdP's ID-JAG when
+// enterprise_idps are configured), for the one resource, with the
+// server's scopes.
 func (r *clientRegistry) client(id, name, origin string, redirects []string) *client {
 	if name == "" {
 		name = id
+	}
+	grants := []string{grantCode, grantRefresh}
+	if r.jwtBearer {
+		grants = append(grants, grantJWTBearer)
 	}
 	return &client{
 		name:   name,
@@ -69,7 +77,7 @@ func (r *clientRegistry) client(id, name, origin string, redirects []string) *cl
 		DefaultClient: fosite.DefaultClient{
 			ID:            id,
 			RedirectURIs:  slices.Clone(redirects),
-			GrantTypes:    []string{grantCode, grantRefresh},
+			GrantTypes:    grants,
 			ResponseTypes: []string{"code"},
 			Scopes:        slices.Clone(r.scopes),
 			Audience:      []string{r.resource},

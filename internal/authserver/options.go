@@ -19,6 +19,9 @@ const (
 	DefaultCodeTTL         = time.Minute
 	DefaultLoginTTL        = 10 * time.Minute
 	DefaultConsentTTL      = 90 * 24 * time.Hour
+	// DefaultMaxAssertionLifetime is the longest an enterprise IdP's
+	// ID-JAG may be valid for (exp − iat) unless configured.
+	DefaultMaxAssertionLifetime = 5 * time.Minute
 )
 
 // Options is the authorization_server section: Portcullis as the OAuth 2.1
@@ -79,6 +82,57 @@ type Options struct {
 	// https URL of their metadata document (Client ID Metadata Documents,
 	// the registration MCP 2025-11-25 and later prefer).
 	ClientMetadataDocuments CIMDOptions `yaml:"client_metadata_documents"`
+	// EnterpriseIdPs are the enterprise identity providers whose Identity
+	// Assertion JWT Authorization Grants (ID-JAG, the MCP
+	// Enterprise-Managed Authorization extension) the token endpoint
+	// exchanges for access tokens with no browser round trip (grant_type
+	// urn:ietf:params:oauth:grant-type:jwt-bearer, the ID-JAG in
+	// assertion, the client in client_id). An assertion is accepted when
+	// its JOSE typ is oauth-id-jag+jwt, a key of the provider's JWKS
+	// signed it (RS, PS, ES or EdDSA), its aud is exactly this server's
+	// issuer, its client_id is the requesting client, its resource (if
+	// any) is auth.resource, it is within exp, and its jti was never
+	// accepted before; cnf (proof of possession) and
+	// authorization_details are refused. The token is for auth.resource,
+	// its user the assertion's sub, email and groups, its scopes those
+	// requested (each granted by the assertion's scope claim, if it has
+	// one) or else the assertion's, all of this server's. No refresh
+	// token: the client gets a new assertion from its IdP. Clients here
+	// are public, identified by client_id without a secret, so a stolen
+	// assertion is worth one token until its exp. Empty (default): the
+	// grant is off.
+	EnterpriseIdPs []EnterpriseIdPOptions `yaml:"enterprise_idps"`
+}
+
+// EnterpriseIdPOptions describe an enterprise identity provider trusted to
+// issue ID-JAGs (draft-ietf-oauth-identity-assertion-authz-grant) for
+// this server; [Options.EnterpriseIdPs] says what is checked.
+type EnterpriseIdPOptions struct {
+	// Issuer is the provider's issuer identifier, exactly as its ID-JAGs
+	// carry it in iss (for Okta: https://ACME.okta.com). Tokens carry the
+	// assertion's sub as is, the subjects of users signed in at idp too:
+	// trust a provider whose subjects name the same users as idp's
+	// (usually it is the same provider).
+	Issuer string `yaml:"issuer" schema:"required,url"`
+	// JWKSURL is the provider's JSON Web Key Set. Empty (default): the
+	// jwks_uri of its discovery document
+	// (ISSUER/.well-known/openid-configuration), fetched on first use.
+	JWKSURL string `yaml:"jwks_url" schema:"url"`
+	// Clients, when set, are the only clients (client_id) this provider's
+	// assertions are accepted for: pre-registered clients or Client ID
+	// Metadata Document URLs. Empty: any client of this server.
+	Clients []string `yaml:"clients"`
+	// GroupsClaims name the assertion claims whose values become the
+	// user's groups, which auth.policy roles match. Default: groups,
+	// roles.
+	GroupsClaims []string `yaml:"groups_claims"`
+	// MaxAssertionLifetime is the longest an assertion may be valid for,
+	// from iat to exp. Default 5m; at most 1h. Every accepted jti is
+	// remembered until its exp, so a replay is refused.
+	MaxAssertionLifetime time.Duration `yaml:"max_assertion_lifetime"`
+	// AllowHTTP accepts an http issuer and jwks_url on a loopback host
+	// (tests). Off by default.
+	AllowHTTP bool `yaml:"allow_http"`
 }
 
 // ScopeRule names the IdP groups a scope is granted to.
@@ -222,6 +276,11 @@ func (o *Options) Defaults(resource string) {
 	if o.IdP.Preset == "" {
 		o.IdP.Preset = "generic"
 	}
+	for i := range o.EnterpriseIdPs {
+		if o.EnterpriseIdPs[i].MaxAssertionLifetime == 0 {
+			o.EnterpriseIdPs[i].MaxAssertionLifetime = DefaultMaxAssertionLifetime
+		}
+	}
 }
 
 // Validate reports every problem at once, each as "key: problem" relative
@@ -316,6 +375,7 @@ func (o *Options) Validate(resource string) error {
 			}
 		}
 	}
+	errs = append(errs, o.validateEnterpriseIdPs(seen)...)
 	return errors.Join(errs...)
 }
 

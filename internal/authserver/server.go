@@ -179,14 +179,23 @@ func New(o Options, deps Deps) (*Server, error) {
 		RefreshTokenScopes: []string{},
 		JWTScopeClaimKey:   jwt.JWTScopeFieldString,
 	}
-	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{
-		CoreStrategy: compose.NewOAuth2JWTStrategy(keys.privateKey, compose.NewOAuth2HMACStrategy(cfg), cfg),
-	},
+	factories := []compose.Factory{
 		compose.OAuth2AuthorizeExplicitFactory,
 		compose.OAuth2RefreshTokenGrantFactory,
 		compose.OAuth2TokenRevocationFactory,
 		compose.OAuth2PKCEFactory,
-	)
+	}
+	if len(o.EnterpriseIdPs) > 0 {
+		factories = append(factories, s.idjagFactory(client))
+		for _, e := range o.EnterpriseIdPs {
+			if e.AllowHTTP {
+				logger.Warn("authorization server: enterprise_idps[].allow_http is on: assertions of an http issuer on a loopback host are accepted", "idp", e.Issuer)
+			}
+		}
+	}
+	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{
+		CoreStrategy: compose.NewOAuth2JWTStrategy(keys.privateKey, compose.NewOAuth2HMACStrategy(cfg), cfg),
+	}, factories...)
 	return s, nil
 }
 
@@ -240,8 +249,15 @@ func cors(h http.Handler) http.Handler {
 	})
 }
 
-// grants are the grant types the token endpoint takes.
-func (s *Server) grants() []string { return []string{grantCode, grantRefresh} }
+// grants are the grant types the token endpoint takes: jwt-bearer (an
+// enterprise IdP's ID-JAG) when enterprise_idps are configured.
+func (s *Server) grants() []string {
+	g := []string{grantCode, grantRefresh}
+	if len(s.o.EnterpriseIdPs) > 0 {
+		g = append(g, grantJWTBearer)
+	}
+	return g
+}
 
 // metadata is the RFC 8414 document.
 func (s *Server) metadata() map[string]any {
@@ -254,7 +270,7 @@ func (s *Server) metadata() map[string]any {
 		"jwks_uri":                                       iss + PathJWKS,
 		"response_types_supported":                       []string{"code"},
 		"response_modes_supported":                       []string{"query"},
-		"grant_types_supported":                          []string{grantCode, grantRefresh},
+		"grant_types_supported":                          s.grants(),
 		"code_challenge_methods_supported":               []string{"S256"},
 		"token_endpoint_auth_methods_supported":          []string{"none"},
 		"revocation_endpoint_auth_methods_supported":     []string{"none"},
@@ -268,6 +284,11 @@ func (s *Server) metadata() map[string]any {
 	}
 	if s.registrar != nil {
 		m["registration_endpoint"] = iss + PathRegister
+	}
+	if len(s.o.EnterpriseIdPs) > 0 {
+		// draft-ietf-oauth-identity-assertion-authz-grant: how MCP
+		// clients find that this server takes ID-JAGs.
+		m["authorization_grant_profiles_supported"] = []string{idjagProfile}
 	}
 	return m
 }
@@ -699,10 +720,17 @@ func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.
 	}
 	err = storeError(err)
 	rfc := fosite.ErrorToRFC6749Error(err)
+	// A refusal of the ID-JAG grant names its reason and logged its cause.
+	ref := (*refusal)(nil)
+	if errors.As(err, &ref) {
+		reason = ref.reason
+	}
 	outcome := "refused"
 	if rfc.CodeField >= 500 {
 		outcome = "error"
-		s.logger.Error("authorization server: token endpoint failed", "grant", grant, "error", err)
+		if ref == nil {
+			s.logger.Error("authorization server: token endpoint failed", "grant", grant, "error", err)
+		}
 	}
 	if reason == "" {
 		reason = rfc.ErrorField

@@ -1,0 +1,663 @@
+package authserver
+
+// Enterprise-managed authorization: the token endpoint exchanges an
+// Identity Assertion JWT Authorization Grant (ID-JAG,
+// draft-ietf-oauth-identity-assertion-authz-grant; the MCP extension
+// io.modelcontextprotocol/enterprise-managed-authorization, SEP-990) that a
+// configured enterprise IdP issued for this server, presented with the
+// RFC 7523 jwt-bearer grant, for an access token: no browser, no consent
+// page, the IdP's policy decided.
+//
+// The grant is a fosite TokenEndpointHandler of this package rather than
+// fosite's rfc7523 handler, which cannot express the profile: it wants the
+// token endpoint URL in aud (an ID-JAG carries the issuer, as a single
+// value), checks no typ, no client_id claim and no resource, grants the
+// assertion's aud as the token's audience, takes scopes from a per-key
+// list instead of the assertion, answers a replay with the non-standard
+// jti_known, and checks and marks the jti in two steps, so two replicas
+// could both accept one assertion. fosite still authenticates the client,
+// issues and stores the access token (oauth2.HandleHelper) and writes the
+// response and every error.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/compose"
+	"github.com/ory/fosite/handler/oauth2"
+
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
+)
+
+const (
+	// idjagType is the JOSE typ of an ID-JAG.
+	idjagType = "oauth-id-jag+jwt"
+	// idjagProfile is the value of authorization_grant_profiles_supported
+	// that tells clients this server takes ID-JAGs.
+	idjagProfile = "urn:ietf:params:oauth:grant-profile:id-jag"
+	// assertionLeeway is the clock skew allowed on exp, iat and nbf.
+	assertionLeeway = time.Minute
+	// maxAssertionLifetimeCap bounds enterprise_idps[].max_assertion_lifetime.
+	maxAssertionLifetimeCap = time.Hour
+	// maxAssertionBytes bounds an assertion; an ID-JAG is about 1 KiB.
+	maxAssertionBytes = 16 << 10
+)
+
+// assertionAlgs are the signature algorithms an ID-JAG may use: the
+// asymmetric ones (never none, never an HMAC whose key would be public).
+var assertionAlgs = []jose.SignatureAlgorithm{
+	jose.RS256, jose.RS384, jose.RS512,
+	jose.PS256, jose.PS384, jose.PS512,
+	jose.ES256, jose.ES384, jose.ES512,
+	jose.EdDSA,
+}
+
+// validateEnterpriseIdPs checks enterprise_idps; clients are the ids of
+// the pre-registered clients.
+func (o *Options) validateEnterpriseIdPs(clients map[string]bool) []error {
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	seen := map[string]bool{}
+	for i, e := range o.EnterpriseIdPs {
+		k := fmt.Sprintf("enterprise_idps[%d]", i)
+		switch {
+		case e.Issuer == "":
+			add(k+".issuer", "required: the issuer identifier the provider's assertions carry in iss")
+		case seen[e.Issuer]:
+			add(k+".issuer", "duplicate issuer %q", e.Issuer)
+		default:
+			if err := checkIssuer(e.Issuer, e.AllowHTTP); err != nil {
+				add(k+".issuer", "%v", err)
+			}
+		}
+		seen[e.Issuer] = true
+		if e.JWKSURL != "" {
+			if err := checkFetchURL(e.JWKSURL, e.AllowHTTP); err != nil {
+				add(k+".jwks_url", "%v", err)
+			}
+		}
+		for j, c := range e.Clients {
+			u, err := url.Parse(c)
+			cimd := err == nil && u.Scheme == "https" && u.Host != ""
+			if !clients[c] && !cimd {
+				add(fmt.Sprintf("%s.clients[%d]", k, j), "%q is neither a client of authorization_server.clients nor a Client ID Metadata Document URL (https)", c)
+			}
+		}
+		if e.MaxAssertionLifetime <= 0 {
+			add(k+".max_assertion_lifetime", "must be positive")
+		} else if e.MaxAssertionLifetime > maxAssertionLifetimeCap {
+			add(k+".max_assertion_lifetime", "%s is longer than %s: an ID-JAG is short-lived", e.MaxAssertionLifetime, maxAssertionLifetimeCap)
+		}
+	}
+	return errs
+}
+
+// checkFetchURL accepts an https URL without fragment, or an http one on
+// a loopback host when allowHTTPLoopback.
+func checkFetchURL(raw string, allowHTTPLoopback bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute URL", raw)
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("%q must have no fragment", raw)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowHTTPLoopback && loopback.Host(u.Host):
+	default:
+		return fmt.Errorf("%q must be https (http only on a loopback host)", raw)
+	}
+	return nil
+}
+
+// enterpriseIdP is a configured enterprise IdP.
+type enterpriseIdP struct {
+	o EnterpriseIdPOptions
+	// mapper maps an assertion's claims to a User as the sign-in maps an
+	// ID token's.
+	mapper *idp
+	keys   *idpKeys
+}
+
+// newEnterpriseIdPs builds the configured IdPs; client fetches their keys,
+// now is the clock, failed is told of each fetch that failed.
+func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client, now func() time.Time, failed func(issuer string, err error)) map[string]*enterpriseIdP {
+	out := make(map[string]*enterpriseIdP, len(opts))
+	for _, o := range opts {
+		out[o.Issuer] = &enterpriseIdP{
+			o:      o,
+			mapper: &idp{o: IdPOptions{GroupsClaims: o.GroupsClaims}, preset: presets["generic"]},
+			keys:   &idpKeys{o: o, jwksURL: o.JWKSURL, client: client, now: now, failed: failed},
+		}
+	}
+	return out
+}
+
+// jwksRefreshInterval is the least time between two fetches of an
+// enterprise IdP's keys, as auth.jwks_refresh_interval's default is for
+// the issuers /mcp trusts.
+const jwksRefreshInterval = 10 * time.Second
+
+// maxJWKSBytes bounds a JWKS or discovery document.
+const maxJWKSBytes = 1 << 20
+
+var (
+	// errKeysUnavailable: the provider's discovery document or JWKS could
+	// not be fetched.
+	errKeysUnavailable = errors.New("authserver: enterprise IdP keys unavailable")
+	// errBadSignature: no key of the provider verifies the signature.
+	errBadSignature = errors.New("authserver: signature does not verify")
+)
+
+// idpKeys is an enterprise IdP's signing keys: its JWKS (at jwks_url, or
+// the jwks_uri of its OpenID discovery document, found with go-oidc),
+// fetched on first use and again when an assertion names a kid it does not
+// hold, at most once per jwksRefreshInterval whatever the kids: forged
+// assertions cost the IdP no fetch each, and a key the IdP rotates to is
+// found at most that long after its first use. The keys held keep
+// verifying while the IdP is down.
+//
+// It is not go-oidc's RemoteKeySet, which fetches again on every
+// signature that does not verify, reports an unreachable IdP only in its
+// error text, and can hand a caller the result of a fetch that ended
+// before the call. auth's key set does the same for /mcp's issuers;
+// authserver may not import auth.
+type idpKeys struct {
+	o      EnterpriseIdPOptions
+	client *http.Client
+	now    func() time.Time
+	failed func(issuer string, err error)
+
+	// mu is held across a fetch: callers for one IdP wait for it.
+	mu      sync.Mutex
+	jwksURL string // configured, or once discovered
+	keys    []jose.JSONWebKey
+	tried   time.Time // the last fetch
+	err     error     // of the last fetch, when it failed
+}
+
+// verify returns jws's payload when a key of the IdP signed it; else an
+// error that is errBadSignature or wraps errKeysUnavailable.
+func (k *idpKeys) verify(ctx context.Context, jws *jose.JSONWebSignature) ([]byte, error) {
+	keys, err := k.keysFor(ctx, jws.Signatures[0].Header.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range keys {
+		if payload, err := jws.Verify(key.Key); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, errBadSignature
+}
+
+// keysFor returns the keys that may have signed with kid, refreshing
+// (rate limited) when it is unknown: the IdP may have rotated to it.
+func (k *idpKeys) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if keys := k.lookup(kid); len(keys) > 0 {
+		return keys, nil
+	}
+	if err := k.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return k.lookup(kid), nil
+}
+
+// lookup returns the keys held that match kid (all when it is empty); a
+// refresh replaces k.keys, never changes it, so the slice stays valid.
+// k.mu is held.
+func (k *idpKeys) lookup(kid string) []jose.JSONWebKey {
+	if kid == "" {
+		return k.keys
+	}
+	for i := range k.keys {
+		if k.keys[i].KeyID == kid {
+			return k.keys[i : i+1]
+		}
+	}
+	return nil
+}
+
+// refresh fetches the keys unless it did less than jwksRefreshInterval
+// ago; it returns the error of the last fetch. k.mu is held.
+func (k *idpKeys) refresh(ctx context.Context) error {
+	now := k.now()
+	if !k.tried.IsZero() && now.Sub(k.tried) < jwksRefreshInterval {
+		return k.err
+	}
+	k.tried = now
+	// Not the request's context: a client that goes away must not make the
+	// fetch fail for the next interval.
+	keys, err := k.fetch(context.WithoutCancel(ctx))
+	if err != nil {
+		k.failed(k.o.Issuer, err)
+		k.err = fmt.Errorf("%w: %s: %v", errKeysUnavailable, k.o.Issuer, err)
+		return k.err
+	}
+	k.keys, k.err = keys, nil
+	return nil
+}
+
+// fetch reads the JWKS, discovering its URL first when needed, and keeps
+// the public signing keys.
+func (k *idpKeys) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+	if k.jwksURL == "" {
+		prov, err := oidc.NewProvider(oidc.ClientContext(ctx, k.client), k.o.Issuer)
+		if err != nil {
+			return nil, fmt.Errorf("discovery: %v", err)
+		}
+		var m struct {
+			JWKSURI string `json:"jwks_uri"`
+		}
+		if err := prov.Claims(&m); err != nil || m.JWKSURI == "" {
+			return nil, errors.New("the discovery document names no jwks_uri")
+		}
+		if err := checkFetchURL(m.JWKSURI, k.o.AllowHTTP); err != nil {
+			return nil, fmt.Errorf("jwks_uri: %v", err)
+		}
+		k.jwksURL = m.JWKSURI
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.jwksURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", k.jwksURL, resp.Status)
+	}
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBytes)).Decode(&set); err != nil {
+		return nil, fmt.Errorf("GET %s: not a JWKS: %v", k.jwksURL, err)
+	}
+	var keys []jose.JSONWebKey
+	for _, raw := range set.Keys {
+		var key jose.JSONWebKey
+		if json.Unmarshal(raw, &key) != nil || key.Use == "enc" || !key.IsPublic() {
+			continue // a key type go-jose does not know, an encryption or a symmetric key
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("GET %s: no public signing keys", k.jwksURL)
+	}
+	return keys, nil
+}
+
+// refusal is an error of the ID-JAG grant with the short fixed reason its
+// Event carries; fosite writes the wrapped RFC 6749 error.
+type refusal struct {
+	reason string
+	err    *fosite.RFC6749Error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(reason string, err *fosite.RFC6749Error) *refusal {
+	return &refusal{reason: reason, err: err}
+}
+
+// badGrant is an invalid_grant refusal with hint.
+func badGrant(reason, hint string) *refusal {
+	return refuse(reason, fosite.ErrInvalidGrant.WithHint(hint))
+}
+
+// idjagClaims are the claims of an ID-JAG this server reads.
+type idjagClaims struct {
+	Issuer    string          `json:"iss"`
+	Subject   string          `json:"sub"`
+	Audience  json.RawMessage `json:"aud"`
+	ClientID  string          `json:"client_id"`
+	JTI       string          `json:"jti"`
+	Expiry    *numericDate    `json:"exp"`
+	IssuedAt  *numericDate    `json:"iat"`
+	NotBefore *numericDate    `json:"nbf"`
+	Resource  json.RawMessage `json:"resource"`
+	Scope     *string         `json:"scope"`
+	// Cnf and AuthorizationDetails are refused: this server verifies no
+	// proof of possession (DPoP) and grants no RFC 9396 details, so it
+	// cannot honour an assertion that asks for them.
+	Cnf                  json.RawMessage `json:"cnf"`
+	AuthorizationDetails json.RawMessage `json:"authorization_details"`
+}
+
+// numericDate is a JWT NumericDate: seconds since the epoch, possibly
+// fractional.
+type numericDate struct{ time.Time }
+
+func (d *numericDate) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || f < 0 || f >= 1e11 { // 1e11 s is in the year 5138
+		return fmt.Errorf("not a NumericDate: %.40s", b)
+	}
+	sec := int64(f)
+	d.Time = time.Unix(sec, int64((f-float64(sec))*1e9))
+	return nil
+}
+
+// stringOrList reads a claim that is a string or an array of strings.
+func stringOrList(raw json.RawMessage) ([]string, error) {
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, errors.New("neither a string nor an array of strings")
+	}
+	return list, nil
+}
+
+// present reports whether a claim was sent (null counts as absent).
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// isIDJAGType reports whether typ names an ID-JAG: media type names are
+// case-insensitive and may omit "application/" (RFC 7515 §4.1.9).
+func isIDJAGType(typ string) bool {
+	typ = strings.ToLower(typ)
+	return typ == idjagType || typ == "application/"+idjagType
+}
+
+// idjagHandler is the token endpoint's handler of the jwt-bearer grant
+// carrying an ID-JAG.
+type idjagHandler struct {
+	s      *Server
+	idps   map[string]*enterpriseIdP
+	config fosite.AccessTokenLifespanProvider
+	helper *oauth2.HandleHelper
+	now    func() time.Time
+}
+
+// idjagFactory is the compose factory of the grant's handler; client
+// fetches the providers' keys.
+func (s *Server) idjagFactory(client *http.Client) compose.Factory {
+	return func(config fosite.Configurator, storage, strategy any) any {
+		h := &idjagHandler{
+			s:      s,
+			config: config,
+			helper: &oauth2.HandleHelper{
+				AccessTokenStrategy: strategy.(oauth2.AccessTokenStrategy),
+				AccessTokenStorage:  storage.(oauth2.AccessTokenStorage),
+				Config:              config,
+			},
+			now: time.Now,
+		}
+		h.idps = newEnterpriseIdPs(s.o.EnterpriseIdPs, client, func() time.Time { return h.now() }, func(issuer string, err error) {
+			s.logger.Error("authorization server: enterprise identity provider keys unavailable", "idp", issuer, "error", err)
+		})
+		return h
+	}
+}
+
+var _ fosite.TokenEndpointHandler = (*idjagHandler)(nil)
+
+func (h *idjagHandler) CanHandleTokenEndpointRequest(_ context.Context, ar fosite.AccessRequester) bool {
+	return ar.GetGrantTypes().ExactOne(grantJWTBearer)
+}
+
+// CanSkipClientAuth is false: the client is identified (client_id; a
+// client with credentials authenticates), since the assertion's client_id
+// must name it.
+func (h *idjagHandler) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool { return false }
+
+// HandleTokenEndpointRequest validates the assertion and, when it holds,
+// burns its jti and sets the session, scopes and audience of the token.
+func (h *idjagHandler) HandleTokenEndpointRequest(ctx context.Context, ar fosite.AccessRequester) error {
+	if !h.CanHandleTokenEndpointRequest(ctx, ar) {
+		return fosite.ErrUnknownRequest
+	}
+	e, err := h.handle(ctx, ar)
+	if err != nil {
+		h.refused(e, ar.GetClient().GetID(), err)
+	}
+	return err
+}
+
+func (h *idjagHandler) handle(ctx context.Context, ar fosite.AccessRequester) (*enterpriseIdP, error) {
+	client := ar.GetClient()
+	e, c, err := h.verify(ctx, ar)
+	if err != nil {
+		return e, err
+	}
+	granted, err := h.grant(e, c, ar)
+	if err != nil {
+		return e, err
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(c.raw, &claims); err != nil {
+		return e, badGrant("malformed", "The assertion's claims are not a JSON object.")
+	}
+	u, err := e.mapper.user(c.Subject, claims)
+	if err != nil {
+		return e, badGrant("subject", "The assertion's user is not allowed here.")
+	}
+	// Single use: of two presentations, on any replica, one gets past
+	// this; the jti is remembered for as long as the assertion would be
+	// accepted.
+	ttl := max(c.Expiry.Add(assertionLeeway).Sub(h.now()), time.Second)
+	ok, err := h.s.kv.SetNX(ctx, joinKey("idjag-jti", hashString(e.o.Issuer), hashString(c.JTI)), []byte("1"), ttl)
+	if err != nil {
+		return e, err // the token endpoint answers 503 for a store outage
+	}
+	if !ok {
+		return e, badGrant("replay", "The assertion was already used: ask the identity provider for a new one.")
+	}
+	sess := sessionFor(u, client.GetID(), h.s.keys.signer().KeyID)
+	lifespan := fosite.GetEffectiveLifespan(client, fosite.GrantTypeJWTBearer, fosite.AccessToken, h.config.GetAccessTokenLifespan(ctx))
+	sess.SetExpiresAt(fosite.AccessToken, h.now().UTC().Add(lifespan).Round(time.Second))
+	ar.SetSession(sess)
+	for _, sc := range granted {
+		ar.GrantScope(sc)
+	}
+	ar.GrantAudience(h.s.resource)
+	h.s.logger.Info("audit", "event", "assertion_accepted", "idp", e.o.Issuer, "client_id", client.GetID(), "sub", u.Subject, "jti", c.JTI, "scope", strings.Join(granted, " "))
+	return e, nil
+}
+
+// PopulateTokenEndpointResponse issues the access token, and no refresh
+// token: the draft says a server SHOULD NOT, the client asks the provider
+// for a new assertion instead.
+func (h *idjagHandler) PopulateTokenEndpointResponse(ctx context.Context, ar fosite.AccessRequester, resp fosite.AccessResponder) error {
+	if !h.CanHandleTokenEndpointRequest(ctx, ar) {
+		return fosite.ErrUnknownRequest
+	}
+	lifespan := fosite.GetEffectiveLifespan(ar.GetClient(), fosite.GrantTypeJWTBearer, fosite.AccessToken, h.config.GetAccessTokenLifespan(ctx))
+	if _, err := h.helper.IssueAccessToken(ctx, lifespan, ar, resp); err != nil {
+		return err
+	}
+	// The draft asks for the granted resource in the response.
+	resp.SetExtra("resource", h.s.resource)
+	return nil
+}
+
+// verifiedAssertion is an assertion whose signature verified.
+type verifiedAssertion struct {
+	idjagClaims
+	raw []byte // the verified payload
+}
+
+// verify checks the assertion's form, typ, issuer and signature, then
+// its claims: everything that does not depend on the request but the
+// client. It returns the provider when it is known, for the audit line.
+func (h *idjagHandler) verify(ctx context.Context, ar fosite.AccessRequester) (*enterpriseIdP, *verifiedAssertion, error) {
+	raw := ar.GetRequestForm().Get("assertion")
+	if raw == "" {
+		return nil, nil, refuse("invalid_request", fosite.ErrInvalidRequest.WithHint("The assertion parameter is required with the jwt-bearer grant: the ID-JAG from your identity provider."))
+	}
+	if len(raw) > maxAssertionBytes {
+		return nil, nil, badGrant("malformed", "The assertion is too large.")
+	}
+	jws, err := jose.ParseSignedCompact(raw, assertionAlgs)
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, nil, badGrant("malformed", "The assertion is not a compact JWT signed with an asymmetric algorithm.")
+	}
+	typ, _ := jws.Signatures[0].Header.ExtraHeaders[jose.HeaderType].(string)
+	if !isIDJAGType(typ) {
+		return nil, nil, badGrant("typ", "The assertion's JOSE header typ must be "+idjagType+": only an Identity Assertion JWT Authorization Grant is accepted.")
+	}
+	var unverified struct {
+		Issuer string `json:"iss"`
+	}
+	if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &unverified); err != nil {
+		return nil, nil, badGrant("malformed", "The assertion's claims are not a JSON object.")
+	}
+	e := h.idps[unverified.Issuer]
+	if e == nil {
+		return nil, nil, badGrant("unknown_issuer", "The assertion's issuer is not an enterprise identity provider this server trusts.")
+	}
+	payload, err := e.keys.verify(ctx, jws)
+	if errors.Is(err, errKeysUnavailable) {
+		return e, nil, h.unavailable()
+	}
+	if err != nil {
+		return e, nil, badGrant("signature", "The assertion's signature does not verify with the identity provider's keys.")
+	}
+	// The verified payload is the one peeked at: a compact JWS has one, so
+	// its iss is e's.
+	c := &verifiedAssertion{raw: payload}
+	if err := json.Unmarshal(payload, &c.idjagClaims); err != nil {
+		return e, nil, badGrant("malformed", "The assertion's claims are malformed: iss, sub, client_id, jti and scope are strings, exp, iat and nbf numbers.")
+	}
+	if err := h.checkClaims(e, c); err != nil {
+		return e, nil, err
+	}
+	return e, c, nil
+}
+
+// checkClaims checks the audience, lifetime, subject, jti, resource and
+// what this server cannot honour.
+func (h *idjagHandler) checkClaims(e *enterpriseIdP, c *verifiedAssertion) error {
+	if aud, err := stringOrList(c.Audience); err != nil || len(aud) != 1 || aud[0] != h.s.o.Issuer {
+		return badGrant("audience", "The assertion's aud must be exactly this authorization server's issuer, "+h.s.o.Issuer+".")
+	}
+	now := h.now()
+	switch {
+	case c.Expiry == nil || c.IssuedAt == nil:
+		return badGrant("malformed", "The assertion must carry exp and iat.")
+	case now.After(c.Expiry.Add(assertionLeeway)):
+		return badGrant("expired", "The assertion has expired: ask the identity provider for a new one.")
+	case c.IssuedAt.After(now.Add(assertionLeeway)):
+		return badGrant("lifetime", "The assertion's iat is in the future.")
+	case c.NotBefore != nil && c.NotBefore.After(now.Add(assertionLeeway)):
+		return badGrant("lifetime", "The assertion is not valid yet (nbf).")
+	case !c.Expiry.After(c.IssuedAt.Time):
+		return badGrant("lifetime", "The assertion's exp is not after its iat.")
+	case c.Expiry.Sub(c.IssuedAt.Time) > e.o.MaxAssertionLifetime:
+		return badGrant("lifetime", fmt.Sprintf("The assertion is valid for longer than the %s this server accepts from its identity provider.", e.o.MaxAssertionLifetime))
+	}
+	if c.Subject == "" {
+		return badGrant("subject", "The assertion must name the user in sub.")
+	}
+	if c.JTI == "" {
+		return badGrant("malformed", "The assertion must carry a jti: it is single use.")
+	}
+	if present(c.Resource) {
+		if res, err := stringOrList(c.Resource); err != nil || len(res) != 1 || res[0] != h.s.resource {
+			return badGrant("resource", "The assertion is for another resource: this server issues tokens for "+h.s.resource+" only.")
+		}
+	}
+	if present(c.Cnf) {
+		return badGrant("unsupported", "The assertion is bound to a key (cnf), and this server verifies no proof of possession.")
+	}
+	if present(c.AuthorizationDetails) {
+		return badGrant("unsupported", "The assertion carries authorization_details, which this server does not support.")
+	}
+	return nil
+}
+
+// grant checks the assertion against the request (client, audience,
+// scopes) and returns the scopes to grant: those the request asks for,
+// each of which the assertion must grant when it has a scope claim; or,
+// when the request asks for none, the assertion's. Every one must be a
+// scope of this server and of the client.
+func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.AccessRequester) ([]string, error) {
+	client := ar.GetClient()
+	if !client.GetGrantTypes().Has(grantJWTBearer) {
+		return nil, refuse("client", fosite.ErrUnauthorizedClient.WithHint("The client may not use the jwt-bearer grant."))
+	}
+	if c.ClientID == "" || c.ClientID != client.GetID() {
+		return nil, badGrant("client", "The assertion's client_id is not the client making this request.")
+	}
+	if len(e.o.Clients) > 0 && !slices.Contains(e.o.Clients, client.GetID()) {
+		return nil, badGrant("client", "This identity provider's assertions are not accepted for this client.")
+	}
+	for _, a := range ar.GetRequestedAudience() {
+		if a != h.s.resource {
+			return nil, refuse("invalid_target", h.s.errInvalidTarget())
+		}
+	}
+	offered := func(sc string) bool {
+		return slices.Contains(h.s.scopes, sc) && fosite.ExactScopeStrategy(client.GetScopes(), sc)
+	}
+	requested := ar.GetRequestedScopes()
+	for _, sc := range requested {
+		if !offered(sc) {
+			return nil, refuse("scope", fosite.ErrInvalidScope.WithHintf("The scope %q is not one this server offers.", sc))
+		}
+	}
+	if c.Scope == nil {
+		return requested, nil
+	}
+	asserted := strings.Fields(*c.Scope)
+	for _, sc := range asserted {
+		if !offered(sc) {
+			return nil, badGrant("scope", "The assertion grants a scope this server does not offer.")
+		}
+	}
+	if len(requested) == 0 {
+		return asserted, nil
+	}
+	for _, sc := range requested {
+		if !slices.Contains(asserted, sc) {
+			return nil, refuse("scope", fosite.ErrInvalidScope.WithHintf("The scope %q is more than the assertion grants.", sc))
+		}
+	}
+	return requested, nil
+}
+
+// unavailable is the refusal when the provider's keys cannot be fetched
+// (the failed fetch was logged, once).
+func (h *idjagHandler) unavailable() error {
+	return refuse("idp_unavailable", fosite.ErrTemporarilyUnavailable.WithHint("The identity provider's keys cannot be fetched; try again shortly."))
+}
+
+// refused leaves the audit line of a refused assertion: never the
+// assertion, the provider only when it is one configured.
+func (h *idjagHandler) refused(e *enterpriseIdP, clientID string, err error) {
+	var r *refusal
+	if !errors.As(err, &r) || r.reason == "idp_unavailable" {
+		return
+	}
+	idp := ""
+	if e != nil {
+		idp = e.o.Issuer
+	}
+	h.s.logger.Warn("audit", "event", "assertion_refused", "reason", r.reason, "idp", idp, "client_id", clientID)
+}
