@@ -473,6 +473,9 @@ func (h *idjagHandler) handle(ctx context.Context, ar fosite.AccessRequester) (*
 	lifespan := fosite.GetEffectiveLifespan(client, fosite.GrantTypeJWTBearer, fosite.AccessToken, h.config.GetAccessTokenLifespan(ctx))
 	sess.SetExpiresAt(fosite.AccessToken, h.now().UTC().Add(lifespan).Round(time.Second))
 	ar.SetSession(sess)
+	// authorization_server.scopes applies as in a sign-in: a scope of a
+	// rule only for users of its groups.
+	granted, _ = h.s.grantable(u, granted)
 	for _, sc := range granted {
 		ar.GrantScope(sc)
 	}

@@ -158,9 +158,15 @@ func TestIDJAGGrantsScopes(t *testing.T) {
 		{"the requested part of the assertion's", "mcp:tools mcp:admin", "mcp:admin", "mcp:admin"},
 		{"requested, the assertion naming none", nil, "mcp:admin", "mcp:admin"},
 		{"none asked, none granted", nil, "", ""},
+		{"a scope of a rule for another group withheld", "mcp:tools mcp:admin", "", "mcp:tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts, e, _ := startIDJAG(t)
+			var edit []func(*Options)
+			if strings.Contains(tc.name, "rule") {
+				// bob is in eng and oncall, not admins.
+				edit = append(edit, func(o *Options) { o.Scopes = []ScopeRule{{Scope: "mcp:admin", Groups: []string{"admins"}}} })
+			}
+			ts, e, _ := startIDJAG(t, edit...)
 			form := url.Values{}
 			if tc.request != "" {
 				form.Set("scope", tc.request)
