@@ -698,43 +698,53 @@ func TestAuthServerSDK(t *testing.T) {
 	t.Logf("TestAuthServerSDK took %v", time.Since(start).Round(time.Millisecond))
 }
 
-// TestAuthServerGroups: policy by IdP group, with the IdP acting as Okta
-// (groups claim), Keycloak (realm_access.roles) and Entra ID (app roles in
-// roles; its groups are object ids) and Portcullis's preset of the same
-// name. The IdP says who is in "admins" (logins starting with "admin");
-// Portcullis maps the ID token's groups into its access token, and
-// auth.policy's role rule on echo (admins, or Entra's app role
-// MCP.Admin) lets an admin call it and hides it from anyone else.
-func TestAuthServerGroups(t *testing.T) {
-	for _, profile := range []string{"okta", "keycloak", "entra"} {
+// TestAuthServerIdPProfiles: Portcullis in authorization-server mode in
+// front of the IdP acting as each enterprise provider (Entra ID, Okta,
+// Google, Keycloak; e2e/idp's profiles) with its preset of the same name:
+// the go-sdk client signs in and calls a tool, and policy goes by IdP
+// group. The IdP says who is in "admins" (logins starting with "admin");
+// Portcullis maps the ID token's groups claims (Okta's groups, Keycloak's
+// realm_access.roles, Entra's roles, whose app role MCP.Admin the rule
+// names, its groups being object ids) into its access token, and
+// auth.policy's role rule on echo lets an admin call it and hides it from
+// anyone else. Google has no groups: nobody gets echo there, and
+// idp.hosted_domains (required with the preset) admits the users.
+func TestAuthServerIdPProfiles(t *testing.T) {
+	for _, profile := range idpEnterpriseProfiles {
 		t.Run(profile, func(t *testing.T) {
 			start := time.Now()
-			srv, idp := startASServer(t, profile, nil)
-			for _, tc := range []struct {
-				user  string
-				admin bool
-			}{
-				{user: "bob"},
-				{user: "admin-ann", admin: true},
-			} {
-				t.Run(tc.user, func(t *testing.T) {
+			hasGroups := profile != idpProfileGoogle
+			var extraAS map[string]any
+			users := []string{"bob", "admin-ann"}
+			if profile == idpProfileGoogle {
+				extraAS = map[string]any{"idp": map[string]any{"hosted_domains": []string{"corp.example"}}}
+				users = []string{"bob@corp.example", "admin-ann@corp.example"}
+			}
+			srv, idp := startASServer(t, profile, extraAS)
+			for i, user := range users {
+				admin := i == 1 && hasGroups
+				t.Run(user, func(t *testing.T) {
 					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 					defer cancel()
-					cs, h, _ := sdkASConnect(t, ctx, idp, srv.MCPURL(), tc.user, "", nil)
-					c := checkASToken(t, sdkAccessToken(t, ctx, h), srv.BaseURL, srv.MCPURL(), tc.user)
+					cs, h, _ := sdkASConnect(t, ctx, idp, srv.MCPURL(), user, "", nil)
+					c := checkASToken(t, sdkAccessToken(t, ctx, h), srv.BaseURL, srv.MCPURL(), user)
+					if email, _ := c["email"].(string); !strings.Contains(email, "@") {
+						t.Errorf("access token email %q, want the user's address", email)
+					}
+					sdkCallText(t, ctx, cs, "PingME", nil, "BISMILLAH")
 					groups, _ := c["groups"].([]any)
-					if isAdmin := slices.Contains(groups, any("admins")) || slices.Contains(groups, any("MCP.Admin")); isAdmin != tc.admin {
-						t.Errorf("access token groups %v: admin %v, want %v", groups, isAdmin, tc.admin)
+					if isAdmin := slices.Contains(groups, any("admins")) || slices.Contains(groups, any("MCP.Admin")); isAdmin != admin {
+						t.Errorf("access token groups %v: admin %v, want %v", groups, isAdmin, admin)
 					}
 					names := sdkToolNames(t, ctx, cs)
-					if slices.Contains(names, "echo") != tc.admin {
-						t.Errorf("tools/list %v: echo listed %v, want %v", names, !tc.admin, tc.admin)
+					if slices.Contains(names, "echo") != admin {
+						t.Errorf("tools/list %v: echo listed %v, want %v", names, !admin, admin)
 					}
 					res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "group gate"}})
 					switch {
-					case tc.admin && (err != nil || res.IsError || !strings.Contains(resultText(res), "group gate")):
+					case admin && (err != nil || res.IsError || !strings.Contains(resultText(res), "group gate")):
 						t.Errorf("echo as an admin: %v, %v", res, err)
-					case !tc.admin && (err == nil || !strings.Contains(err.Error(), "Unknown tool")):
+					case !admin && (err == nil || !strings.Contains(err.Error(), "Unknown tool")):
 						t.Errorf("echo as a non-admin: %v, %v; want the unknown-tool error", res, err)
 					}
 				})
@@ -750,7 +760,7 @@ func TestAuthServerGroups(t *testing.T) {
 // of the domain signs in and calls a tool; one of another domain is
 // refused at the callback, and the client gets access_denied.
 func TestAuthServerGoogleHostedDomain(t *testing.T) {
-	srv, idp := startASServer(t, "google", map[string]any{"idp": map[string]any{"hosted_domains": []string{"corp.example"}}})
+	srv, idp := startASServer(t, idpProfileGoogle, map[string]any{"idp": map[string]any{"hosted_domains": []string{"corp.example"}}})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
