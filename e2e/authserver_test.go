@@ -877,19 +877,30 @@ func runTSClient(t *testing.T, ctx context.Context, b *signInBrowser, endpoint, 
 // v1's known dead end instead (typescript-sdk#2255: it refreshes, which
 // cannot widen the scope, and gives up with "403 after trying
 // upscoping"); the test accepts that answer only from an SDK before 2.
+//
+// With authorization_server.refresh_tokens: offline_access, a grant gets a
+// refresh token only when the client asks for offline_access, and a client
+// that does not ask steps up by re-authorizing, whatever its SDK.
 func TestAuthServerTSClient(t *testing.T) {
-	srv, idp := startASServer(t, "", nil)
-	for _, drop := range []bool{true, false} {
-		name := "client keeping its refresh token"
-		if drop {
-			name = "client without a refresh token"
-		}
-		t.Run(name, func(t *testing.T) {
+	always, alwaysIdP := startASServer(t, "", nil)
+	offline, offlineIdP := startASServer(t, "", map[string]any{"refresh_tokens": "offline_access"})
+	for _, tc := range []struct {
+		name string
+		drop bool
+		srv  *server
+		idp  *IdP
+	}{
+		{"client without a refresh token", true, always, alwaysIdP},
+		{"client keeping its refresh token", false, always, alwaysIdP},
+		{"refresh tokens only for offline_access", false, offline, offlineIdP},
+	} {
+		drop, srv, idp := tc.drop, tc.srv, tc.idp
+		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			// A user of its own each time: a remembered consent is fine,
 			// but the two runs should not depend on each other.
-			user := map[bool]string{true: "tess", false: "tom"}[drop]
+			user := map[string]string{"client without a refresh token": "tess", "client keeping its refresh token": "tom", "refresh tokens only for offline_access": "tara"}[tc.name]
 			events := runTSClient(t, ctx, newSignInBrowser(idp, user), srv.MCPURL(), asAppClient, drop, []map[string]any{
 				{"name": "PingME", "arguments": map[string]any{}},
 				{"name": "echo", "arguments": map[string]any{"text": "x"}},
@@ -933,7 +944,7 @@ func TestAuthServerTSClient(t *testing.T) {
 			}
 			switch {
 			case stepped:
-			case !drop && strings.HasPrefix(sdkVersion, "1.") && strings.Contains(calc.Message, "403 after trying upscoping"):
+			case !drop && srv == always && strings.HasPrefix(sdkVersion, "1.") && strings.Contains(calc.Message, "403 after trying upscoping"):
 				t.Logf("calculator: the SDK %s refreshed instead of re-authorizing (typescript-sdk#2255): %s", sdkVersion, calc.Message)
 			default:
 				t.Errorf("calculator: %+v; want it to run after the step-up", calc)

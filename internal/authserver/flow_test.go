@@ -572,3 +572,32 @@ func TestScopesRestrictedToGroups(t *testing.T) {
 		})
 	}
 }
+
+func TestRefreshTokensModes(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode, scope string
+		refresh           bool
+	}{
+		{"always, without offline_access", "always", "mcp:tools", true},
+		{"offline_access mode, without it", "offline_access", "mcp:tools", false},
+		{"offline_access mode, with it", "offline_access", "mcp:tools offline_access", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, func(o *Options) { o.RefreshTokens = tc.mode })
+			if sc, _ := ts.metadata()["scopes_supported"].([]string); !slices.Contains(sc, "offline_access") {
+				t.Errorf("scopes_supported = %v, want offline_access listed (SEP-2207)", sc)
+			}
+			b := newBrowser(t)
+			authURL, verifier := ts.authorizeURL(url.Values{"scope": {tc.scope}})
+			resp, page := ts.signIn(b, authURL)
+			resp, _ = ts.approve(b, page, "approve")
+			status, tok := ts.exchange(t, ts.codeFrom(t, resp), verifier)
+			if status != http.StatusOK {
+				t.Fatalf("token: %d %v", status, tok)
+			}
+			if got := tok["refresh_token"] != nil; got != tc.refresh {
+				t.Errorf("refresh token issued: %v, want %v", got, tc.refresh)
+			}
+		})
+	}
+}

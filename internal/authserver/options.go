@@ -54,6 +54,15 @@ type Options struct {
 	// 720h (30 days). Refresh tokens rotate on every use; presenting a used
 	// one revokes the family.
 	RefreshTokenTTL time.Duration `yaml:"refresh_token_ttl"`
+	// RefreshTokens says when a grant gets a refresh token: always (the
+	// default), or offline_access: only when the client asks for the
+	// offline_access scope (SEP-2207), which the metadata lists either way.
+	// A client without a refresh token signs the user in again when its
+	// access token expires; the TypeScript SDK v1 answers a step-up 403 by
+	// refreshing when it holds a refresh token, which cannot widen the
+	// scope (fixed in v2), so with such clients offline_access lets
+	// step-up work.
+	RefreshTokens string `yaml:"refresh_tokens" schema:"enum=always|offline_access"`
 	// CodeTTL is the lifetime of an authorization code. Default 1m.
 	CodeTTL time.Duration `yaml:"code_ttl"`
 	// LoginTTL is how long a user has to sign in at the identity provider
@@ -251,6 +260,9 @@ func (o *Options) Defaults(resource string) {
 	if o.RefreshTokenTTL == 0 {
 		o.RefreshTokenTTL = DefaultRefreshTokenTTL
 	}
+	if o.RefreshTokens == "" {
+		o.RefreshTokens = "always"
+	}
 	if o.CodeTTL == 0 {
 		o.CodeTTL = DefaultCodeTTL
 	}
@@ -310,6 +322,9 @@ func (o *Options) Validate(resource string) error {
 		if d <= 0 {
 			add(key, "must be positive")
 		}
+	}
+	if o.RefreshTokens != "always" && o.RefreshTokens != scopeOfflineAccess {
+		add("refresh_tokens", "%q: want always or offline_access", o.RefreshTokens)
 	}
 	if o.CodeTTL > 10*time.Minute {
 		add("code_ttl", "%s is longer than the 10 minutes RFC 6749 allows", o.CodeTTL)

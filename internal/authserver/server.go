@@ -135,6 +135,11 @@ func New(o Options, deps Deps) (*Server, error) {
 		observe:  deps.Observe,
 		secure:   strings.HasPrefix(o.Issuer, "https://"),
 	}
+	// offline_access is always offered (SEP-2207: a client asks for it
+	// when the metadata lists it); refresh_tokens says whether it is needed.
+	if !slices.Contains(s.scopes, scopeOfflineAccess) {
+		s.scopes = append(s.scopes, scopeOfflineAccess)
+	}
 	if s.observe == nil {
 		s.observe = func(Event) {}
 	}
@@ -175,8 +180,7 @@ func New(o Options, deps Deps) (*Server, error) {
 		EnablePKCEPlainChallengeMethod: false,
 		ScopeStrategy:                  fosite.ExactScopeStrategy,
 		AudienceMatchingStrategy:       fosite.ExactAudienceMatchingStrategy,
-		// Every grant gets a refresh token; no offline_access dance.
-		RefreshTokenScopes: []string{},
+		RefreshTokenScopes: refreshScopes(o.RefreshTokens),
 		JWTScopeClaimKey:   jwt.JWTScopeFieldString,
 	}
 	factories := []compose.Factory{
@@ -197,6 +201,18 @@ func New(o Options, deps Deps) (*Server, error) {
 		CoreStrategy: compose.NewOAuth2JWTStrategy(keys.privateKey, compose.NewOAuth2HMACStrategy(cfg), cfg),
 	}, factories...)
 	return s, nil
+}
+
+// scopeOfflineAccess asks for a refresh token (SEP-2207).
+const scopeOfflineAccess = "offline_access"
+
+// refreshScopes is fosite's RefreshTokenScopes for refresh_tokens: none
+// needed (always), or offline_access.
+func refreshScopes(mode string) []string {
+	if mode == scopeOfflineAccess {
+		return []string{scopeOfflineAccess}
+	}
+	return []string{}
 }
 
 // Issuer is the issuer identifier tokens carry.
