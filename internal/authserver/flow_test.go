@@ -589,8 +589,8 @@ func TestRefreshTokensModes(t *testing.T) {
 			}
 			b := newBrowser(t)
 			authURL, verifier := ts.authorizeURL(url.Values{"scope": {tc.scope}})
-			resp, page := ts.signIn(b, authURL)
-			resp, _ = ts.approve(b, page, "approve")
+			_, page := ts.signIn(b, authURL)
+			resp, _ := ts.approve(b, page, "approve")
 			status, tok := ts.exchange(t, ts.codeFrom(t, resp), verifier)
 			if status != http.StatusOK {
 				t.Fatalf("token: %d %v", status, tok)
