@@ -397,18 +397,11 @@ func (o *Options) Validate(resource string) error {
 // checkIssuer accepts an https URL without query or fragment, or an http
 // one on a loopback host when allowHTTPLoopback.
 func checkIssuer(raw string, allowHTTPLoopback bool) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute URL", raw)
+	if err := checkFetchURL(raw, allowHTTPLoopback); err != nil {
+		return err
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
+	if u, _ := url.Parse(raw); u.RawQuery != "" {
 		return fmt.Errorf("%q must have no query or fragment", raw)
-	}
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && allowHTTPLoopback && loopback.Host(u.Host):
-	default:
-		return fmt.Errorf("%q must be https (http only on a loopback host)", raw)
 	}
 	return nil
 }
