@@ -102,7 +102,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	// authorization server, when on, is set up after the app exists, so
 	// the subject-token hook looks it up when called.
 	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing}
-	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, a.subjectToken)
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger))
 	if err != nil {
 		return nil, err
 	}

@@ -3,11 +3,13 @@ package portcullis
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/bearer"
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/observability"
@@ -73,26 +75,32 @@ func usesTokenExchange(ups []upstream.Options) bool {
 	return false
 }
 
-// subjectToken is the token a token_exchange upstream exchanges for a
+// subjectToken returns the hook that gives a token_exchange upstream the
+// token it exchanges for a
 // caller: for a caller signed in through Portcullis's authorization
 // server, the user's token at the identity provider (the one that
 // provider's token exchange accepts), kept encrypted by the authorization
 // server; for any other caller its own bearer token, which only
 // internal/bearer reads out of the token info. Neither is logged or sent
 // upstream: only to the token endpoint.
-func (a *app) subjectToken(ti *sdkauth.TokenInfo) (string, bool) {
-	as := a.authServer.Load()
-	if p, ok := auth.PrincipalFromTokenInfo(ti); ok && as != nil && p.Issuer == as.Issuer() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		tok, err := as.IdPAccessToken(ctx, p.Subject)
-		if err != nil {
-			a.logger.Warn("upstream token exchange: no identity provider token for the caller", "error", err)
-			return "", false
+//
+// The authorization server is set up after the upstreams start, so the
+// hook reads it from as when called.
+func subjectToken(as *atomic.Pointer[authserver.Server], logger *slog.Logger) func(*sdkauth.TokenInfo) (string, bool) {
+	return func(ti *sdkauth.TokenInfo) (string, bool) {
+		s := as.Load()
+		if p, ok := auth.PrincipalFromTokenInfo(ti); ok && s != nil && p.Issuer == s.Issuer() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			tok, err := s.IdPAccessToken(ctx, p.Subject)
+			if err != nil {
+				logger.Warn("upstream token exchange: no identity provider token for the caller", "error", err)
+				return "", false
+			}
+			return tok, true
 		}
-		return tok, true
+		return bearer.FromTokenInfo(ti)
 	}
-	return bearer.FromTokenInfo(ti)
 }
 
 // readyUpstreams adds the required upstreams' readiness to health.
