@@ -180,8 +180,8 @@ func New(o Options, deps Deps) (*Server, error) {
 		EnablePKCEPlainChallengeMethod: false,
 		ScopeStrategy:                  fosite.ExactScopeStrategy,
 		AudienceMatchingStrategy:       fosite.ExactAudienceMatchingStrategy,
-		RefreshTokenScopes: refreshScopes(o.RefreshTokens),
-		JWTScopeClaimKey:   jwt.JWTScopeFieldString,
+		RefreshTokenScopes:             refreshScopes(o.RefreshTokens),
+		JWTScopeClaimKey:               jwt.JWTScopeFieldString,
 	}
 	factories := []compose.Factory{
 		compose.OAuth2AuthorizeExplicitFactory,
