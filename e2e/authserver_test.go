@@ -1,0 +1,1069 @@
+//go:build e2e
+
+package e2e
+
+// End-to-end tests of authorization_server: the real binary as the OAuth
+// 2.1 authorization server in front of a real OpenID provider (e2e/idp,
+// oidc-provider), where Portcullis is a confidential client. The test
+// plays the user's browser over plain HTTP: Portcullis's /oauth/authorize
+// sends it to the IdP, the IdP's dev-interactions login (IdP.Authorize)
+// sends it back to /oauth/callback, the consent page's form is posted
+// with its hidden fields, and the last redirect carries the code to the
+// client. The clients are the Go SDK's OAuth client and plain HTTP; the
+// MCP Inspector CLI calls a tool with a token the flow issued.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/portcullis-mcp/portcullis/internal/redistest"
+)
+
+// Portcullis at the IdP, and the client pre-registered at Portcullis.
+const (
+	// asIdPClient is Portcullis's confidential client at the IdP
+	// (registered through IDP_CLIENTS).
+	asIdPClient       = "portcullis-as"
+	asIdPClientSecret = "portcullis-as-secret"
+	// asAppClient is a public client pre-registered in
+	// authorization_server.clients; its loopback redirect URI matches on
+	// any port (RFC 8252).
+	asAppClient   = "e2e-app"
+	asAppName     = "E2E App"
+	asAppRedirect = "http://127.0.0.1/callback"
+	// asKeyID is the kid of the signing key in the keys file.
+	asKeyID = "e2e-as-1"
+	// asProtocol is the legacy era the tests speak besides the latest.
+	asProtocol = "2025-11-25"
+)
+
+// asKeysFile writes a JSON Web Key Set with one private P-256 key (kid
+// asKeyID) for authorization_server.keys_file and returns its path:
+// every replica reading it signs and verifies alike.
+func asKeysFile(t *testing.T) string {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: k, KeyID: asKeyID, Algorithm: "ES256", Use: "sig"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "as-keys.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startASIdP starts the IdP with Portcullis registered as a confidential
+// client whose redirect URI is origin/oauth/callback (origin: the public
+// origin of Portcullis, known before it starts), plus env.
+func startASIdP(t *testing.T, origin string, env ...string) *IdP {
+	t.Helper()
+	clients, err := json.Marshal([]map[string]any{{
+		"client_id":                  asIdPClient,
+		"client_secret":              asIdPClientSecret,
+		"client_name":                "Portcullis",
+		"redirect_uris":              []string{origin + "/oauth/callback"},
+		"grant_types":                []string{"authorization_code", "refresh_token"},
+		"response_types":             []string{"code"},
+		"token_endpoint_auth_method": "client_secret_basic",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startIdP(t, append(env, "IDP_CLIENTS="+string(clients))...)
+}
+
+// asConfig is the configuration of Portcullis as the authorization server
+// at origin in front of idp: mcp:tools for any call, calculator guarded by
+// the scope mcp:admin (listed, so a call without it gets the step-up
+// 403), echo by the IdP group "admins" (a role rule: hidden from others).
+// extra sections are merged in at the top level; extraAS into
+// authorization_server.
+func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS map[string]any) map[string]any {
+	t.Helper()
+	secret := filepath.Join(t.TempDir(), "idp-client-secret")
+	if err := os.WriteFile(secret, []byte(asIdPClientSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	as := map[string]any{
+		"enabled":   true,
+		"keys_file": keysFile,
+		"idp": map[string]any{
+			"issuer":             idp.Issuer(),
+			"client_id":          asIdPClient,
+			"client_secret_file": secret,
+			"allow_http":         true,
+		},
+		"clients": []map[string]any{{"client_id": asAppClient, "name": asAppName, "redirect_uris": []string{asAppRedirect}}},
+	}
+	for k, v := range extraAS {
+		as[k] = v
+	}
+	cfg := map[string]any{
+		"auth": map[string]any{
+			"resource":         origin + "/mcp",
+			"scopes_supported": []string{"mcp:tools", "mcp:admin"},
+			"required_scopes":  []string{"mcp:tools"},
+			"policy": []map[string]any{
+				{"tool": "calculator", "scopes": []string{"mcp:admin"}},
+				{"tool": "echo", "roles": []string{"admins"}},
+			},
+		},
+		"authorization_server": as,
+		"tools":                map[string]any{"toolsets": []string{"core"}},
+	}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	return cfg
+}
+
+// startASServer starts one Portcullis in authorization-server mode in
+// front of a fresh IdP (started with idpEnv) and returns both.
+func startASServer(t *testing.T, extraAS map[string]any, idpEnv ...string) (*server, *IdP) {
+	t.Helper()
+	addr := freeLoopbackAddr(t)
+	origin := "http://" + addr
+	idp := startASIdP(t, origin, idpEnv...)
+	cfg := writeConfigFile(t, asConfig(t, idp, origin, asKeysFile(t), nil, extraAS))
+	srv := startServer(t, nil, "--config", cfg, "--listen", addr)
+	if srv.BaseURL != origin {
+		t.Fatalf("portcullis listens at %s, want %s", srv.BaseURL, origin)
+	}
+	return srv, idp
+}
+
+// asBrowser plays a user's browser through Portcullis's sign-in: its
+// cookie jar holds Portcullis's browser-binding cookie; the IdP's login
+// runs in IdP.Authorize with the IdP's own cookies. It follows no
+// redirect by itself, so that each step can be looked at (and, behind
+// a load balancer, sent to the replica the test chooses).
+type asBrowser struct {
+	idp    *IdP
+	user   string
+	client *http.Client
+	// ConsentPages counts the consent pages it answered.
+	ConsentPages int
+}
+
+func newASBrowser(idp *IdP, user string) *asBrowser {
+	jar, _ := cookiejar.New(nil)
+	return &asBrowser{idp: idp, user: user, client: &http.Client{
+		Jar:           jar,
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// asPage is one answer the browser got.
+type asPage struct {
+	Status   int
+	Location *url.URL // the redirect target, resolved; nil if none
+	Body     string
+	Header   http.Header
+}
+
+// do sends one request (a form POST when form is non-nil, with the
+// Origin of the page's issuer) and reads the answer.
+func (b *asBrowser) do(ctx context.Context, method, target string, form url.Values) (*asPage, error) {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		// What a browser sends with a form posted from a page of the
+		// same origin.
+		req.Header.Set("Origin", req.URL.Scheme+"://"+req.URL.Host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, target, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, target, err)
+	}
+	p := &asPage{Status: resp.StatusCode, Body: string(raw), Header: resp.Header}
+	if loc := resp.Header.Get("Location"); loc != "" {
+		if p.Location, err = req.URL.Parse(loc); err != nil {
+			return nil, fmt.Errorf("%s %s: Location %q: %w", method, target, loc, err)
+		}
+	}
+	return p, nil
+}
+
+// Start opens the client's authorization URL at Portcullis and returns
+// where it sends the browser: the IdP's authorization endpoint.
+func (b *asBrowser) Start(ctx context.Context, authURL string) (*url.URL, error) {
+	p, err := b.do(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	if p.Status != http.StatusSeeOther || p.Location == nil || !strings.HasPrefix(p.Location.String(), b.idp.Issuer()+"/") {
+		return nil, fmt.Errorf("authorize: status %d, Location %v; want 303 to the IdP %s\n%s", p.Status, p.Location, b.idp.Issuer(), p.Body)
+	}
+	return p.Location, nil
+}
+
+// SignIn logs in at the IdP and returns the URL of Portcullis's callback
+// the IdP sends the browser to.
+func (b *asBrowser) SignIn(ctx context.Context, idpURL *url.URL) (*url.URL, error) {
+	return b.idp.Authorize(ctx, idpURL.String(), b.user)
+}
+
+// Consent GETs the consent page at u and returns its form's hidden
+// fields (login, csrf) and where it posts to.
+func (b *asBrowser) Consent(ctx context.Context, u *url.URL) (*url.URL, url.Values, error) {
+	p, err := b.do(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.Status != http.StatusOK {
+		return nil, nil, fmt.Errorf("consent page: status %d\n%s", p.Status, p.Body)
+	}
+	if !strings.Contains(p.Body, asAppName) || !strings.Contains(p.Body, `value="approve"`) {
+		return nil, nil, fmt.Errorf("consent page: no client name %q or approve button\n%s", asAppName, p.Body)
+	}
+	action, fields, err := parseForm(p.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fields.Get("login") == "" || fields.Get("csrf") == "" {
+		return nil, nil, fmt.Errorf("consent page: the form lacks the hidden login or csrf field: %v", fields)
+	}
+	target, err := u.Parse(action)
+	return target, fields, err
+}
+
+// Answer posts the consent form (action approve or deny) to target.
+func (b *asBrowser) Answer(ctx context.Context, target *url.URL, fields url.Values, action string) (*asPage, error) {
+	form := url.Values{"login": {fields.Get("login")}, "csrf": {fields.Get("csrf")}, "action": {action}}
+	b.ConsentPages++
+	return b.do(ctx, http.MethodPost, target.String(), form)
+}
+
+// Run is the whole sign-in: authorize, the IdP's login, the callback,
+// the consent page if Portcullis shows one (approved), and returns the
+// redirect to the client with the code, state and iss (or error).
+func (b *asBrowser) Run(ctx context.Context, authURL string) (*url.URL, error) {
+	idpURL, err := b.Start(ctx, authURL)
+	if err != nil {
+		return nil, err
+	}
+	callback, err := b.SignIn(ctx, idpURL)
+	if err != nil {
+		return nil, err
+	}
+	portcullis := callback.Host
+	p, err := b.do(ctx, http.MethodGet, callback.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	for range 2 {
+		if p.Status != http.StatusSeeOther || p.Location == nil {
+			return nil, fmt.Errorf("status %d, want a redirect\n%s", p.Status, p.Body)
+		}
+		if p.Location.Host != portcullis || p.Location.Path != "/oauth/consent" {
+			return p.Location, nil
+		}
+		target, fields, err := b.Consent(ctx, p.Location)
+		if err != nil {
+			return nil, err
+		}
+		if p, err = b.Answer(ctx, target, fields, "approve"); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("no redirect to the client: status %d, Location %v", p.Status, p.Location)
+}
+
+// CodeFetcher is the Go SDK's authorization step: the browser signs in
+// (a fresh cookie jar each time, as a new browser tab would need none),
+// and the code, state and iss of the redirect go back to the SDK.
+func (b *asBrowser) CodeFetcher(scopes *[]string) auth.AuthorizationCodeFetcher {
+	return func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		if scopes != nil {
+			*scopes = append(*scopes, scopeOfAuthURL(args.URL))
+		}
+		cb, err := b.Run(ctx, args.URL)
+		if err != nil {
+			return nil, err
+		}
+		q := cb.Query()
+		if e := q.Get("error"); e != "" {
+			return nil, fmt.Errorf("authorization: error %q: %s", e, q.Get("error_description"))
+		}
+		return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+	}
+}
+
+// asApp is a hand-written public client of Portcullis (asAppClient): PKCE
+// S256, resource, its loopback redirect URI on some port.
+type asApp struct {
+	issuer, resource string
+	redirect         string
+	verifier, state  string
+	challenge, scope string
+}
+
+func newASApp(t *testing.T, issuer, resource, scope string) *asApp {
+	verifier := rand.Text() + rand.Text()
+	sum := sha256.Sum256([]byte(verifier))
+	return &asApp{
+		issuer: issuer, resource: resource, scope: scope,
+		redirect:  "http://" + freeLoopbackAddr(t) + "/callback",
+		verifier:  verifier,
+		challenge: base64.RawURLEncoding.EncodeToString(sum[:]),
+		state:     rand.Text(),
+	}
+}
+
+// AuthURL is the authorization request at base (an issuer or one
+// replica's URL).
+func (a *asApp) AuthURL(base string) string {
+	q := url.Values{
+		"response_type":         {"code"},
+		"client_id":             {asAppClient},
+		"redirect_uri":          {a.redirect},
+		"scope":                 {a.scope},
+		"state":                 {a.state},
+		"code_challenge":        {a.challenge},
+		"code_challenge_method": {"S256"},
+		"resource":              {a.resource},
+	}
+	return base + "/oauth/authorize?" + q.Encode()
+}
+
+// Code checks the redirect to the client (state, iss) and returns its code.
+func (a *asApp) Code(t *testing.T, cb *url.URL) string {
+	t.Helper()
+	if !strings.HasPrefix(cb.String(), a.redirect+"?") {
+		t.Fatalf("redirect to %s, want %s", cb, a.redirect)
+	}
+	q := cb.Query()
+	if e := q.Get("error"); e != "" {
+		t.Fatalf("authorization: error %q: %s", e, q.Get("error_description"))
+	}
+	if q.Get("state") != a.state || q.Get("iss") != a.issuer || q.Get("code") == "" {
+		t.Fatalf("redirect %s: want state %q, iss %q (RFC 9207) and a code", cb, a.state, a.issuer)
+	}
+	return q.Get("code")
+}
+
+// Exchange redeems code at the token endpoint of base.
+func (a *asApp) Exchange(t *testing.T, base, code string) (int, tokenResponse) {
+	t.Helper()
+	return asTokenRequest(t, base, url.Values{
+		"grant_type":    {"authorization_code"},
+		"code":          {code},
+		"redirect_uri":  {a.redirect},
+		"client_id":     {asAppClient},
+		"code_verifier": {a.verifier},
+		"resource":      {a.resource},
+	})
+}
+
+// Refresh uses refresh at the token endpoint of base.
+func (a *asApp) Refresh(t *testing.T, base, refresh string) (int, tokenResponse) {
+	t.Helper()
+	return asTokenRequest(t, base, url.Values{
+		"grant_type":    {"refresh_token"},
+		"refresh_token": {refresh},
+		"client_id":     {asAppClient},
+		"resource":      {a.resource},
+	})
+}
+
+// asTokenRequest POSTs form to base's /oauth/token as a public client.
+func asTokenRequest(t *testing.T, base string, form url.Values) (int, tokenResponse) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/oauth/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, body := doRequest(t, http.DefaultClient, req)
+	var tr tokenResponse
+	if err := json.Unmarshal(body, &tr); err != nil {
+		t.Fatalf("POST %s/oauth/token: status %d, body is not JSON: %v\n%s", base, resp.StatusCode, err, body)
+	}
+	return resp.StatusCode, tr
+}
+
+// mustToken returns a check that fails the test unless a token response
+// is 200 with an access and a refresh token:
+// mustToken(t, "what")(app.Exchange(…)).
+func mustToken(t *testing.T, what string) func(int, tokenResponse) tokenResponse {
+	t.Helper()
+	return func(status int, tr tokenResponse) tokenResponse {
+		t.Helper()
+		if status != http.StatusOK || tr.AccessToken == "" || tr.RefreshToken == "" {
+			t.Fatalf("%s: status %d, error %q: %s", what, status, tr.Error, tr.ErrorDescription)
+		}
+		return tr
+	}
+}
+
+// checkASToken fails unless token is an at+jwt ES256 access token of
+// issuer (kid asKeyID) for resource, issued to asAppClient for user.
+func checkASToken(t *testing.T, token, issuer, resource, user string) map[string]any {
+	t.Helper()
+	h, c := decodeJWT(t, token)
+	if h["typ"] != "at+jwt" || h["alg"] != "ES256" || h["kid"] != asKeyID {
+		t.Errorf("access token header %v: want typ at+jwt, alg ES256, kid %s", h, asKeyID)
+	}
+	if c["iss"] != issuer || !slices.Equal(jwtAudience(c), []string{resource}) || c["sub"] != user || c["client_id"] != asAppClient {
+		t.Errorf("access token claims %v: want iss %s, aud [%s], sub %s, client_id %s", c, issuer, resource, user, asAppClient)
+	}
+	return c
+}
+
+// pingWith calls PingME on endpoint with token (2026-07-28, stateless)
+// and returns the status; a 200 must carry PingME's answer.
+func pingWith(t *testing.T, endpoint, token string) int {
+	t.Helper()
+	resp, b := postMCP(t, http.DefaultClient, endpoint, modernToolCall(2, "PingME", "{}"), modernHeaders(token, "tools/call", "PingME"))
+	if resp.StatusCode == http.StatusOK {
+		checkToolText(t, rpcResult(t, rpcMessages(t, resp.Header.Get("Content-Type"), b), "2"), "BISMILLAH")
+	}
+	return resp.StatusCode
+}
+
+// sdkASConnect connects the Go SDK's client to endpoint through the
+// authorization server, as user, with the pre-registered client; the
+// scopes each authorization asked for are appended to scopes.
+func sdkASConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user, version string, scopes *[]string) (*sdk.ClientSession, *auth.AuthorizationCodeHandler, *asBrowser) {
+	t.Helper()
+	b := newASBrowser(idp, user)
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		PreregisteredClient:      &oauthex.ClientCredentials{ClientID: asAppClient},
+		RedirectURL:              "http://" + freeLoopbackAddr(t) + "/callback",
+		AuthorizationCodeFetcher: b.CodeFetcher(scopes),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{
+		Endpoint:     endpoint,
+		HTTPClient:   &http.Client{Timeout: 30 * time.Second},
+		OAuthHandler: h,
+	}, version)
+	want := version
+	if want == "" {
+		want = modernProtocol
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v != want {
+		t.Errorf("negotiated %s, want %s", v, want)
+	}
+	return cs, h, b
+}
+
+// sdkAccessToken is the access token the SDK's handler holds.
+func sdkAccessToken(t *testing.T, ctx context.Context, h *auth.AuthorizationCodeHandler) string {
+	t.Helper()
+	ts, err := h.TokenSource(ctx)
+	if err != nil || ts == nil {
+		t.Fatalf("TokenSource: %v, %v", ts, err)
+	}
+	tok, err := ts.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.AccessToken
+}
+
+// TestAuthServerSDK: the Go SDK's OAuth client, with the pre-registered
+// client, finds Portcullis's authorization server through the Protected
+// Resource Metadata, signs the user in at the real IdP and through the
+// consent page, and calls tools, on both protocol eras; a tool guarded by
+// a scope it lacks gets the step-up 403, which the SDK answers by
+// authorizing again for the union of scopes, and the call then runs; a
+// tool guarded by an IdP group the user lacks answers as unknown. The
+// Inspector CLI then calls a tool with a token the flow issued.
+func TestAuthServerSDK(t *testing.T) {
+	start := time.Now()
+	srv, idp := startASServer(t, nil)
+	issuer, resource := srv.BaseURL, srv.MCPURL()
+
+	t.Run("metadata", func(t *testing.T) {
+		prm := getJSON(t, srv.BaseURL+"/.well-known/oauth-protected-resource/mcp")
+		if servers, _ := prm["authorization_servers"].([]any); !slices.Equal(servers, []any{issuer}) {
+			t.Errorf("PRM authorization_servers %v, want [%s]: Portcullis itself", prm["authorization_servers"], issuer)
+		}
+		as := getJSON(t, issuer+"/.well-known/oauth-authorization-server")
+		if as["issuer"] != issuer || as["authorization_endpoint"] != issuer+"/oauth/authorize" || as["authorization_response_iss_parameter_supported"] != true {
+			t.Errorf("AS metadata %v", as)
+		}
+	})
+
+	var lastToken string
+	for _, version := range []string{"", asProtocol} {
+		name := "protocol " + version
+		if version == "" {
+			name = "protocol latest"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			var scopes []string
+			cs, h, b := sdkASConnect(t, ctx, idp, resource, "alice", version, &scopes)
+			if len(scopes) != 1 || !slices.Contains(strings.Fields(scopes[0]), "mcp:tools") || slices.Contains(strings.Fields(scopes[0]), "mcp:admin") {
+				t.Fatalf("authorizations during connect asked for %q, want one for mcp:tools (the 401's scope)", scopes)
+			}
+			// The user approved the first time; the second era's sign-in
+			// finds the approval remembered.
+			if wantPages := map[string]int{"": 1, asProtocol: 0}[version]; b.ConsentPages != wantPages {
+				t.Errorf("%d consent page(s) answered, want %d", b.ConsentPages, wantPages)
+			}
+			c := checkASToken(t, sdkAccessToken(t, ctx, h), issuer, resource, "alice")
+			if got := tokenScopes(c); !slices.Equal(got, []string{"mcp:tools"}) {
+				t.Errorf("scope %v, want [mcp:tools]", got)
+			}
+
+			names := sdkToolNames(t, ctx, cs)
+			if !slices.Contains(names, "PingME") || !slices.Contains(names, "calculator") || slices.Contains(names, "echo") {
+				t.Errorf("tools/list: %v, want PingME and calculator, no echo (group admins)", names)
+			}
+			sdkCallText(t, ctx, cs, "PingME", nil, "BISMILLAH")
+
+			// echo needs the group admins, which alice lacks: a role rule
+			// is hidden, so it answers as a missing tool and starts no
+			// step-up.
+			_, hiddenErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+			_, missingErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "ohce", Arguments: map[string]any{"text": "x"}})
+			if hiddenErr == nil || missingErr == nil || strings.ReplaceAll(hiddenErr.Error(), "echo", "ohce") != missingErr.Error() {
+				t.Errorf("echo: %v; ohce: %v; want the same unknown-tool error", hiddenErr, missingErr)
+			}
+
+			// calculator needs mcp:admin: step-up.
+			sdkCallText(t, ctx, cs, "calculator", map[string]any{"operation": "add", "a": 2, "b": 3}, "5")
+			if len(scopes) != 2 || !slices.Contains(strings.Fields(scopes[1]), "mcp:admin") || !slices.Contains(strings.Fields(scopes[1]), "mcp:tools") {
+				t.Fatalf("authorizations %q: want a second one (the step-up) for mcp:tools and mcp:admin", scopes)
+			}
+			lastToken = sdkAccessToken(t, ctx, h)
+			if got := tokenScopes(checkASToken(t, lastToken, issuer, resource, "alice")); !slices.Equal(got, []string{"mcp:admin", "mcp:tools"}) {
+				t.Errorf("scope after the step-up %v, want mcp:admin mcp:tools", got)
+			}
+			if want := map[string]int{"": 2, asProtocol: 0}[version]; b.ConsentPages != want {
+				t.Errorf("%d consent page(s) answered in all, want %d (a new scope asks again; a remembered one does not)", b.ConsentPages, want)
+			}
+		})
+	}
+
+	t.Run("Inspector CLI with a token of the flow", func(t *testing.T) {
+		if lastToken == "" {
+			t.Skip("no token: the SDK subtests failed")
+		}
+		dir := t.TempDir()
+		base := []string{"--cli", srv.MCPURL(), "--transport", "http"}
+		call := []string{"--method", "tools/call", "--tool-name", "calculator", "--tool-arg", "operation=multiply", "--tool-arg", "a=6", "--tool-arg", "b=7"}
+		run := runTool(t, 2*time.Minute, dir, "inspector", slices.Concat(base, []string{"--header", "Authorization: Bearer " + lastToken}, call)...)
+		if run.ExitCode != 0 || !strings.Contains(run.Stdout, "42") {
+			t.Fatalf("inspector tools/call calculator: exit %d, want 0 and 42\nstdout:\n%s\nstderr:\n%s", run.ExitCode, run.Stdout, run.Stderr)
+		}
+		if run := runTool(t, 2*time.Minute, dir, "inspector", slices.Concat(base, call)...); run.ExitCode == 0 {
+			t.Errorf("inspector without the token: exit 0, want a failure\n%s", run.Stdout)
+		}
+	})
+	t.Logf("TestAuthServerSDK took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// idpHasProfiles reports whether e2e/idp/idp.mjs has IDP_PROFILE, whose
+// non-default profiles put the user's groups in the ID token (the default
+// profile puts them only in its access tokens, which Portcullis never
+// sees: it reads the ID token).
+func idpHasProfiles(t *testing.T) bool {
+	t.Helper()
+	_, script, _ := idpPaths(t)
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(b), "IDP_PROFILE")
+}
+
+// TestAuthServerGroups: policy by IdP group. The IdP (its okta profile,
+// whose ID tokens carry groups) says who is in "admins"; Portcullis maps
+// the ID token's groups into its access token, and auth.policy's role
+// rule on echo lets an admin call it and hides it from anyone else.
+func TestAuthServerGroups(t *testing.T) {
+	if !idpHasProfiles(t) {
+		t.Skip("e2e/idp/idp.mjs has no IDP_PROFILE yet: its default profile puts groups only in access tokens, never in the ID token Portcullis reads")
+	}
+	srv, idp := startASServer(t, nil, "IDP_PROFILE=okta")
+	for _, tc := range []struct {
+		name, user string
+		admin      bool
+	}{
+		{name: "user not in admins", user: "bob"},
+		{name: "user in admins", user: "admin-ann", admin: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cs, h, _ := sdkASConnect(t, ctx, idp, srv.MCPURL(), tc.user, "", nil)
+			c := checkASToken(t, sdkAccessToken(t, ctx, h), srv.BaseURL, srv.MCPURL(), tc.user)
+			groups, _ := c["groups"].([]any)
+			if slices.Contains(groups, any("admins")) != tc.admin {
+				t.Errorf("access token groups %v: admins %v, want %v", groups, !tc.admin, tc.admin)
+			}
+			names := sdkToolNames(t, ctx, cs)
+			if slices.Contains(names, "echo") != tc.admin {
+				t.Errorf("tools/list %v: echo listed %v, want %v", names, !tc.admin, tc.admin)
+			}
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "group gate"}})
+			switch {
+			case tc.admin && (err != nil || res.IsError || !strings.Contains(resultText(res), "group gate")):
+				t.Errorf("echo as an admin: %v, %v", res, err)
+			case !tc.admin && (err == nil || !strings.Contains(err.Error(), "Unknown tool")):
+				t.Errorf("echo as a non-admin: %v, %v; want the unknown-tool error", res, err)
+			}
+		})
+	}
+}
+
+// lb is a load balancer in front of replicas: one public origin (the
+// issuer, the resource's origin, the IdP's redirect URI), each request
+// sent to the replica the test last chose.
+type lb struct {
+	URL string
+	mu  sync.Mutex
+	to  *url.URL
+}
+
+func startLB(t *testing.T) *lb {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lb{URL: "http://" + ln.Addr().String()}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			l.mu.Lock()
+			to := l.to
+			l.mu.Unlock()
+			r.SetURL(to)
+			r.Out.Host = r.In.Host
+		},
+		FlushInterval: -1,
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l
+}
+
+// To sends the next requests to s.
+func (l *lb) To(s *server) {
+	u, _ := url.Parse(s.BaseURL)
+	l.mu.Lock()
+	l.to = u
+	l.mu.Unlock()
+}
+
+// TestAuthServerReplicasRedis runs two replicas behind one public origin
+// sharing one real Redis and one keys file. A sign-in crosses replicas at
+// every step (authorize on A, callback on B, consent page on A, answer on
+// B), the code is exchanged on B, the refresh token used on A, and every
+// access token works on /mcp of both. Then Redis is killed mid-flow: each
+// step that needs it answers a clear error (a 503 page in the browser,
+// 503 temporarily_unavailable at the token endpoint), while /mcp keeps
+// verifying the tokens already issued on both replicas (they need no
+// store). After Redis restarts on the same port:
+//   - with persistence (AOF, fsync always), nothing issued is lost: the
+//     refresh token, a code not yet exchanged and a sign-in waiting at the
+//     consent page all still work;
+//   - without persistence, Redis comes back empty: access tokens still
+//     work (until they expire), but refresh tokens, codes not yet
+//     exchanged and sign-ins in progress are gone, and each is refused
+//     cleanly (400 invalid_grant, a "Sign-in expired" page); the user
+//     signs in again.
+func TestAuthServerReplicasRedis(t *testing.T) {
+	for _, persist := range []bool{true, false} {
+		name := "redis with persistence"
+		if !persist {
+			name = "redis without persistence"
+		}
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			testReplicasRedis(t, persist)
+			t.Logf("%s took %v", name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+func testReplicasRedis(t *testing.T, persist bool) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var redisArgs []string
+	if persist {
+		redisArgs = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	rdb := redistest.Start(t, redisArgs...)
+	front := startLB(t)
+	idp := startASIdP(t, front.URL)
+	issuer, resource := front.URL, front.URL+"/mcp"
+	cfg := writeConfigFile(t, asConfig(t, idp, front.URL, asKeysFile(t),
+		map[string]any{"redis": map[string]any{"url": "redis://" + rdb.Addr + "/0"}},
+		map[string]any{"code_ttl": "5m"}))
+	a := startServer(t, nil, "--config", cfg)
+	b := startServer(t, nil, "--config", cfg)
+	replicas := map[string]*server{"A": a, "B": b}
+
+	// signIn runs a sign-in through the load balancer, each step on the
+	// replica named in route (authorize, callback, consent page, answer;
+	// the last two only when the user's consent is not remembered).
+	signIn := func(t *testing.T, app *asApp, user string, route [4]string) *url.URL {
+		t.Helper()
+		br := newASBrowser(idp, user)
+		front.To(replicas[route[0]])
+		idpURL, err := br.Start(ctx, app.AuthURL(front.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := br.SignIn(ctx, idpURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		front.To(replicas[route[1]])
+		p, err := br.do(ctx, http.MethodGet, cb.String(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status != http.StatusSeeOther || p.Location == nil {
+			t.Fatalf("callback on %s: status %d, Location %v; want 303 to the consent page or the client\n%s", route[1], p.Status, p.Location, p.Body)
+		}
+		if p.Location.Path != "/oauth/consent" {
+			return p.Location // consent remembered
+		}
+		front.To(replicas[route[2]])
+		target, fields, err := br.Consent(ctx, p.Location)
+		if err != nil {
+			t.Fatal(err)
+		}
+		front.To(replicas[route[3]])
+		p, err = br.Answer(ctx, target, fields, "approve")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status != http.StatusSeeOther || p.Location == nil {
+			t.Fatalf("consent answer on %s: status %d; want 303 to the client\n%s", route[3], p.Status, p.Body)
+		}
+		return p.Location
+	}
+	bothAccept := func(t *testing.T, token string) {
+		t.Helper()
+		for name, s := range replicas {
+			if st := pingWith(t, s.MCPURL(), token); st != http.StatusOK {
+				t.Errorf("/mcp of %s: status %d, want 200", name, st)
+			}
+		}
+	}
+
+	app := newASApp(t, issuer, resource, "mcp:tools")
+	var tokens tokenResponse
+	t.Run("authorize on A, token on B, refresh on A", func(t *testing.T) {
+		code := app.Code(t, signIn(t, app, "alice", [4]string{"A", "B", "A", "B"}))
+		tokens = mustToken(t, "code exchange on B")(app.Exchange(t, b.BaseURL, code))
+		checkASToken(t, tokens.AccessToken, issuer, resource, "alice")
+		bothAccept(t, tokens.AccessToken)
+		tokens = mustToken(t, "refresh on A")(app.Refresh(t, a.BaseURL, tokens.RefreshToken))
+		checkASToken(t, tokens.AccessToken, issuer, resource, "alice")
+		bothAccept(t, tokens.AccessToken)
+	})
+	t.Run("a code used on B is refused on A, and revokes its grant on both", func(t *testing.T) {
+		other := newASApp(t, issuer, resource, "mcp:tools")
+		code := other.Code(t, signIn(t, other, "alice", [4]string{"B", "A", "B", "A"}))
+		tr := mustToken(t, "code exchange on B")(other.Exchange(t, b.BaseURL, code))
+		if st, again := other.Exchange(t, a.BaseURL, code); st != http.StatusBadRequest || again.Error != "invalid_grant" || again.AccessToken != "" {
+			t.Errorf("the code again on A: status %d, error %q; want 400 invalid_grant", st, again.Error)
+		}
+		if st, r := other.Refresh(t, b.BaseURL, tr.RefreshToken); st != http.StatusBadRequest || r.Error != "invalid_grant" {
+			t.Errorf("refresh on B after the replay on A: status %d, error %q; want 400 invalid_grant (the grant revoked)", st, r.Error)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Before Redis goes: a code not yet exchanged (bob), and a sign-in
+	// waiting at its consent page (carol).
+	bobApp := newASApp(t, issuer, resource, "mcp:tools")
+	bobCode := bobApp.Code(t, signIn(t, bobApp, "bob", [4]string{"B", "A", "B", "A"}))
+	carolApp := newASApp(t, issuer, resource, "mcp:tools")
+	carol := newASBrowser(idp, "carol")
+	front.To(a)
+	idpURL, err := carol.Start(ctx, carolApp.AuthURL(front.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := carol.SignIn(ctx, idpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := carol.do(ctx, http.MethodGet, cb.String(), nil)
+	if err != nil || p.Location == nil {
+		t.Fatalf("carol's callback: %v, %+v", err, p)
+	}
+	carolTarget, carolFields, err := carol.Consent(ctx, p.Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And a sign-in that has left for the IdP when Redis goes (dave).
+	daveApp := newASApp(t, issuer, resource, "mcp:tools")
+	dave := newASBrowser(idp, "dave")
+	front.To(b)
+	idpURL, err = dave.Start(ctx, daveApp.AuthURL(front.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	daveCallback, err := dave.SignIn(ctx, idpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rdb.Stop()
+
+	t.Run("redis down: clear errors, issued tokens still verify", func(t *testing.T) {
+		checkPage := func(t *testing.T, what string, p *asPage, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Status != http.StatusServiceUnavailable || !strings.HasPrefix(p.Header.Get("Content-Type"), "text/html") || !strings.Contains(p.Body, "temporarily unavailable") {
+				t.Errorf("%s with Redis down: status %d, Content-Type %q; want 503 with a page saying so\n%s", what, p.Status, p.Header.Get("Content-Type"), p.Body)
+			}
+		}
+		front.To(a)
+		p, err := dave.do(ctx, http.MethodGet, daveCallback.String(), nil)
+		checkPage(t, "dave's callback on A", p, err)
+		front.To(b)
+		p, err = carol.do(ctx, http.MethodGet, front.URL+"/oauth/consent?login="+url.QueryEscape(carolFields.Get("login")), nil)
+		checkPage(t, "carol's consent page on B", p, err)
+		p, err = carol.Answer(ctx, carolTarget, carolFields, "approve")
+		checkPage(t, "carol's consent answer on B", p, err)
+		// A new authorization request: back to the client with the error,
+		// since the client and its redirect URI are known without Redis.
+		eve := newASBrowser(idp, "eve")
+		eveApp := newASApp(t, issuer, resource, "mcp:tools")
+		p, err = eve.do(ctx, http.MethodGet, eveApp.AuthURL(front.URL), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Location == nil || !strings.HasPrefix(p.Location.String(), eveApp.redirect+"?") || p.Location.Query().Get("error") != "temporarily_unavailable" {
+			t.Errorf("authorize with Redis down: status %d, Location %v; want a redirect to the client with error temporarily_unavailable\n%s", p.Status, p.Location, p.Body)
+		}
+
+		for _, s := range []*server{a, b} {
+			for what, st := range map[string]func() (int, tokenResponse){
+				"code exchange": func() (int, tokenResponse) { return bobApp.Exchange(t, s.BaseURL, bobCode) },
+				"refresh":       func() (int, tokenResponse) { return app.Refresh(t, s.BaseURL, tokens.RefreshToken) },
+			} {
+				status, tr := st()
+				if status != http.StatusServiceUnavailable || tr.Error != "temporarily_unavailable" {
+					t.Errorf("%s on %s with Redis down: status %d, error %q; want 503 temporarily_unavailable", what, s.BaseURL, status, tr.Error)
+				}
+			}
+		}
+		bothAccept(t, tokens.AccessToken)
+	})
+
+	rdb.Restart()
+
+	if persist {
+		t.Run("redis back with its data: nothing issued is lost", func(t *testing.T) {
+			next := mustToken(t, "refresh after the restart, on B")(app.Refresh(t, b.BaseURL, tokens.RefreshToken))
+			bothAccept(t, next.AccessToken)
+			bob := mustToken(t, "bob's code after the restart, on A")(bobApp.Exchange(t, a.BaseURL, bobCode))
+			checkASToken(t, bob.AccessToken, issuer, resource, "bob")
+			front.To(a)
+			p, err := carol.Answer(ctx, carolTarget, carolFields, "approve")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Location == nil {
+				t.Fatalf("carol's consent answer after the restart: status %d, want a redirect\n%s", p.Status, p.Body)
+			}
+			cc := mustToken(t, "carol's code")(carolApp.Exchange(t, b.BaseURL, carolApp.Code(t, p.Location)))
+			checkASToken(t, cc.AccessToken, issuer, resource, "carol")
+			bothAccept(t, cc.AccessToken)
+			// Reuse of a rotated refresh token is still recognised.
+			if st, tr := app.Refresh(t, a.BaseURL, tokens.RefreshToken); st != http.StatusBadRequest || tr.Error != "invalid_grant" {
+				t.Errorf("the rotated refresh token again: status %d, error %q; want 400 invalid_grant", st, tr.Error)
+			}
+		})
+		return
+	}
+	t.Run("redis back empty: access tokens work, the rest is refused cleanly", func(t *testing.T) {
+		bothAccept(t, tokens.AccessToken)
+		if st, tr := app.Refresh(t, b.BaseURL, tokens.RefreshToken); st != http.StatusBadRequest || tr.Error != "invalid_grant" {
+			t.Errorf("refresh after Redis lost its data: status %d, error %q; want 400 invalid_grant", st, tr.Error)
+		}
+		if st, tr := bobApp.Exchange(t, a.BaseURL, bobCode); st != http.StatusBadRequest || tr.Error != "invalid_grant" {
+			t.Errorf("bob's code after Redis lost its data: status %d, error %q; want 400 invalid_grant", st, tr.Error)
+		}
+		front.To(a)
+		p, err := carol.Answer(ctx, carolTarget, carolFields, "approve")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "Sign-in expired") {
+			t.Errorf("carol's consent answer after Redis lost its data: status %d, want 400 Sign-in expired\n%s", p.Status, p.Body)
+		}
+		// Signing in again works.
+		again := newASApp(t, issuer, resource, "mcp:tools")
+		tr := mustToken(t, "a new sign-in")(again.Exchange(t, a.BaseURL, again.Code(t, signIn(t, again, "alice", [4]string{"B", "A", "B", "A"}))))
+		bothAccept(t, tr.AccessToken)
+	})
+}
+
+// TestAuthServerAttacks: what the real binary refuses. A token of the IdP
+// (a trusted issuer here too) for another resource is refused on /mcp,
+// while its token for this resource is accepted; the authorization
+// server will not issue for another resource; an authorization code
+// replayed is refused and revokes the refresh token it was exchanged for;
+// a wrong PKCE verifier and another redirect URI are refused; a token of
+// another Portcullis signed with the very same keys is refused (its iss
+// and aud are its own).
+func TestAuthServerAttacks(t *testing.T) {
+	addr := freeLoopbackAddr(t)
+	origin := "http://" + addr
+	idp := startASIdP(t, origin)
+	keys := asKeysFile(t)
+	cfg := asConfig(t, idp, origin, keys, nil, nil)
+	cfg["auth"].(map[string]any)["issuers"] = []map[string]any{{"issuer": idp.Issuer()}}
+	srv := startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
+	issuer, resource := srv.BaseURL, srv.MCPURL()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	t.Run("IdP token for another resource", func(t *testing.T) {
+		if st := pingWith(t, resource, idp.ClientCredentialsToken(t, idpClient, idpClientSecret, resource)); st != http.StatusOK {
+			t.Fatalf("the IdP's token for this resource: status %d, want 200", st)
+		}
+		other := idp.ClientCredentialsToken(t, idpClient, idpClientSecret, otherResource)
+		if st := pingWith(t, resource, other); st != http.StatusUnauthorized {
+			t.Errorf("the IdP's token for %s: status %d, want 401", otherResource, st)
+		}
+	})
+
+	t.Run("no token for another resource", func(t *testing.T) {
+		app := newASApp(t, issuer, otherResource, "mcp:tools")
+		p, err := newASBrowser(idp, "mallory").do(ctx, http.MethodGet, app.AuthURL(issuer), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Location == nil || p.Location.Query().Get("error") != "invalid_target" {
+			t.Errorf("authorize for %s: status %d, Location %v; want error invalid_target", otherResource, p.Status, p.Location)
+		}
+		// A code for this resource, exchanged for another: refused.
+		app = newASApp(t, issuer, resource, "mcp:tools")
+		cb, err := newASBrowser(idp, "mallory").Run(ctx, app.AuthURL(issuer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := app.Code(t, cb)
+		app.resource = otherResource
+		if st, tr := app.Exchange(t, issuer, code); st != http.StatusBadRequest || tr.Error != "invalid_target" {
+			t.Errorf("code exchange for %s: status %d, error %q; want 400 invalid_target", otherResource, st, tr.Error)
+		}
+	})
+
+	t.Run("code replay", func(t *testing.T) {
+		app := newASApp(t, issuer, resource, "mcp:tools")
+		cb, err := newASBrowser(idp, "alice").Run(ctx, app.AuthURL(issuer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := app.Code(t, cb)
+		tr := mustToken(t, "first exchange")(app.Exchange(t, issuer, code))
+		if st, again := app.Exchange(t, issuer, code); st != http.StatusBadRequest || again.Error != "invalid_grant" || again.AccessToken != "" {
+			t.Errorf("second exchange: status %d, error %q; want 400 invalid_grant and no token", st, again.Error)
+		}
+		// RFC 6749 §4.1.2: what the code was exchanged for is revoked.
+		if st, r := app.Refresh(t, issuer, tr.RefreshToken); st != http.StatusBadRequest || r.Error != "invalid_grant" {
+			t.Errorf("refresh token of a replayed code: status %d, error %q; want 400 invalid_grant", st, r.Error)
+		}
+	})
+
+	t.Run("PKCE and redirect URI", func(t *testing.T) {
+		app := newASApp(t, issuer, resource, "mcp:tools")
+		cb, err := newASBrowser(idp, "alice").Run(ctx, app.AuthURL(issuer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := app.Code(t, cb)
+		good := *app
+		app.verifier = rand.Text() + rand.Text()
+		if st, tr := app.Exchange(t, issuer, code); st != http.StatusBadRequest || tr.Error != "invalid_grant" {
+			t.Errorf("wrong code_verifier: status %d, error %q; want 400 invalid_grant", st, tr.Error)
+		}
+		// fosite invalidates the code on a failed PKCE check? Either way
+		// the code must not work for another redirect URI.
+		other := good
+		other.redirect = "http://" + freeLoopbackAddr(t) + "/callback"
+		if st, tr := other.Exchange(t, issuer, code); st != http.StatusBadRequest || tr.AccessToken != "" {
+			t.Errorf("another redirect_uri: status %d, error %q; want 400", st, tr.Error)
+		}
+	})
+
+	t.Run("token of another Portcullis with the same keys", func(t *testing.T) {
+		addr2 := freeLoopbackAddr(t)
+		idp2 := startASIdP(t, "http://"+addr2)
+		srv2 := startServer(t, nil, "--config", writeConfigFile(t, asConfig(t, idp2, "http://"+addr2, keys, nil, nil)), "--listen", addr2)
+		app := newASApp(t, srv2.BaseURL, srv2.MCPURL(), "mcp:tools")
+		cb, err := newASBrowser(idp2, "alice").Run(ctx, app.AuthURL(srv2.BaseURL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := mustToken(t, "exchange at the other Portcullis")(app.Exchange(t, srv2.BaseURL, app.Code(t, cb)))
+		if st := pingWith(t, srv2.MCPURL(), tr.AccessToken); st != http.StatusOK {
+			t.Fatalf("its token on its own /mcp: status %d, want 200", st)
+		}
+		if st := pingWith(t, resource, tr.AccessToken); st != http.StatusUnauthorized {
+			t.Errorf("its token on this /mcp: status %d, want 401", st)
+		}
+		// And its refresh token is no refresh token here.
+		if st, r := newASApp(t, issuer, resource, "mcp:tools").Refresh(t, issuer, tr.RefreshToken); st != http.StatusBadRequest && st != http.StatusUnauthorized || r.AccessToken != "" {
+			t.Errorf("its refresh token here: status %d, error %q; want a 400 refusal", st, r.Error)
+		}
+	})
+}
