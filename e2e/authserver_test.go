@@ -104,7 +104,8 @@ func startASIdP(t *testing.T, origin string, env ...string) *IdP {
 // asConfig is the configuration of Portcullis as the authorization server
 // at origin in front of idp: mcp:tools for any call, calculator guarded by
 // the scope mcp:admin (listed, so a call without it gets the step-up
-// 403), echo by the IdP group "admins" (a role rule: hidden from others).
+// 403), time by the same scope under a rule marked hidden, echo by the
+// IdP group "admins" (a role rule: hidden from others).
 // extra sections are merged in at the top level; extraAS into
 // authorization_server.
 func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS map[string]any) map[string]any {
@@ -134,6 +135,7 @@ func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS ma
 			"required_scopes":  []string{"mcp:tools"},
 			"policy": []map[string]any{
 				{"tool": "calculator", "scopes": []string{"mcp:admin"}},
+				{"tool": "time", "scopes": []string{"mcp:admin"}, "hidden": true},
 				{"tool": "echo", "roles": []string{"admins"}},
 			},
 		},
@@ -558,18 +560,24 @@ func TestAuthServerSDK(t *testing.T) {
 			}
 
 			names := sdkToolNames(t, ctx, cs)
-			if !slices.Contains(names, "PingME") || !slices.Contains(names, "calculator") || slices.Contains(names, "echo") {
-				t.Errorf("tools/list: %v, want PingME and calculator, no echo (group admins)", names)
+			if !slices.Contains(names, "PingME") || !slices.Contains(names, "calculator") || slices.Contains(names, "echo") || slices.Contains(names, "time") {
+				t.Errorf("tools/list: %v, want PingME and calculator, no echo (group admins) and no time (hidden rule)", names)
 			}
 			sdkCallText(t, ctx, cs, "PingME", nil, "BISMILLAH")
+			sdkCallText(t, ctx, cs, "whoami", nil, "alice")
 
-			// echo needs the group admins, which alice lacks: a role rule
-			// is hidden, so it answers as a missing tool and starts no
-			// step-up.
-			_, hiddenErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
-			_, missingErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "ohce", Arguments: map[string]any{"text": "x"}})
-			if hiddenErr == nil || missingErr == nil || strings.ReplaceAll(hiddenErr.Error(), "echo", "ohce") != missingErr.Error() {
-				t.Errorf("echo: %v; ohce: %v; want the same unknown-tool error", hiddenErr, missingErr)
+			// echo needs the group admins, which alice lacks (a role rule,
+			// hidden), and time needs mcp:admin under a rule marked hidden:
+			// each answers as a missing tool and starts no step-up.
+			for _, tool := range []string{"echo", "time"} {
+				_, hiddenErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: map[string]any{"text": "x"}})
+				_, missingErr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "nosuchtool", Arguments: map[string]any{"text": "x"}})
+				if hiddenErr == nil || missingErr == nil || strings.ReplaceAll(hiddenErr.Error(), tool, "nosuchtool") != missingErr.Error() {
+					t.Errorf("%s: %v; nosuchtool: %v; want the same unknown-tool error", tool, hiddenErr, missingErr)
+				}
+			}
+			if len(scopes) != 1 {
+				t.Fatalf("authorizations %q: a hidden tool must not start a step-up", scopes)
 			}
 
 			// calculator needs mcp:admin: step-up.
@@ -580,6 +588,14 @@ func TestAuthServerSDK(t *testing.T) {
 			lastToken = sdkAccessToken(t, ctx, h)
 			if got := tokenScopes(checkASToken(t, lastToken, issuer, resource, "alice")); !slices.Equal(got, []string{"mcp:admin", "mcp:tools"}) {
 				t.Errorf("scope after the step-up %v, want mcp:admin mcp:tools", got)
+			}
+			// mcp:admin also opens time, whose rule is hidden only from
+			// callers it refuses.
+			if names := sdkToolNames(t, ctx, cs); !slices.Contains(names, "time") || slices.Contains(names, "echo") {
+				t.Errorf("tools/list after the step-up: %v, want time, still no echo", names)
+			}
+			if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "time"}); err != nil || res.IsError {
+				t.Errorf("time after the step-up: %v, %v", res, err)
 			}
 			if want := map[string]int{"": 2, asProtocol: 0}[version]; b.ConsentPages != want {
 				t.Errorf("%d consent page(s) answered in all, want %d (a new scope asks again; a remembered one does not)", b.ConsentPages, want)
