@@ -558,6 +558,12 @@ func TestAuthServerSDK(t *testing.T) {
 			if got := tokenScopes(c); !slices.Equal(got, []string{"mcp:tools"}) {
 				t.Errorf("scope %v, want [mcp:tools]", got)
 			}
+			// The IdP's ID token carries only sub (OpenID Connect Core
+			// §5.4: the email scope's claims come from userinfo in the code
+			// flow); Portcullis completes the user from userinfo.
+			if c["email"] != "alice@example.test" {
+				t.Errorf("access token email %v, want alice@example.test (from the IdP's userinfo)", c["email"])
+			}
 
 			names := sdkToolNames(t, ctx, cs)
 			if !slices.Contains(names, "PingME") || !slices.Contains(names, "calculator") || slices.Contains(names, "echo") || slices.Contains(names, "time") {
