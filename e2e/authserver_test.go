@@ -982,9 +982,10 @@ func testReplicasRedis(t *testing.T, persist bool) {
 // while its token for this resource is accepted; the authorization
 // server will not issue for another resource; an authorization code
 // replayed is refused and revokes the refresh token it was exchanged for;
-// a wrong PKCE verifier and another redirect URI are refused; a token of
-// another Portcullis signed with the very same keys is refused (its iss
-// and aud are its own).
+// a wrong PKCE verifier and another redirect URI are refused; a consent
+// answer posted from another site is refused and a denial goes back to
+// the client as access_denied; a token of another Portcullis signed with
+// the very same keys is refused (its iss and aud are its own).
 func TestAuthServerAttacks(t *testing.T) {
 	addr := freeLoopbackAddr(t)
 	origin := "http://" + addr
@@ -1064,6 +1065,52 @@ func TestAuthServerAttacks(t *testing.T) {
 		other.redirect = "http://" + freeLoopbackAddr(t) + "/callback"
 		if st, tr := other.Exchange(t, issuer, code); st != http.StatusBadRequest || tr.AccessToken != "" {
 			t.Errorf("another redirect_uri: status %d, error %q; want 400", st, tr.Error)
+		}
+	})
+
+	t.Run("consent: a cross-site answer is refused, deny goes back as access_denied", func(t *testing.T) {
+		app := newASApp(t, issuer, resource, "mcp:tools")
+		br := newASBrowser(idp, "zoe")
+		idpURL, err := br.Start(ctx, app.AuthURL(issuer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := br.SignIn(ctx, idpURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := br.do(ctx, http.MethodGet, cb.String(), nil)
+		if err != nil || p.Location == nil || p.Location.Path != "/oauth/consent" {
+			t.Fatalf("callback: %v, %+v; want a redirect to the consent page", err, p)
+		}
+		target, fields, err := br.Consent(ctx, p.Location)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same form, posted by a page of another site in the user's
+		// browser (the cookie goes along): refused, and the sign-in stays
+		// open for the real answer.
+		form := url.Values{"login": {fields.Get("login")}, "csrf": {fields.Get("csrf")}, "action": {"approve"}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://evil.example")
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		resp, body := doRequest(t, br.client, req)
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Location") != "" || strings.Contains(string(body), "code=") {
+			t.Fatalf("cross-site answer: status %d, Location %q; want 403 and no code\n%s", resp.StatusCode, resp.Header.Get("Location"), body)
+		}
+		p, err = br.Answer(ctx, target, fields, "deny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Location == nil || !strings.HasPrefix(p.Location.String(), app.redirect+"?") {
+			t.Fatalf("deny: status %d, Location %v; want a redirect to the client", p.Status, p.Location)
+		}
+		if q := p.Location.Query(); q.Get("error") != "access_denied" || q.Get("state") != app.state || q.Get("code") != "" {
+			t.Errorf("deny: redirect %s; want error access_denied with the state and no code", p.Location)
 		}
 	})
 
