@@ -43,12 +43,9 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 )
 
-// Portcullis at the IdP, and the client pre-registered at Portcullis.
+// The client pre-registered at Portcullis; Portcullis itself is the IdP's
+// relying party idpRPClient.
 const (
-	// asIdPClient is Portcullis's confidential client at the IdP
-	// (registered through IDP_CLIENTS).
-	asIdPClient       = "portcullis-as"
-	asIdPClientSecret = "portcullis-as-secret"
 	// asAppClient is a public client pre-registered in
 	// authorization_server.clients; its loopback redirect URI matches on
 	// any port (RFC 8252).
@@ -81,37 +78,31 @@ func asKeysFile(t *testing.T) string {
 	return path
 }
 
-// startASIdP starts the IdP with Portcullis registered as a confidential
-// client whose redirect URI is origin/oauth/callback (origin: the public
-// origin of Portcullis, known before it starts), plus env.
-func startASIdP(t *testing.T, origin string, env ...string) *IdP {
+// startASIdP starts the IdP (profile "" is the default one) with
+// Portcullis registered as its relying party (idpRP), whose redirect URI
+// is origin/oauth/callback: origin is Portcullis's public origin, known
+// before it starts.
+func startASIdP(t *testing.T, profile, origin string) *IdP {
 	t.Helper()
-	clients, err := json.Marshal([]map[string]any{{
-		"client_id":                  asIdPClient,
-		"client_secret":              asIdPClientSecret,
-		"client_name":                "Portcullis",
-		"redirect_uris":              []string{origin + "/oauth/callback"},
-		"grant_types":                []string{"authorization_code", "refresh_token"},
-		"response_types":             []string{"code"},
-		"token_endpoint_auth_method": "client_secret_basic",
-	}})
-	if err != nil {
-		t.Fatal(err)
+	env := idpRP{RedirectURIs: []string{origin + "/oauth/callback"}}.Env()
+	if profile == "" {
+		return startIdP(t, env...)
 	}
-	return startIdP(t, append(env, "IDP_CLIENTS="+string(clients))...)
+	return startIdPProfile(t, profile, env...)
 }
 
 // asConfig is the configuration of Portcullis as the authorization server
 // at origin in front of idp: mcp:tools for any call, calculator guarded by
 // the scope mcp:admin (listed, so a call without it gets the step-up
 // 403), time by the same scope under a rule marked hidden, echo by the
-// IdP group "admins" (a role rule: hidden from others).
+// IdP group "admins" or Entra's app role "MCP.Admin" (a role rule: hidden
+// from others).
 // extra sections are merged in at the top level; extraAS into
 // authorization_server.
 func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS map[string]any) map[string]any {
 	t.Helper()
 	secret := filepath.Join(t.TempDir(), "idp-client-secret")
-	if err := os.WriteFile(secret, []byte(asIdPClientSecret+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(secret, []byte(idpRPClientSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	as := map[string]any{
@@ -119,7 +110,8 @@ func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS ma
 		"keys_file": keysFile,
 		"idp": map[string]any{
 			"issuer":             idp.Issuer(),
-			"client_id":          asIdPClient,
+			"preset":             "generic",
+			"client_id":          idpRPClient,
 			"client_secret_file": secret,
 			"allow_http":         true,
 		},
@@ -136,7 +128,7 @@ func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS ma
 			"policy": []map[string]any{
 				{"tool": "calculator", "scopes": []string{"mcp:admin"}},
 				{"tool": "time", "scopes": []string{"mcp:admin"}, "hidden": true},
-				{"tool": "echo", "roles": []string{"admins"}},
+				{"tool": "echo", "roles": []string{"admins", "MCP.Admin"}},
 			},
 		},
 		"authorization_server": as,
@@ -149,14 +141,18 @@ func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS ma
 }
 
 // startASServer starts one Portcullis in authorization-server mode in
-// front of a fresh IdP (started with idpEnv) and returns both.
-func startASServer(t *testing.T, extraAS map[string]any, idpEnv ...string) (*server, *IdP) {
+// front of a fresh IdP of profile ("": the default profile, preset
+// generic; else the preset of the same name) and returns both.
+func startASServer(t *testing.T, profile string, extraAS map[string]any) (*server, *IdP) {
 	t.Helper()
 	addr := freeLoopbackAddr(t)
 	origin := "http://" + addr
-	idp := startASIdP(t, origin, idpEnv...)
-	cfg := writeConfigFile(t, asConfig(t, idp, origin, asKeysFile(t), nil, extraAS))
-	srv := startServer(t, nil, "--config", cfg, "--listen", addr)
+	idp := startASIdP(t, profile, origin)
+	cfg := asConfig(t, idp, origin, asKeysFile(t), nil, extraAS)
+	if profile != "" {
+		cfg["authorization_server"].(map[string]any)["idp"].(map[string]any)["preset"] = profile
+	}
+	srv := startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
 	if srv.BaseURL != origin {
 		t.Fatalf("portcullis listens at %s, want %s", srv.BaseURL, origin)
 	}
@@ -521,7 +517,7 @@ func sdkAccessToken(t *testing.T, ctx context.Context, h *auth.AuthorizationCode
 // Inspector CLI then calls a tool with a token the flow issued.
 func TestAuthServerSDK(t *testing.T) {
 	start := time.Now()
-	srv, idp := startASServer(t, nil)
+	srv, idp := startASServer(t, "", nil)
 	issuer, resource := srv.BaseURL, srv.MCPURL()
 
 	t.Run("metadata", func(t *testing.T) {
@@ -627,56 +623,48 @@ func TestAuthServerSDK(t *testing.T) {
 	t.Logf("TestAuthServerSDK took %v", time.Since(start).Round(time.Millisecond))
 }
 
-// idpHasProfiles reports whether e2e/idp/idp.mjs has IDP_PROFILE, whose
-// non-default profiles put the user's groups in the ID token (the default
-// profile puts them only in its access tokens, which Portcullis never
-// sees: it reads the ID token).
-func idpHasProfiles(t *testing.T) bool {
-	t.Helper()
-	_, script, _ := idpPaths(t)
-	b, err := os.ReadFile(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Contains(string(b), "IDP_PROFILE")
-}
-
-// TestAuthServerGroups: policy by IdP group. The IdP (its okta profile,
-// whose ID tokens carry groups) says who is in "admins"; Portcullis maps
-// the ID token's groups into its access token, and auth.policy's role
-// rule on echo lets an admin call it and hides it from anyone else.
+// TestAuthServerGroups: policy by IdP group, with the IdP acting as Okta
+// (groups claim), Keycloak (realm_access.roles) and Entra ID (app roles in
+// roles; its groups are object ids) and Portcullis's preset of the same
+// name. The IdP says who is in "admins" (logins starting with "admin");
+// Portcullis maps the ID token's groups into its access token, and
+// auth.policy's role rule on echo (admins, or Entra's app role
+// MCP.Admin) lets an admin call it and hides it from anyone else.
 func TestAuthServerGroups(t *testing.T) {
-	if !idpHasProfiles(t) {
-		t.Skip("e2e/idp/idp.mjs has no IDP_PROFILE yet: its default profile puts groups only in access tokens, never in the ID token Portcullis reads")
-	}
-	srv, idp := startASServer(t, nil, "IDP_PROFILE=okta")
-	for _, tc := range []struct {
-		name, user string
-		admin      bool
-	}{
-		{name: "user not in admins", user: "bob"},
-		{name: "user in admins", user: "admin-ann", admin: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
-			cs, h, _ := sdkASConnect(t, ctx, idp, srv.MCPURL(), tc.user, "", nil)
-			c := checkASToken(t, sdkAccessToken(t, ctx, h), srv.BaseURL, srv.MCPURL(), tc.user)
-			groups, _ := c["groups"].([]any)
-			if slices.Contains(groups, any("admins")) != tc.admin {
-				t.Errorf("access token groups %v: admins %v, want %v", groups, !tc.admin, tc.admin)
+	for _, profile := range []string{"okta", "keycloak", "entra"} {
+		t.Run(profile, func(t *testing.T) {
+			start := time.Now()
+			srv, idp := startASServer(t, profile, nil)
+			for _, tc := range []struct {
+				user  string
+				admin bool
+			}{
+				{user: "bob"},
+				{user: "admin-ann", admin: true},
+			} {
+				t.Run(tc.user, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+					defer cancel()
+					cs, h, _ := sdkASConnect(t, ctx, idp, srv.MCPURL(), tc.user, "", nil)
+					c := checkASToken(t, sdkAccessToken(t, ctx, h), srv.BaseURL, srv.MCPURL(), tc.user)
+					groups, _ := c["groups"].([]any)
+					if isAdmin := slices.Contains(groups, any("admins")) || slices.Contains(groups, any("MCP.Admin")); isAdmin != tc.admin {
+						t.Errorf("access token groups %v: admin %v, want %v", groups, isAdmin, tc.admin)
+					}
+					names := sdkToolNames(t, ctx, cs)
+					if slices.Contains(names, "echo") != tc.admin {
+						t.Errorf("tools/list %v: echo listed %v, want %v", names, !tc.admin, tc.admin)
+					}
+					res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "group gate"}})
+					switch {
+					case tc.admin && (err != nil || res.IsError || !strings.Contains(resultText(res), "group gate")):
+						t.Errorf("echo as an admin: %v, %v", res, err)
+					case !tc.admin && (err == nil || !strings.Contains(err.Error(), "Unknown tool")):
+						t.Errorf("echo as a non-admin: %v, %v; want the unknown-tool error", res, err)
+					}
+				})
 			}
-			names := sdkToolNames(t, ctx, cs)
-			if slices.Contains(names, "echo") != tc.admin {
-				t.Errorf("tools/list %v: echo listed %v, want %v", names, !tc.admin, tc.admin)
-			}
-			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "group gate"}})
-			switch {
-			case tc.admin && (err != nil || res.IsError || !strings.Contains(resultText(res), "group gate")):
-				t.Errorf("echo as an admin: %v, %v", res, err)
-			case !tc.admin && (err == nil || !strings.Contains(err.Error(), "Unknown tool")):
-				t.Errorf("echo as a non-admin: %v, %v; want the unknown-tool error", res, err)
-			}
+			t.Logf("%s took %v", profile, time.Since(start).Round(time.Millisecond))
 		})
 	}
 }
@@ -761,7 +749,7 @@ func testReplicasRedis(t *testing.T, persist bool) {
 	}
 	rdb := redistest.Start(t, redisArgs...)
 	front := startLB(t)
-	idp := startASIdP(t, front.URL)
+	idp := startASIdP(t, "", front.URL)
 	issuer, resource := front.URL, front.URL+"/mcp"
 	cfg := writeConfigFile(t, asConfig(t, idp, front.URL, asKeysFile(t),
 		map[string]any{"redis": map[string]any{"url": "redis://" + rdb.Addr + "/0"}},
@@ -989,7 +977,7 @@ func testReplicasRedis(t *testing.T, persist bool) {
 func TestAuthServerAttacks(t *testing.T) {
 	addr := freeLoopbackAddr(t)
 	origin := "http://" + addr
-	idp := startASIdP(t, origin)
+	idp := startASIdP(t, "", origin)
 	keys := asKeysFile(t)
 	cfg := asConfig(t, idp, origin, keys, nil, nil)
 	cfg["auth"].(map[string]any)["issuers"] = []map[string]any{{"issuer": idp.Issuer()}}
@@ -1116,7 +1104,7 @@ func TestAuthServerAttacks(t *testing.T) {
 
 	t.Run("token of another Portcullis with the same keys", func(t *testing.T) {
 		addr2 := freeLoopbackAddr(t)
-		idp2 := startASIdP(t, "http://"+addr2)
+		idp2 := startASIdP(t, "", "http://"+addr2)
 		srv2 := startServer(t, nil, "--config", writeConfigFile(t, asConfig(t, idp2, "http://"+addr2, keys, nil, nil)), "--listen", addr2)
 		app := newASApp(t, srv2.BaseURL, srv2.MCPURL(), "mcp:tools")
 		cb, err := newASBrowser(idp2, "alice").Run(ctx, app.AuthURL(srv2.BaseURL))
