@@ -98,7 +98,7 @@ func startASIdP(t *testing.T, profile, origin string) *IdP {
 // IdP group "admins" or Entra's app role "MCP.Admin" (a role rule: hidden
 // from others).
 // extra sections are merged in at the top level; extraAS into
-// authorization_server.
+// authorization_server (its "idp" key, into authorization_server.idp).
 func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS map[string]any) map[string]any {
 	t.Helper()
 	secret := filepath.Join(t.TempDir(), "idp-client-secret")
@@ -118,6 +118,12 @@ func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS ma
 		"clients": []map[string]any{{"client_id": asAppClient, "name": asAppName, "redirect_uris": []string{asAppRedirect}}},
 	}
 	for k, v := range extraAS {
+		if m, ok := v.(map[string]any); ok && k == "idp" {
+			for ik, iv := range m {
+				as["idp"].(map[string]any)[ik] = iv
+			}
+			continue
+		}
 		as[k] = v
 	}
 	cfg := map[string]any{
@@ -666,6 +672,35 @@ func TestAuthServerGroups(t *testing.T) {
 			}
 			t.Logf("%s took %v", profile, time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// TestAuthServerGoogleHostedDomain: with the IdP acting as Google (any
+// Google account can sign in; the hd claim names the Workspace domain)
+// and the preset google, idp.hosted_domains decides who gets in: a user
+// of the domain signs in and calls a tool; one of another domain is
+// refused at the callback, and the client gets access_denied.
+func TestAuthServerGoogleHostedDomain(t *testing.T) {
+	srv, idp := startASServer(t, "google", map[string]any{"idp": map[string]any{"hosted_domains": []string{"corp.example"}}})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	cs, h, _ := sdkASConnect(t, ctx, idp, srv.MCPURL(), "alice@corp.example", "", nil)
+	if c := checkASToken(t, sdkAccessToken(t, ctx, h), srv.BaseURL, srv.MCPURL(), "alice@corp.example"); c["email"] != "alice@corp.example" {
+		t.Errorf("access token email %v, want alice@corp.example", c["email"])
+	}
+	sdkCallText(t, ctx, cs, "PingME", nil, "BISMILLAH")
+
+	app := newASApp(t, srv.BaseURL, srv.MCPURL(), "mcp:tools")
+	cb, err := newASBrowser(idp, "eve@gmail.example").Run(ctx, app.AuthURL(srv.BaseURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := cb.Query(); !strings.HasPrefix(cb.String(), app.redirect+"?") || q.Get("error") != "access_denied" || q.Get("code") != "" || q.Get("state") != app.state {
+		t.Errorf("a user of another domain: redirect %s; want the client's, with error access_denied and no code", cb)
+	}
+	if n := waitLogCount(srv, `hosted domain \"gmail.example\" is not one of idp.hosted_domains`, 1); n != 1 {
+		t.Errorf("no log line naming the refused hosted domain:\n%s", srv.Tail(10))
 	}
 }
 
