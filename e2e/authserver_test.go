@@ -35,6 +35,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -96,9 +97,9 @@ func startASIdP(t *testing.T, profile, origin string) *IdP {
 // the scope mcp:admin (listed, so a call without it gets the step-up
 // 403), time by the same scope under a rule marked hidden, echo by the
 // IdP group "admins" or Entra's app role "MCP.Admin" (a role rule: hidden
-// from others).
-// extra sections are merged in at the top level; extraAS into
-// authorization_server (its "idp" key, into authorization_server.idp).
+// from others). The sections of extra are added at the top level, the
+// keys of extraAS to authorization_server (its "idp" map's keys to
+// authorization_server.idp).
 func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS map[string]any) map[string]any {
 	t.Helper()
 	secret := filepath.Join(t.TempDir(), "idp-client-secret")
@@ -195,8 +196,8 @@ type asPage struct {
 	Header   http.Header
 }
 
-// do sends one request (a form POST when form is non-nil, with the
-// Origin of the page's issuer) and reads the answer.
+// do sends one request (a form POST when form is non-nil, from a page of
+// the target's own origin) and reads the answer.
 func (b *asBrowser) do(ctx context.Context, method, target string, form url.Values) (*asPage, error) {
 	var body io.Reader
 	if form != nil {
@@ -317,8 +318,9 @@ func (b *asBrowser) Run(ctx context.Context, authURL string) (*url.URL, error) {
 }
 
 // CodeFetcher is the Go SDK's authorization step: the browser signs in
-// (a fresh cookie jar each time, as a new browser tab would need none),
-// and the code, state and iss of the redirect go back to the SDK.
+// (the same browser for every authorization the SDK asks for, step-ups
+// included), and the code, state and iss of the redirect go back to the
+// SDK. The scope each authorization asks for is appended to scopes.
 func (b *asBrowser) CodeFetcher(scopes *[]string) auth.AuthorizationCodeFetcher {
 	return func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 		if scopes != nil {
@@ -446,9 +448,15 @@ func mustToken(t *testing.T, what string) func(int, tokenResponse) tokenResponse
 }
 
 // checkASToken fails unless token is an at+jwt ES256 access token of
-// issuer (kid asKeyID) for resource, issued to asAppClient for user.
+// issuer (kid asKeyID) for resource, issued to asAppClient for user, whose
+// signature the issuer's published JWKS verifies.
 func checkASToken(t *testing.T, token, issuer, resource, user string) map[string]any {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := oidc.NewRemoteKeySet(ctx, issuer+"/oauth/jwks").VerifySignature(ctx, token); err != nil {
+		t.Errorf("access token signature against %s/oauth/jwks: %v", issuer, err)
+	}
 	h, c := decodeJWT(t, token)
 	if h["typ"] != "at+jwt" || h["alg"] != "ES256" || h["kid"] != asKeyID {
 		t.Errorf("access token header %v: want typ at+jwt, alg ES256, kid %s", h, asKeyID)
