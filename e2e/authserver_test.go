@@ -28,6 +28,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -528,7 +529,8 @@ func sdkAccessToken(t *testing.T, ctx context.Context, h *auth.AuthorizationCode
 // a scope it lacks gets the step-up 403, which the SDK answers by
 // authorizing again for the union of scopes, and the call then runs; a
 // tool guarded by an IdP group the user lacks answers as unknown. The
-// Inspector CLI then calls a tool with a token the flow issued.
+// Inspector CLI then calls a tool with a token the flow issued, and
+// `portcullis doctor` checks the deployment with it.
 func TestAuthServerSDK(t *testing.T) {
 	start := time.Now()
 	srv, idp := startASServer(t, "", nil)
@@ -632,6 +634,22 @@ func TestAuthServerSDK(t *testing.T) {
 		}
 		if run := runTool(t, 2*time.Minute, dir, "inspector", slices.Concat(base, call)...); run.ExitCode == 0 {
 			t.Errorf("inspector without the token: exit 0, want a failure\n%s", run.Stdout)
+		}
+	})
+	t.Run("portcullis doctor with a token of the flow", func(t *testing.T) {
+		if lastToken == "" {
+			t.Skip("no token: the SDK subtests failed")
+		}
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tokenFile, []byte(lastToken), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, binary, "doctor", srv.MCPURL(), "--token-file", tokenFile).CombinedOutput()
+		report := string(out)
+		if err != nil || !strings.Contains(report, " 0 failed") || !strings.Contains(report, "PASS  authorization server") || !strings.Contains(report, "PASS  token") {
+			t.Errorf("doctor: %v; want no failure, the authorization server's metadata and the token passing\n%s", err, report)
 		}
 	})
 	t.Logf("TestAuthServerSDK took %v", time.Since(start).Round(time.Millisecond))
