@@ -874,11 +874,22 @@ func testReplicasRedis(t *testing.T, persist bool) {
 	t.Run("authorize on A, token on B, refresh on A", func(t *testing.T) {
 		code := app.Code(t, signIn(t, app, "alice", [4]string{"A", "B", "A", "B"}))
 		tokens = mustToken(t, "code exchange on B")(app.Exchange(t, b.BaseURL, code))
-		checkASToken(t, tokens.AccessToken, issuer, resource, "alice")
+		first := checkASToken(t, tokens.AccessToken, issuer, resource, "alice")
 		bothAccept(t, tokens.AccessToken)
 		tokens = mustToken(t, "refresh on A")(app.Refresh(t, a.BaseURL, tokens.RefreshToken))
-		checkASToken(t, tokens.AccessToken, issuer, resource, "alice")
+		refreshed := checkASToken(t, tokens.AccessToken, issuer, resource, "alice")
 		bothAccept(t, tokens.AccessToken)
+		// The refreshed token is the grant's (user, scope) with a lifetime
+		// of its own.
+		if refreshed["email"] != first["email"] || refreshed["scope"] != first["scope"] || refreshed["email"] != "alice@example.test" {
+			t.Errorf("refreshed token email %v scope %v; the first's %v %v", refreshed["email"], refreshed["scope"], first["email"], first["scope"])
+		}
+		iat, _ := refreshed["iat"].(float64)
+		exp, _ := refreshed["exp"].(float64)
+		firstIat, _ := first["iat"].(float64)
+		if iat < firstIat || exp-iat != (10*time.Minute).Seconds() {
+			t.Errorf("refreshed token iat %v exp %v (first iat %v); want a fresh iat and exp 10m after it (access_token_ttl)", iat, exp, firstIat)
+		}
 	})
 	t.Run("a code used on B is refused on A, and revokes its grant on both", func(t *testing.T) {
 		other := newASApp(t, issuer, resource, "mcp:tools")
@@ -1033,7 +1044,8 @@ func testReplicasRedis(t *testing.T, persist bool) {
 // replayed is refused and revokes the refresh token it was exchanged for;
 // a wrong PKCE verifier and another redirect URI are refused; a consent
 // answer posted from another site is refused and a denial goes back to
-// the client as access_denied; a token of another Portcullis signed with
+// the client as access_denied; a revoked refresh token is refused and the
+// user is asked to consent again; a token of another Portcullis signed with
 // the very same keys is refused (its iss and aud are its own).
 func TestAuthServerAttacks(t *testing.T) {
 	addr := freeLoopbackAddr(t)
@@ -1114,6 +1126,37 @@ func TestAuthServerAttacks(t *testing.T) {
 		other.redirect = "http://" + freeLoopbackAddr(t) + "/callback"
 		if st, tr := other.Exchange(t, issuer, code); st != http.StatusBadRequest || tr.AccessToken != "" {
 			t.Errorf("another redirect_uri: status %d, error %q; want 400", st, tr.Error)
+		}
+	})
+
+	t.Run("revocation ends the grant and withdraws the consent", func(t *testing.T) {
+		app := newASApp(t, issuer, resource, "mcp:tools")
+		br := newASBrowser(idp, "rita")
+		cb, err := br.Run(ctx, app.AuthURL(issuer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := mustToken(t, "exchange")(app.Exchange(t, issuer, app.Code(t, cb)))
+		form := url.Values{"token": {tr.RefreshToken}, "token_type_hint": {"refresh_token"}, "client_id": {asAppClient}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, issuer+"/oauth/revoke", strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if resp, body := doRequest(t, http.DefaultClient, req); resp.StatusCode != http.StatusOK {
+			t.Fatalf("revoke: status %d: %s", resp.StatusCode, body)
+		}
+		if st, r := app.Refresh(t, issuer, tr.RefreshToken); st != http.StatusBadRequest || r.Error != "invalid_grant" {
+			t.Errorf("refresh after revocation: status %d, error %q; want 400 invalid_grant", st, r.Error)
+		}
+		// Revoking the grant withdraws the consent: the next sign-in asks.
+		again := newASApp(t, issuer, resource, "mcp:tools")
+		pages := br.ConsentPages
+		if _, err := br.Run(ctx, again.AuthURL(issuer)); err != nil {
+			t.Fatal(err)
+		}
+		if br.ConsentPages != pages+1 {
+			t.Errorf("the sign-in after the revocation answered %d consent page(s), want 1", br.ConsentPages-pages)
 		}
 	})
 
