@@ -168,12 +168,12 @@ func startASServer(t *testing.T, profile string, extraAS map[string]any) (*serve
 	return srv, idp
 }
 
-// asBrowser plays a user's browser through Portcullis's sign-in: its
+// signInBrowser plays a user's browser through Portcullis's sign-in: its
 // cookie jar holds Portcullis's browser-binding cookie; the IdP's login
 // runs in IdP.Authorize with the IdP's own cookies. It follows no
 // redirect by itself, so that each step can be looked at (and, behind
 // a load balancer, sent to the replica the test chooses).
-type asBrowser struct {
+type signInBrowser struct {
 	idp    *IdP
 	user   string
 	client *http.Client
@@ -181,9 +181,9 @@ type asBrowser struct {
 	ConsentPages int
 }
 
-func newASBrowser(idp *IdP, user string) *asBrowser {
+func newSignInBrowser(idp *IdP, user string) *signInBrowser {
 	jar, _ := cookiejar.New(nil)
-	return &asBrowser{idp: idp, user: user, client: &http.Client{
+	return &signInBrowser{idp: idp, user: user, client: &http.Client{
 		Jar:           jar,
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -200,7 +200,7 @@ type asPage struct {
 
 // do sends one request (a form POST when form is non-nil, from a page of
 // the target's own origin) and reads the answer.
-func (b *asBrowser) do(ctx context.Context, method, target string, form url.Values) (*asPage, error) {
+func (b *signInBrowser) do(ctx context.Context, method, target string, form url.Values) (*asPage, error) {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -236,7 +236,7 @@ func (b *asBrowser) do(ctx context.Context, method, target string, form url.Valu
 
 // Start opens the client's authorization URL at Portcullis and returns
 // where it sends the browser: the IdP's authorization endpoint.
-func (b *asBrowser) Start(ctx context.Context, authURL string) (*url.URL, error) {
+func (b *signInBrowser) Start(ctx context.Context, authURL string) (*url.URL, error) {
 	p, err := b.do(ctx, http.MethodGet, authURL, nil)
 	if err != nil {
 		return nil, err
@@ -249,13 +249,13 @@ func (b *asBrowser) Start(ctx context.Context, authURL string) (*url.URL, error)
 
 // SignIn logs in at the IdP and returns the URL of Portcullis's callback
 // the IdP sends the browser to.
-func (b *asBrowser) SignIn(ctx context.Context, idpURL *url.URL) (*url.URL, error) {
+func (b *signInBrowser) SignIn(ctx context.Context, idpURL *url.URL) (*url.URL, error) {
 	return b.idp.Authorize(ctx, idpURL.String(), b.user)
 }
 
 // Consent GETs the consent page at u and returns its form's hidden
 // fields (login, csrf) and where it posts to.
-func (b *asBrowser) Consent(ctx context.Context, u *url.URL) (*url.URL, url.Values, error) {
+func (b *signInBrowser) Consent(ctx context.Context, u *url.URL) (*url.URL, url.Values, error) {
 	p, err := b.do(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, nil, err
@@ -278,7 +278,7 @@ func (b *asBrowser) Consent(ctx context.Context, u *url.URL) (*url.URL, url.Valu
 }
 
 // Answer posts the consent form (action approve or deny) to target.
-func (b *asBrowser) Answer(ctx context.Context, target *url.URL, fields url.Values, action string) (*asPage, error) {
+func (b *signInBrowser) Answer(ctx context.Context, target *url.URL, fields url.Values, action string) (*asPage, error) {
 	form := url.Values{"login": {fields.Get("login")}, "csrf": {fields.Get("csrf")}, "action": {action}}
 	b.ConsentPages++
 	return b.do(ctx, http.MethodPost, target.String(), form)
@@ -287,7 +287,7 @@ func (b *asBrowser) Answer(ctx context.Context, target *url.URL, fields url.Valu
 // Run is the whole sign-in: authorize, the IdP's login, the callback,
 // the consent page if Portcullis shows one (approved), and returns the
 // redirect to the client with the code, state and iss (or error).
-func (b *asBrowser) Run(ctx context.Context, authURL string) (*url.URL, error) {
+func (b *signInBrowser) Run(ctx context.Context, authURL string) (*url.URL, error) {
 	idpURL, err := b.Start(ctx, authURL)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (b *asBrowser) Run(ctx context.Context, authURL string) (*url.URL, error) {
 // (the same browser for every authorization the SDK asks for, step-ups
 // included), and the code, state and iss of the redirect go back to the
 // SDK. The scope each authorization asks for is appended to scopes.
-func (b *asBrowser) CodeFetcher(scopes *[]string) auth.AuthorizationCodeFetcher {
+func (b *signInBrowser) CodeFetcher(scopes *[]string) auth.AuthorizationCodeFetcher {
 	return func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 		if scopes != nil {
 			*scopes = append(*scopes, scopeOfAuthURL(args.URL))
@@ -483,9 +483,9 @@ func pingWith(t *testing.T, endpoint, token string) int {
 // sdkASConnect connects the Go SDK's client to endpoint through the
 // authorization server, as user, with the pre-registered client; the
 // scopes each authorization asked for are appended to scopes.
-func sdkASConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user, version string, scopes *[]string) (*sdk.ClientSession, *auth.AuthorizationCodeHandler, *asBrowser) {
+func sdkASConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user, version string, scopes *[]string) (*sdk.ClientSession, *auth.AuthorizationCodeHandler, *signInBrowser) {
 	t.Helper()
-	b := newASBrowser(idp, user)
+	b := newSignInBrowser(idp, user)
 	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
 		PreregisteredClient:      &oauthex.ClientCredentials{ClientID: asAppClient},
 		RedirectURL:              "http://" + freeLoopbackAddr(t) + "/callback",
@@ -719,7 +719,7 @@ func TestAuthServerGoogleHostedDomain(t *testing.T) {
 	sdkCallText(t, ctx, cs, "PingME", nil, "BISMILLAH")
 
 	app := newASApp(t, srv.BaseURL, srv.MCPURL(), "mcp:tools")
-	cb, err := newASBrowser(idp, "eve@gmail.example").Run(ctx, app.AuthURL(srv.BaseURL))
+	cb, err := newSignInBrowser(idp, "eve@gmail.example").Run(ctx, app.AuthURL(srv.BaseURL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,7 +742,7 @@ type tsEvent struct {
 // endpoint as the pre-registered client, making calls (name and
 // arguments each) after tools/list; b answers each authorization the
 // SDK asks for. It returns the client's events.
-func runTSClient(t *testing.T, ctx context.Context, b *asBrowser, endpoint string, dropRefreshToken bool, calls []map[string]any) []tsEvent {
+func runTSClient(t *testing.T, ctx context.Context, b *signInBrowser, endpoint string, dropRefreshToken bool, calls []map[string]any) []tsEvent {
 	t.Helper()
 	node, _, _ := idpPaths(t)
 	script, err := filepath.Abs(filepath.Join("tsclient", "oauth-client.mjs"))
@@ -836,7 +836,7 @@ func TestAuthServerTSClient(t *testing.T) {
 			// A user of its own each time: a remembered consent is fine,
 			// but the two runs should not depend on each other.
 			user := map[bool]string{true: "tess", false: "tom"}[drop]
-			events := runTSClient(t, ctx, newASBrowser(idp, user), srv.MCPURL(), drop, []map[string]any{
+			events := runTSClient(t, ctx, newSignInBrowser(idp, user), srv.MCPURL(), drop, []map[string]any{
 				{"name": "PingME", "arguments": map[string]any{}},
 				{"name": "echo", "arguments": map[string]any{"text": "x"}},
 				{"name": "calculator", "arguments": map[string]any{"operation": "add", "a": 2, "b": 3}},
@@ -982,7 +982,7 @@ func testReplicasRedis(t *testing.T, persist bool) {
 	// the last two only when the user's consent is not remembered).
 	signIn := func(t *testing.T, app *asApp, user string, route [4]string) *url.URL {
 		t.Helper()
-		br := newASBrowser(idp, user)
+		br := newSignInBrowser(idp, user)
 		front.To(replicas[route[0]])
 		idpURL, err := br.Start(ctx, app.AuthURL(front.URL))
 		if err != nil {
@@ -1045,8 +1045,9 @@ func testReplicasRedis(t *testing.T, persist bool) {
 		iat, _ := refreshed["iat"].(float64)
 		exp, _ := refreshed["exp"].(float64)
 		firstIat, _ := first["iat"].(float64)
-		if iat < firstIat || exp-iat != (10*time.Minute).Seconds() {
-			t.Errorf("refreshed token iat %v exp %v (first iat %v); want a fresh iat and exp 10m after it (access_token_ttl)", iat, exp, firstIat)
+		// exp and iat are whole seconds taken at two moments: 1s apart at most.
+		if life := exp - iat; iat < firstIat || life < (10*time.Minute).Seconds()-1 || life > (10*time.Minute).Seconds()+1 {
+			t.Errorf("refreshed token iat %.0f exp %.0f (first iat %.0f); want a fresh iat and exp 10m after it (access_token_ttl)", iat, exp, firstIat)
 		}
 	})
 	t.Run("a code used on B is refused on A, and revokes its grant on both", func(t *testing.T) {
@@ -1069,7 +1070,7 @@ func testReplicasRedis(t *testing.T, persist bool) {
 	bobApp := newASApp(t, issuer, resource, "mcp:tools")
 	bobCode := bobApp.Code(t, signIn(t, bobApp, "bob", [4]string{"B", "A", "B", "A"}))
 	carolApp := newASApp(t, issuer, resource, "mcp:tools")
-	carol := newASBrowser(idp, "carol")
+	carol := newSignInBrowser(idp, "carol")
 	front.To(a)
 	idpURL, err := carol.Start(ctx, carolApp.AuthURL(front.URL))
 	if err != nil {
@@ -1089,7 +1090,7 @@ func testReplicasRedis(t *testing.T, persist bool) {
 	}
 	// And a sign-in that has left for the IdP when Redis goes (dave).
 	daveApp := newASApp(t, issuer, resource, "mcp:tools")
-	dave := newASBrowser(idp, "dave")
+	dave := newSignInBrowser(idp, "dave")
 	front.To(b)
 	idpURL, err = dave.Start(ctx, daveApp.AuthURL(front.URL))
 	if err != nil {
@@ -1122,7 +1123,7 @@ func testReplicasRedis(t *testing.T, persist bool) {
 		checkPage(t, "carol's consent answer on B", p, err)
 		// A new authorization request: back to the client with the error,
 		// since the client and its redirect URI are known without Redis.
-		eve := newASBrowser(idp, "eve")
+		eve := newSignInBrowser(idp, "eve")
 		eveApp := newASApp(t, issuer, resource, "mcp:tools")
 		p, err = eve.do(ctx, http.MethodGet, eveApp.AuthURL(front.URL), nil)
 		if err != nil {
@@ -1229,7 +1230,7 @@ func TestAuthServerAttacks(t *testing.T) {
 
 	t.Run("no token for another resource", func(t *testing.T) {
 		app := newASApp(t, issuer, otherResource, "mcp:tools")
-		p, err := newASBrowser(idp, "mallory").do(ctx, http.MethodGet, app.AuthURL(issuer), nil)
+		p, err := newSignInBrowser(idp, "mallory").do(ctx, http.MethodGet, app.AuthURL(issuer), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1238,7 +1239,7 @@ func TestAuthServerAttacks(t *testing.T) {
 		}
 		// A code for this resource, exchanged for another: refused.
 		app = newASApp(t, issuer, resource, "mcp:tools")
-		cb, err := newASBrowser(idp, "mallory").Run(ctx, app.AuthURL(issuer))
+		cb, err := newSignInBrowser(idp, "mallory").Run(ctx, app.AuthURL(issuer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1251,7 +1252,7 @@ func TestAuthServerAttacks(t *testing.T) {
 
 	t.Run("code replay", func(t *testing.T) {
 		app := newASApp(t, issuer, resource, "mcp:tools")
-		cb, err := newASBrowser(idp, "alice").Run(ctx, app.AuthURL(issuer))
+		cb, err := newSignInBrowser(idp, "alice").Run(ctx, app.AuthURL(issuer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1268,7 +1269,7 @@ func TestAuthServerAttacks(t *testing.T) {
 
 	t.Run("PKCE and redirect URI", func(t *testing.T) {
 		app := newASApp(t, issuer, resource, "mcp:tools")
-		cb, err := newASBrowser(idp, "alice").Run(ctx, app.AuthURL(issuer))
+		cb, err := newSignInBrowser(idp, "alice").Run(ctx, app.AuthURL(issuer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1289,7 +1290,7 @@ func TestAuthServerAttacks(t *testing.T) {
 
 	t.Run("revocation ends the grant and withdraws the consent", func(t *testing.T) {
 		app := newASApp(t, issuer, resource, "mcp:tools")
-		br := newASBrowser(idp, "rita")
+		br := newSignInBrowser(idp, "rita")
 		cb, err := br.Run(ctx, app.AuthURL(issuer))
 		if err != nil {
 			t.Fatal(err)
@@ -1320,7 +1321,7 @@ func TestAuthServerAttacks(t *testing.T) {
 
 	t.Run("consent: a cross-site answer is refused, deny goes back as access_denied", func(t *testing.T) {
 		app := newASApp(t, issuer, resource, "mcp:tools")
-		br := newASBrowser(idp, "zoe")
+		br := newSignInBrowser(idp, "zoe")
 		idpURL, err := br.Start(ctx, app.AuthURL(issuer))
 		if err != nil {
 			t.Fatal(err)
@@ -1369,7 +1370,7 @@ func TestAuthServerAttacks(t *testing.T) {
 		idp2 := startASIdP(t, "", "http://"+addr2)
 		srv2 := startServer(t, nil, "--config", writeConfigFile(t, asConfig(t, idp2, "http://"+addr2, keys, nil, nil)), "--listen", addr2)
 		app := newASApp(t, srv2.BaseURL, srv2.MCPURL(), "mcp:tools")
-		cb, err := newASBrowser(idp2, "alice").Run(ctx, app.AuthURL(srv2.BaseURL))
+		cb, err := newSignInBrowser(idp2, "alice").Run(ctx, app.AuthURL(srv2.BaseURL))
 		if err != nil {
 			t.Fatal(err)
 		}
