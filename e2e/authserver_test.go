@@ -177,13 +177,16 @@ type signInBrowser struct {
 	idp    *IdP
 	user   string
 	client *http.Client
+	// App is the client name the consent page must show (asAppName
+	// unless set).
+	App string
 	// ConsentPages counts the consent pages it answered.
 	ConsentPages int
 }
 
 func newSignInBrowser(idp *IdP, user string) *signInBrowser {
 	jar, _ := cookiejar.New(nil)
-	return &signInBrowser{idp: idp, user: user, client: &http.Client{
+	return &signInBrowser{idp: idp, user: user, App: asAppName, client: &http.Client{
 		Jar:           jar,
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -263,8 +266,8 @@ func (b *signInBrowser) Consent(ctx context.Context, u *url.URL) (*url.URL, url.
 	if p.Status != http.StatusOK {
 		return nil, nil, fmt.Errorf("consent page: status %d\n%s", p.Status, p.Body)
 	}
-	if !strings.Contains(p.Body, asAppName) || !strings.Contains(p.Body, `value="approve"`) {
-		return nil, nil, fmt.Errorf("consent page: no client name %q or approve button\n%s", asAppName, p.Body)
+	if !strings.Contains(p.Body, b.App) || !strings.Contains(p.Body, `value="approve"`) {
+		return nil, nil, fmt.Errorf("consent page: no client name %q or approve button\n%s", b.App, p.Body)
 	}
 	action, fields, err := parseForm(p.Body)
 	if err != nil {
@@ -454,6 +457,12 @@ func mustToken(t *testing.T, what string) func(int, tokenResponse) tokenResponse
 // signature the issuer's published JWKS verifies.
 func checkASToken(t *testing.T, token, issuer, resource, user string) map[string]any {
 	t.Helper()
+	return checkASTokenOf(t, token, issuer, resource, user, asAppClient)
+}
+
+// checkASTokenOf is checkASToken for a token issued to clientID.
+func checkASTokenOf(t *testing.T, token, issuer, resource, user, clientID string) map[string]any {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if _, err := oidc.NewRemoteKeySet(ctx, issuer+"/oauth/jwks").VerifySignature(ctx, token); err != nil {
@@ -463,8 +472,8 @@ func checkASToken(t *testing.T, token, issuer, resource, user string) map[string
 	if h["typ"] != "at+jwt" || h["alg"] != "ES256" || h["kid"] != asKeyID {
 		t.Errorf("access token header %v: want typ at+jwt, alg ES256, kid %s", h, asKeyID)
 	}
-	if c["iss"] != issuer || !slices.Equal(jwtAudience(c), []string{resource}) || c["sub"] != user || c["client_id"] != asAppClient {
-		t.Errorf("access token claims %v: want iss %s, aud [%s], sub %s, client_id %s", c, issuer, resource, user, asAppClient)
+	if c["iss"] != issuer || !slices.Equal(jwtAudience(c), []string{resource}) || c["sub"] != user || c["client_id"] != clientID {
+		t.Errorf("access token claims %v: want iss %s, aud [%s], sub %s, client_id %s", c, issuer, resource, user, clientID)
 	}
 	return c
 }
@@ -486,11 +495,19 @@ func pingWith(t *testing.T, endpoint, token string) int {
 func sdkASConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user, version string, scopes *[]string) (*sdk.ClientSession, *auth.AuthorizationCodeHandler, *signInBrowser) {
 	t.Helper()
 	b := newSignInBrowser(idp, user)
-	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+	cs, h := sdkASConnectWith(t, ctx, endpoint, version, &auth.AuthorizationCodeHandlerConfig{
 		PreregisteredClient:      &oauthex.ClientCredentials{ClientID: asAppClient},
 		RedirectURL:              "http://" + freeLoopbackAddr(t) + "/callback",
 		AuthorizationCodeFetcher: b.CodeFetcher(scopes),
 	})
+	return cs, h, b
+}
+
+// sdkASConnectWith connects the Go SDK's client to endpoint with the OAuth
+// handler of cfg, asking for protocol version (empty: the latest).
+func sdkASConnectWith(t *testing.T, ctx context.Context, endpoint, version string, cfg *auth.AuthorizationCodeHandlerConfig) (*sdk.ClientSession, *auth.AuthorizationCodeHandler) {
+	t.Helper()
+	h, err := auth.NewAuthorizationCodeHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +523,7 @@ func sdkASConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user, v
 	if v := cs.InitializeResult().ProtocolVersion; v != want {
 		t.Errorf("negotiated %s, want %s", v, want)
 	}
-	return cs, h, b
+	return cs, h
 }
 
 // sdkAccessToken is the access token the SDK's handler holds.
@@ -622,6 +639,31 @@ func TestAuthServerSDK(t *testing.T) {
 		})
 	}
 
+	t.Run("dynamic client registration", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		b := newSignInBrowser(idp, "dora")
+		b.App = "portcullis-e2e-sdk-dcr"
+		redirect := "http://" + freeLoopbackAddr(t) + "/callback"
+		cs, h := sdkASConnectWith(t, ctx, resource, "", &auth.AuthorizationCodeHandlerConfig{
+			DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
+				Metadata: &oauthex.ClientRegistrationMetadata{ClientName: b.App, RedirectURIs: []string{redirect}},
+			},
+			AuthorizationCodeFetcher: b.CodeFetcher(nil),
+		})
+		token := sdkAccessToken(t, ctx, h)
+		_, c := decodeJWT(t, token)
+		clientID, _ := c["client_id"].(string)
+		if clientID == "" || clientID == asAppClient {
+			t.Fatalf("client_id %q: want the one the registration gave", clientID)
+		}
+		checkASTokenOf(t, token, issuer, resource, "dora", clientID)
+		if b.ConsentPages != 1 {
+			t.Errorf("%d consent pages answered, want 1 (naming the registered client)", b.ConsentPages)
+		}
+		sdkCallText(t, ctx, cs, "PingME", nil, "BISMILLAH")
+	})
+
 	t.Run("Inspector CLI with a token of the flow", func(t *testing.T) {
 		if lastToken == "" {
 			t.Skip("no token: the SDK subtests failed")
@@ -733,16 +775,16 @@ func TestAuthServerGoogleHostedDomain(t *testing.T) {
 
 // tsEvent is a line e2e/tsclient/oauth-client.mjs writes.
 type tsEvent struct {
-	Event, URL, Version, ProtocolVersion, Name, Text, Message string
-	Names                                                     []string
-	IsError                                                   bool
+	Event, URL, Version, ProtocolVersion, Name, Text, Message, ClientID string
+	Names                                                               []string
+	IsError                                                             bool
 }
 
 // runTSClient runs the TypeScript SDK's client (e2e/tsclient) against
-// endpoint as the pre-registered client, making calls (name and
-// arguments each) after tools/list; b answers each authorization the
-// SDK asks for. It returns the client's events.
-func runTSClient(t *testing.T, ctx context.Context, b *signInBrowser, endpoint string, dropRefreshToken bool, calls []map[string]any) []tsEvent {
+// endpoint as clientID (empty: a client the SDK registers), making calls
+// (name and arguments each) after tools/list; b answers each
+// authorization the SDK asks for. It returns the client's events.
+func runTSClient(t *testing.T, ctx context.Context, b *signInBrowser, endpoint, clientID string, dropRefreshToken bool, calls []map[string]any) []tsEvent {
 	t.Helper()
 	node, _, _ := idpPaths(t)
 	script, err := filepath.Abs(filepath.Join("tsclient", "oauth-client.mjs"))
@@ -759,12 +801,14 @@ func runTSClient(t *testing.T, ctx context.Context, b *signInBrowser, endpoint s
 	}),
 		"MCP_SDK_DIR="+nodeToolsDir(t),
 		"MCP_URL="+endpoint,
-		"MCP_CLIENT_ID="+asAppClient,
 		"MCP_REDIRECT_URL=http://"+freeLoopbackAddr(t)+"/callback",
 		"MCP_CALLS="+string(callsJSON),
 	)
 	if dropRefreshToken {
 		cmd.Env = append(cmd.Env, "MCP_DROP_REFRESH_TOKEN=1")
+	}
+	if clientID != "" {
+		cmd.Env = append(cmd.Env, "MCP_CLIENT_ID="+clientID)
 	}
 	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
@@ -836,7 +880,7 @@ func TestAuthServerTSClient(t *testing.T) {
 			// A user of its own each time: a remembered consent is fine,
 			// but the two runs should not depend on each other.
 			user := map[bool]string{true: "tess", false: "tom"}[drop]
-			events := runTSClient(t, ctx, newSignInBrowser(idp, user), srv.MCPURL(), drop, []map[string]any{
+			events := runTSClient(t, ctx, newSignInBrowser(idp, user), srv.MCPURL(), asAppClient, drop, []map[string]any{
 				{"name": "PingME", "arguments": map[string]any{}},
 				{"name": "echo", "arguments": map[string]any{"text": "x"}},
 				{"name": "calculator", "arguments": map[string]any{"operation": "add", "a": 2, "b": 3}},
@@ -885,6 +929,31 @@ func TestAuthServerTSClient(t *testing.T) {
 				t.Errorf("calculator: %+v; want it to run after the step-up", calc)
 			}
 		})
+	}
+}
+
+// TestAuthServerTSClientRegistration: the TypeScript SDK's client
+// registers itself (RFC 7591, open registration: the default) and signs in
+// under the id it got; the consent page names it.
+func TestAuthServerTSClientRegistration(t *testing.T) {
+	srv, idp := startASServer(t, "", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	b := newSignInBrowser(idp, "ursula")
+	b.App = "portcullis-e2e-ts"
+	events := runTSClient(t, ctx, b, srv.MCPURL(), "", false, []map[string]any{{"name": "PingME", "arguments": map[string]any{}}})
+	var registered string
+	var pinged bool
+	for _, ev := range events {
+		switch {
+		case ev.Event == "registered":
+			registered = ev.ClientID
+		case ev.Event == "result" && ev.Name == "PingME":
+			pinged = !ev.IsError && strings.Contains(ev.Text, "BISMILLAH")
+		}
+	}
+	if registered == "" || registered == asAppClient || b.ConsentPages != 1 || !pinged {
+		t.Errorf("registered client %q, %d consent page(s), PingME ran %v; want a new client id, one consent page naming it, and the call\n%+v", registered, b.ConsentPages, pinged, events)
 	}
 }
 

@@ -17,6 +17,7 @@
 //
 // It writes one JSON object a line on stdout:
 //   {"event":"sdk","version":"1.x"}
+//   {"event":"registered","clientId":"…"}  (without MCP_CLIENT_ID)
 //   {"event":"authorize","url":"…"}   then waits for one line on stdin:
 //                                     {"code":"…","state":"…"} (the redirect's)
 //   {"event":"connected","protocolVersion":"…"}
@@ -51,7 +52,8 @@ const sdkVersion = JSON.parse(
 ).version;
 
 const mcpURL = new URL(env('MCP_URL'));
-const clientID = env('MCP_CLIENT_ID');
+// Without MCP_CLIENT_ID the SDK registers the client (RFC 7591).
+const clientID = process.env.MCP_CLIENT_ID;
 const redirectURL = env('MCP_REDIRECT_URL');
 const calls = JSON.parse(env('MCP_CALLS'));
 
@@ -82,8 +84,13 @@ const provider = {
     this.sentState = crypto.randomBytes(24).toString('base64url');
     return this.sentState;
   },
+  registered: undefined,
   clientInformation() {
-    return { client_id: clientID };
+    return clientID ? { client_id: clientID } : this.registered;
+  },
+  saveClientInformation(info) {
+    this.registered = info;
+    emit({ event: 'registered', clientId: info.client_id });
   },
   tokens() {
     return this.saved;
