@@ -143,7 +143,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Tasks:        taskMgr,
 		RemoteTasks:  remoteTasks,
 		PrincipalKey: principalKey,
-		StepUp:       stepUp(cfg.Auth),
+		StepUp:       stepUp(cfg.Auth, cfg.authOn()),
 	})
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
 	return a, nil

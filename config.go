@@ -184,7 +184,7 @@ func (c *configFile) Validate() error {
 	add("mcp.", c.MCP.Validate())
 	add("tools.", c.Tools.Validate())
 	add("upstreams", upstream.Validate(c.Upstreams))
-	add("auth.", c.Auth.Validate())
+	add("auth.", c.authForValidation().Validate())
 	add("authorization_server.", c.AuthorizationServer.Validate(c.Auth.Resource))
 	add("limits.", c.Limits.Validate())
 	add("tasks.", c.Tasks.Validate())
@@ -193,6 +193,18 @@ func (c *configFile) Validate() error {
 		errs = append(errs, errors.New("tasks.store: redis needs redis.url (the Redis every replica shares)"))
 	}
 	return errors.Join(errs...)
+}
+
+// authForValidation is the auth section as serving will use it: with
+// authorization_server on and no other issuer, setupAuthServer makes the
+// authorization server the one issuer, so auth.required_scopes and the
+// other settings that need an issuer are valid without auth.issuers.
+func (c *configFile) authForValidation() *auth.Options {
+	o := c.Auth
+	if c.AuthorizationServer.Enabled && !o.Enabled() && c.AuthorizationServer.Issuer != "" {
+		o.Issuers = []auth.IssuerOptions{{Issuer: c.AuthorizationServer.Issuer, AllowHTTP: true}}
+	}
+	return &o
 }
 
 // authOn reports whether /mcp needs a token: issuers or introspection are

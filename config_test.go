@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/portcullis-mcp/portcullis/mcp"
@@ -35,6 +36,35 @@ func TestToolsetsListed(t *testing.T) {
 			}
 			if names := a.catalog.ToolNames(); len(names) != tt.want {
 				t.Errorf("tools %v, want %d of them", names, tt.want)
+			}
+		})
+	}
+}
+
+// TestAuthorizationServerAloneValidates: with authorization_server on and
+// no auth.issuers, the authorization server is the issuer, so
+// auth.required_scopes is valid; without either it is still refused.
+func TestAuthorizationServerAloneValidates(t *testing.T) {
+	const base = "auth:\n  resource: https://mcp.example.com/mcp\n  required_scopes: [mcp:tools]\n"
+	const as = "authorization_server:\n  enabled: true\n  idp:\n    issuer: https://idp.example.com\n    client_id: portcullis\n    client_secret_file: /run/secrets/idp\n"
+	for _, tt := range []struct {
+		name, yaml string
+		ok         bool
+	}{
+		{name: "authorization server", yaml: base + as, ok: true},
+		{name: "no issuer at all", yaml: base, ok: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "portcullis.yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := loadConfig(path, nil, nil)
+			if (err == nil) != tt.ok {
+				t.Fatalf("loadConfig: %v, want ok %v", err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "auth.required_scopes") {
+				t.Errorf("error %q does not name auth.required_scopes", err)
 			}
 		})
 	}

@@ -82,9 +82,11 @@ func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metri
 // may not call: the spec's step-up, 403 with a WWW-Authenticate challenge
 // naming the scopes to ask for, the union of those the token holds and
 // those the call needs, so that a client that authorizes them afresh keeps
-// what it had. Nil with auth off: there is no token to step up.
-func stepUp(o auth.Options) func(http.ResponseWriter, *http.Request, []string) {
-	if !o.Enabled() {
+// what it had. Nil with auth off (authOn false): there is no token to
+// step up. authOn is configFile.authOn, not o.Enabled: the app is built
+// before setupAuthServer adds the authorization server's issuer to o.
+func stepUp(o auth.Options, authOn bool) func(http.ResponseWriter, *http.Request, []string) {
+	if !authOn {
 		return nil
 	}
 	metadataURL := auth.MetadataURL(o.Resource)

@@ -3,6 +3,7 @@ package portcullis
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,36 @@ func TestStepUp(t *testing.T) {
 	stepped := devToken(t, issuer, "alice", resource, "mcp:basic", "echo:use")
 	if r, b := call(stepped, "echo", `{"text":"hi"}`); r.StatusCode != http.StatusOK || !strings.Contains(b, `"text":"hi"`) {
 		t.Errorf("echo with its scope: status %d\n%s", r.StatusCode, b)
+	}
+}
+
+// TestStepUpAuthorizationServerOnly: with authorization_server as the
+// only issuer, auth.issuers is still empty when the app is built (the
+// server adds its issuer later), and step-up must be on all the same:
+// a guarded tool gets the 403, not the unknown-tool answer.
+func TestStepUpAuthorizationServerOnly(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, `auth:
+  resource: https://mcp.example.com/mcp
+  policy:
+    - tool: echo
+      scopes: [echo:use]
+authorization_server:
+  enabled: true
+  idp:
+    issuer: https://idp.example.com
+    client_id: portcullis
+    client_secret_file: /run/secrets/idp
+`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stepUp(cfg.Auth, cfg.authOn())
+	if h == nil {
+		t.Fatal("stepUp is nil with the authorization server on: guarded tools would be hidden instead of stepped up to")
+	}
+	w := httptest.NewRecorder()
+	h(w, httptest.NewRequest(http.MethodPost, "/mcp", nil), []string{"echo:use"})
+	if c := w.Header().Get("WWW-Authenticate"); w.Code != http.StatusForbidden || !strings.Contains(c, `error="insufficient_scope"`) || !strings.Contains(c, "echo:use") {
+		t.Errorf("step-up answer: status %d, WWW-Authenticate %q; want 403 insufficient_scope naming echo:use", w.Code, c)
 	}
 }

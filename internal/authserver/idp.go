@@ -65,6 +65,7 @@ type idp struct {
 	mu       sync.Mutex
 	cfg      *oauth2.Config
 	verifier *oidc.IDTokenVerifier
+	provider *oidc.Provider
 }
 
 func newIdP(o IdPOptions, redirect string, client *http.Client) (*idp, error) {
@@ -105,6 +106,7 @@ func (p *idp) discover(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifi
 		RedirectURL:  p.redirect,
 		Scopes:       scopes,
 	}
+	p.provider = prov
 	p.verifier = prov.VerifierContext(oidc.ClientContext(context.WithoutCancel(ctx), p.client), &oidc.Config{ClientID: p.o.ClientID})
 	return p.cfg, p.verifier, nil
 }
@@ -154,8 +156,50 @@ func (p *idp) exchange(ctx context.Context, code, verifier, nonce string) (User,
 	if err := idt.Claims(&claims); err != nil {
 		return User{}, nil, fmt.Errorf("%w: ID token claims: %v", ErrSignIn, err)
 	}
+	if err := p.completeFromUserInfo(ctx, tok, idt.Subject, claims); err != nil {
+		return User{}, nil, err
+	}
 	u, err := p.user(idt.Subject, claims)
 	return u, tok, err
+}
+
+// completeFromUserInfo adds to claims, when the ID token has no e-mail
+// address, what the provider's userinfo endpoint says and the ID token
+// left out. OpenID Connect Core §5.4 has a provider return the claims of
+// the profile and email scopes from userinfo, not in the ID token, when
+// the code flow issues an access token (oidc-provider does so by
+// default): without this, such a provider's users had no e-mail address
+// (idp.allowed_email_domains refused them all) and no groups from there.
+// The ID token's claims win; userinfo's sub must be the ID token's
+// (§5.3.2). A provider without a userinfo endpoint, or whose endpoint
+// fails, leaves the claims as they were.
+func (p *idp) completeFromUserInfo(ctx context.Context, tok *oauth2.Token, subject string, claims map[string]any) error {
+	if email, _ := claims["email"].(string); email != "" {
+		return nil
+	}
+	p.mu.Lock()
+	prov := p.provider
+	p.mu.Unlock()
+	if prov == nil || prov.UserInfoEndpoint() == "" {
+		return nil
+	}
+	info, err := prov.UserInfo(oidc.ClientContext(ctx, p.client), oauth2.StaticTokenSource(tok))
+	if err != nil {
+		return nil
+	}
+	if info.Subject != subject {
+		return fmt.Errorf("%w: userinfo names sub %q, the ID token %q", ErrSignIn, info.Subject, subject)
+	}
+	var extra map[string]any
+	if err := info.Claims(&extra); err != nil {
+		return nil
+	}
+	for k, v := range extra {
+		if _, ok := claims[k]; !ok {
+			claims[k] = v
+		}
+	}
+	return nil
 }
 
 // refresh renews an expired provider token with its refresh token.
