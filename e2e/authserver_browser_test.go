@@ -262,6 +262,19 @@ func noHit(t *testing.T, catcher *pageServer, what string) {
 	}
 }
 
+// startNavigation starts loading u in the tab and returns at once: the
+// attacker's page navigates away by itself while it loads, so waiting for
+// its load event would race with that.
+func startNavigation(u string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		res, err := cdp.Call(ctx, tg, page.Navigate, page.NavigateParams{URL: u})
+		if err == nil && res.ErrorText != "" {
+			err = fmt.Errorf("navigate to %s: %s", u, res.ErrorText)
+		}
+		return chromedp.Void{}, err
+	}
+}
+
 // headerOf is the value of the header name in h (any case), or "".
 func headerOf(h network.Headers, name string) string {
 	for k, v := range h {
@@ -361,7 +374,7 @@ func TestAuthServerBrowser(t *testing.T) {
 			sent := chromedp.Events(tab, network.RequestWillBeSentExtraInfo)
 			resp, err := chromedp.Run(tab, chromedp.WaitEvent(network.ResponseReceived, func(ev network.EventResponseReceived) bool {
 				return ev.Type == network.ResourceTypeDocument && ev.Response.URL == issuer+"/oauth/consent"
-			}, chromedp.Navigate(evilURL)))
+			}, startNavigation(evilURL)))
 			if err != nil {
 				t.Fatalf("the attack page at %s: %v", evilURL, err)
 			}
