@@ -14,6 +14,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"html"
 	"net"
@@ -21,17 +22,20 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // chromiumBinary is the browser the tests drive: $PORTCULLIS_CHROMIUM, or
@@ -275,6 +279,34 @@ func startNavigation(u string) chromedp.Action[chromedp.Void] {
 	}
 }
 
+// axNode is a node of the page's accessibility tree, as a screen reader
+// gets it.
+type axNode struct{ Role, Name string }
+
+// axTree returns the accessibility tree of the tab's page, ignored nodes
+// left out.
+func axTree(t *testing.T, tab context.Context) []axNode {
+	t.Helper()
+	res, err := chromedp.Call(tab, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
+	if err != nil {
+		t.Fatalf("accessibility tree: %v", err)
+	}
+	str := func(v *accessibility.Value) string {
+		var s string
+		if v != nil {
+			_ = json.Unmarshal(v.Value, &s)
+		}
+		return s
+	}
+	var nodes []axNode
+	for _, n := range res.Nodes {
+		if !n.Ignored {
+			nodes = append(nodes, axNode{Role: str(n.Role), Name: str(n.Name)})
+		}
+	}
+	return nodes
+}
+
 // headerOf is the value of the header name in h (any case), or "".
 func headerOf(h network.Headers, name string) string {
 	for k, v := range h {
@@ -287,8 +319,10 @@ func headerOf(h network.Headers, name string) string {
 }
 
 // TestAuthServerBrowser drives the consent page with headless Chromium:
-//   - approve: the browser lands on the client's redirect URI with a code,
-//     state and iss, and the code exchanges for a token that works on /mcp;
+//   - approve: the page's accessibility tree has its title, a heading
+//     naming the client and the buttons Allow and Deny; the browser lands
+//     on the client's redirect URI with a code, state and iss, and the
+//     code exchanges for a token that works on /mcp;
 //   - deny: the redirect carries error=access_denied and no code;
 //   - a cross-site POST: a page of another origin (the same site on
 //     another loopback port, where the SameSite=Lax binding cookie goes
@@ -300,7 +334,8 @@ func headerOf(h network.Headers, name string) string {
 //     frame-ancestors 'none'), while the same page frames a harmless page
 //     of a third origin;
 //   - without JavaScript (script execution disabled in the tab) the whole
-//     sign-in, IdP forms included, works and the approval gives a code.
+//     sign-in, IdP forms included, works, and the approval, given with the
+//     keyboard (Tab reaches Allow first, Enter), gives a code.
 func TestAuthServerBrowser(t *testing.T) {
 	start := time.Now()
 	browser := startChromium(t)
@@ -333,6 +368,22 @@ func TestAuthServerBrowser(t *testing.T) {
 
 	t.Run("approve", func(t *testing.T) {
 		app, tab, _ := signIn(t, "alice", false)
+		// What a screen reader gets: the page's title, a heading naming
+		// the client, and two buttons named by their text.
+		tree := axTree(t, tab)
+		for _, want := range []struct {
+			role string
+			name func(string) bool
+		}{
+			{"RootWebArea", func(n string) bool { return n == "Allow access?" }},
+			{"heading", func(n string) bool { return strings.Contains(n, asAppName) }},
+			{"button", func(n string) bool { return n == "Allow" }},
+			{"button", func(n string) bool { return n == "Deny" }},
+		} {
+			if !slices.ContainsFunc(tree, func(n axNode) bool { return n.Role == want.role && want.name(n.Name) }) {
+				t.Errorf("accessibility tree: no %s with the right name: %+v", want.role, tree)
+			}
+		}
 		resp := answerConsent(t, tab, "approve")
 		cb := redirectOf(t, client)
 		if !strings.HasPrefix(resp.URL, app.redirect+"?") || resp.Status != http.StatusOK {
@@ -481,7 +532,10 @@ func TestAuthServerBrowser(t *testing.T) {
 		app := newASApp(t, issuer, resource, "mcp:tools")
 		app.redirect = client.Set("/callback", "<!doctype html><title>app</title><p>back at the app</p>")
 		chromeSignIn(t, tab, idp, issuer, app.AuthURL(issuer), "nora")
-		answerConsent(t, tab, "approve")
+		// With the keyboard: Tab reaches Allow first, Enter presses it.
+		if _, err := chromedp.RunResponse(tab, chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(kb.Enter)); err != nil {
+			t.Fatal(err)
+		}
 		mustToken(t, "code exchange")(app.Exchange(t, issuer, app.Code(t, redirectOf(t, client))))
 	})
 	t.Logf("TestAuthServerBrowser took %v", time.Since(start).Round(time.Millisecond))
