@@ -184,9 +184,9 @@ func chromeSignIn(t *testing.T, tab context.Context, idp *IdP, issuer, authURL, 
 		if step > 4 || !strings.HasPrefix(resp.URL, idp.Issuer()+"/") {
 			t.Fatalf("sign-in step %d: at %s (status %d), want the IdP's forms, then Portcullis's consent page", step, resp.URL, resp.Status)
 		}
-		logins, err := chromedp.Run(tab, chromedp.Nodes(chromedp.CSS(`input[name="login"]`), chromedp.AtLeast(0)))
-		if err != nil {
-			t.Fatalf("sign-in step %d at %s: %v", step, resp.URL, err)
+		logins, qerr := chromedp.Run(tab, chromedp.Nodes(chromedp.CSS(`input[name="login"]`), chromedp.AtLeast(0)))
+		if qerr != nil {
+			t.Fatalf("sign-in step %d at %s: %v", step, resp.URL, qerr)
 		}
 		if len(logins) > 0 {
 			// Typed, as a user does: key events, no script.
