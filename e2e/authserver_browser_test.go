@@ -540,3 +540,45 @@ func TestAuthServerBrowser(t *testing.T) {
 	})
 	t.Logf("TestAuthServerBrowser took %v", time.Since(start).Round(time.Millisecond))
 }
+
+// TestAuthServerBrowserClient: a real client and a real browser together.
+// The TypeScript SDK v2, on 2026-07-28, with a Client ID Metadata Document
+// naming a redirect URI the test serves, asks for an authorization;
+// Chromium opens its URL, signs in at the IdP, and clicks Allow on
+// Portcullis's consent page; the browser lands on the client's redirect
+// URI, whose code, state and iss go back to the client, which then
+// calls a tool.
+func TestAuthServerBrowserClient(t *testing.T) {
+	start := time.Now()
+	browser := startChromium(t)
+	docs := startCIMDHost(t)
+	srv, idp := startASServerWithCIMD(t, "", docs)
+	catcher := startPageServer(t, "127.0.0.1")
+	redirect := catcher.Set("/callback", "<!doctype html><title>app</title><p>back at the app</p>")
+	const name = "E2E browser client"
+	docURL := docs.Publish(t, "/clients/browser/client.json", name, redirect)
+	tab := newTab(t, browser, false)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	pages := 0
+	authorize := func(_ context.Context, authURL string) (*url.URL, error) {
+		chromeSignIn(t, tab, idp, srv.BaseURL, authURL, "bea")
+		if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("main"))); err != nil || !strings.Contains(text, name) {
+			t.Errorf("consent page %q, %v; want it to name %q", text, err, name)
+		}
+		pages++
+		answerConsent(t, tab, "approve")
+		return redirectOf(t, catcher), nil
+	}
+	run := runTSClients(t, ctx, authorize, "v2", srv.MCPURL(), redirect,
+		[]string{"MCP_CLIENT_METADATA_URL=" + docURL, "MCP_PROTOCOL=" + modernProtocol},
+		[]map[string]any{{"name": "PingME", "arguments": map[string]any{}}})
+	t.Logf("%s: client_id %q, protocol %s, %d authorization(s)", run.SDK, run.ClientID, run.Protocol, run.Authorizations)
+	if run.Authorizations != 1 || pages != 1 || run.ClientID != docURL || run.Protocol != modernProtocol {
+		t.Errorf("%d authorization(s), %d consent page(s), client_id %q, protocol %q; want 1, 1, %s, %s", run.Authorizations, pages, run.ClientID, run.Protocol, docURL, modernProtocol)
+	}
+	if ev := run.Results["PingME"]; ev.Event != "result" || ev.IsError || !strings.Contains(ev.Text, "BISMILLAH") {
+		t.Errorf("PingME: %+v", ev)
+	}
+	t.Logf("TestAuthServerBrowserClient took %v", time.Since(start).Round(time.Millisecond))
+}

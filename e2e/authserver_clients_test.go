@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,10 +150,11 @@ type tsClientRun struct {
 // runTSClients runs e2e/tsclient/oauth-clients.mjs with sdk ("v1" or
 // "v2") against endpoint, with env (MCP_CLIENT_ID,
 // MCP_CLIENT_METADATA_URL, MCP_PROTOCOL) and redirect as its redirect URI,
-// making calls after tools/list; b answers each authorization the SDK asks
-// for. (A copy of runTSClient of e2e/authserver_test.go for the other
-// script, passing iss back as well.)
-func runTSClients(t *testing.T, ctx context.Context, b *signInBrowser, sdkName, endpoint, redirect string, env []string, calls []map[string]any) tsClientRun {
+// making calls after tools/list; authorize plays the browser for each
+// authorization the SDK asks for (signInBrowser.Run, or Chromium) and
+// returns the redirect to the client. (A copy of runTSClient of
+// e2e/authserver_test.go for the other script, passing iss back as well.)
+func runTSClients(t *testing.T, ctx context.Context, authorize func(context.Context, string) (*url.URL, error), sdkName, endpoint, redirect string, env []string, calls []map[string]any) tsClientRun {
 	t.Helper()
 	node, _, _ := idpPaths(t)
 	script, err := filepath.Abs(filepath.Join("tsclient", "oauth-clients.mjs"))
@@ -214,7 +216,7 @@ func runTSClients(t *testing.T, ctx context.Context, b *signInBrowser, sdkName, 
 			run.Authorizations++
 			run.AuthorizationScopes = append(run.AuthorizationScopes, scopeOfAuthURL(ev.URL))
 			answer := map[string]string{}
-			if cb, err := b.Run(ctx, ev.URL); err != nil {
+			if cb, err := authorize(ctx, ev.URL); err != nil {
 				t.Errorf("TypeScript client's authorization: %v", err)
 			} else {
 				q := cb.Query()
@@ -354,7 +356,7 @@ func runClientCases(t *testing.T, srv *server, idp *IdP, docs *cimdHost, cases [
 				if tc.protocol == modernProtocol {
 					env = append(env, "MCP_PROTOCOL="+modernProtocol)
 				}
-				run := runTSClients(t, ctx, b, tc.sdk, resource, redirect, env, []map[string]any{{"name": "PingME", "arguments": map[string]any{}}})
+				run := runTSClients(t, ctx, b.Run, tc.sdk, resource, redirect, env, []map[string]any{{"name": "PingME", "arguments": map[string]any{}}})
 				checkTSSignIn(t, srv, tc, run, b, docURL)
 			}
 			if tc.cimd && docs.Fetches(docPath) == 0 {
