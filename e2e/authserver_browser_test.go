@@ -327,8 +327,9 @@ func headerOf(h network.Headers, name string) string {
 //   - a cross-site POST: a page of another origin (the same site on
 //     another loopback port, where the SameSite=Lax binding cookie goes
 //     along, and localhost, another site) auto-submits a form with the
-//     page's stolen hidden fields to /oauth/consent: 403, no code, and
-//     the real user can still answer afterwards;
+//     page's stolen hidden fields to /oauth/consent: 403, no code; the
+//     page's link opened in another browser is refused (400, no form);
+//     and the real user can still answer afterwards;
 //   - framing: a page of another origin that iframes the live consent page
 //     gets an error page in the frame (X-Frame-Options DENY and CSP
 //     frame-ancestors 'none'), while the same page frames a harmless page
@@ -452,6 +453,16 @@ func TestAuthServerBrowser(t *testing.T) {
 				t.Errorf("the page after the attack from %s: %q, want Request refused", evil.Origin, text)
 			}
 			noHit(t, client, "the attack from "+evil.Origin)
+		}
+		// The consent page's link, opened in another browser (no binding
+		// cookie): refused, no form.
+		other := newTab(t, browser, false)
+		resp, err := chromedp.Run(other, chromedp.NavigateResponse(consentURL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if forms, _ := chromedp.Run(other, chromedp.Nodes(chromedp.CSS("form"), chromedp.AtLeast(0))); resp.Status != http.StatusBadRequest || len(forms) != 0 {
+			t.Errorf("the consent link in another browser: status %d, %d form(s); want 400 and no form", resp.Status, len(forms))
 		}
 		// The sign-in is still open: the user's own answer works.
 		if err := chromedp.Do(tab, chromedp.Navigate(consentURL)); err != nil {
