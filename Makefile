@@ -3,7 +3,8 @@
 # `make test` is the one command a newcomer runs (and what CI runs): it
 # installs every test tool it needs into .cache (Node 22, the MCP
 # conformance suite and Inspector, an OpenID provider, the OpenTelemetry
-# Collector, Prometheus, redis-server, helm and the Kubernetes schemas),
+# Collector, Prometheus, redis-server, Chromium, helm and the Kubernetes
+# schemas),
 # then runs every Go test with the race detector (end-to-end tests
 # included), the chart, rule and dashboard checks, short fuzzing, and short
 # load and soak runs.
@@ -39,7 +40,7 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools \
+.PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools browser-tools \
 	obs-tools obs-check helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
 	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
 
@@ -80,10 +81,13 @@ check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools redis-tools helm-tools api-tools lint-tools image-tools release-tools
+	$(MAKE) --no-print-directory obs-tools redis-tools browser-tools helm-tools api-tools lint-tools image-tools release-tools
 
 image-tools: ## Install podman, runc, qemu-user-static, patch and ca-certificates (Debian's packages) for make image and the image e2e tests.
 	bash scripts/install-image-tools.sh
+
+browser-tools: ## Install Chromium (Debian's package) for the consent-page tests in a real browser (e2e/authserver_browser_test.go).
+	bash scripts/install-chromium.sh
 
 redis-tools: ## Install redis-server (Debian's package; the Redis tests start their own on a free port).
 	bash scripts/install-redis.sh

