@@ -103,6 +103,13 @@ func TestAuthServerPanelsAndAlertsTellTheTruth(t *testing.T) {
 	signIn("cancel")
 	const wait = 30 * time.Second
 	prom.await(t, `portcullis_authserver_requests_total{job="portcullis", endpoint="callback", reason="idp_refused"} > 0`, wait)
+	// The panels are queried over a window that starts at t0, after every
+	// priming request, and holds a scrape taken after t0 and before the
+	// counted traffic: so the window's increase is exactly the counted
+	// traffic, whether Prometheus scraped the series before the priming
+	// or only after it.
+	t0 := time.Now()
+	prom.await(t, fmt.Sprintf(`timestamp(up{job="portcullis"}) > %.3f`, float64(t0.UnixMilli())/1000+0.2), wait)
 
 	// Counted: nSignIns sign-ins, each refreshed once; nReuse of them then
 	// present their first refresh token again; nBad sign-ins whose code the
@@ -135,7 +142,11 @@ func TestAuthServerPanelsAndAlertsTellTheTruth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perSecond := func(n int) float64 { return float64(n) / window.Seconds() }
+	// From just after t0 to now, every query evaluated at that now; the
+	// scrape after t0+0.2s is inside it.
+	at := time.Now()
+	win := at.Sub(t0) - 100*time.Millisecond
+	perSecond := func(n int) float64 { return float64(n) / win.Seconds() }
 	// The panels' expectations, keyed by the values of the panel's
 	// grouping labels joined with a space.
 	want := map[string]struct {
@@ -173,9 +184,9 @@ func TestAuthServerPanelsAndAlertsTellTheTruth(t *testing.T) {
 			continue
 		}
 		seen++
-		expr := strings.NewReplacer(`$job`, "portcullis", `$instance`, ".+", `$__rate_interval`, "2m").Replace(q.Expr)
+		expr := strings.NewReplacer(`$job`, "portcullis", `$instance`, ".+", `$__rate_interval`, fmt.Sprintf("%dms", win.Milliseconds())).Replace(q.Expr)
 		got := map[string]float64{}
-		for _, s := range prom.query(t, expr) {
+		for _, s := range prom.queryAt(t, expr, at) {
 			var key []string
 			for _, l := range w.labels {
 				key = append(key, s.Metric[l])

@@ -67,9 +67,20 @@ scrape_configs:
 // query runs an instant query and returns the samples.
 func (p *prometheus) query(t *testing.T, q string) []promSample {
 	t.Helper()
+	return p.queryAt(t, q, time.Time{})
+}
+
+// queryAt runs an instant query evaluated at the given time (zero: now)
+// and returns the samples.
+func (p *prometheus) queryAt(t *testing.T, q string, at time.Time) []promSample {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	u := p.URL + "/api/v1/query?query=" + url.QueryEscape(q)
+	if !at.IsZero() {
+		u += fmt.Sprintf("&time=%.3f", float64(at.UnixMilli())/1000)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
