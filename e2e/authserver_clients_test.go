@@ -244,13 +244,14 @@ type clientCase struct {
 }
 
 // checkTSSignIn checks a run of the TypeScript client that signed in
-// once (one consent page, naming app), got its client id the way tc
-// says, negotiated tc.protocol and called PingME.
-func checkTSSignIn(t *testing.T, srv *server, tc clientCase, run tsClientRun, b *signInBrowser, docURL string) {
+// want times (each with a consent page, naming app: the first sign-in,
+// and the step-up's), got its client id the way tc says, negotiated
+// tc.protocol and called PingME.
+func checkTSSignIn(t *testing.T, srv *server, tc clientCase, run tsClientRun, b *signInBrowser, docURL string, want int) {
 	t.Helper()
 	t.Logf("%s: client_id %q, protocol %s, %d authorization(s), tools %v", run.SDK, run.ClientID, run.Protocol, run.Authorizations, run.Tools)
-	if run.Authorizations != 1 || b.ConsentPages != 1 {
-		t.Errorf("%d authorization(s), %d consent page(s); want one of each", run.Authorizations, b.ConsentPages)
+	if run.Authorizations != want || b.ConsentPages != want {
+		t.Errorf("%d authorization(s), %d consent page(s); want %d of each", run.Authorizations, b.ConsentPages, want)
 	}
 	switch {
 	case tc.cimd && run.ClientID != docURL:
@@ -268,8 +269,8 @@ func checkTSSignIn(t *testing.T, srv *server, tc clientCase, run tsClientRun, b 
 		t.Errorf("PingME: %+v", ev)
 	}
 	// Portcullis issued the token to that client id.
-	if n := waitLogCount(srv, `"event":"token_issued","grant":"authorization_code","client_id":"`+run.ClientID+`"`, 1); n != 1 {
-		t.Errorf("%d token_issued audit lines for client_id %s, want 1", n, run.ClientID)
+	if n := waitLogCount(srv, `"event":"token_issued","grant":"authorization_code","client_id":"`+run.ClientID+`"`, want); n != want {
+		t.Errorf("%d token_issued audit lines for client_id %s, want %d", n, run.ClientID, want)
 	}
 }
 
@@ -285,7 +286,9 @@ func checkTSSignIn(t *testing.T, srv *server, tc clientCase, run tsClientRun, b 
 // Each signs in once (one consent page, naming the client as its
 // registration or document does), its client_id is the registered id or
 // the document's URL (which Portcullis fetched), and the token Portcullis
-// issued to that client id calls PingME.
+// issued to that client id calls PingME. The v2 client then calls
+// calculator, which needs mcp:admin: it meets the step-up 403 and signs
+// in again for mcp:tools and mcp:admin, and the call runs.
 func TestAuthServerClients(t *testing.T) {
 	start := time.Now()
 	docs := startCIMDHost(t)
@@ -356,8 +359,25 @@ func runClientCases(t *testing.T, srv *server, idp *IdP, docs *cimdHost, cases [
 				if tc.protocol == modernProtocol {
 					env = append(env, "MCP_PROTOCOL="+modernProtocol)
 				}
-				run := runTSClients(t, ctx, b.Run, tc.sdk, resource, redirect, env, []map[string]any{{"name": "PingME", "arguments": map[string]any{}}})
-				checkTSSignIn(t, srv, tc, run, b, docURL)
+				calls := []map[string]any{{"name": "PingME", "arguments": map[string]any{}}}
+				signIns := 1
+				if tc.sdk == "v2" {
+					signIns = 2
+					// calculator needs mcp:admin: the step-up 403, which v2
+					// answers by authorizing again for the union of scopes.
+					calls = append(calls, map[string]any{"name": "calculator", "arguments": map[string]any{"operation": "add", "a": 2, "b": 3}})
+				}
+				run := runTSClients(t, ctx, b.Run, tc.sdk, resource, redirect, env, calls)
+				checkTSSignIn(t, srv, tc, run, b, docURL, signIns)
+				if tc.sdk == "v2" {
+					ev := run.Results["calculator"]
+					if ev.Event != "result" || ev.IsError || !strings.Contains(ev.Text, "5") {
+						t.Errorf("calculator after the step-up: %+v", ev)
+					}
+					if n := len(run.AuthorizationScopes); n != 2 || !slices.Contains(strings.Fields(run.AuthorizationScopes[1]), "mcp:admin") || !slices.Contains(strings.Fields(run.AuthorizationScopes[1]), "mcp:tools") {
+						t.Errorf("authorizations for scopes %q: want a second one (the step-up) for mcp:tools and mcp:admin", run.AuthorizationScopes)
+					}
+				}
 			}
 			if tc.cimd && docs.Fetches(docPath) == 0 {
 				t.Errorf("Portcullis never fetched the document at %s", docURL)
