@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,8 +52,11 @@ const maxHopEvent = 32 << 20
 
 // hop makes calls to one session of an http upstream.
 type hop struct {
-	client  *http.Client
-	url     string
+	client *http.Client
+	url    string
+	// headers are the upstream's configured headers, set on each request
+	// (instead of by headerTransport, which copies the request to).
+	headers http.Header
 	version string // the protocol version the session negotiated
 	impl    *sdk.Implementation
 	nextID  atomic.Int64
@@ -75,8 +79,13 @@ func newHop(t sdk.Transport, sess *sdk.ClientSession, impl *sdk.Implementation) 
 	if d, ok := rt.(*drainTransport); ok {
 		rt = d.next
 	}
+	h := &hop{url: st.Endpoint, version: protocolVersion(sess), impl: impl}
+	if ht, ok := rt.(*headerTransport); ok {
+		rt, h.headers = ht.next, ht.headers
+	}
 	c.Transport = rt
-	return &hop{client: &c, url: st.Endpoint, version: protocolVersion(sess), impl: impl}
+	h.client = &c
+	return h
 }
 
 // hopFor returns the hop a call of tool (the upstream's name) on sess
@@ -148,6 +157,9 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 		mcpheader.Method:          {"tools/call"},
 		mcpheader.Name:            {params.Name},
 	}
+	for k, v := range h.headers {
+		req.Header[k] = v
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("sending \"tools/call\": %w", err)
@@ -215,11 +227,17 @@ func statusError(resp *http.Response) error {
 	return fmt.Errorf("sending \"tools/call\": %s", http.StatusText(resp.StatusCode))
 }
 
+// scanBufs are the first buffers of the event streams' scanners (a
+// larger event gets a larger buffer of its own).
+var scanBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
 // stream reads an event stream (text/event-stream) until the response to
 // id, passing notifications on to the caller of t.
 func (h *hop) stream(ctx context.Context, u *upstream, t *callTarget, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
+	buf := scanBufs.Get().(*[]byte)
+	defer scanBufs.Put(buf)
 	sc := bufio.NewScanner(body)
-	sc.Buffer(nil, maxHopEvent)
+	sc.Buffer(*buf, maxHopEvent)
 	var data []byte
 	for sc.Scan() {
 		line := sc.Bytes()

@@ -54,7 +54,7 @@ func (s *seenRequests) calls() []*http.Request {
 
 // serveHTTP serves s statelessly, as a 2026-07-28 upstream is, with the
 // requests recorded in seen (if not nil) and wrap (if not nil) around.
-func serveHTTP(t *testing.T, s *sdk.Server, seen *seenRequests, wrap func(http.Handler) http.Handler) *httptest.Server {
+func serveHTTP(t testing.TB, s *sdk.Server, seen *seenRequests, wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: true})
 	if wrap != nil {
