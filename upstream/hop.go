@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the 2026-07-28 revision deprecates MCP logging; upstreams still send log messages within a call, and the hop passes them on
+
 package upstream
 
 import (

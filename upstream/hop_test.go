@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the 2026-07-28 revision deprecates MCP logging; the direct hop passes an upstream's log messages on, and is tested with them
+
 package upstream
 
 import (
@@ -108,7 +110,6 @@ func hopBackend() *sdk.Server {
 				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Total: 2})
 			}
 		}
-		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging; upstreams still send it
 		_ = req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "warning", Data: "careful"})
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "talked"}}}, nil
 	})
