@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -187,7 +186,7 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 // answer reads the upstream's answer to the request id: a JSON body, or
 // an event stream whose notifications go to the caller of t on the way.
 func (h *hop) answer(ctx context.Context, u *upstream, t *callTarget, resp *http.Response, id jsonrpc.ID) (*jsonrpc.Response, error) {
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := mediaType(resp.Header.Get("Content-Type"))
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
 	case ct == "application/json":
@@ -209,6 +208,15 @@ func (h *hop) answer(ctx context.Context, u *upstream, t *callTarget, resp *http
 		return h.stream(ctx, u, t, resp.Body, id)
 	}
 	return nil, fmt.Errorf("unsupported content type %q", ct)
+}
+
+// mediaType is the media type of a Content-Type value, in lower case,
+// without its parameters (mime.ParseMediaType, without the map of them).
+func mediaType(v string) string {
+	if i := strings.IndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(v))
 }
 
 // maxDrain bounds what is read of an answer after its response, so

@@ -304,3 +304,16 @@ func TestHopFailures(t *testing.T) {
 		t.Errorf("a 502 reached the caller as JSON-RPC error %v", rpcErr)
 	}
 }
+
+func TestMediaType(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{
+		{"plain", "application/json", "application/json"},
+		{"with parameters", "text/event-stream; charset=utf-8", "text/event-stream"},
+		{"upper case and spaces", " Application/JSON ;charset=UTF-8", "application/json"},
+		{"empty", "", ""},
+	} {
+		if got := mediaType(c.in); got != c.want {
+			t.Errorf("%s: mediaType(%q) = %q, want %q", c.name, c.in, got, c.want)
+		}
+	}
+}
