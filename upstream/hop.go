@@ -43,9 +43,10 @@ import (
 // results (mrtr.go), task handles (tasks.go), errors passed on, the
 // StartCall hook's span and metrics. A call the hop cannot make takes the
 // SDK client, decided per call by hopFor: an upstream of an older era
-// (its session), a per_principal upstream (each caller's session), a tool
-// whose input schema binds arguments to headers (x-mcp-header: the SDK
-// client writes them).
+// (its session), a tool whose input schema binds arguments to headers
+// (x-mcp-header: the SDK client writes them). A per_principal upstream's
+// calls take the hop of the caller's own session, whose HTTP client sends
+// the caller's exchanged token.
 
 // maxHopEvent bounds one event of an answer's event stream, and an answer
 // in JSON: a larger answer fails the call, as the SDK client's limit does.
@@ -92,9 +93,6 @@ func newHop(t sdk.Transport, sess *sdk.ClientSession, impl *sdk.Implementation) 
 // hopFor returns the hop a call of tool (the upstream's name) on sess
 // takes, or nil when it takes the SDK client.
 func (u *upstream) hopFor(sess *sdk.ClientSession, tool string) *hop {
-	if u.pool != nil {
-		return nil
-	}
 	v, ok := u.hops.Load(sess)
 	if !ok {
 		return nil
