@@ -43,7 +43,7 @@ import (
 // results (mrtr.go), task handles (tasks.go), errors passed on, the
 // StartCall hook's span and metrics. A call the hop cannot make takes the
 // SDK client, decided per call by hopFor: an upstream of an older era
-// (its session), a tool whose input schema binds arguments to headers
+// or one that keeps sessions (an Mcp-Session-Id), a tool whose input schema binds arguments to headers
 // (x-mcp-header: the SDK client writes them). A per_principal upstream's
 // calls take the hop of the caller's own session, whose HTTP client sends
 // the caller's exchanged token.
@@ -68,7 +68,9 @@ type hop struct {
 // calls on it take the SDK client.
 func newHop(t sdk.Transport, sess *sdk.ClientSession, impl *sdk.Implementation) *hop {
 	st, ok := t.(*sdk.StreamableClientTransport)
-	if !ok || st.HTTPClient == nil || protocolVersion(sess) < statelessEra {
+	// A server that gave the session an id expects it on every request,
+	// which the SDK client sends and the hop does not.
+	if !ok || st.HTTPClient == nil || protocolVersion(sess) < statelessEra || sess.ID() != "" {
 		return nil
 	}
 	c := *st.HTTPClient

@@ -231,8 +231,9 @@ func TestHopPassesMessagesAndFallsBack(t *testing.T) {
 }
 
 // Calls that cannot take the direct hop take the SDK client: an upstream
-// of an older era (its session), and a tool whose arguments go into
-// headers, which the SDK client writes (Mcp-Param-*).
+// of an older era (its session) or one that names a session, and a tool
+// whose arguments go into headers, which the SDK client writes
+// (Mcp-Param-*).
 func TestHopFallsBack(t *testing.T) {
 	var seen seenRequests
 	srv := serveHTTP(t, hopBackend(), &seen, nil)
@@ -257,6 +258,34 @@ func TestHopFallsBack(t *testing.T) {
 	m2 := startBackend(t, f2, hopBackend(), "2025-11-25")
 	if u := m2.ups[0]; u.hopFor(u.session(), "talk") != nil {
 		t.Error("a call to an upstream on 2025-11-25 takes the direct hop")
+	}
+
+	// A 2026-07-28 server that names a session expects its id back, which
+	// only the SDK client sends.
+	var withID seenRequests
+	srv3 := serveHTTP(t, hopBackend(), &withID, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Mcp-Session-Id", "s-1")
+			h.ServeHTTP(w, r)
+		})
+	})
+	f3 := newFront(t)
+	m3, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: srv3.URL, Required: true}}, f3.cat, Deps{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3.Start(context.Background())
+	defer within(t, "Manager.Close", func() { m3.Close() })
+	waitFor(t, "ready", func() bool { return m3.Ready(context.Background()) == nil })
+	if u := m3.ups[0]; u.hopFor(u.session(), "talk") != nil {
+		t.Error("a call to an upstream that keeps sessions takes the direct hop")
+	}
+	res, err = f3.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_talk", Arguments: map[string]any{}})
+	if err != nil || text(res) != "talked" {
+		t.Fatalf("be_talk: %v %q", err, text(res))
+	}
+	if calls := withID.calls(); len(calls) != 1 || calls[0].Header.Get("Mcp-Session-Id") != "s-1" {
+		t.Errorf("the call did not carry the session's id")
 	}
 }
 
