@@ -183,50 +183,59 @@ func TestHopSendsOnlyWhatTheUpstreamMayHave(t *testing.T) {
 // arguments go into headers take the SDK client, which writes them.
 func TestHopPassesMessagesAndFallsBack(t *testing.T) {
 	for _, era := range hopEras {
-		t.Run(era, func(t *testing.T) {
-			f := newFront(t)
-			m := startBackend(t, f, hopBackend(), era)
-			var mu sync.Mutex
-			var got []string
-			note := func(s string) { mu.Lock(); got = append(got, s); mu.Unlock() }
-			cs := f.caller(t, &sdk.ClientOptions{
-				ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
-					note("progress " + req.Params.ProgressToken.(string))
-				},
-				LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) {
-					note("log " + req.Params.Data.(string))
-				},
-			}, "2026-07-28")
-			params := &sdk.CallToolParams{Name: "be_talk", Arguments: map[string]any{}, Meta: sdk.Meta{sdk.MetaKeyLogLevel: "info"}}
-			params.SetProgressToken("mine")
-			res, err := cs.CallTool(callCtx(t), params)
-			if err != nil || text(res) != "talked" {
-				t.Fatalf("be_talk: %v %q", err, text(res))
-			}
-			// The caller's client hands notifications to its handlers on a
-			// goroutine of its own, possibly after the result.
-			waitFor(t, "the messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 3 })
-			mu.Lock()
-			want := "progress mine,progress mine,log careful"
-			if strings.Join(got, ",") != want {
-				t.Errorf("the caller got %q, want %q", got, want)
-			}
-			mu.Unlock()
+		for _, callerEra := range []string{"2026-07-28", "2025-11-25"} {
+			t.Run("upstream "+era+" caller "+callerEra, func(t *testing.T) { testHopPassesMessages(t, era, callerEra) })
+		}
+	}
+}
 
-			res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_fail", Arguments: map[string]any{}})
-			if err != nil || !res.IsError || !strings.Contains(text(res), "no such thing") {
-				t.Errorf("be_fail: %v %q, want an error result with the upstream's message", err, text(res))
-			}
+func testHopPassesMessages(t *testing.T, era, callerEra string) {
+	f := newFront(t)
+	m := startBackend(t, f, hopBackend(), era)
+	var mu sync.Mutex
+	var got []string
+	note := func(s string) { mu.Lock(); got = append(got, s); mu.Unlock() }
+	cs := f.caller(t, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			note("progress " + req.Params.ProgressToken.(string))
+		},
+		LoggingMessageHandler: func(_ context.Context, req *sdk.LoggingMessageRequest) {
+			note("log " + req.Params.Data.(string))
+		},
+	}, callerEra)
+	params := &sdk.CallToolParams{Name: "be_talk", Arguments: map[string]any{}}
+	if callerEra >= statelessEra {
+		params.Meta = sdk.Meta{sdk.MetaKeyLogLevel: "info"}
+	} else if err := cs.SetLoggingLevel(callCtx(t), &sdk.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	params.SetProgressToken("mine")
+	res, err := cs.CallTool(callCtx(t), params)
+	if err != nil || text(res) != "talked" {
+		t.Fatalf("be_talk: %v %q", err, text(res))
+	}
+	// The caller's client hands notifications to its handlers on a
+	// goroutine of its own, possibly after the result.
+	waitFor(t, "the messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 3 })
+	mu.Lock()
+	want := "progress mine,progress mine,log careful"
+	if strings.Join(got, ",") != want {
+		t.Errorf("the caller got %q, want %q", got, want)
+	}
+	mu.Unlock()
 
-			u := m.ups[0]
-			if u.hopFor(u.session(), "bound") != nil {
-				t.Error("a tool with header bindings takes the direct hop")
-			}
-			res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_bound", Arguments: map[string]any{"region": "eu"}})
-			if err != nil || text(res) != "bound" {
-				t.Errorf("be_bound: %v %q", err, text(res))
-			}
-		})
+	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_fail", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "no such thing") {
+		t.Errorf("be_fail: %v %q, want an error result with the upstream's message", err, text(res))
+	}
+
+	u := m.ups[0]
+	if u.hopFor(u.session(), "bound") != nil {
+		t.Error("a tool with header bindings takes the direct hop")
+	}
+	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_bound", Arguments: map[string]any{"region": "eu"}})
+	if err != nil || text(res) != "bound" {
+		t.Errorf("be_bound: %v %q", err, text(res))
 	}
 }
 
