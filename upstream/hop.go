@@ -42,14 +42,14 @@ import (
 // the caller's capabilities and log level (caller.go), multi-round-trip
 // results (mrtr.go), task handles (tasks.go), errors passed on, the
 // StartCall hook's span and metrics. A call the hop cannot make takes the
-// SDK client, decided per call by hopFor: an upstream of an older era
-// or one that keeps sessions (an Mcp-Session-Id), a tool whose input schema binds arguments to headers
-// (x-mcp-header: the SDK client writes them). A per_principal upstream's
-// calls take the hop of the caller's own session, whose HTTP client sends
-// the caller's exchanged token.
+// SDK client, decided per call by hopFor: an upstream of an older era or
+// one that keeps sessions (an Mcp-Session-Id), a tool whose input schema
+// binds arguments to headers (x-mcp-header: the SDK client writes them).
+// A per_principal upstream's calls take the hop of the caller's own
+// session, whose HTTP client sends the caller's exchanged token.
 
 // maxHopEvent bounds one event of an answer's event stream, and an answer
-// in JSON: a larger answer fails the call, as the SDK client's limit does.
+// in JSON: a larger answer fails the call.
 const maxHopEvent = 32 << 20
 
 // hop makes calls to one session of an http upstream.
@@ -57,7 +57,7 @@ type hop struct {
 	client *http.Client
 	url    string
 	// headers are the upstream's configured headers, set on each request
-	// (instead of by headerTransport, which copies the request to).
+	// (instead of by headerTransport, which copies the request too).
 	headers http.Header
 	version string // the protocol version the session negotiated
 	impl    *sdk.Implementation
