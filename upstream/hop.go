@@ -248,26 +248,29 @@ func (h *hop) stream(ctx context.Context, u *upstream, t *callTarget, body io.Re
 	defer scanBufs.Put(buf)
 	sc := bufio.NewScanner(body)
 	sc.Buffer(*buf, maxHopEvent)
-	var data []byte
+	var data []byte // the event's data lines, joined by newlines
+	lines := 0
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(line) > 0 {
 			// Only data lines matter: event types, ids and retry hints
 			// are for resuming, which a call made again does instead.
 			if v, found := bytes.CutPrefix(line, []byte("data:")); found {
-				v = bytes.TrimPrefix(v, []byte(" "))
-				if data != nil {
+				if lines++; lines > 1 {
 					data = append(data, '\n')
 				}
-				data = append(data, v...)
+				data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
 			}
 			continue
 		}
-		if len(data) == 0 {
+		if len(bytes.TrimSpace(data)) == 0 { // no event, or one without data
+			data, lines = nil, 0
 			continue
 		}
+		// A decoded message may point into data: the next event's data
+		// goes into a new slice.
 		msg, err := jsonrpc.DecodeMessage(data)
-		data = data[:0:0]
+		data, lines = nil, 0
 		if err != nil {
 			return nil, fmt.Errorf("decoding an event of the answer: %w", err)
 		}

@@ -5,6 +5,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -353,5 +354,39 @@ func TestMediaType(t *testing.T) {
 		if got := mediaType(c.in); got != c.want {
 			t.Errorf("%s: mediaType(%q) = %q, want %q", c.name, c.in, got, c.want)
 		}
+	}
+}
+
+// The hop reads an event stream as the SSE format has it: data lines of
+// an event joined by newlines, CRLF line ends, comments, event types and
+// ids ignored, events of other requests passed over, until the response
+// to its request.
+func TestHopReadsEventStreams(t *testing.T) {
+	u, err := newUpstream(Options{Name: "be"}, nil, Deps{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := jsonrpc.MakeID(float64(7))
+	for _, c := range []struct {
+		name, stream, want string
+	}{
+		{"one event", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"x\":1}}\n\n", `{"x":1}`},
+		{"CRLF, comments, ids", ": hi\r\nid: 1\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"x\":2}}\r\n\r\n", `{"x":2}`},
+		{"other events first", "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n" +
+			"data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\ndata:\n\n" +
+			"data:{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"x\":3}}\n\n", `{"x":3}`},
+		{"no response", "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\n", "error"},
+		{"not JSON-RPC", "data: nope\n\n", "error"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			msg, err := (&hop{}).stream(context.Background(), u, &callTarget{ctx: context.Background()}, strings.NewReader(c.stream), id)
+			got := "error"
+			if err == nil {
+				got = string(msg.Result)
+			}
+			if got != c.want {
+				t.Errorf("got %s (%v), want %s", got, err, c.want)
+			}
+		})
 	}
 }
