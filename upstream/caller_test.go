@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -77,16 +76,7 @@ func capsBackend() *sdk.Server {
 // session on protocol version upVersion.
 func startCaps(t *testing.T, f *front, upVersion string) {
 	t.Helper()
-	var dials atomic.Int32
-	m, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}}, f.cat, Deps{Backoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.ups[0].dialFn = memDial(t, capsBackend(), &dials)
-	m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
-	m.Start(context.Background())
-	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	startBackend(t, f, capsBackend(), upVersion)
 }
 
 // samplingCaller declares the sampling capability (the SDK client does
@@ -103,8 +93,14 @@ var samplingCaller = &sdk.ClientOptions{
 // level, not those of Portcullis's own client (which offers sampling and
 // elicitation, so that it can pass them on, and is named "portcullis").
 func TestCallerCapabilitiesGoUpstream(t *testing.T) {
+	for _, upEra := range hopEras {
+		t.Run("upstream "+upEra, func(t *testing.T) { testCallerCapabilitiesGoUpstream(t, upEra) })
+	}
+}
+
+func testCallerCapabilitiesGoUpstream(t *testing.T, upEra string) {
 	f := newFront(t)
-	startCaps(t, f, "2026-07-28")
+	startCaps(t, f, upEra)
 	for _, callerEra := range []string{"2026-07-28", "2025-11-25"} {
 		for _, sampling := range []bool{false, true} {
 			t.Run(fmt.Sprintf("caller %s sampling %t", callerEra, sampling), func(t *testing.T) {
@@ -172,8 +168,14 @@ func TestCallerCapabilitiesGoUpstream(t *testing.T) {
 // as a JSON-RPC error with its data, as it would directly; a caller that
 // declared the capability has the call run.
 func TestMissingCapabilityReachesTheCaller(t *testing.T) {
+	for _, upEra := range hopEras {
+		t.Run("upstream "+upEra, func(t *testing.T) { testMissingCapabilityReachesTheCaller(t, upEra) })
+	}
+}
+
+func testMissingCapabilityReachesTheCaller(t *testing.T, upEra string) {
 	f := newFront(t)
-	startCaps(t, f, "2026-07-28")
+	startCaps(t, f, upEra)
 	for _, callerEra := range []string{"2026-07-28", "2025-11-25"} {
 		t.Run("caller "+callerEra, func(t *testing.T) {
 			without := f.caller(t, &sdk.ClientOptions{}, callerEra)

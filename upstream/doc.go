@@ -37,7 +37,10 @@
 // (mrtr.go). An upstream that offers the tasks extension may answer a
 // caller that declared it with its task handle, which the MCP layer
 // passes on; the caller's task requests come back through
-// [Manager.RouteTask] (tasks.go). A call that fails
+// [Manager.RouteTask] (tasks.go). A tools/call to an http upstream on
+// 2026-07-28 is sent as one direct HTTP exchange instead of through the
+// SDK client, with the same params, headers, credentials and handling of
+// the answer (hop.go). A call that fails
 // because the upstream is down, crashed, hung or sent garbage ends with an
 // error result that names the upstream ([KindTransport] and the other
 // kinds go to [Hooks.StartCall]); the supervisor reconnects with backoff

@@ -248,8 +248,8 @@ func (m *Manager) Required() bool {
 
 // newClient returns the SDK client an upstream connects with, whose
 // notification handlers feed u.
-func newClient(u *upstream, version string) *sdk.Client {
-	c := sdk.NewClient(&sdk.Implementation{Name: "portcullis", Version: version}, &sdk.ClientOptions{
+func newClient(u *upstream) *sdk.Client {
+	c := sdk.NewClient(u.impl(), &sdk.ClientOptions{
 		Logger: u.logger,
 		// Elicitation, sampling and roots are offered so that an upstream
 		// of an older era may ask its caller during a call (relay.go); a

@@ -72,17 +72,7 @@ func roundsBackend() *sdk.Server {
 // its session on protocol version upVersion.
 func startRounds(t *testing.T, f *front, upVersion string) *Manager {
 	t.Helper()
-	var dials atomic.Int32
-	m, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}}, f.cat, Deps{Backoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.ups[0].dialFn = memDial(t, roundsBackend(), &dials)
-	m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
-	m.Start(context.Background())
-	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
-	return m
+	return startBackend(t, f, roundsBackend(), upVersion)
 }
 
 // rooted is a caller that answers elicitation with the name Ada and offers
@@ -117,8 +107,14 @@ func rootedCaller(t *testing.T, f *front, asked *atomic.Int32, version string, m
 }
 
 func TestInputRequiredResultsReachStatelessCallers(t *testing.T) {
+	for _, upEra := range hopEras {
+		t.Run("upstream "+upEra, func(t *testing.T) { testInputRequiredResultsReachStatelessCallers(t, upEra) })
+	}
+}
+
+func testInputRequiredResultsReachStatelessCallers(t *testing.T, upEra string) {
 	f := newFront(t)
-	startRounds(t, f, "2026-07-28")
+	startRounds(t, f, upEra)
 	var asked atomic.Int32
 	cs := rootedCaller(t, f, &asked, "2026-07-28", false)
 	call := func(responses sdk.InputResponseMap, state string) (*sdk.CallToolResult, error) {
@@ -202,10 +198,16 @@ func TestInputRequiredResultsWithTheSDKClient(t *testing.T) {
 }
 
 func TestInputRequestsFulfilledForOlderCallers(t *testing.T) {
+	for _, upEra := range hopEras {
+		t.Run("upstream "+upEra, func(t *testing.T) { testInputRequestsFulfilledForOlderCallers(t, upEra) })
+	}
+}
+
+func testInputRequestsFulfilledForOlderCallers(t *testing.T, upEra string) {
 	// A caller of 2025-11-25 is sent the upstream's input requests as
 	// requests on its session, round after round, within one call.
 	f := newFront(t)
-	startRounds(t, f, "2026-07-28")
+	startRounds(t, f, upEra)
 	var asked atomic.Int32
 	cs := rootedCaller(t, f, &asked, "2025-11-25", true)
 	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_rounds", Arguments: map[string]any{}})

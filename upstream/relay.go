@@ -59,7 +59,15 @@ type inflight struct {
 	calls map[*sdk.ClientSession]map[*callTarget]struct{}
 	ended map[*sdk.ClientSession]map[*callTarget]time.Time
 	now   func() time.Time // nil means time.Now
+	// pruned is when ended was last pruned. A call's end prunes at most
+	// every prunePeriod, not each time: ended holds every call of the last
+	// second, and going through them all at each call's end costs more
+	// than the call itself at a few thousand calls a second.
+	pruned time.Time
 }
+
+// prunePeriod is how often the end of a call prunes the calls ended.
+const prunePeriod = lateGrace / 4
 
 func (f *inflight) clock() time.Time {
 	if f.now != nil {
@@ -92,14 +100,19 @@ func (f *inflight) add(cs *sdk.ClientSession, t *callTarget) func() {
 		if f.ended[cs] == nil {
 			f.ended[cs] = map[*callTarget]time.Time{}
 		}
-		f.ended[cs][t] = f.clock()
-		f.pruneLocked()
+		now := f.clock()
+		f.ended[cs][t] = now
+		if now.Sub(f.pruned) >= prunePeriod {
+			f.pruneLocked()
+		}
 	}
 }
 
 // pruneLocked forgets the calls that ended more than lateGrace ago.
 func (f *inflight) pruneLocked() {
-	cutoff := f.clock().Add(-lateGrace)
+	now := f.clock()
+	f.pruned = now
+	cutoff := now.Add(-lateGrace)
 	for cs, ended := range f.ended {
 		for t, at := range ended {
 			if at.Before(cutoff) {

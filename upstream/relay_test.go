@@ -80,7 +80,7 @@ func answering(elicited *atomic.Int32) *sdk.ClientOptions {
 
 // caller connects another client to the front's server, on protocol
 // version (empty: the latest).
-func (f *front) caller(t *testing.T, opts *sdk.ClientOptions, version string, mw ...sdk.Middleware) *sdk.ClientSession {
+func (f *front) caller(t testing.TB, opts *sdk.ClientOptions, version string, mw ...sdk.Middleware) *sdk.ClientSession {
 	t.Helper()
 	ct, st := sdk.NewInMemoryTransports()
 	if _, err := f.server.Connect(callCtx(t), st, nil); err != nil {

@@ -84,6 +84,8 @@ func (a *exchangeAS) count(sub string) int {
 type authUpstream struct {
 	mu    sync.Mutex
 	auths []string
+	// stateless serves 2026-07-28, whose calls take the direct hop.
+	stateless bool
 }
 
 func (u *authUpstream) handler() http.Handler {
@@ -93,7 +95,7 @@ func (u *authUpstream) handler() http.Handler {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: req.Extra.Header.Get("Authorization")}}}, nil, nil
 		})
 		return s
-	}, nil)
+	}, &sdk.StreamableHTTPOptions{Stateless: u.stateless})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.auths = append(u.auths, r.Header.Get("Authorization"))
@@ -123,10 +125,19 @@ func callWithToken(t *testing.T, u *upstream, user, raw string) *sdk.CallToolRes
 }
 
 func TestTokenExchange(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		stateless bool
+	}{{"upstream 2025-11-25", false}, {"upstream 2026-07-28, direct hop", true}} {
+		t.Run(c.name, func(t *testing.T) { testTokenExchange(t, c.stateless) })
+	}
+}
+
+func testTokenExchange(t *testing.T, stateless bool) {
 	as := &exchangeAS{exchanges: map[string]int{}}
 	asSrv := httptest.NewServer(as)
 	defer asSrv.Close()
-	up := &authUpstream{}
+	up := &authUpstream{stateless: stateless}
 	upSrv := httptest.NewServer(up.handler())
 	defer upSrv.Close()
 	secretFile := filepath.Join(t.TempDir(), "secret")
@@ -167,6 +178,11 @@ func TestTokenExchange(t *testing.T) {
 	}
 	if n := u.pool.size(); n != 2 {
 		t.Errorf("%d sessions, want one per caller", n)
+	}
+	hops := 0
+	u.hops.Range(func(any, any) bool { hops++; return true })
+	if want := map[bool]int{false: 0, true: 3}[stateless]; hops != want {
+		t.Errorf("%d sessions with a direct hop, want %d (the listing session's and each caller's on 2026-07-28)", hops, want)
 	}
 	if again := text(callWithToken(t, u, "alice", "RAW-alice")); again != alice || as.count("RAW-alice") != 1 {
 		t.Errorf("alice's second call saw %q after %d exchanges; want the cached %q after 1", again, as.count("RAW-alice"), alice)

@@ -93,6 +93,12 @@ type upstream struct {
 	// elicitations are the URL-mode elicitations passed to callers that
 	// await completion (relay.go).
 	elicitations elicitations
+
+	// hops holds the direct hop of each session whose calls take it
+	// (hop.go); headerTools the upstream tools they cannot (a
+	// map[string]bool, replaced by each sync).
+	hops        sync.Map // *sdk.ClientSession → *hop
+	headerTools atomic.Value
 }
 
 type progressTarget struct {
@@ -115,7 +121,7 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 		subs:    map[string]int{},
 		broken:  make(chan struct{}, 1),
 	}
-	u.client = newClient(u, deps.Version)
+	u.client = newClient(u)
 	u.dialFn = u.dial
 	u.now = time.Now
 	u.dialEnvFn = u.dialStdioEnv
@@ -127,6 +133,11 @@ func signal(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
+}
+
+// impl is the client Portcullis names itself to upstreams.
+func (u *upstream) impl() *sdk.Implementation {
+	return &sdk.Implementation{Name: "portcullis", Version: u.deps.Version}
 }
 
 // changed is called when the upstream says one of its lists changed.
@@ -205,6 +216,10 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	}
 	u.notes.Store(sess, kt.notes)
 	defer u.notes.Delete(sess)
+	if h := newHop(t, sess, u.impl()); h != nil {
+		u.hops.Store(sess, h)
+		defer u.hops.Delete(sess)
+	}
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 	defer func() {
@@ -331,6 +346,17 @@ func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
 	if err != nil {
 		return fmt.Errorf("upstream: %s: listing: %w", u.opts.Name, err)
 	}
+	bound := map[string]bool{}
+	for _, t := range set.Tools {
+		if in, _ := t.Tool.InputSchema.(json.RawMessage); hasHeaderBindings(in) {
+			name := t.Tool.Name
+			if u.prefix != "" {
+				name = strings.TrimPrefix(name, u.prefix+"_")
+			}
+			bound[name] = true
+		}
+	}
+	u.headerTools.Store(bound)
 	skipped, err := u.setSource(set)
 	if err != nil {
 		u.logger.Error("upstream: its tools, resources and prompts are not served", "error", err)
@@ -640,34 +666,45 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 			return nil, err
 		}
 		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
-		untrack := u.inflight.add(sess, target)
-		defer untrack()
-		tctx := context.WithValue(ctx, targetKey{}, target)
-		if capture != nil {
-			tctx = withCapture(tctx, capture)
-		}
-		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-			p := *params
-			p.InputResponses, p.RequestState = responses, state
-			res, err := sess.CallTool(tctx, &p)
-			if err != nil {
-				return nil, err
+		var sendRound send
+		if h := u.hopFor(sess, name); h != nil {
+			// The direct hop (hop.go) passes the call's messages on as it
+			// reads them, before its result: nothing to track or await.
+			sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+				p := *params
+				p.InputResponses, p.RequestState = responses, state
+				return h.callTool(ctx, u, target, capture, &p)
 			}
-			return res, nil
-		}, req.Params.InputResponses, state)
+		} else {
+			untrack := u.inflight.add(sess, target)
+			defer untrack()
+			// The upstream's progress and log messages sent before its
+			// result reach the caller before the result does.
+			defer u.awaitNotes(ctx, sess)
+			tctx := context.WithValue(ctx, targetKey{}, target)
+			if capture != nil {
+				tctx = withCapture(tctx, capture)
+			}
+			sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+				p := *params
+				p.InputResponses, p.RequestState = responses, state
+				res, err := sess.CallTool(tctx, &p)
+				if err != nil {
+					return nil, err
+				}
+				return res, nil
+			}
+		}
+		r, err := u.rounds(target, sendRound, req.Params.InputResponses, state)
 		res, _ := r.(*sdk.CallToolResult)
 		if err == nil && capture != nil {
 			if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
 				// The caller gets the upstream's task handle instead
 				// (mcp/remotetasks.go); this placeholder is not sent.
-				u.awaitNotes(ctx, sess)
 				done("")
 				return &sdk.CallToolResult{}, nil
 			}
 		}
-		// The upstream's progress and log messages sent before its result
-		// reach the caller before the result does.
-		u.awaitNotes(ctx, sess)
 		kind := u.classify(ctx, sess, err)
 		if err == nil && res.IsError {
 			kind = KindToolError

@@ -27,7 +27,7 @@ const callTimeout = 30 * time.Second
 
 // callCtx returns a context that ends callTimeout from now, or when the
 // test ends.
-func callCtx(t *testing.T) context.Context {
+func callCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	t.Cleanup(cancel)
@@ -51,7 +51,7 @@ func within(t *testing.T, what string, f func()) {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -156,11 +156,11 @@ type front struct {
 	updated []string
 }
 
-func newFront(t *testing.T) *front { return newFrontWith(t, nil) }
+func newFront(t testing.TB) *front { return newFrontWith(t, nil) }
 
 // newFrontWith is newFront with prepare called on the catalog before the
 // server is built from it.
-func newFrontWith(t *testing.T, prepare func(*catalog.Catalog)) *front {
+func newFrontWith(t testing.TB, prepare func(*catalog.Catalog)) *front {
 	t.Helper()
 	cat, err := toolsets.New(toolsets.Options{}, toolsets.Deps{})
 	if err != nil {

@@ -167,17 +167,20 @@ func TestPortcullisConfigUpstream(t *testing.T) {
 
 func TestUpstreamTable(t *testing.T) {
 	ms := time.Millisecond
-	rep := &report{cfg: &config{paths: []string{pathModern}, conc: []int{1}}, rows: []row{
+	rep := &report{cfg: &config{paths: []string{pathModern}, conc: []int{1, 16}}, rows: []row{
 		{server: upstreamName, path: pathModern, conc: 1, requests: 1000, p50: ms, cpuTicks: 10},
-		{server: proxiedName, path: pathModern, conc: 1, requests: 1000, p50: ms + 400*time.Microsecond, cpuTicks: 5, up: true, upCPUTicks: 20},
+		{server: proxiedName, path: pathModern, conc: 1, requests: 1000, p50: ms + 100*time.Microsecond, cpuTicks: 5, up: true, upCPUTicks: 20},
+		{server: upstreamName, path: pathModern, conc: 16, requests: 1000, elapsed: time.Second, p50: ms, cpuTicks: 10},
+		{server: proxiedName, path: pathModern, conc: 16, requests: 600, elapsed: time.Second, p50: 2 * ms, cpuTicks: 12, up: true, upCPUTicks: 12},
 	}}
 	var b strings.Builder
 	rep.upstreamTable(&b)
 	got := b.String()
 	for _, want := range []string{
-		"| 2026-07-28 | 1 | 1.000 | 1.400 | +0.400 | 100 | 50 | 200 | 0.25 |",
-		"≤ 0.3 ms: 0.400 ms, **missed**",
-		"50 µs vs 100 µs, met",
+		"| 2026-07-28 | 1 | 1.000 | 1.100 | +0.100 | 100 | 50 | 200 | 0.25 |",
+		"≤ 0.15 ms: 0.100 ms, met",
+		"≤ 120 µs (2026-07-28, c=16): 200 µs, **missed**",
+		"≥ 70 % of its direct throughput through portcullis on the shared core (2026-07-28, c=16): 60 % (600 of 1000 req/s), **missed**",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("upstream table lacks %q:\n%s", want, got)

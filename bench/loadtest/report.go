@@ -34,10 +34,15 @@ const (
 	proxiedName  = "portcullis-upstream"
 )
 
-// Goals of the upstream rows: the p50 latency Portcullis adds at c=1 on
-// the 2026-07-28 path, and its CPU per proxied call at most the upstream's
-// own CPU per call.
-const targetAddedP50 = 300 * time.Microsecond
+// Goals of the upstream rows (issue 26, "a hop that costs about a hop"),
+// on the 2026-07-28 path: the p50 latency Portcullis adds at c=1, its CPU
+// per proxied call (full stack), and the share of the upstream's direct
+// throughput kept at c=16 through Portcullis on the shared core.
+const (
+	targetAddedP50    = 150 * time.Microsecond
+	targetProxiedCPU  = 120 // µs
+	targetKeptThrough = 0.70
+)
 
 // peers are the bare servers Portcullis is compared with, by row name.
 var peers = []struct{ name, label string }{
@@ -264,14 +269,16 @@ func (rep *report) upstreamTable(b *strings.Builder) {
 	p, ok2 := rep.find(proxiedName, pathModern, 1)
 	if ok1 && ok2 {
 		added := p.p50 - d.p50
-		fmt.Fprintf(b, "\n- added p50 at c=1 (2026-07-28) ≤ %.1f ms: %.3f ms, %s\n", ms(targetAddedP50), ms(added), yes(added <= targetAddedP50))
-		fmt.Fprintf(b, "- portcullis CPU per proxied call ≤ the upstream's own handling, called directly (2026-07-28, c=1): %.0f µs vs %.0f µs, %s\n",
-			p.cpuPerReq(), d.cpuPerReq(), yes(p.cpuPerReq() <= d.cpuPerReq()))
+		fmt.Fprintf(b, "\n- added p50 at c=1 (2026-07-28) ≤ %.2f ms: %.3f ms, %s\n", ms(targetAddedP50), ms(added), yes(added <= targetAddedP50))
 	}
 	d, ok1 = rep.find(upstreamName, pathModern, 16)
 	p, ok2 = rep.find(proxiedName, pathModern, 16)
 	if ok1 && ok2 {
-		fmt.Fprintf(b, "- the same at c=16: %.0f µs vs %.0f µs, %s\n", p.cpuPerReq(), d.cpuPerReq(), yes(p.cpuPerReq() <= d.cpuPerReq()))
+		fmt.Fprintf(b, "- portcullis CPU per proxied call ≤ %d µs (2026-07-28, c=16): %.0f µs, %s\n",
+			targetProxiedCPU, p.cpuPerReq(), yes(p.cpuPerReq() <= targetProxiedCPU))
+		kept := ratio(p.rps(), d.rps())
+		fmt.Fprintf(b, "- the upstream keeps ≥ %.0f %% of its direct throughput through portcullis on the shared core (2026-07-28, c=16): %.0f %% (%.0f of %.0f req/s), %s\n",
+			100*targetKeptThrough, 100*kept, p.rps(), d.rps(), yes(kept >= targetKeptThrough))
 	}
 }
 
