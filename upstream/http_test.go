@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -293,5 +294,60 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 	}
 	if u.session() != sess {
 		t.Error("the upstream's session was replaced after one call's stream ended")
+	}
+}
+
+// An HTTP upstream that closes a call's response stream mid-call after
+// giving event ids (it keeps an event store, SEP-1699) has the call
+// resumed: Portcullis's client reconnects with Last-Event-ID and the
+// caller gets the result, on its own stream that stayed open.
+func TestClosedCallStreamResumed(t *testing.T) {
+	closed := make(chan struct{})  // the tool closed its call's stream
+	resumed := make(chan string, 1) // the Last-Event-ID of the first GET that resumes
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server {
+		s := sdk.NewServer(&sdk.Implementation{Name: "polling"}, nil)
+		s.AddTool(&sdk.Tool{Name: "reconnect", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{RetryAfter: time.Millisecond})
+			close(closed)
+			select { // the result is made once the client has come back for it
+			case <-resumed:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "after reconnecting"}}}, nil
+		})
+		return s
+	}, &sdk.StreamableHTTPOptions{EventStore: sdk.NewMemoryEventStore(nil)})
+	var gets atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Last-Event-ID"); r.Method == http.MethodGet && id != "" {
+			if gets.Add(1) == 1 {
+				<-closed
+				resumed <- id
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	f := newFront(t)
+	m, err := New([]Options{{Name: "web", Transport: TransportHTTP, URL: srv.URL, Required: true}}, f.cat, Deps{HTTPClient: &http.Client{}, Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	defer within(t, "Manager.Close", func() { m.Close() })
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	u := m.ups[0]
+	sess := u.session()
+
+	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_reconnect", Arguments: map[string]any{}})
+	if err != nil || res.IsError || text(res) != "after reconnecting" {
+		t.Fatalf("web_reconnect: %v %q, want the upstream's result after its stream was resumed", err, text(res))
+	}
+	if n := gets.Load(); n != 1 {
+		t.Errorf("the client resumed %d times with Last-Event-ID, want once", n)
+	}
+	if u.session() != sess {
+		t.Error("the upstream's session was replaced")
 	}
 }
