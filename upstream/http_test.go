@@ -302,7 +302,7 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 // resumed: Portcullis's client reconnects with Last-Event-ID and the
 // caller gets the result, on its own stream that stayed open.
 func TestClosedCallStreamResumed(t *testing.T) {
-	closed := make(chan struct{})  // the tool closed its call's stream
+	closed := make(chan struct{})   // the tool closed its call's stream
 	resumed := make(chan string, 1) // the Last-Event-ID of the first GET that resumes
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server {
 		s := sdk.NewServer(&sdk.Implementation{Name: "polling"}, nil)
