@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -285,8 +286,8 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 	blocked := callInFlight(t, f.session, "web_block", u)
 	other := f.caller(t, &sdk.ClientOptions{}, "2025-11-25")
 	res, err := other.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_drop", Arguments: map[string]any{}})
-	if err != nil || !res.IsError {
-		t.Fatalf("web_drop: %v %q, want an error result", err, text(res))
+	if err != nil || !res.IsError || !strings.Contains(text(res), "gave no event id to resume it from") {
+		t.Fatalf("web_drop: %v %q, want an error result saying the upstream's stream cannot be resumed", err, text(res))
 	}
 	close(release)
 	if got := <-blocked; got != "released" {
@@ -304,6 +305,7 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 func TestClosedCallStreamResumed(t *testing.T) {
 	closed := make(chan struct{})   // the tool closed its call's stream
 	resumed := make(chan string, 1) // the Last-Event-ID of the first GET that resumes
+	stop := make(chan struct{})     // the test is over: the tool returns
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server {
 		s := sdk.NewServer(&sdk.Implementation{Name: "polling"}, nil)
 		s.AddTool(&sdk.Tool{Name: "reconnect", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -311,8 +313,8 @@ func TestClosedCallStreamResumed(t *testing.T) {
 			close(closed)
 			select { // the result is made once the client has come back for it
 			case <-resumed:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			case <-stop:
+				return nil, errors.New("not resumed")
 			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "after reconnecting"}}}, nil
 		})
@@ -336,6 +338,7 @@ func TestClosedCallStreamResumed(t *testing.T) {
 	}
 	m.Start(context.Background())
 	defer within(t, "Manager.Close", func() { m.Close() })
+	defer close(stop) // before the session is closed, which waits for the tool
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 	u := m.ups[0]
 	sess := u.session()
