@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -309,13 +310,16 @@ func TestClosedCallStreamResumed(t *testing.T) {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server {
 		s := sdk.NewServer(&sdk.Implementation{Name: "polling"}, nil)
 		s.AddTool(&sdk.Tool{Name: "reconnect", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			tok := req.Params.GetProgressToken()
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "before closing"})
 			req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{RetryAfter: time.Millisecond})
 			close(closed)
-			select { // the result is made once the client has come back for it
+			select { // the rest is sent once the client has come back for it
 			case <-resumed:
 			case <-stop:
 				return nil, errors.New("not resumed")
 			}
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: 2, Message: "after reconnecting"})
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "after reconnecting"}}}, nil
 		})
 		return s
@@ -343,10 +347,23 @@ func TestClosedCallStreamResumed(t *testing.T) {
 	u := m.ups[0]
 	sess := u.session()
 
-	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_reconnect", Arguments: map[string]any{}})
+	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_reconnect", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "mine"}})
 	if err != nil || res.IsError || text(res) != "after reconnecting" {
 		t.Fatalf("web_reconnect: %v %q, want the upstream's result after its stream was resumed", err, text(res))
 	}
+	// The progress sent on the closed stream and on the resumed one both
+	// reach the caller, under its token.
+	waitFor(t, "progress from both streams", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var got []string
+		for _, p := range f.prog {
+			if p.ProgressToken == "mine" {
+				got = append(got, p.Message)
+			}
+		}
+		return slices.Equal(got, []string{"before closing", "after reconnecting"})
+	})
 	if n := gets.Load(); n != 1 {
 		t.Errorf("the client resumed %d times with Last-Event-ID, want once", n)
 	}
