@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -157,6 +159,83 @@ upstreams:
 			}
 		})
 	}
+}
+
+// TestUpstreamConformanceSSEPollingResumed runs the server-sse-polling
+// scenario against an upstream that gives event ids, directly and through
+// Portcullis. The go-sdk everything-server of the comparison keeps no event
+// store, so what its test_reconnection returns after closing the call's
+// stream is lost to every client (docs/upstreams.md); a Portcullis with the
+// conformance toolset keeps one, and is the upstream here. Directly, the
+// scenario resumes the closed stream with Last-Event-ID; through
+// Portcullis, Portcullis's upstream client resumes it and the caller gets
+// the tool's result, not an error, on its own stream, which Portcullis
+// keeps open.
+func TestUpstreamConformanceSSEPollingResumed(t *testing.T) {
+	upstream := startServer(t, []string{"PORTCULLIS_TOOLS_TOOLSETS=conformance"})
+	cfg := writeUpstreamConfig(t, fmt.Sprintf(`
+upstreams:
+  - name: conformance
+    prefix: ""
+    transport: http
+    url: %s
+    required: true
+`, upstream.MCPURL()))
+	front := startServer(t, nil, "--config", cfg)
+	awaitReady(t, front, 60*time.Second)
+
+	// run returns the scenario's checks, ID and status by description.
+	run := func(t *testing.T, url string) map[string]string {
+		t.Helper()
+		out := t.TempDir()
+		r := runTool(t, conformanceTimeout, out, "conformance", "server", "--url", url, "--output-dir", out, "--scenario", "server-sse-polling")
+		if f := failedChecks(out); r.ExitCode != 0 || f != "" {
+			t.Fatalf("server-sse-polling against %s: exit %d, failed checks:\n%s\n%s\n%s", url, r.ExitCode, f, r.Stdout, r.Stderr)
+		}
+		return sseChecks(t, out)
+	}
+	direct := run(t, upstream.MCPURL())
+	if got := direct["Server closes SSE stream mid-call and resumes after client reconnects with Last-Event-ID"]; got != "server-sse-disconnect-resume SUCCESS" {
+		t.Errorf("directly, the upstream's stream was not closed and resumed (%q): the test no longer shows what it means to: %v", got, direct)
+	}
+	proxied := run(t, front.MCPURL())
+	if got := proxied["Received tool response on POST stream"]; got != "incoming-sse-event INFO" {
+		t.Errorf("through Portcullis, the tool's result did not reach the caller on its stream (%q): %v", got, proxied)
+	}
+	if got := proxied["Server SHOULD send priming event with id and empty data on POST SSE streams"]; got != "server-sse-priming-event SUCCESS" {
+		t.Errorf("through Portcullis, the caller's stream has no priming event (%q): %v", got, proxied)
+	}
+}
+
+// sseChecks reads the checks.json files under dir: each check's ID and
+// status, keyed by its description.
+func sseChecks(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	checks := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "checks.json" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var list []struct{ ID, Status, Description string }
+		if err := json.Unmarshal(data, &list); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, c := range list {
+			checks[c.Description] = c.ID + " " + c.Status
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(checks) == 0 {
+		t.Fatalf("no checks.json under %s", dir)
+	}
+	return checks
 }
 
 // knownLossRow is a row of the known-losses table: | `scenario` | runs | why |.

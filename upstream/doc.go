@@ -44,7 +44,11 @@
 // because the upstream is down, crashed, hung or sent garbage ends with an
 // error result that names the upstream ([KindTransport] and the other
 // kinds go to [Hooks.StartCall]); the supervisor reconnects with backoff
-// (restarting a stdio server), and other calls and upstreams go on.
+// (restarting a stdio server), and other calls and upstreams go on. An
+// http upstream on the 2025-11-25 era that closes a call's response
+// stream mid-call (SEP-1699) has it resumed with Last-Event-ID when it gave
+// event ids; the caller's own stream stays open meanwhile. Without event
+// ids the call alone is lost, and its session kept.
 //
 // A stdio upstream is single-tenant: one process serves every caller, so
 // whatever state it keeps is shared by all of them ([IsolationShared]).

@@ -2,16 +2,19 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -284,8 +287,8 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 	blocked := callInFlight(t, f.session, "web_block", u)
 	other := f.caller(t, &sdk.ClientOptions{}, "2025-11-25")
 	res, err := other.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_drop", Arguments: map[string]any{}})
-	if err != nil || !res.IsError {
-		t.Fatalf("web_drop: %v %q, want an error result", err, text(res))
+	if err != nil || !res.IsError || !strings.Contains(text(res), "gave no event id to resume it from") {
+		t.Fatalf("web_drop: %v %q, want an error result saying the upstream's stream cannot be resumed", err, text(res))
 	}
 	close(release)
 	if got := <-blocked; got != "released" {
@@ -293,5 +296,78 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 	}
 	if u.session() != sess {
 		t.Error("the upstream's session was replaced after one call's stream ended")
+	}
+}
+
+// An HTTP upstream that closes a call's response stream mid-call after
+// giving event ids (it keeps an event store, SEP-1699) has the call
+// resumed: Portcullis's client reconnects with Last-Event-ID and the
+// caller gets the result, on its own stream that stayed open.
+func TestClosedCallStreamResumed(t *testing.T) {
+	closed := make(chan struct{})   // the tool closed its call's stream
+	resumed := make(chan string, 1) // the Last-Event-ID of the first GET that resumes
+	stop := make(chan struct{})     // the test is over: the tool returns
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server {
+		s := sdk.NewServer(&sdk.Implementation{Name: "polling"}, nil)
+		s.AddTool(&sdk.Tool{Name: "reconnect", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			tok := req.Params.GetProgressToken()
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "before closing"})
+			req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{RetryAfter: time.Millisecond})
+			close(closed)
+			select { // the rest is sent once the client has come back for it
+			case <-resumed:
+			case <-stop:
+				return nil, errors.New("not resumed")
+			}
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: 2, Message: "after reconnecting"})
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "after reconnecting"}}}, nil
+		})
+		return s
+	}, &sdk.StreamableHTTPOptions{EventStore: sdk.NewMemoryEventStore(nil)})
+	var gets atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Last-Event-ID"); r.Method == http.MethodGet && id != "" {
+			if gets.Add(1) == 1 {
+				<-closed
+				resumed <- id
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	f := newFront(t)
+	m, err := New([]Options{{Name: "web", Transport: TransportHTTP, URL: srv.URL, Required: true}}, f.cat, Deps{HTTPClient: &http.Client{}, Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	defer within(t, "Manager.Close", func() { m.Close() })
+	defer close(stop) // before the session is closed, which waits for the tool
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	u := m.ups[0]
+	sess := u.session()
+
+	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_reconnect", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "mine"}})
+	if err != nil || res.IsError || text(res) != "after reconnecting" {
+		t.Fatalf("web_reconnect: %v %q, want the upstream's result after its stream was resumed", err, text(res))
+	}
+	// The progress sent on the closed stream and on the resumed one both
+	// reach the caller, under its token.
+	waitFor(t, "progress from both streams", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var got []string
+		for _, p := range f.prog {
+			if p.ProgressToken == "mine" {
+				got = append(got, p.Message)
+			}
+		}
+		return slices.Equal(got, []string{"before closing", "after reconnecting"})
+	})
+	if n := gets.Load(); n != 1 {
+		t.Errorf("the client resumed %d times with Last-Event-ID, want once", n)
+	}
+	if u.session() != sess {
+		t.Error("the upstream's session was replaced")
 	}
 }

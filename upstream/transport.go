@@ -74,6 +74,10 @@ func (u *upstream) dialHTTP(src *tokenexchange.Source) (sdk.Transport, func(), e
 		rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
 	}
 	client.Transport = &sseCounter{next: &drainTransport{next: rt}, notes: &notes{}}
+	// MaxRetries bounds, among others, the reconnects with Last-Event-ID of
+	// a call's stream the upstream closed mid-call after giving event ids
+	// (SEP-1699), each after the stream's retry hint: the SDK client resumes
+	// it and the call goes on (TestClosedCallStreamResumed).
 	return &sdk.StreamableClientTransport{Endpoint: u.opts.URL, HTTPClient: &client, MaxRetries: 2}, func() {}, nil
 }
 

@@ -788,6 +788,13 @@ func (u *upstream) errorResult(kind string, err error) *sdk.CallToolResult {
 		var rpcErr *jsonrpc.Error
 		errors.As(err, &rpcErr)
 		msg = fmt.Sprintf("upstream: the MCP server %q refused the call: %s", u.opts.Name, truncateN(rpcErr.Message, maxErrorMessage))
+	case KindTransport:
+		if streamEnded(err) {
+			// The session is kept (see classify): nothing reconnects.
+			msg = fmt.Sprintf("upstream: the MCP server %q closed the call's response stream before the result and gave no event id to resume it from (it keeps no event store), so the result cannot be fetched; the tool may have run. The next call goes to the same session.", u.opts.Name)
+			break
+		}
+		fallthrough
 	default:
 		u.logger.Warn("upstream: a call failed", "error", err)
 		msg = fmt.Sprintf("upstream: the connection to the MCP server %q broke during the call (it may have crashed or sent an invalid message); Portcullis is reconnecting. Retry in a few seconds.", u.opts.Name)
