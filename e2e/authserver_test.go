@@ -119,6 +119,11 @@ func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS ma
 			"allow_http":         true,
 		},
 		"clients": []map[string]any{{"client_id": asAppClient, "name": asAppName, "redirect_uris": []string{asAppRedirect}}},
+		// Every client of a test comes from 127.0.0.1: the per-address
+		// rate (5/s, burst 20 by default) would refuse a test's sign-ins
+		// depending on how fast the machine runs them. The rate has its
+		// own tests (internal/authserver).
+		"rate": map[string]any{"per_second": 1000, "burst": 1000},
 	}
 	for k, v := range extraAS {
 		if m, ok := v.(map[string]any); ok && k == "idp" {
