@@ -563,7 +563,7 @@ func TestAuthServerBrowserClient(t *testing.T) {
 	start := time.Now()
 	browser := startChromium(t)
 	docs := startCIMDHost(t)
-	srv, idp := startASServerWithCIMD(t, "", docs)
+	srv, idp := startASServerWithCIMD(t, "", docs, nil)
 	catcher := startPageServer(t, "127.0.0.1")
 	redirect := catcher.Set("/callback", "<!doctype html><title>app</title><p>back at the app</p>")
 	const name = "E2E browser client"

@@ -101,32 +101,16 @@ func (h *cimdHost) Fetches(path string) int {
 	return h.fetches[path]
 }
 
-// startASServerEnv is startASServer (e2e/authserver_test.go) with extra
-// environment for the portcullis process (here SSL_CERT_FILE).
-func startASServerEnv(t *testing.T, profile string, extraAS map[string]any, env []string) (*server, *IdP) {
-	t.Helper()
-	addr := freeLoopbackAddr(t)
-	origin := "http://" + addr
-	idp := startASIdP(t, profile, origin)
-	cfg := asConfig(t, idp, origin, asKeysFile(t), nil, extraAS)
-	if profile != "" {
-		cfg["authorization_server"].(map[string]any)["idp"].(map[string]any)["preset"] = profile
-	}
-	srv := startServer(t, env, "--config", writeConfigFile(t, cfg), "--listen", addr)
-	if srv.BaseURL != origin {
-		t.Fatalf("portcullis listens at %s, want %s", srv.BaseURL, origin)
-	}
-	return srv, idp
-}
-
 // startASServerWithCIMD starts Portcullis in authorization-server mode
 // (IdP profile as startASServer) trusting host's certificate, with
 // documents allowed from loopback addresses (host is on 127.0.0.1).
-func startASServerWithCIMD(t *testing.T, profile string, host *cimdHost) (*server, *IdP) {
+func startASServerWithCIMD(t *testing.T, profile string, host *cimdHost, extraAS map[string]any) (*server, *IdP) {
 	t.Helper()
-	return startASServerEnv(t, profile, map[string]any{
-		"client_metadata_documents": map[string]any{"allow_private_addresses": true},
-	}, []string{"SSL_CERT_FILE=" + host.CAFile})
+	as := map[string]any{"client_metadata_documents": map[string]any{"allow_private_addresses": true}}
+	for k, v := range extraAS {
+		as[k] = v
+	}
+	return startASServerEnv(t, profile, as, []string{"SSL_CERT_FILE=" + host.CAFile})
 }
 
 // tsClientsEvent is a line e2e/tsclient/oauth-clients.mjs writes.
@@ -292,45 +276,60 @@ func checkTSSignIn(t *testing.T, srv *server, tc clientCase, run tsClientRun, b 
 func TestAuthServerClients(t *testing.T) {
 	start := time.Now()
 	docs := startCIMDHost(t)
-	srv, idp := startASServerWithCIMD(t, "", docs)
-	runClientCases(t, srv, idp, docs, []clientCase{
-		{name: "ts-v1 DCR", sdk: "v1", protocol: asProtocol},
-		{name: "ts-v1 CIMD", sdk: "v1", cimd: true, protocol: asProtocol},
-		{name: "ts-v2 DCR", sdk: "v2", protocol: asProtocol},
-		{name: "ts-v2 CIMD", sdk: "v2", cimd: true, protocol: asProtocol},
-		{name: "ts-v2 DCR 2026-07-28", sdk: "v2", protocol: modernProtocol},
-		{name: "ts-v2 CIMD 2026-07-28", sdk: "v2", cimd: true, protocol: modernProtocol},
-		{name: "go-sdk DCR", sdk: "go", protocol: asProtocol},
-		{name: "go-sdk CIMD", sdk: "go", cimd: true, protocol: asProtocol},
-		{name: "go-sdk DCR 2026-07-28", sdk: "go", protocol: modernProtocol},
-		{name: "go-sdk CIMD 2026-07-28", sdk: "go", cimd: true, protocol: modernProtocol},
-	})
+	srv, idp := startASServerWithCIMD(t, "", docs, nil)
+	runClientCases(t, srv, idp, docs, "", allClientCases)
 	t.Logf("TestAuthServerClients took %v", time.Since(start).Round(time.Millisecond))
 }
 
-// TestAuthServerClientsEntraProfile: the point of the mode. With the IdP
-// acting as Entra ID (no registration endpoint, no Client ID Metadata
-// Documents, the resource parameter refused) behind Portcullis (preset
-// entra), clients that register themselves or bring a document still
-// sign in, through Portcullis, and call a tool on both eras.
-func TestAuthServerClientsEntraProfile(t *testing.T) {
-	start := time.Now()
-	docs := startCIMDHost(t)
-	srv, idp := startASServerWithCIMD(t, idpProfileEntra, docs)
-	if meta := idp.Discovery(t); meta["registration_endpoint"] != nil {
-		t.Fatalf("the entra-like IdP advertises registration: %v", meta["registration_endpoint"])
+// allClientCases are the real clients on each era they speak, each by
+// dynamic registration and through a Client ID Metadata Document.
+var allClientCases = []clientCase{
+	{name: "ts-v1 DCR", sdk: "v1", protocol: asProtocol},
+	{name: "ts-v1 CIMD", sdk: "v1", cimd: true, protocol: asProtocol},
+	{name: "ts-v2 DCR", sdk: "v2", protocol: asProtocol},
+	{name: "ts-v2 CIMD", sdk: "v2", cimd: true, protocol: asProtocol},
+	{name: "ts-v2 DCR 2026-07-28", sdk: "v2", protocol: modernProtocol},
+	{name: "ts-v2 CIMD 2026-07-28", sdk: "v2", cimd: true, protocol: modernProtocol},
+	{name: "go-sdk DCR", sdk: "go", protocol: asProtocol},
+	{name: "go-sdk CIMD", sdk: "go", cimd: true, protocol: asProtocol},
+	{name: "go-sdk DCR 2026-07-28", sdk: "go", protocol: modernProtocol},
+	{name: "go-sdk CIMD 2026-07-28", sdk: "go", cimd: true, protocol: modernProtocol},
+}
+
+// TestAuthServerClientsIdPProfiles: the point of the mode. With the IdP
+// acting as each enterprise provider (Entra ID: no registration
+// endpoint, the resource parameter refused; Okta and Keycloak:
+// registration only with an initial access token; Google: no
+// registration; none takes Client ID Metadata Documents) behind
+// Portcullis with the preset of the same name, every client of
+// allClientCases, registering itself or bringing a document, still signs
+// in, through Portcullis, and calls a tool on each era it speaks (the v2
+// client stepping up as in TestAuthServerClients).
+func TestAuthServerClientsIdPProfiles(t *testing.T) {
+	for _, profile := range idpEnterpriseProfiles {
+		t.Run(profile, func(t *testing.T) {
+			start := time.Now()
+			docs := startCIMDHost(t)
+			var extraAS map[string]any
+			domain := ""
+			if profile == idpProfileGoogle {
+				extraAS = map[string]any{"idp": map[string]any{"hosted_domains": []string{"corp.example"}}}
+				domain = "@corp.example"
+			}
+			srv, idp := startASServerWithCIMD(t, profile, docs, extraAS)
+			if meta := idp.Discovery(t); profile != idpProfileOkta && profile != idpProfileKeycloak && meta["registration_endpoint"] != nil {
+				t.Fatalf("the %s-like IdP advertises registration: %v", profile, meta["registration_endpoint"])
+			}
+			runClientCases(t, srv, idp, docs, domain, allClientCases)
+			t.Logf("%s took %v", profile, time.Since(start).Round(time.Millisecond))
+		})
 	}
-	runClientCases(t, srv, idp, docs, []clientCase{
-		{name: "ts-v1 DCR", sdk: "v1", protocol: asProtocol},
-		{name: "ts-v2 CIMD 2026-07-28", sdk: "v2", cimd: true, protocol: modernProtocol},
-		{name: "go-sdk DCR 2026-07-28", sdk: "go", protocol: modernProtocol},
-	})
-	t.Logf("TestAuthServerClientsEntraProfile took %v", time.Since(start).Round(time.Millisecond))
 }
 
 // runClientCases runs each case as a subtest against srv, a user of its
-// own signing in at idp; documents are published on docs.
-func runClientCases(t *testing.T, srv *server, idp *IdP, docs *cimdHost, cases []clientCase) {
+// own (userN, with domain appended) signing in at idp; documents are
+// published on docs.
+func runClientCases(t *testing.T, srv *server, idp *IdP, docs *cimdHost, domain string, cases []clientCase) {
 	t.Helper()
 	resource := srv.MCPURL()
 	for i, tc := range cases {
@@ -338,7 +337,7 @@ func runClientCases(t *testing.T, srv *server, idp *IdP, docs *cimdHost, cases [
 			caseStart := time.Now()
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			user := fmt.Sprintf("user%d", i)
+			user := fmt.Sprintf("user%d%s", i, domain)
 			redirect := "http://" + freeLoopbackAddr(t) + "/callback"
 			b := newSignInBrowser(idp, user)
 			var docURL, docPath string

@@ -159,6 +159,13 @@ func asConfig(t *testing.T, idp *IdP, origin, keysFile string, extra, extraAS ma
 // generic; else the preset of the same name) and returns both.
 func startASServer(t *testing.T, profile string, extraAS map[string]any) (*server, *IdP) {
 	t.Helper()
+	return startASServerEnv(t, profile, extraAS, nil)
+}
+
+// startASServerEnv is startASServer with env added to the portcullis
+// process's environment.
+func startASServerEnv(t *testing.T, profile string, extraAS map[string]any, env []string) (*server, *IdP) {
+	t.Helper()
 	addr := freeLoopbackAddr(t)
 	origin := "http://" + addr
 	idp := startASIdP(t, profile, origin)
@@ -166,7 +173,7 @@ func startASServer(t *testing.T, profile string, extraAS map[string]any) (*serve
 	if profile != "" {
 		cfg["authorization_server"].(map[string]any)["idp"].(map[string]any)["preset"] = profile
 	}
-	srv := startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
+	srv := startServer(t, env, "--config", writeConfigFile(t, cfg), "--listen", addr)
 	if srv.BaseURL != origin {
 		t.Fatalf("portcullis listens at %s, want %s", srv.BaseURL, origin)
 	}
@@ -706,8 +713,8 @@ func TestAuthServerSDK(t *testing.T) {
 // TestAuthServerIdPProfiles: Portcullis in authorization-server mode in
 // front of the IdP acting as each enterprise provider (Entra ID, Okta,
 // Google, Keycloak; e2e/idp's profiles) with its preset of the same name:
-// the go-sdk client signs in and calls a tool, and policy goes by IdP
-// group. The IdP says who is in "admins" (logins starting with "admin");
+// the go-sdk client signs in and calls a tool, the MCP Inspector CLI
+// calls one with the token of that flow, and policy goes by IdP group. The IdP says who is in "admins" (logins starting with "admin");
 // Portcullis maps the ID token's groups claims (Okta's groups, Keycloak's
 // realm_access.roles, Entra's roles, whose app role MCP.Admin the rule
 // names, its groups being object ids) into its access token, and
@@ -732,7 +739,14 @@ func TestAuthServerIdPProfiles(t *testing.T) {
 					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 					defer cancel()
 					cs, h, _ := sdkASConnect(t, ctx, idp, srv.MCPURL(), user, "", nil)
-					c := checkASToken(t, sdkAccessToken(t, ctx, h), srv.BaseURL, srv.MCPURL(), user)
+					token := sdkAccessToken(t, ctx, h)
+					c := checkASToken(t, token, srv.BaseURL, srv.MCPURL(), user)
+					// The Inspector CLI with the token of the flow.
+					run := runTool(t, 2*time.Minute, t.TempDir(), "inspector", "--cli", srv.MCPURL(), "--transport", "http",
+						"--header", "Authorization: Bearer "+token, "--method", "tools/call", "--tool-name", "PingME")
+					if run.ExitCode != 0 || !strings.Contains(run.Stdout, "BISMILLAH") {
+						t.Errorf("inspector tools/call PingME: exit %d, want 0 and BISMILLAH\nstdout:\n%s\nstderr:\n%s", run.ExitCode, run.Stdout, run.Stderr)
+					}
 					if email, _ := c["email"].(string); !strings.Contains(email, "@") {
 						t.Errorf("access token email %q, want the user's address", email)
 					}
