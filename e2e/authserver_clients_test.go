@@ -136,8 +136,7 @@ type tsClientRun struct {
 // MCP_CLIENT_METADATA_URL, MCP_PROTOCOL) and redirect as its redirect URI,
 // making calls after tools/list; authorize plays the browser for each
 // authorization the SDK asks for (signInBrowser.Run, or Chromium) and
-// returns the redirect to the client. (A copy of runTSClient of
-// e2e/authserver_test.go for the other script, passing iss back as well.)
+// returns the redirect to the client.
 func runTSClients(t *testing.T, ctx context.Context, authorize func(context.Context, string) (*url.URL, error), sdkName, endpoint, redirect string, env []string, calls []map[string]any) tsClientRun {
 	t.Helper()
 	node, _, _ := idpPaths(t)

@@ -13,7 +13,6 @@ package e2e
 // MCP Inspector CLI calls a tool with a token the flow issued.
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -678,7 +677,7 @@ func TestAuthServerSDK(t *testing.T) {
 
 	t.Run("Inspector CLI with a token of the flow", func(t *testing.T) {
 		if lastToken == "" {
-			t.Skip("no token: the SDK subtests failed")
+			t.Fatal("no token: the SDK subtests failed")
 		}
 		dir := t.TempDir()
 		base := []string{"--cli", srv.MCPURL(), "--transport", "http"}
@@ -693,7 +692,7 @@ func TestAuthServerSDK(t *testing.T) {
 	})
 	t.Run("portcullis doctor with a token of the flow", func(t *testing.T) {
 		if lastToken == "" {
-			t.Skip("no token: the SDK subtests failed")
+			t.Fatal("no token: the SDK subtests failed")
 		}
 		tokenFile := filepath.Join(t.TempDir(), "token")
 		if err := os.WriteFile(tokenFile, []byte(lastToken), 0o600); err != nil {
@@ -802,86 +801,25 @@ func TestAuthServerGoogleHostedDomain(t *testing.T) {
 	}
 }
 
-// tsEvent is a line e2e/tsclient/oauth-client.mjs writes.
-type tsEvent struct {
-	Event, URL, Version, ProtocolVersion, Name, Text, Message, ClientID string
-	Names                                                               []string
-	IsError                                                             bool
-}
+// tsEvent is a line e2e/tsclient/oauth-clients.mjs writes.
+type tsEvent = tsClientsEvent
 
-// runTSClient runs the TypeScript SDK's client (e2e/tsclient) against
-// endpoint as clientID (empty: a client the SDK registers), making calls
-// (name and arguments each) after tools/list; b answers each
-// authorization the SDK asks for. It returns the client's events.
+// runTSClient runs the TypeScript SDK v1's client (the one the Inspector
+// ships; e2e/tsclient/oauth-clients.mjs) against endpoint as clientID
+// (empty: a client the SDK registers), keeping no refresh token if
+// dropRefreshToken, making calls (name and arguments each) after
+// tools/list; b answers each authorization the SDK asks for. It returns
+// the client's events.
 func runTSClient(t *testing.T, ctx context.Context, b *signInBrowser, endpoint, clientID string, dropRefreshToken bool, calls []map[string]any) []tsEvent {
 	t.Helper()
-	node, _, _ := idpPaths(t)
-	script, err := filepath.Abs(filepath.Join("tsclient", "oauth-client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	callsJSON, err := json.Marshal(calls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "MCP_") || strings.HasPrefix(kv, "NODE_OPTIONS=")
-	}),
-		"MCP_SDK_DIR="+nodeToolsDir(t),
-		"MCP_URL="+endpoint,
-		"MCP_REDIRECT_URL=http://"+freeLoopbackAddr(t)+"/callback",
-		"MCP_CALLS="+string(callsJSON),
-	)
+	var env []string
 	if dropRefreshToken {
-		cmd.Env = append(cmd.Env, "MCP_DROP_REFRESH_TOKEN=1")
+		env = append(env, "MCP_DROP_REFRESH_TOKEN=1")
 	}
 	if clientID != "" {
-		cmd.Env = append(cmd.Env, "MCP_CLIENT_ID="+clientID)
+		env = append(env, "MCP_CLIENT_ID="+clientID)
 	}
-	cmd.WaitDelay = 5 * time.Second
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var events []tsEvent
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		var ev tsEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Errorf("TypeScript client: a line that is not an event: %s", sc.Text())
-			continue
-		}
-		events = append(events, ev)
-		if ev.Event != "authorize" {
-			continue
-		}
-		answer := map[string]string{}
-		if cb, err := b.Run(ctx, ev.URL); err != nil {
-			t.Errorf("TypeScript client's authorization: %v", err)
-		} else {
-			q := cb.Query()
-			answer["code"], answer["state"] = q.Get("code"), q.Get("state")
-		}
-		line, _ := json.Marshal(answer)
-		if _, err := stdin.Write(append(line, '\n')); err != nil {
-			t.Errorf("TypeScript client's stdin: %v", err)
-		}
-	}
-	_ = stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("TypeScript client: %v\nevents: %+v\nstderr:\n%s", err, events, stderr.String())
-	}
-	return events
+	return runTSClients(t, ctx, b.Run, "v1", endpoint, "http://"+freeLoopbackAddr(t)+"/callback", env, calls).Events
 }
 
 // TestAuthServerTSClient: the TypeScript SDK's client (v1, the one the
@@ -980,7 +918,7 @@ func TestAuthServerTSClientRegistration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	b := newSignInBrowser(idp, "ursula")
-	b.App = "portcullis-e2e-ts"
+	b.App = "portcullis-e2e-ts-v1"
 	events := runTSClient(t, ctx, b, srv.MCPURL(), "", false, []map[string]any{{"name": "PingME", "arguments": map[string]any{}}})
 	var registered string
 	var pinged bool

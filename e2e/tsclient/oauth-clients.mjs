@@ -7,8 +7,7 @@
 // (MCP_CLIENT_METADATA_URL: the SDK uses that URL as its client_id when the
 // authorization server's metadata says it supports documents), or else
 // by dynamic client registration (RFC 7591). The Go test plays the browser
-// over stdin and stdout. (oauth-client.mjs, beside it, is the v1-only
-// client of the pre-registered and step-up tests.)
+// over stdin and stdout.
 //
 // Usage (Node >= 22; the SDKs are the ones scripts/install-node-tools.sh
 // pins):
@@ -18,6 +17,9 @@
 //   [MCP_CLIENT_ID=e2e-app | MCP_CLIENT_METADATA_URL=https://…/client.json] \
 //   [MCP_PROTOCOL=2026-07-28] \
 //   MCP_CALLS='[{"name":"PingME","arguments":{}}]' node oauth-clients.mjs
+//
+// MCP_DROP_REFRESH_TOKEN=1 keeps no refresh token, as a client that does
+// not store one.
 //
 // MCP_PROTOCOL=2026-07-28 (v2 only) pins the client to that revision
 // (versionNegotiation: { mode: { pin } }); without it each SDK speaks its
@@ -128,7 +130,8 @@ const provider = {
     return this.saved;
   },
   saveTokens(t) {
-    this.saved = t;
+    // MCP_DROP_REFRESH_TOKEN=1: a client that keeps no refresh token.
+    this.saved = process.env.MCP_DROP_REFRESH_TOKEN === '1' ? { ...t, refresh_token: undefined } : t;
   },
   redirectToAuthorization(url) {
     this.pending = url;
