@@ -42,6 +42,7 @@ type Handler struct {
 	limitHook limits.Hook
 	tasks     *tasks.Manager // nil: the tasks extension is off
 	remote    *remoteTasks   // nil: no remote tasks
+	direct    *directCalls   // calls served without the SDK (direct.go)
 
 	mu       sync.Mutex
 	draining bool
@@ -51,7 +52,7 @@ type Handler struct {
 // newHandler returns the /mcp handler for server, with opts defaulted and
 // deps' logger and limit hook set (see [New]). gate applies the per-tool
 // policy before the SDK sees a request.
-func newHandler(server *sdk.Server, opts Options, gate *toolGate, deps Deps) *Handler {
+func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *directCalls, deps Deps) *Handler {
 	logger := deps.Logger
 	get := func(*http.Request) *sdk.Server { return server }
 	sdkLog := sdkLogger(logger)
@@ -64,6 +65,7 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, deps Deps) *Ha
 		limitHook: deps.LimitHook,
 		tasks:     deps.Tasks,
 		remote:    newRemoteTasks(deps),
+		direct:    direct,
 		origins:   opts.AllowedOrigins,
 		maxBody:   opts.MaxBodyBytes,
 		logger:    logger,
@@ -163,6 +165,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	if h.gate != nil && !h.gateTools(w, r, msgs) {
 		return
 	}
+	plain := modern && onlyResponse(msgs)
+	if plain && h.serveDirect(w, r, msgs[0]) {
+		return
+	}
 	r.Body = &bodyReader{Reader: bytes.NewReader(body)}
 	r.ContentLength = int64(len(body))
 	r.Header.Del(RequestIDHeader)
@@ -171,7 +177,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 
 	switch {
-	case modern && onlyResponse(msgs):
+	case plain:
 		h.plain.ServeHTTP(w, r)
 	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)

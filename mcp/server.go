@@ -148,7 +148,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	s.AddReceivingMiddleware(mws...)
 	srv := &Server{sdk: s}
 	if deps.Transport == HTTP {
-		srv.handler = newHandler(s, opts, gate, deps)
+		srv.handler = newHandler(s, opts, gate, newDirectCalls(cat, mws), deps)
 	}
 	return srv
 }

@@ -407,6 +407,11 @@ func classify(res sdk.Result, err error) (errType, desc string) {
 		if r, ok := res.(*sdk.CallToolResult); ok && r != nil && r.IsError {
 			return ErrorTypeTool, "the tool returned an error result"
 		}
+		// A result passed on as another server sent it (a direct call's,
+		// see catalog.RawToolResult) says so itself.
+		if r, ok := res.(interface{ ToolError() bool }); ok && r.ToolError() {
+			return ErrorTypeTool, "the tool returned an error result"
+		}
 		return "", ""
 	}
 	var jerr *jsonrpc.Error // escapes: allocated only on the error path

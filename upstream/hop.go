@@ -19,6 +19,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
 
@@ -115,12 +118,14 @@ func hasHeaderBindings(schema json.RawMessage) bool {
 // response; streamEnded recognizes it, as the SDK client's.
 var errNoResponse = errors.New("request terminated without response")
 
-// callTool sends params as a tools/call and returns the upstream's result.
+// callTool sends params as a tools/call and returns the upstream's result:
+// for a direct call (t.direct) a complete one as it came, a
+// *catalog.RawToolResult, otherwise a *sdk.CallToolResult.
 // Progress and log messages in the answer go to the caller of t (with the
 // progress token the caller gave, see forwardProgress); a task handle goes
 // to capture, if any. An upstream's JSON-RPC error is returned as the
 // *jsonrpc.Error.
-func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture *taskCapture, params *sdk.CallToolParams) (*sdk.CallToolResult, error) {
+func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture *taskCapture, params *sdk.CallToolParams) (sdk.Result, error) {
 	if params.Meta == nil {
 		params.Meta = sdk.Meta{}
 	}
@@ -175,6 +180,21 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 	}
 	if capture != nil {
 		capture.offer(msg)
+	}
+	if t.direct {
+		// A complete result goes to the caller as it came: only one that
+		// asks for input is decoded, for its requestState (mrtr.go).
+		var probe struct {
+			ResultType string `json:"resultType"`
+			IsError    bool   `json:"isError"`
+		}
+		// Member names match exactly, as the SDK decodes them.
+		if _, err := segjson.Parse(msg.Result, &probe, segjson.DontMatchCaseInsensitiveStructFields|segjson.ZeroCopy); err != nil {
+			return nil, fmt.Errorf("upstream: decoding the result: %w", err)
+		}
+		if probe.ResultType != "input_required" {
+			return &catalog.RawToolResult{JSON: msg.Result, IsError: probe.IsError}, nil
+		}
 	}
 	var res sdk.CallToolResult
 	if err := json.Unmarshal(msg.Result, &res); err != nil {

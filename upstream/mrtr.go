@@ -115,7 +115,7 @@ func (u *upstream) rounds(t *callTarget, sendRound send, responses sdk.InputResp
 		switch {
 		case !needs:
 			return res, nil
-		case passesInput(t.session):
+		case t.direct || passesInput(t.session):
 			*st = u.wrapState(*st)
 			return res, nil
 		case len(reqs) == 0:

@@ -44,6 +44,10 @@ type callTarget struct {
 	session *sdk.ServerSession
 	// upstream is the upstream session the call went to.
 	upstream *sdk.ClientSession
+	// direct marks a call served without Portcullis's SDK server (see
+	// directTool): it has no session, and its caller takes
+	// input-required results itself.
+	direct bool
 }
 
 type targetKey struct{}

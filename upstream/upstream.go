@@ -531,7 +531,7 @@ func (u *upstream) tool(t *sdk.Tool) (catalog.SetTool, bool) {
 			tt.OutputSchema = out
 		}
 	}
-	return catalog.SetTool{Tool: &tt, Handler: u.callTool(t.Name)}, true
+	return catalog.SetTool{Tool: &tt, Handler: u.callTool(t.Name), Direct: u.directTool(t.Name)}, true
 }
 
 // objectSchema encodes s as JSON if it is a schema of type object.
@@ -624,105 +624,149 @@ func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sd
 // callTool returns the handler of the upstream tool called name.
 func (u *upstream) callTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		ctx, done := u.start(ctx, "tools/call", name)
-		sess, release, err := u.sessionFor(ctx, req.Extra)
+		res, err := u.call(ctx, req, name, false)
 		if err != nil {
-			done(KindUnavailable)
-			return u.errorResult(KindUnavailable, err), nil
-		}
-		defer release()
-		params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
-		if len(req.Params.Arguments) == 0 {
-			params.Arguments = map[string]any{}
-		}
-		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-			ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
-			u.progress.Store(ours, progressTarget{ctx: ctx, session: req.Session, token: tok})
-			// The SDK may hand over a progress notification after the
-			// result that followed it; it still reaches the caller.
-			defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
-			params.SetProgressToken(ours)
-		}
-		if u.opts.PassPrincipal == PassPrincipalMeta {
-			if p, ok := u.principal(req.Extra); ok {
-				if params.Meta == nil {
-					params.Meta = sdk.Meta{}
-				}
-				params.Meta[MetaKeyPrincipal] = p.meta()
-			}
-		}
-		params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
-		// An upstream that offers tasks may answer a caller that declared
-		// them with its task handle, which the SDK client cannot decode:
-		// the raw result is captured (tasks.go).
-		var capture *taskCapture
-		if tasks.AcceptsRemote(ctx) && offersTasks(sess) {
-			capture = &taskCapture{}
-			tasksCapability(params.Meta)
-		}
-		state, err := u.unwrapState(req.Params.RequestState)
-		if err != nil {
-			done(KindProtocol)
 			return nil, err
 		}
-		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
-		var sendRound send
-		if h := u.hopFor(sess, name); h != nil {
-			// The direct hop (hop.go) passes the call's messages on as it
-			// reads them, before its result: nothing to track or await.
-			sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-				p := *params
-				p.InputResponses, p.RequestState = responses, state
-				return h.callTool(ctx, u, target, capture, &p)
-			}
-		} else {
-			untrack := u.inflight.add(sess, target)
-			defer untrack()
-			// The upstream's progress and log messages sent before its
-			// result reach the caller before the result does.
-			defer u.awaitNotes(ctx, sess)
-			tctx := context.WithValue(ctx, targetKey{}, target)
-			if capture != nil {
-				tctx = withCapture(tctx, capture)
-			}
-			sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-				p := *params
-				p.InputResponses, p.RequestState = responses, state
-				res, err := sess.CallTool(tctx, &p)
-				if err != nil {
-					return nil, err
-				}
-				return res, nil
-			}
-		}
-		r, err := u.rounds(target, sendRound, req.Params.InputResponses, state)
-		res, _ := r.(*sdk.CallToolResult)
-		if err == nil && capture != nil {
-			if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
-				// The caller gets the upstream's task handle instead
-				// (mcp/remotetasks.go); this placeholder is not sent.
-				done("")
-				return &sdk.CallToolResult{}, nil
-			}
-		}
-		kind := u.classify(ctx, sess, err)
-		if err == nil && res.IsError {
-			kind = KindToolError
-		}
-		done(kind)
-		if rpcErr, ok := passedError(err); ok {
-			// The completion of a URL-mode elicitation the caller is
-			// asked to open comes later, outside the call (relay.go).
-			for _, p := range urlElicitations(rpcErr) {
-				u.rememberElicitation(target, p)
-			}
-			return nil, rpcErr
-		}
-		if err != nil {
-			return u.errorResult(kind, err), nil
-		}
-		return res, nil
+		return res.(*sdk.CallToolResult), nil // only a direct call gets another type
 	}
+}
+
+// directTool returns the direct handler of the upstream tool called
+// name (see catalog.DirectHandler): calls that the direct hop makes
+// (hop.go) are served without Portcullis's SDK server.
+func (u *upstream) directTool(name string) func() catalog.DirectHandler {
+	if u.pool != nil {
+		// A caller's own process or exchanged token: its session is
+		// found per call, and the SDK server's path is kept.
+		return nil
+	}
+	handler := func(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
+		return u.call(ctx, req, name, true)
+	}
+	return func() catalog.DirectHandler {
+		if u.hopFor(u.session(), name) == nil {
+			return nil
+		}
+		return handler
+	}
+}
+
+// call sends a call of the upstream tool called name for the caller's
+// request req. A direct call (see directTool) has no caller session: its
+// caller takes input-required results itself, asked for no
+// notifications, and may get the upstream's complete result as it came
+// (*catalog.RawToolResult); any other call's result is a
+// *sdk.CallToolResult.
+func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name string, direct bool) (sdk.Result, error) {
+	ctx, done := u.start(ctx, "tools/call", name)
+	sess, release, err := u.sessionFor(ctx, req.Extra)
+	if err != nil {
+		done(KindUnavailable)
+		return u.errorResult(KindUnavailable, err), nil
+	}
+	defer release()
+	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
+	if len(req.Params.Arguments) == 0 {
+		params.Arguments = map[string]any{}
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
+		u.progress.Store(ours, progressTarget{ctx: ctx, session: req.Session, token: tok})
+		// The SDK may hand over a progress notification after the
+		// result that followed it; it still reaches the caller.
+		defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
+		params.SetProgressToken(ours)
+	}
+	if u.opts.PassPrincipal == PassPrincipalMeta {
+		if p, ok := u.principal(req.Extra); ok {
+			if params.Meta == nil {
+				params.Meta = sdk.Meta{}
+			}
+			params.Meta[MetaKeyPrincipal] = p.meta()
+		}
+	}
+	params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
+	// An upstream that offers tasks may answer a caller that declared
+	// them with its task handle, which the SDK client cannot decode:
+	// the raw result is captured (tasks.go).
+	var capture *taskCapture
+	if tasks.AcceptsRemote(ctx) && offersTasks(sess) {
+		capture = &taskCapture{}
+		tasksCapability(params.Meta)
+	}
+	state, err := u.unwrapState(req.Params.RequestState)
+	if err != nil {
+		done(KindProtocol)
+		return nil, err
+	}
+	target := &callTarget{ctx: ctx, session: req.Session, upstream: sess, direct: direct}
+	var sendRound send
+	if h := u.hopFor(sess, name); h != nil {
+		// The direct hop (hop.go) passes the call's messages on as it
+		// reads them, before its result: nothing to track or await.
+		sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			p := *params
+			p.InputResponses, p.RequestState = responses, state
+			return h.callTool(ctx, u, target, capture, &p)
+		}
+	} else {
+		untrack := u.inflight.add(sess, target)
+		defer untrack()
+		// The upstream's progress and log messages sent before its
+		// result reach the caller before the result does.
+		defer u.awaitNotes(ctx, sess)
+		tctx := context.WithValue(ctx, targetKey{}, target)
+		if capture != nil {
+			tctx = withCapture(tctx, capture)
+		}
+		sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			p := *params
+			p.InputResponses, p.RequestState = responses, state
+			res, err := sess.CallTool(tctx, &p)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+	}
+	res, err := u.rounds(target, sendRound, req.Params.InputResponses, state)
+	if err == nil && capture != nil {
+		if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
+			// The caller gets the upstream's task handle instead
+			// (mcp/remotetasks.go); this placeholder is not sent.
+			done("")
+			return &sdk.CallToolResult{}, nil
+		}
+	}
+	kind := u.classify(ctx, sess, err)
+	if err == nil && toolError(res) {
+		kind = KindToolError
+	}
+	done(kind)
+	if rpcErr, ok := passedError(err); ok {
+		// The completion of a URL-mode elicitation the caller is
+		// asked to open comes later, outside the call (relay.go).
+		for _, p := range urlElicitations(rpcErr) {
+			u.rememberElicitation(target, p)
+		}
+		return nil, rpcErr
+	}
+	if err != nil {
+		return u.errorResult(kind, err), nil
+	}
+	return res, nil
+}
+
+// toolError reports whether res is a tool's error result.
+func toolError(res sdk.Result) bool {
+	switch r := res.(type) {
+	case *sdk.CallToolResult:
+		return r.IsError
+	case *catalog.RawToolResult:
+		return r.IsError
+	}
+	return false
 }
 
 // classify names the kind of a failed request and, when the connection

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,7 +37,42 @@ type Set struct {
 type SetTool struct {
 	Tool    *sdk.Tool
 	Handler sdk.ToolHandler
+	// Direct, when set, returns the handler of a call that the HTTP
+	// handler serves without the SDK server (see [DirectHandler]), or nil
+	// when this call must take Handler through the SDK server.
+	Direct func() DirectHandler
 }
+
+// A DirectHandler serves a tools/call of the 2026-07-28 era outside the
+// SDK server: the HTTP handler decodes the request, runs the server's
+// receiving middleware (telemetry, the tool gate, tasks, requestState
+// sealing, the tool timeout, recovery) around the handler and encodes
+// what it returns. It is for a tool whose call is forwarded to another
+// server, where the SDK server's per-request session costs as much as
+// the forwarding does. The request has no session: the HTTP handler
+// serves directly only calls that ask for no notifications during the
+// call (no progress token, no log level) and whose client takes
+// multi-round-trip results itself. It returns a [*RawToolResult] to pass
+// on a result as it was received, or any result the SDK server would
+// send.
+type DirectHandler func(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error)
+
+// RawToolResult is a tools/call result passed on as another server sent
+// it: a complete result (not one that asks for input, not a task handle).
+type RawToolResult struct {
+	sdk.ResultBase
+	// JSON is the result object as received.
+	JSON json.RawMessage
+	// IsError is the result's isError.
+	IsError bool
+}
+
+// MarshalJSON returns the result as received.
+func (r *RawToolResult) MarshalJSON() ([]byte, error) { return r.JSON, nil }
+
+// ToolError reports whether the result is a tool's error result
+// (isError), as telemetry classifies it.
+func (r *RawToolResult) ToolError() bool { return r.IsError }
 
 // SetResource is a resource of a [Set].
 type SetResource struct {
@@ -54,6 +90,25 @@ type SetTemplate struct {
 type SetPrompt struct {
 	Prompt  *sdk.Prompt
 	Handler sdk.PromptHandler
+}
+
+// Direct returns the direct handler of a source's tool called name for
+// this call, or nil when the call takes the SDK server (the catalog's own
+// tools always do).
+func (c *Catalog) Direct(name string) DirectHandler {
+	c.mu.RLock()
+	var direct func() DirectHandler
+	for _, src := range c.sources {
+		if t, ok := src.tools[name]; ok {
+			direct = t.Direct
+			break
+		}
+	}
+	c.mu.RUnlock()
+	if direct == nil {
+		return nil
+	}
+	return direct()
 }
 
 // ErrClash is wrapped by the error [Catalog.SetSource] returns when a name

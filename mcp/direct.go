@@ -1,0 +1,239 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/loopback"
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+	"github.com/portcullis-mcp/portcullis/tasks"
+)
+
+// Direct calls. A tools/call of the 2026-07-28 era to a tool whose call is
+// forwarded to another server (an upstream's, over the direct hop) is
+// served here, without the SDK's Streamable HTTP handler: the SDK would
+// make a session for the one request, a JSON-RPC connection and its
+// goroutines, and encode again a result that is passed on as it came —
+// about as much CPU as the forwarding itself. The request is decoded into
+// the SDK's request type and run through the same receiving middleware as
+// every other call (telemetry and the audit line, the tool gate, tasks,
+// requestState sealing, the tool timeout, recovery), around the tool's
+// [catalog.DirectHandler]; the response is encoded by the SDK's jsonrpc
+// package and written as a plain JSON body.
+//
+// Only a request the SDK would serve the same way takes this path: one
+// request of exactly 2026-07-28 (header and _meta agree), JSON in, both
+// media types accepted, the standard headers matching the body, client
+// capabilities in its _meta, no progress token or log level (so nothing
+// but the response can be owed, see [onlyResponse]), a tool that is not
+// run as a Portcullis task. Anything else, and any request the SDK would
+// refuse, goes to the SDK as before, which answers it as ever.
+
+// directCalls serves direct calls: the catalog's direct handlers, run
+// through the server's receiving middleware.
+type directCalls struct {
+	lookup  func(name string) catalog.DirectHandler
+	support func(name string) tasks.ToolTasks
+	chain   sdk.MethodHandler
+}
+
+// newDirectCalls returns the direct calls of cat, run through mws
+// (outermost first, as the SDK server applies them).
+func newDirectCalls(cat *catalog.Catalog, mws []sdk.Middleware) *directCalls {
+	var h sdk.MethodHandler = callDirect
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return &directCalls{lookup: cat.Direct, support: cat.TaskSupport, chain: h}
+}
+
+type directKey struct{}
+
+// callDirect is the method handler at the end of the chain: the tool's
+// direct handler, and what the SDK server does with a tool's result
+// (callTool, handleMultiRoundTripResult) before it is sent.
+func callDirect(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+	handler, _ := ctx.Value(directKey{}).(catalog.DirectHandler)
+	r, ok := req.(*sdk.CallToolRequest)
+	if handler == nil || !ok || method != "tools/call" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+	}
+	res, err := handler(ctx, r)
+	if err != nil || res == nil {
+		return res, err
+	}
+	if c, ok := res.(*sdk.CallToolResult); ok {
+		asks := c.InputRequests != nil
+		if asks && (len(c.Content) > 0 || c.StructuredContent != nil) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+		}
+		if c.Content == nil && !asks && !c.NeedsInput() {
+			cc := *c
+			cc.Content = []sdk.Content{}
+			res = &cc
+		}
+	}
+	return res, nil
+}
+
+// serveDirect serves the single message m of a POST directly, and
+// reports whether it did; when it did not, nothing was written.
+func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, m envelope) bool {
+	if h.direct == nil || m.Method != "tools/call" || len(m.ID) == 0 {
+		return false
+	}
+	// The tool named in the header (which must match the body's, below)
+	// decides first: most calls are of other tools.
+	name := r.Header.Get(mcpheader.Name)
+	if name == "" {
+		return false
+	}
+	handler := h.direct.lookup(name)
+	if handler == nil || h.direct.support(name).Support != tasks.SupportNone || !directHeaders(r.Header) || !sdkAcceptsHost(r) {
+		return false
+	}
+	var params sdk.CallToolParamsRaw
+	if len(m.Params) == 0 || decode(m.Params, &params) != nil || params.Name != name {
+		return false
+	}
+	if v, _ := params.Meta[sdk.MetaKeyProtocolVersion].(string); v != statelessEra {
+		return false
+	}
+	params.Name = strings.Clone(params.Name) // kept by metrics; the rest points into the body
+	req := &sdk.CallToolRequest{
+		Params: &params,
+		Extra:  &sdk.RequestExtra{TokenInfo: sdkauth.TokenInfoFromContext(r.Context()), Header: r.Header},
+	}
+	// What the SDK requires of a 2026-07-28 request's _meta
+	// (validateRequestMeta): it refuses the request otherwise.
+	if _, ok := params.Meta[sdk.MetaKeyClientInfo]; ok && req.ClientInfo() == nil {
+		return false
+	}
+	if req.ClientCapabilities() == nil {
+		return false
+	}
+	id, err := decodeID(m.ID)
+	if err != nil {
+		return false
+	}
+	r.Header.Set(RequestIDHeader, idText(m.ID))
+
+	ctx := context.WithValue(r.Context(), directKey{}, handler)
+	res, err := h.direct.chain(ctx, "tools/call", req)
+	resp := &jsonrpc.Response{ID: id}
+	if err == nil {
+		resp.Result, err = encodeResult(res)
+	}
+	if err != nil {
+		resp.Result, resp.Error = nil, wireError(err)
+	}
+	body, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		h.logger.ErrorContext(ctx, "encoding a direct call's response", "error", err)
+		body, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	return true
+}
+
+// directHeaders reports whether a request's headers are what the SDK
+// serves a 2026-07-28 tools/call with: exactly that revision, no session,
+// JSON in, both media types accepted, the Mcp-Method header (Mcp-Name is
+// checked against the body by the caller).
+func directHeaders(hd http.Header) bool {
+	if hd.Get(mcpheader.ProtocolVersion) != statelessEra || hd.Get(mcpheader.SessionID) != "" || hd.Get(mcpheader.Method) != "tools/call" {
+		return false
+	}
+	if ct := hd.Get("Content-Type"); ct != "application/json" {
+		// As the SDK reads it (baseMediaType); the plain value, by far
+		// the most common, needs no parsing.
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return false
+		}
+	}
+	jsonOK, streamOK := false, false
+	for _, v := range hd.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			switch strings.ToLower(strings.TrimSpace(mt)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+// sdkAcceptsHost reports whether the SDK's DNS rebinding protection
+// lets the request through: on a loopback listener, only a loopback Host
+// (as the SDK spells one: lower case).
+func sdkAcceptsHost(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !loopback.Host(local.String()) {
+		return true
+	}
+	return loopback.Host(r.Host) && r.Host == strings.ToLower(r.Host)
+}
+
+// decodeID is the JSON-RPC id of a request as the jsonrpc package holds it.
+func decodeID(raw json.RawMessage) (jsonrpc.ID, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return jsonrpc.ID{}, err
+	}
+	return jsonrpc.MakeID(v)
+}
+
+// encodeResult encodes the result of a direct call as the SDK server
+// would send it to a 2026-07-28 client: a result passed on as it came, or
+// any other with its resultType ("complete" unless it asks for input).
+func encodeResult(res sdk.Result) (json.RawMessage, error) {
+	if raw, ok := res.(*catalog.RawToolResult); ok {
+		return raw.JSON, nil
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	if _, ok := fields["resultType"]; ok {
+		return b, nil
+	}
+	fields["resultType"] = json.RawMessage(`"complete"`)
+	return json.Marshal(fields)
+}
+
+// wireError is the JSON-RPC error a handler's error is sent as, as the
+// SDK's connection sends it: a JSON-RPC error as it is, any other error's
+// text with the code of a JSON-RPC error it wraps.
+func wireError(err error) *jsonrpc.Error {
+	var jerr *jsonrpc.Error
+	if errors.As(err, &jerr) {
+		if jerr == err {
+			return jerr
+		}
+		return &jsonrpc.Error{Code: jerr.Code, Message: err.Error()}
+	}
+	return &jsonrpc.Error{Message: err.Error()}
+}
