@@ -46,16 +46,17 @@ type directCalls struct {
 	lookup  func(name string) catalog.DirectHandler
 	support func(name string) tasks.ToolTasks
 	chain   sdk.MethodHandler
+	impl    *sdk.Implementation // the server's, named in each result
 }
 
 // newDirectCalls returns the direct calls of cat, run through mws
-// (outermost first, as the SDK server applies them).
-func newDirectCalls(cat *catalog.Catalog, mws []sdk.Middleware) *directCalls {
+// (outermost first, as the SDK server applies them), by the server impl.
+func newDirectCalls(cat *catalog.Catalog, mws []sdk.Middleware, impl *sdk.Implementation) *directCalls {
 	var h sdk.MethodHandler = callDirect
 	for i := len(mws) - 1; i >= 0; i-- {
 		h = mws[i](h)
 	}
-	return &directCalls{lookup: cat.Direct, support: cat.TaskSupport, chain: h}
+	return &directCalls{lookup: cat.Direct, support: cat.TaskSupport, chain: h, impl: impl}
 }
 
 type directKey struct{}
@@ -132,22 +133,40 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, m envelope
 	ctx := context.WithValue(r.Context(), directKey{}, handler)
 	res, err := h.direct.chain(ctx, "tools/call", req)
 	resp := &jsonrpc.Response{ID: id}
+	status := http.StatusOK
 	if err == nil {
-		resp.Result, err = encodeResult(res)
+		resp.Result, err = h.direct.encodeResult(res)
 	}
 	if err != nil {
-		resp.Result, resp.Error = nil, wireError(err)
+		jerr := wireError(err)
+		resp.Result, resp.Error = nil, jerr
+		status = errorStatus(jerr)
 	}
 	body, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		h.logger.ErrorContext(ctx, "encoding a direct call's response", "error", err)
 		body, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}})
+		status = http.StatusOK
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	return true
+}
+
+// errorStatus is the HTTP status of a 2026-07-28 response with the error
+// jerr, as the SDK sends it (SEP-2575): 404 for an unknown method, 400 for
+// invalid params, an unsupported protocol version or a missing client
+// capability, 200 for any other.
+func errorStatus(jerr *jsonrpc.Error) int {
+	switch jerr.Code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, sdk.CodeUnsupportedProtocolVersion, sdk.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }
 
 // directHeaders reports whether a request's headers are what the SDK
@@ -203,11 +222,44 @@ func decodeID(raw json.RawMessage) (jsonrpc.ID, error) {
 }
 
 // encodeResult encodes the result of a direct call as the SDK server
-// would send it to a 2026-07-28 client: a result passed on as it came, or
-// any other with its resultType ("complete" unless it asks for input).
-func encodeResult(res sdk.Result) (json.RawMessage, error) {
+// sends one to a 2026-07-28 client: its _meta naming the server that made
+// it (SEP-2575: the result's own name, else this server's), with a
+// resultType ("complete" unless it asks for input). A result passed on
+// as it came that names its server is sent as it is.
+func (d *directCalls) encodeResult(res sdk.Result) (json.RawMessage, error) {
 	if raw, ok := res.(*catalog.RawToolResult); ok {
-		return raw.JSON, nil
+		if raw.NamesServer {
+			return raw.JSON, nil
+		}
+		var meta map[string]json.RawMessage
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw.JSON, &fields); err != nil {
+			return nil, err
+		}
+		if m := fields["_meta"]; m != nil {
+			if err := json.Unmarshal(m, &meta); err != nil {
+				return nil, err
+			}
+		}
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		var err error
+		if meta[sdk.MetaKeyServerInfo], err = json.Marshal(d.impl); err != nil {
+			return nil, err
+		}
+		if fields["_meta"], err = json.Marshal(meta); err != nil {
+			return nil, err
+		}
+		return json.Marshal(fields)
+	}
+	m := res.GetMeta()
+	if _, ok := m[sdk.MetaKeyServerInfo]; !ok {
+		if m == nil {
+			m = map[string]any{}
+		}
+		m[sdk.MetaKeyServerInfo] = d.impl
+		res.SetMeta(m)
 	}
 	b, err := json.Marshal(res)
 	if err != nil {

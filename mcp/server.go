@@ -125,11 +125,12 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 		}
 	}
 	cat.Apply(sopts)
-	s := sdk.NewServer(&sdk.Implementation{
+	impl := &sdk.Implementation{
 		Name:    "portcullis",
 		Title:   "Portcullis",
 		Version: deps.Version,
-	}, sopts)
+	}
+	s := sdk.NewServer(impl, sopts)
 	cat.Register(s)
 
 	// One gate, for the SDK middleware here and the HTTP handler.
@@ -148,7 +149,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	s.AddReceivingMiddleware(mws...)
 	srv := &Server{sdk: s}
 	if deps.Transport == HTTP {
-		srv.handler = newHandler(s, opts, gate, newDirectCalls(cat, mws), deps)
+		srv.handler = newHandler(s, opts, gate, newDirectCalls(cat, mws, impl), deps)
 	}
 	return srv
 }

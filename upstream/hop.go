@@ -187,13 +187,16 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 		var probe struct {
 			ResultType string `json:"resultType"`
 			IsError    bool   `json:"isError"`
+			Meta       struct {
+				ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
+			} `json:"_meta"`
 		}
 		// Member names match exactly, as the SDK decodes them.
 		if _, err := segjson.Parse(msg.Result, &probe, segjson.DontMatchCaseInsensitiveStructFields|segjson.ZeroCopy); err != nil {
 			return nil, fmt.Errorf("upstream: decoding the result: %w", err)
 		}
 		if probe.ResultType != "input_required" {
-			return &catalog.RawToolResult{JSON: msg.Result, IsError: probe.IsError}, nil
+			return &catalog.RawToolResult{JSON: msg.Result, IsError: probe.IsError, NamesServer: len(probe.Meta.ServerInfo) > 0}, nil
 		}
 	}
 	var res sdk.CallToolResult

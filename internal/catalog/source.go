@@ -65,6 +65,11 @@ type RawToolResult struct {
 	JSON json.RawMessage
 	// IsError is the result's isError.
 	IsError bool
+	// NamesServer reports whether the result's _meta names the server
+	// that made it (io.modelcontextprotocol/serverInfo): one that does not
+	// is sent with the serving server's name added, as the SDK server
+	// adds it to every result.
+	NamesServer bool
 }
 
 // MarshalJSON returns the result as received.
