@@ -309,5 +309,20 @@ mcp:
 				t.Errorf("/metrics has no mcp_server_operation_duration_seconds_count with %s", want)
 			}
 		}
+		// Each call is one operation, its -32602 answer (HTTP 400) included:
+		// four calls of be_rawask, in the multi-round trip subtest.
+		var calls float64
+		var series []string
+		for line := range strings.Lines(string(page)) {
+			if strings.HasPrefix(line, "mcp_server_operation_duration_seconds_count{") && strings.Contains(line, `gen_ai_tool_name="be_rawask"`) {
+				var n float64
+				_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &n)
+				calls += n
+				series = append(series, strings.TrimSpace(line))
+			}
+		}
+		if calls != 4 {
+			t.Errorf("be_rawask: %v operations recorded, want 4:\n%s", calls, strings.Join(series, "\n"))
+		}
 	})
 }

@@ -184,6 +184,7 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		if c.spanTarget != "" && err == nil && recording {
 			span.SetName(t.spanName(c.methodLabel, c.spanTarget))
 		}
+		markDispatched(ctx)
 		if t.Metrics != nil {
 			prompt := ""
 			if method == "prompts/get" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -64,7 +65,13 @@ func Refusals(o RefusalOptions) func(http.Handler) http.Handler {
 			}
 			start := o.Now()
 			rw := &refusalWriter{ResponseWriter: w}
-			next.ServeHTTP(rw, r)
+			next.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), dispatchedKey{}, &rw.dispatched)))
+			if rw.dispatched.Load() {
+				// The MCP middleware recorded the request, whatever the
+				// status of its answer (on 2026-07-28 an invalid-params
+				// error is a 400, SEP-2575).
+				return
+			}
 			if rw.code == 0 && rw.status < http.StatusBadRequest && !rw.answered {
 				return
 			}
@@ -149,6 +156,23 @@ type refusalWriter struct {
 	code     int    // the JSON-RPC error code of a refusal, 0 when none
 	answered bool   // answered without error before the SDK
 	link     string // traceparent of a related trace
+	// dispatched is set by the MCP middleware (markDispatched) when it
+	// records the request as an operation itself.
+	dispatched atomic.Bool
+}
+
+// dispatchedKey holds, in a request's context, the flag that the MCP
+// middleware sets for a request it records.
+type dispatchedKey struct{}
+
+// markDispatched tells the Refusals middleware around the request of ctx,
+// if any, that the MCP middleware recorded it. A legacy session's requests
+// carry the context of the request that opened the session, whose flag
+// has long been read: setting it again changes nothing.
+func markDispatched(ctx context.Context) {
+	if d, ok := ctx.Value(dispatchedKey{}).(*atomic.Bool); ok {
+		d.Store(true)
+	}
 }
 
 // RecordAnswered is called by the MCP handler when it answers a request

@@ -1,11 +1,14 @@
 package observability
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/codes"
@@ -174,5 +177,42 @@ func TestTaskAnswersAreOperations(t *testing.T) {
 				t.Errorf("link to trace %s", s.Links[0].SpanContext.TraceID())
 			}
 		})
+	}
+}
+
+// TestDispatchedErrorsAreOneOperation checks that a request the SDK
+// dispatched and answered with an error whose HTTP status is 400 (on
+// 2026-07-28, SEP-2575: invalid params, a missing client capability) is
+// one operation, recorded by the MCP middleware, and not a refusal too.
+func TestDispatchedErrorsAreOneOperation(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, BuildInfo{})
+	known := func(n string) bool { return n == "picky" }
+	s := sdk.NewServer(&sdk.Implementation{Name: "t"}, nil)
+	s.AddTool(&sdk.Tool{Name: "picky", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no"}
+	})
+	s.AddReceivingMiddleware(MCPMiddleware(MCPOptions{Metrics: m, KnownTool: known}))
+	h := Refusals(RefusalOptions{Metrics: m, KnownTool: known})(
+		sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"picky","arguments":{},"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "picky",
+	} {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "-32602") {
+		t.Fatalf("answer %d %s, want 400 with -32602", rec.Code, rec.Body)
+	}
+	got := seriesLabels(t, reg, "mcp_server_operation_duration_seconds")
+	want := `error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="picky",mcp_method_name="tools/call",mcp_protocol_version="2026-07-28",network_transport="tcp",rpc_response_status_code="-32602"`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("series %q, want only %s", got, want)
 	}
 }
