@@ -21,7 +21,7 @@ import (
 // the tools raw, rawfail and rawask itself, with results that carry a
 // member no SDK type has ("x-extra"): a result that reaches the caller
 // with it was passed on as it came, not decoded and encoded again.
-// rawask asks for input (an elicitation) with requestState "up-1" and
+// rawtask answers with a task handle. rawask asks for input (an elicitation) with requestState "up-1" and
 // answers once the retry brings both back.
 func directUpstream(t *testing.T) string {
 	t.Helper()
@@ -39,7 +39,7 @@ func directUpstream(t *testing.T) string {
 		}
 		return nil, ctx.Err()
 	})
-	for _, name := range []string{"raw", "rawfail", "rawask"} {
+	for _, name := range []string{"raw", "rawfail", "rawask", "rawtask"} {
 		s.AddTool(&sdk.Tool{Name: name, InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return nil, fmt.Errorf("%s is answered by the wrapper", name)
 		})
@@ -65,6 +65,9 @@ func directUpstream(t *testing.T) string {
 		_ = json.Unmarshal(call.Params, &p)
 		result := `{"content":[{"type":"text","text":"as sent"}],"resultType":"complete","x-extra":{"kept":true}}`
 		switch {
+		case name == "rawtask":
+			// A task handle the caller did not ask for.
+			result = `{"resultType":"task","task":{"taskId":"up-task-1","status":"working","ttlMs":60000}}`
 		case name == "rawfail":
 			result = `{"content":[{"type":"text","text":"it failed"}],"isError":true,"resultType":"complete","x-extra":{"kept":true}}`
 		case name == "rawask" && p.RequestState == "":
@@ -261,6 +264,15 @@ mcp:
 		status, answer = directCall(t, base, other, "be_rawask", retry, nil, nil)
 		if status != http.StatusBadRequest || json.Unmarshal(answer["error"], &jerr) != nil || jerr.Code != jsonrpc.CodeInvalidParams {
 			t.Errorf("another caller's requestState: %d %v, want 400 -32602", status, answer)
+		}
+	})
+	t.Run("a task handle not asked for", func(t *testing.T) {
+		// As through the SDK server: decoded as a tool result, which it
+		// is not, so nothing of it reaches the caller.
+		_, answer := directCall(t, base, token, "be_rawtask", nil, nil, nil)
+		res := resultOf(t, "be_rawtask", answer)
+		if string(res["resultType"]) != `"complete"` || strings.Contains(string(answer["result"]), "up-task-1") {
+			t.Errorf("be_rawtask: %s, want a complete result without the upstream's task", answer["result"])
 		}
 	})
 	t.Run("tool timeout", func(t *testing.T) {

@@ -269,10 +269,18 @@ func (d *directCalls) encodeResult(res sdk.Result) (json.RawMessage, error) {
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
-	if _, ok := fields["resultType"]; ok {
+	// A tool's result asks for input exactly when it has input requests
+	// (handleMultiRoundTripResult), whatever resultType it was decoded
+	// with; another result (a task handle) keeps its own.
+	rt := json.RawMessage(`"complete"`)
+	if c, ok := res.(*sdk.CallToolResult); ok {
+		if c.InputRequests != nil {
+			rt = json.RawMessage(`"input_required"`)
+		}
+	} else if _, ok := fields["resultType"]; ok {
 		return b, nil
 	}
-	fields["resultType"] = json.RawMessage(`"complete"`)
+	fields["resultType"] = rt
 	return json.Marshal(fields)
 }
 

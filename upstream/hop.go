@@ -182,8 +182,11 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 		capture.offer(msg)
 	}
 	if t.direct {
-		// A complete result goes to the caller as it came: only one that
-		// asks for input is decoded, for its requestState (mrtr.go).
+		// A complete result goes to the caller as it came. Any other is
+		// decoded, as on the SDK client's way: one that asks for input,
+		// for its requestState (mrtr.go); a task handle, taken by the
+		// capture above when the caller may have one, and dropped to an
+		// empty result when it may not.
 		var probe struct {
 			ResultType string `json:"resultType"`
 			IsError    bool   `json:"isError"`
@@ -195,7 +198,7 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 		if _, err := segjson.Parse(msg.Result, &probe, segjson.DontMatchCaseInsensitiveStructFields|segjson.ZeroCopy); err != nil {
 			return nil, fmt.Errorf("upstream: decoding the result: %w", err)
 		}
-		if probe.ResultType != "input_required" {
+		if probe.ResultType == "" || probe.ResultType == "complete" {
 			return &catalog.RawToolResult{JSON: msg.Result, IsError: probe.IsError, NamesServer: len(probe.Meta.ServerInfo) > 0}, nil
 		}
 	}
