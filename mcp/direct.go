@@ -88,10 +88,11 @@ func callDirect(ctx context.Context, method string, req sdk.Request) (sdk.Result
 	return res, nil
 }
 
-// serveDirect serves the single message m of a POST directly, and
-// reports whether it did; when it did not, nothing was written.
-func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, m envelope) bool {
-	if h.direct == nil || m.Method != "tools/call" || len(m.ID) == 0 {
+// serveDirect serves the single message m of a POST of body directly,
+// and reports whether it did; when it did not, nothing was written. A
+// batch, even of one message, is the SDK's.
+func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, body []byte, m envelope) bool {
+	if h.direct == nil || m.Method != "tools/call" || len(m.ID) == 0 || isBatch(body) {
 		return false
 	}
 	// The tool named in the header (which must match the body's, below)
@@ -142,16 +143,16 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, m envelope
 		resp.Result, resp.Error = nil, jerr
 		status = errorStatus(jerr)
 	}
-	body, err := jsonrpc.EncodeMessage(resp)
+	out, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
 		h.logger.ErrorContext(ctx, "encoding a direct call's response", "error", err)
-		body, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}})
+		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}})
 		status = http.StatusOK
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	_, _ = w.Write(out)
 	return true
 }
 
@@ -225,10 +226,11 @@ func decodeID(raw json.RawMessage) (jsonrpc.ID, error) {
 // sends one to a 2026-07-28 client: its _meta naming the server that made
 // it (SEP-2575: the result's own name, else this server's), with a
 // resultType ("complete" unless it asks for input). A result passed on
-// as it came that names its server is sent as it is.
+// as it came that names its server and has a resultType is sent as it
+// is.
 func (d *directCalls) encodeResult(res sdk.Result) (json.RawMessage, error) {
 	if raw, ok := res.(*catalog.RawToolResult); ok {
-		if raw.NamesServer {
+		if raw.NamesServer && raw.HasResultType {
 			return raw.JSON, nil
 		}
 		var meta map[string]json.RawMessage
@@ -244,12 +246,17 @@ func (d *directCalls) encodeResult(res sdk.Result) (json.RawMessage, error) {
 		if meta == nil {
 			meta = map[string]json.RawMessage{}
 		}
-		var err error
-		if meta[sdk.MetaKeyServerInfo], err = json.Marshal(d.impl); err != nil {
-			return nil, err
+		if _, ok := meta[sdk.MetaKeyServerInfo]; !ok {
+			var err error
+			if meta[sdk.MetaKeyServerInfo], err = json.Marshal(d.impl); err != nil {
+				return nil, err
+			}
+			if fields["_meta"], err = json.Marshal(meta); err != nil {
+				return nil, err
+			}
 		}
-		if fields["_meta"], err = json.Marshal(meta); err != nil {
-			return nil, err
+		if _, ok := fields["resultType"]; !ok {
+			fields["resultType"] = json.RawMessage(`"complete"`)
 		}
 		return json.Marshal(fields)
 	}

@@ -20,13 +20,20 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
-// fuzzHandler builds /mcp as newPolicyEndpoint does (core toolset, sealed
+// fuzzHandler builds /mcp as newPolicyEndpoint does (core toolset and a
+// forwarded tool fwd served directly, see direct_test.go, sealed
 // request state, a per-tool policy that denies echo, an Origin allow-list,
 // a small body limit), served in-process.
 func fuzzHandler(f *testing.F) *Handler {
 	f.Helper()
 	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
 	if err != nil {
+		f.Fatal(err)
+	}
+	// A forwarded tool, whose 2026-07-28 calls are served directly.
+	fwd := &forwarded{}
+	fwd.available.Store(true)
+	if _, err := cat.SetSource("up", fwd.set()); err != nil {
 		f.Fatal(err)
 	}
 	sealer, err := NewSealer([][]byte{fixedKey(7)}, time.Minute, nil)
@@ -67,6 +74,9 @@ func FuzzHandler(f *testing.F) {
 		{body: `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`, version: "2026-07-28", method: "server/discover"},
 		{body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"PingME","arguments":{},` + meta + `}}`, version: "2026-07-28", method: "tools/call", name: "PingME"},
 		{body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"time","arguments":{},"requestState":"v1.AAAAAAAA",` + meta + `}}`, version: "2026-07-28", method: "tools/call", name: "time"},
+		{body: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fwd","arguments":{},` + meta + `}}`, version: "2026-07-28", method: "tools/call", name: "fwd"},
+		{body: `{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"fwd","arguments":{"ask":true},"requestState":"v1.AAAA","inputResponses":{"q":{"action":"accept"}},` + meta + `}}`, version: "2026-07-28", method: "tools/call", name: "fwd"},
+		{body: `[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fwd","arguments":{"panic":true},` + meta + `}}]`, version: "2026-07-28", method: "tools/call", name: "fwd"},
 		{body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`, version: "2026-07-28", method: "ping"},
 		{body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`},
 		{body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, origin: "https://evil.example"},

@@ -166,7 +166,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	plain := modern && onlyResponse(msgs)
-	if plain && h.serveDirect(w, r, msgs[0]) {
+	if plain && h.serveDirect(w, r, body, msgs[0]) {
 		return
 	}
 	r.Body = &bodyReader{Reader: bytes.NewReader(body)}

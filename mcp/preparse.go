@@ -115,10 +115,16 @@ func tooDeep(data []byte, max int) bool {
 	return false
 }
 
+// isBatch reports whether body is a JSON array: a batch of messages.
+func isBatch(body []byte) bool {
+	trimmed := bytes.TrimSpace(body)
+	return len(trimmed) > 0 && trimmed[0] == '['
+}
+
 // decodeMessages decodes body as one message or a batch. On an error, msgs
 // is nil for a batch and not nil for a single message.
 func decodeMessages(body []byte) (msgs []envelope, err error) {
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
+	if isBatch(body) {
 		var batch []envelope
 		if err := decode(body, &batch); err != nil || len(batch) == 0 {
 			return nil, cmp.Or(err, errEmptyBatch)

@@ -199,7 +199,12 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 			return nil, fmt.Errorf("upstream: decoding the result: %w", err)
 		}
 		if probe.ResultType == "" || probe.ResultType == "complete" {
-			return &catalog.RawToolResult{JSON: msg.Result, IsError: probe.IsError, NamesServer: len(probe.Meta.ServerInfo) > 0}, nil
+			return &catalog.RawToolResult{
+				JSON:          msg.Result,
+				IsError:       probe.IsError,
+				NamesServer:   len(probe.Meta.ServerInfo) > 0,
+				HasResultType: probe.ResultType != "",
+			}, nil
 		}
 	}
 	var res sdk.CallToolResult

@@ -66,10 +66,11 @@ type RawToolResult struct {
 	// IsError is the result's isError.
 	IsError bool
 	// NamesServer reports whether the result's _meta names the server
-	// that made it (io.modelcontextprotocol/serverInfo): one that does not
-	// is sent with the serving server's name added, as the SDK server
-	// adds it to every result.
-	NamesServer bool
+	// that made it (io.modelcontextprotocol/serverInfo), and HasResultType
+	// whether it has a resultType: a result without them is sent with the
+	// serving server's name and resultType "complete" added, as the SDK
+	// server adds them to every result.
+	NamesServer, HasResultType bool
 }
 
 // MarshalJSON returns the result as received.
