@@ -61,7 +61,10 @@ type Deps struct {
 	// means none.
 	OnDenied DenialHook
 	// Middleware is added to the server's receiving middleware, outermost
-	// first, before Portcullis's own (so it sees what clients see).
+	// first, before Portcullis's own (so it sees what clients see). It
+	// also runs around the calls the HTTP handler serves without the SDK
+	// server (see [catalog.DirectHandler]), whose requests carry no
+	// session.
 	Middleware []sdk.Middleware
 	// LimitHook receives an event whenever a limit refuses a request (body
 	// size, session cap, tool timeout). Nil means none.
