@@ -39,7 +39,10 @@ import (
 // connections, the client span), and the answer read on the call's own
 // goroutine, in order: progress and log messages go to the caller as they
 // come (so the result needs no wait for them, see notes), the response is
-// decoded by the jsonrpc package into the SDK's result type.
+// decoded by the jsonrpc package into the SDK's result type (or, for a
+// direct call, passed on as it came, see catalog.DirectHandler).
+// prompts/get and resources/read go the same way (send); listing,
+// completion, subscriptions and the tasks/ methods take the SDK client.
 //
 // Everything else of the call is the same code on both ways (callTool):
 // the caller's capabilities and log level (caller.go), multi-round-trip
@@ -65,6 +68,7 @@ type hop struct {
 	version string // the protocol version the session negotiated
 	impl    *sdk.Implementation
 	nextID  atomic.Int64
+	sent    atomic.Int64 // requests sent
 }
 
 // newHop returns the hop of the session sess opened through t, or nil if
@@ -98,11 +102,17 @@ func newHop(t sdk.Transport, sess *sdk.ClientSession, impl *sdk.Implementation) 
 // hopFor returns the hop a call of tool (the upstream's name) on sess
 // takes, or nil when it takes the SDK client.
 func (u *upstream) hopFor(sess *sdk.ClientSession, tool string) *hop {
-	v, ok := u.hops.Load(sess)
-	if !ok {
+	if bound, _ := u.headerTools.Load().(map[string]bool); bound[tool] {
 		return nil
 	}
-	if bound, _ := u.headerTools.Load().(map[string]bool); bound[tool] {
+	return u.hopOf(sess)
+}
+
+// hopOf returns the hop of sess, or nil when its requests take the SDK
+// client.
+func (u *upstream) hopOf(sess *sdk.ClientSession) *hop {
+	v, ok := u.hops.Load(sess)
+	if !ok {
 		return nil
 	}
 	return v.(*hop)
@@ -126,57 +136,13 @@ var errNoResponse = errors.New("request terminated without response")
 // to capture, if any. An upstream's JSON-RPC error is returned as the
 // *jsonrpc.Error.
 func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture *taskCapture, params *sdk.CallToolParams) (sdk.Result, error) {
-	if params.Meta == nil {
-		params.Meta = sdk.Meta{}
-	}
-	// What the SDK client adds to a request on 2026-07-28 (injectRequestMeta),
-	// where callerMeta set nothing.
-	if _, ok := params.Meta[sdk.MetaKeyProtocolVersion]; !ok {
-		params.Meta[sdk.MetaKeyProtocolVersion] = h.version
-	}
-	if _, ok := params.Meta[sdk.MetaKeyClientInfo]; !ok {
-		params.Meta[sdk.MetaKeyClientInfo] = h.impl
-	}
+	params.Meta = h.requestMeta(params.Meta)
 	if params.Arguments == nil {
 		params.Arguments = map[string]any{}
 	}
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return nil, fmt.Errorf("upstream: encoding the call: %w", err)
-	}
-	id, err := jsonrpc.MakeID(float64(h.nextID.Add(1)))
+	msg, err := h.send(ctx, u, t, "tools/call", params.Name, params)
 	if err != nil {
 		return nil, err
-	}
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: "tools/call", Params: raw})
-	if err != nil {
-		return nil, fmt.Errorf("upstream: encoding the call: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = http.Header{
-		"Content-Type":            {"application/json"},
-		"Accept":                  {"application/json, text/event-stream"},
-		mcpheader.ProtocolVersion: {h.version},
-		mcpheader.Method:          {"tools/call"},
-		mcpheader.Name:            {params.Name},
-	}
-	for k, v := range h.headers {
-		req.Header[k] = v
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("sending \"tools/call\": %w", err)
-	}
-	msg, err := h.answer(ctx, u, t, resp, id)
-	keep(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if msg.Error != nil {
-		return nil, msg.Error
 	}
 	if capture != nil {
 		capture.offer(msg)
@@ -214,9 +180,100 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 	return &res, nil
 }
 
+// getPrompt sends params as a prompts/get and returns the upstream's
+// result, as callTool does (a result of that type only).
+func (h *hop) getPrompt(ctx context.Context, u *upstream, t *callTarget, params *sdk.GetPromptParams) (sdk.Result, error) {
+	params.Meta = h.requestMeta(params.Meta)
+	return decodeInto(&sdk.GetPromptResult{})(h.send(ctx, u, t, "prompts/get", params.Name, params))
+}
+
+// readResource sends params as a resources/read and returns the
+// upstream's result, as getPrompt does.
+func (h *hop) readResource(ctx context.Context, u *upstream, t *callTarget, params *sdk.ReadResourceParams) (sdk.Result, error) {
+	params.Meta = h.requestMeta(params.Meta)
+	return decodeInto(&sdk.ReadResourceResult{})(h.send(ctx, u, t, "resources/read", params.URI, params))
+}
+
+// decodeInto returns a function that decodes the result of the response
+// send returned into res.
+func decodeInto(res sdk.Result) func(*jsonrpc.Response, error) (sdk.Result, error) {
+	return func(msg *jsonrpc.Response, err error) (sdk.Result, error) {
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(msg.Result, res); err != nil {
+			return nil, fmt.Errorf("upstream: decoding the result: %w", err)
+		}
+		return res, nil
+	}
+}
+
+// requestMeta is m with what the SDK client adds to a request on
+// 2026-07-28 (injectRequestMeta) where callerMeta set nothing: the
+// protocol version and the client's name.
+func (h *hop) requestMeta(m sdk.Meta) sdk.Meta {
+	if m == nil {
+		m = sdk.Meta{}
+	}
+	if _, ok := m[sdk.MetaKeyProtocolVersion]; !ok {
+		m[sdk.MetaKeyProtocolVersion] = h.version
+	}
+	if _, ok := m[sdk.MetaKeyClientInfo]; !ok {
+		m[sdk.MetaKeyClientInfo] = h.impl
+	}
+	return m
+}
+
+// send posts a request of method with params, whose Mcp-Name header is
+// name, and returns the upstream's response to it; notifications on the
+// way go to the caller of t. An upstream's JSON-RPC error is returned as
+// the *jsonrpc.Error.
+func (h *hop) send(ctx context.Context, u *upstream, t *callTarget, method, name string, params any) (*jsonrpc.Response, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: encoding the request: %w", err)
+	}
+	id, err := jsonrpc.MakeID(float64(h.nextID.Add(1)))
+	if err != nil {
+		return nil, err
+	}
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: method, Params: raw})
+	if err != nil {
+		return nil, fmt.Errorf("upstream: encoding the request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = http.Header{
+		"Content-Type":            {"application/json"},
+		"Accept":                  {"application/json, text/event-stream"},
+		mcpheader.ProtocolVersion: {h.version},
+		mcpheader.Method:          {method},
+		mcpheader.Name:            {name},
+	}
+	for k, v := range h.headers {
+		req.Header[k] = v
+	}
+	h.sent.Add(1)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("sending %q: %w", method, err)
+	}
+	msg, err := h.answer(ctx, u, t, resp, id, method)
+	keep(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if msg.Error != nil {
+		return nil, msg.Error
+	}
+	return msg, nil
+}
+
 // answer reads the upstream's answer to the request id: a JSON body, or
 // an event stream whose notifications go to the caller of t on the way.
-func (h *hop) answer(ctx context.Context, u *upstream, t *callTarget, resp *http.Response, id jsonrpc.ID) (*jsonrpc.Response, error) {
+func (h *hop) answer(ctx context.Context, u *upstream, t *callTarget, resp *http.Response, id jsonrpc.ID, method string) (*jsonrpc.Response, error) {
 	ct := mediaType(resp.Header.Get("Content-Type"))
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
@@ -230,11 +287,11 @@ func (h *hop) answer(ctx context.Context, u *upstream, t *callTarget, resp *http
 			return r, nil
 		}
 		if !ok {
-			return nil, statusError(resp)
+			return nil, statusError(method, resp)
 		}
 		return nil, fmt.Errorf("the answer is not a JSON-RPC response")
 	case !ok:
-		return nil, statusError(resp)
+		return nil, statusError(method, resp)
 	case ct == "text/event-stream":
 		return h.stream(ctx, u, t, resp.Body, id)
 	}
@@ -264,8 +321,8 @@ func keep(body io.ReadCloser) {
 	body.Close()
 }
 
-func statusError(resp *http.Response) error {
-	return fmt.Errorf("sending \"tools/call\": %s", http.StatusText(resp.StatusCode))
+func statusError(method string, resp *http.Response) error {
+	return fmt.Errorf("sending %q: %s", method, http.StatusText(resp.StatusCode))
 }
 
 // scanBufs are the first buffers of the event streams' scanners (a

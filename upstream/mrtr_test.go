@@ -162,10 +162,16 @@ func testInputRequiredResultsReachStatelessCallers(t *testing.T, upEra string) {
 }
 
 func TestInputRequiredResultsWithTheSDKClient(t *testing.T) {
+	for _, upEra := range hopEras {
+		t.Run("upstream "+upEra, func(t *testing.T) { testInputRequiredResultsWithTheSDKClient(t, upEra) })
+	}
+}
+
+func testInputRequiredResultsWithTheSDKClient(t *testing.T, upEra string) {
 	// The SDK client on 2026-07-28 fulfils input requests and retries by
 	// itself: through Portcullis as directly, roots included.
 	f := newFront(t)
-	startRounds(t, f, "2026-07-28")
+	m := startRounds(t, f, upEra)
 	var asked atomic.Int32
 	cs := rootedCaller(t, f, &asked, "2026-07-28", true)
 	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_rounds", Arguments: map[string]any{}})
@@ -194,6 +200,14 @@ func TestInputRequiredResultsWithTheSDKClient(t *testing.T) {
 	}
 	if n := asked.Load(); n != 3 {
 		t.Errorf("the caller was asked %d times, want 3 (tool, prompt, resource)", n)
+	}
+	if upEra == overHTTP {
+		// Every round went by the direct hop: three of the tool's, two
+		// of the prompt's, two of the resource's.
+		u := m.ups[0]
+		if n := u.hopOf(u.session()).sent.Load(); n != 7 {
+			t.Errorf("the direct hop sent %d requests, want 7", n)
+		}
 	}
 }
 

@@ -885,9 +885,13 @@ func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceReques
 	target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
 	tctx := context.WithValue(ctx, targetKey{}, target)
 	params := &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
+	h := u.hopOf(sess)
 	r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 		p := *params
 		p.InputResponses, p.RequestState = responses, state
+		if h != nil {
+			return h.readResource(ctx, u, target, &p)
+		}
 		res, err := sess.ReadResource(tctx, &p)
 		if err != nil {
 			return nil, err
@@ -919,9 +923,13 @@ func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
 		tctx := context.WithValue(ctx, targetKey{}, target)
 		params := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
+		h := u.hopOf(sess)
 		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 			p := *params
 			p.InputResponses, p.RequestState = responses, state
+			if h != nil {
+				return h.getPrompt(ctx, u, target, &p)
+			}
 			res, err := sess.GetPrompt(tctx, &p)
 			if err != nil {
 				return nil, err
