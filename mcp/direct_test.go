@@ -89,7 +89,6 @@ func directEndpoint(t *testing.T, f *forwarded) *Handler {
 	if _, err := cat.SetSource("up", f.set()); err != nil {
 		t.Fatal(err)
 	}
-	cat.SetTaskSupport("fwd_task", tasks.ToolTasks{Support: tasks.SupportOptional})
 	sealer, err := NewSealer([][]byte{fixedKey(3)}, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +164,22 @@ func TestDirectCallsTakeOnlyWhatTheSDKWouldServe(t *testing.T) {
 		})
 	}
 
+	t.Run("a tool run as a Portcullis task", func(t *testing.T) {
+		cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &forwarded{}
+		g.available.Store(true)
+		if _, err := cat.SetSource("up", g.set()); err != nil {
+			t.Fatal(err)
+		}
+		cat.SetTaskSupport("fwd", tasks.ToolTasks{Support: tasks.SupportOptional})
+		directPost(t, New(cat, Options{}, Deps{Version: "t"}).Handler(), call, nil)
+		if g.direct.Load() != 0 || g.viaSDK.Load() != 1 {
+			t.Errorf("direct %d, SDK %d: want the SDK server's handler", g.direct.Load(), g.viaSDK.Load())
+		}
+	})
 	t.Run("the handler not available for this call", func(t *testing.T) {
 		f.available.Store(false)
 		defer f.available.Store(true)
