@@ -25,7 +25,6 @@ import (
 // it back, {"fail":true} is a -32602 error, {"panic":true} panics.
 type forwarded struct {
 	direct, viaSDK atomic.Int32
-	available      atomic.Bool
 	gotState       atomic.Value // the requestState the last call opened
 }
 
@@ -67,11 +66,22 @@ func (f *forwarded) set() catalog.Set {
 			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "fwd"}}}, nil
 		},
-		Direct: func() catalog.DirectHandler {
-			if !f.available.Load() {
-				return nil
-			}
-			return direct
+		Direct: direct,
+	}, {
+		// A tool whose argument is bound to a header, which the SDK server
+		// checks: never direct.
+		Tool: &sdk.Tool{Name: "bound", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
+		Handler: func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			f.viaSDK.Add(1)
+			return &sdk.CallToolResult{}, nil
+		},
+		Direct: direct,
+	}, {
+		// A source's tool without a direct handler.
+		Tool: &sdk.Tool{Name: "plain", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		Handler: func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			f.viaSDK.Add(1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "plain"}}}, nil
 		},
 	}}}
 }
@@ -114,7 +124,6 @@ func directPost(t *testing.T, h http.Handler, body string, edit map[string]strin
 // goes to the SDK server, which answers it as ever.
 func TestDirectCallsTakeOnlyWhatTheSDKWouldServe(t *testing.T) {
 	f := &forwarded{}
-	f.available.Store(true)
 	h := directEndpoint(t, f)
 	call := modernCall("fwd", "{}")
 	withMeta := func(extra string) string {
@@ -170,7 +179,6 @@ func TestDirectCallsTakeOnlyWhatTheSDKWouldServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := &forwarded{}
-		g.available.Store(true)
 		if _, err := cat.SetSource("up", g.set()); err != nil {
 			t.Fatal(err)
 		}
@@ -180,13 +188,19 @@ func TestDirectCallsTakeOnlyWhatTheSDKWouldServe(t *testing.T) {
 			t.Errorf("direct %d, SDK %d: want the SDK server's handler", g.direct.Load(), g.viaSDK.Load())
 		}
 	})
-	t.Run("the handler not available for this call", func(t *testing.T) {
-		f.available.Store(false)
-		defer f.available.Store(true)
+	t.Run("a tool that binds an argument to a header", func(t *testing.T) {
+		before := f.direct.Load()
+		// The SDK server refuses the missing Mcp-Param-Region header.
+		r := directPost(t, h, modernCall("bound", `{"region":"eu"}`), map[string]string{"Mcp-Name": "bound"})
+		if f.direct.Load() != before || r.status != http.StatusBadRequest {
+			t.Errorf("served directly: %v, status %d %s: want the SDK server's refusal", f.direct.Load() != before, r.status, r.body)
+		}
+	})
+	t.Run("a source's tool without a direct handler", func(t *testing.T) {
 		before, sdkBefore := f.direct.Load(), f.viaSDK.Load()
-		directPost(t, h, call, nil)
-		if f.direct.Load() != before || f.viaSDK.Load() != sdkBefore+1 {
-			t.Errorf("direct %d→%d, SDK %d→%d: want the SDK server's handler", before, f.direct.Load(), sdkBefore, f.viaSDK.Load())
+		r := directPost(t, h, modernCall("plain", "{}"), map[string]string{"Mcp-Name": "plain"})
+		if f.direct.Load() != before || f.viaSDK.Load() != sdkBefore+1 || r.status != http.StatusOK {
+			t.Errorf("direct %d→%d, SDK %d→%d, status %d: want the SDK server's handler", before, f.direct.Load(), sdkBefore, f.viaSDK.Load(), r.status)
 		}
 	})
 }
@@ -196,7 +210,6 @@ func TestDirectCallsTakeOnlyWhatTheSDKWouldServe(t *testing.T) {
 // an error result.
 func TestDirectCallsRunTheMiddleware(t *testing.T) {
 	f := &forwarded{}
-	f.available.Store(true)
 	h := directEndpoint(t, f)
 
 	r := directPost(t, h, modernCall("fwd", `{"ask":true}`), nil)

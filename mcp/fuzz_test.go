@@ -32,7 +32,6 @@ func fuzzHandler(f *testing.F) *Handler {
 	}
 	// A forwarded tool, whose 2026-07-28 calls are served directly.
 	fwd := &forwarded{}
-	fwd.available.Store(true)
 	if _, err := cat.SetSource("up", fwd.set()); err != nil {
 		f.Fatal(err)
 	}

@@ -200,10 +200,16 @@ func (u *upstream) relayTarget(ctx context.Context, cs *sdk.ClientSession, metho
 	if err != nil {
 		return nil, u.refuse(method, err.Error())
 	}
-	if t.session == nil {
+	v := ""
+	switch {
+	case t.direct:
+		v = statelessEra // the caller's request was of it (directTool)
+	case t.session == nil:
 		return nil, u.refuse(method, "the caller's session cannot receive requests")
+	default:
+		v = callerProtocol(t.session)
 	}
-	if v := callerProtocol(t.session); v >= statelessEra {
+	if v >= statelessEra {
 		return nil, u.refuse(method, fmt.Sprintf("the caller speaks protocol %s, in which a server cannot send it requests during a call", v))
 	}
 	return t, nil

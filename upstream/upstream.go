@@ -633,22 +633,12 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 }
 
 // directTool returns the direct handler of the upstream tool called
-// name (see catalog.DirectHandler): calls that the direct hop makes
-// (hop.go) are served without Portcullis's SDK server.
-func (u *upstream) directTool(name string) func() catalog.DirectHandler {
-	if u.pool != nil {
-		// A caller's own process or exchanged token: its session is
-		// found per call, and the SDK server's path is kept.
-		return nil
-	}
-	handler := func(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
+// name (see catalog.DirectHandler): a 2026-07-28 caller's call served
+// without Portcullis's SDK server, by the direct hop where the call takes
+// it and by the SDK client otherwise.
+func (u *upstream) directTool(name string) catalog.DirectHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
 		return u.call(ctx, req, name, true)
-	}
-	return func() catalog.DirectHandler {
-		if u.hopFor(u.session(), name) == nil {
-			return nil
-		}
-		return handler
 	}
 }
 

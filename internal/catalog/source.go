@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,10 +38,10 @@ type Set struct {
 type SetTool struct {
 	Tool    *sdk.Tool
 	Handler sdk.ToolHandler
-	// Direct, when set, returns the handler of a call that the HTTP
-	// handler serves without the SDK server (see [DirectHandler]), or nil
-	// when this call must take Handler through the SDK server.
-	Direct func() DirectHandler
+	// Direct, when set, serves the calls that the HTTP handler serves
+	// without the SDK server (see [DirectHandler]); the others take
+	// Handler through the SDK server.
+	Direct DirectHandler
 }
 
 // A DirectHandler serves a tools/call of the 2026-07-28 era outside the
@@ -98,23 +99,33 @@ type SetPrompt struct {
 	Handler sdk.PromptHandler
 }
 
-// Direct returns the direct handler of a source's tool called name for
-// this call, or nil when the call takes the SDK server (the catalog's own
-// tools always do).
+// Direct returns the direct handler of a source's tool called name, or
+// nil when its calls take the SDK server: the catalog's own tools, and a
+// tool whose input schema binds arguments to headers (x-mcp-header), whose
+// Mcp-Param-* headers the SDK server checks against the arguments.
 func (c *Catalog) Direct(name string) DirectHandler {
 	c.mu.RLock()
-	var direct func() DirectHandler
+	defer c.mu.RUnlock()
 	for _, src := range c.sources {
-		if t, ok := src.tools[name]; ok {
-			direct = t.Direct
-			break
+		if h, ok := src.direct[name]; ok {
+			return h
 		}
 	}
-	c.mu.RUnlock()
-	if direct == nil {
-		return nil
+	return nil
+}
+
+// bindsHeaders reports whether an input schema may bind arguments to
+// headers: it names x-mcp-header anywhere. A schema that cannot be
+// encoded is taken to.
+func bindsHeaders(schema any) bool {
+	raw, ok := schema.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(schema); err != nil {
+			return true
+		}
 	}
-	return direct()
+	return bytes.Contains(raw, []byte(`"x-mcp-header"`))
 }
 
 // ErrClash is wrapped by the error [Catalog.SetSource] returns when a name
@@ -126,6 +137,7 @@ type source struct {
 	subscribe, unsubscribe func(ctx context.Context, uri string) error
 	complete               func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 	tools                  map[string]SetTool
+	direct                 map[string]DirectHandler // tools' direct handlers, see newSource
 	resources              map[string]SetResource
 	templates              map[string]SetTemplate
 	prompts                map[string]SetPrompt
@@ -143,6 +155,12 @@ func newSource(s Set) *source {
 	}
 	for _, t := range s.Tools {
 		src.tools[t.Tool.Name] = t
+		if t.Direct != nil && !bindsHeaders(t.Tool.InputSchema) {
+			if src.direct == nil {
+				src.direct = map[string]DirectHandler{}
+			}
+			src.direct[t.Tool.Name] = t.Direct
+		}
 	}
 	for _, r := range s.Resources {
 		src.resources[r.Resource.URI] = r
