@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
@@ -68,7 +69,9 @@ func (o *Options) validateLimits() []error {
 // handler's context is cancelled and the call ends at once with an error
 // result saying so, even if the handler has not returned yet: a handler
 // that ignores its context runs on in the background until it does, but
-// the caller is no longer held. The handler runs on a [toolWorkers] worker.
+// the caller is no longer held. The handler runs on a [toolWorkers] worker,
+// except a direct call's (see direct.go), which forwards the call with
+// the context it is given and so returns when that is cancelled.
 func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, hook limits.Hook, logger *slog.Logger) sdk.Middleware {
 	if hook == nil {
 		hook = func(context.Context, limits.Event) {}
@@ -101,15 +104,21 @@ func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, 
 				res sdk.Result
 				err error
 			}
-			done := make(chan outcome, 1) // buffered: a late handler never blocks
-			workers.run(func() {
-				res, err := next(cctx, method, req)
-				done <- outcome{res, err}
-			})
 			var o outcome
-			select {
-			case o = <-done:
-			case <-cctx.Done():
+			if _, direct := ctx.Value(directKey{}).(catalog.DirectHandler); direct {
+				// A direct call's handler forwards the call with cctx and
+				// returns when it is cancelled: it runs here.
+				o.res, o.err = next(cctx, method, req)
+			} else {
+				done := make(chan outcome, 1) // buffered: a late handler never blocks
+				workers.run(func() {
+					res, err := next(cctx, method, req)
+					done <- outcome{res, err}
+				})
+				select {
+				case o = <-done:
+				case <-cctx.Done():
+				}
 			}
 			// The tool may have returned because of the deadline: either way
 			// the caller learns it timed out, not some context error.
