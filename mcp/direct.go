@@ -119,8 +119,13 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	// What the SDK requires of a 2026-07-28 request's _meta
 	// (validateRequestMeta): it refuses the request otherwise.
-	if _, ok := params.Meta[sdk.MetaKeyClientInfo]; ok && req.ClientInfo() == nil {
-		return false
+	if _, ok := params.Meta[sdk.MetaKeyClientInfo]; ok {
+		info := req.ClientInfo()
+		if info == nil {
+			return false
+		}
+		// Decoded once: the handler reads it again (as it is sent upstream).
+		params.Meta[sdk.MetaKeyClientInfo] = info
 	}
 	if req.ClientCapabilities() == nil {
 		return false
@@ -225,69 +230,54 @@ func decodeID(raw json.RawMessage) (jsonrpc.ID, error) {
 // encodeResult encodes the result of a direct call as the SDK server
 // sends one to a 2026-07-28 client: its _meta naming the server that made
 // it (SEP-2575: the result's own name, else this server's), with a
-// resultType ("complete" unless it asks for input). A result passed on
-// as it came that names its server and has a resultType is sent as it
-// is.
+// resultType. A tool's result asks for input exactly when it has input
+// requests (handleMultiRoundTripResult), whatever resultType it was
+// decoded with; any other result keeps its own, "complete" if none. A
+// result passed on as it came that names its server and has a resultType
+// — the upstream's usual answer — is sent as it is.
 func (d *directCalls) encodeResult(res sdk.Result) (json.RawMessage, error) {
-	if raw, ok := res.(*catalog.RawToolResult); ok {
-		if raw.NamesServer && raw.HasResultType {
-			return raw.JSON, nil
-		}
-		var meta map[string]json.RawMessage
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw.JSON, &fields); err != nil {
+	raw, passed := res.(*catalog.RawToolResult)
+	if passed && raw.NamesServer && raw.HasResultType {
+		return raw.JSON, nil
+	}
+	var b json.RawMessage
+	if passed {
+		b = raw.JSON
+	} else {
+		var err error
+		if b, err = json.Marshal(res); err != nil {
 			return nil, err
 		}
-		if m := fields["_meta"]; m != nil {
-			if err := json.Unmarshal(m, &meta); err != nil {
-				return nil, err
-			}
-		}
-		if meta == nil {
-			meta = map[string]json.RawMessage{}
-		}
-		if _, ok := meta[sdk.MetaKeyServerInfo]; !ok {
-			var err error
-			if meta[sdk.MetaKeyServerInfo], err = json.Marshal(d.impl); err != nil {
-				return nil, err
-			}
-			if fields["_meta"], err = json.Marshal(meta); err != nil {
-				return nil, err
-			}
-		}
-		if _, ok := fields["resultType"]; !ok {
-			fields["resultType"] = json.RawMessage(`"complete"`)
-		}
-		return json.Marshal(fields)
 	}
-	m := res.GetMeta()
-	if _, ok := m[sdk.MetaKeyServerInfo]; !ok {
-		if m == nil {
-			m = map[string]any{}
-		}
-		m[sdk.MetaKeyServerInfo] = d.impl
-		res.SetMeta(m)
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
+	var fields, meta map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
-	// A tool's result asks for input exactly when it has input requests
-	// (handleMultiRoundTripResult), whatever resultType it was decoded
-	// with; another result (a task handle) keeps its own.
-	rt := json.RawMessage(`"complete"`)
-	if c, ok := res.(*sdk.CallToolResult); ok {
-		if c.InputRequests != nil {
-			rt = json.RawMessage(`"input_required"`)
+	if m := fields["_meta"]; m != nil {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return nil, err
 		}
-	} else if _, ok := fields["resultType"]; ok {
-		return b, nil
 	}
-	fields["resultType"] = rt
+	if _, ok := meta[sdk.MetaKeyServerInfo]; !ok {
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		var err error
+		if meta[sdk.MetaKeyServerInfo], err = json.Marshal(d.impl); err != nil {
+			return nil, err
+		}
+		if fields["_meta"], err = json.Marshal(meta); err != nil {
+			return nil, err
+		}
+	}
+	if c, ok := res.(*sdk.CallToolResult); ok {
+		fields["resultType"] = json.RawMessage(`"complete"`)
+		if c.InputRequests != nil {
+			fields["resultType"] = json.RawMessage(`"input_required"`)
+		}
+	} else if _, ok := fields["resultType"]; !ok {
+		fields["resultType"] = json.RawMessage(`"complete"`)
+	}
 	return json.Marshal(fields)
 }
 

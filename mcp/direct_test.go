@@ -92,18 +92,24 @@ func (f *forwarded) set() catalog.Set {
 // for fwd.
 func directEndpoint(t *testing.T, f *forwarded) *Handler {
 	t.Helper()
-	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cat.SetSource("up", f.set()); err != nil {
-		t.Fatal(err)
-	}
 	sealer, err := NewSealer([][]byte{fixedKey(3)}, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(cat, Options{}, Deps{Version: "t", Sealer: sealer}).Handler()
+	return New(forwardedCatalog(t, f), Options{}, Deps{Version: "t", Sealer: sealer}).Handler()
+}
+
+// forwardedCatalog is the core toolset and f's tools, from the source "up".
+func forwardedCatalog(tb testing.TB, f *forwarded) *catalog.Catalog {
+	tb.Helper()
+	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := cat.SetSource("up", f.set()); err != nil {
+		tb.Fatal(err)
+	}
+	return cat
 }
 
 // directPost posts body with the headers of a 2026-07-28 call of fwd,
@@ -174,14 +180,8 @@ func TestDirectCallsTakeOnlyWhatTheSDKWouldServe(t *testing.T) {
 	}
 
 	t.Run("a tool run as a Portcullis task", func(t *testing.T) {
-		cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		g := &forwarded{}
-		if _, err := cat.SetSource("up", g.set()); err != nil {
-			t.Fatal(err)
-		}
+		cat := forwardedCatalog(t, g)
 		cat.SetTaskSupport("fwd", tasks.ToolTasks{Support: tasks.SupportOptional})
 		directPost(t, New(cat, Options{}, Deps{Version: "t"}).Handler(), call, nil)
 		if g.direct.Load() != 0 || g.viaSDK.Load() != 1 {

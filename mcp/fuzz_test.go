@@ -16,8 +16,6 @@ import (
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
-
-	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // fuzzHandler builds /mcp as newPolicyEndpoint does (core toolset and a
@@ -26,15 +24,8 @@ import (
 // a small body limit), served in-process.
 func fuzzHandler(f *testing.F) *Handler {
 	f.Helper()
-	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
-	if err != nil {
-		f.Fatal(err)
-	}
 	// A forwarded tool, whose 2026-07-28 calls are served directly.
-	fwd := &forwarded{}
-	if _, err := cat.SetSource("up", fwd.set()); err != nil {
-		f.Fatal(err)
-	}
+	cat := forwardedCatalog(f, &forwarded{})
 	sealer, err := NewSealer([][]byte{fixedKey(7)}, time.Minute, nil)
 	if err != nil {
 		f.Fatal(err)

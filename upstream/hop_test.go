@@ -99,6 +99,20 @@ func startBackend(t *testing.T, f *front, s *sdk.Server, upVersion string) *Mana
 	return m
 }
 
+// startAt starts a Manager with the http upstream "be" at url for f, and
+// waits until it is ready; it is closed when the test ends.
+func startAt(t *testing.T, f *front, url string) *Manager {
+	t.Helper()
+	m, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: url, Required: true}}, f.cat, Deps{Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
+	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	return m
+}
+
 // hopBackend returns an upstream server whose tool "talk" sends two
 // progress notifications (to the caller's progress token) and a log
 // message before its result, whose tool "bound" binds its argument to a
@@ -248,13 +262,7 @@ func TestHopFallsBack(t *testing.T) {
 	var seen seenRequests
 	srv := serveHTTP(t, hopBackend(), &seen, nil)
 	f := newFront(t)
-	m, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: srv.URL, Required: true}}, f.cat, Deps{Backoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(context.Background())
-	defer within(t, "Manager.Close", func() { m.Close() })
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	startAt(t, f, srv.URL)
 	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_bound", Arguments: map[string]any{"region": "eu"}})
 	if err != nil || text(res) != "bound" {
 		t.Fatalf("be_bound: %v %q", err, text(res))
@@ -280,13 +288,7 @@ func TestHopFallsBack(t *testing.T) {
 		})
 	})
 	f3 := newFront(t)
-	m3, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: srv3.URL, Required: true}}, f3.cat, Deps{Backoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m3.Start(context.Background())
-	defer within(t, "Manager.Close", func() { m3.Close() })
-	waitFor(t, "ready", func() bool { return m3.Ready(context.Background()) == nil })
+	m3 := startAt(t, f3, srv3.URL)
 	if u := m3.ups[0]; u.hopFor(u.session(), "talk") != nil {
 		t.Error("a call to an upstream that keeps sessions takes the direct hop")
 	}
@@ -318,13 +320,7 @@ func TestHopFailures(t *testing.T) {
 		})
 	})
 	f := newFront(t)
-	m, err := New([]Options{{Name: "be", Transport: TransportHTTP, URL: srv.URL, Required: true}}, f.cat, Deps{Backoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(context.Background())
-	defer within(t, "Manager.Close", func() { m.Close() })
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
+	m := startAt(t, f, srv.URL)
 	u := m.ups[0]
 	sess := u.session()
 	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_talk", Arguments: map[string]any{}})

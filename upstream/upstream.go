@@ -858,81 +858,77 @@ func (u *upstream) requestError(kind string, err error) error {
 }
 
 func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-	ctx, done := u.start(ctx, "resources/read", req.Params.URI)
-	sess, release, err := u.sessionFor(ctx, req.Extra)
+	r, err := u.forward(ctx, "resources/read", req.Params.URI, req.Extra, req.Session, req.Params.RequestState, req.Params.InputResponses,
+		func(ctx context.Context, sess *sdk.ClientSession, h *hop, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			p := &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta), InputResponses: responses, RequestState: state}
+			if h != nil {
+				return h.readResource(ctx, u, t, p)
+			}
+			res, err := sess.ReadResource(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
+		})
 	if err != nil {
-		done(KindUnavailable)
-		return nil, u.requestError(KindUnavailable, err)
-	}
-	defer release()
-	// A request the upstream makes within the read (on 2026-07-28) is
-	// the caller's.
-	state, err := u.unwrapState(req.Params.RequestState)
-	if err != nil {
-		done(KindProtocol)
 		return nil, err
-	}
-	target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
-	tctx := context.WithValue(ctx, targetKey{}, target)
-	params := &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
-	h := u.hopOf(sess)
-	r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-		p := *params
-		p.InputResponses, p.RequestState = responses, state
-		if h != nil {
-			return h.readResource(ctx, u, target, &p)
-		}
-		res, err := sess.ReadResource(tctx, &p)
-		if err != nil {
-			return nil, err
-		}
-		return res, nil
-	}, req.Params.InputResponses, state)
-	kind := u.classify(ctx, sess, err)
-	done(kind)
-	if err != nil {
-		return nil, u.requestError(kind, err)
 	}
 	return r.(*sdk.ReadResourceResult), nil
 }
 
 func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-		ctx, done := u.start(ctx, "prompts/get", name)
-		sess, release, err := u.sessionFor(ctx, req.Extra)
+		r, err := u.forward(ctx, "prompts/get", name, req.Extra, req.Session, req.Params.RequestState, req.Params.InputResponses,
+			func(ctx context.Context, sess *sdk.ClientSession, h *hop, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+				p := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta), InputResponses: responses, RequestState: state}
+				if h != nil {
+					return h.getPrompt(ctx, u, t, p)
+				}
+				res, err := sess.GetPrompt(ctx, p)
+				if err != nil {
+					return nil, err
+				}
+				return res, nil
+			})
 		if err != nil {
-			done(KindUnavailable)
-			return nil, u.requestError(KindUnavailable, err)
-		}
-		defer release()
-		state, err := u.unwrapState(req.Params.RequestState)
-		if err != nil {
-			done(KindProtocol)
 			return nil, err
-		}
-		target := &callTarget{ctx: ctx, session: req.Session, upstream: sess}
-		tctx := context.WithValue(ctx, targetKey{}, target)
-		params := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta)}
-		h := u.hopOf(sess)
-		r, err := u.rounds(target, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-			p := *params
-			p.InputResponses, p.RequestState = responses, state
-			if h != nil {
-				return h.getPrompt(ctx, u, target, &p)
-			}
-			res, err := sess.GetPrompt(tctx, &p)
-			if err != nil {
-				return nil, err
-			}
-			return res, nil
-		}, req.Params.InputResponses, state)
-		kind := u.classify(ctx, sess, err)
-		done(kind)
-		if err != nil {
-			return nil, u.requestError(kind, err)
 		}
 		return r.(*sdk.GetPromptResult), nil
 	}
+}
+
+// forward sends a caller's prompts/get or resources/read (method, of
+// target) upstream, round by round (see rounds), from the caller's
+// requestState and input responses: send makes one round on the session
+// the caller's request goes to, by its hop h when it has one. ctx, which
+// send gets, names the caller of t for the requests the upstream makes
+// within the round.
+func (u *upstream) forward(ctx context.Context, method, target string, extra *sdk.RequestExtra, caller *sdk.ServerSession, requestState string, responses sdk.InputResponseMap,
+	send func(ctx context.Context, sess *sdk.ClientSession, h *hop, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error)) (sdk.Result, error) {
+	ctx, done := u.start(ctx, method, target)
+	sess, release, err := u.sessionFor(ctx, extra)
+	if err != nil {
+		done(KindUnavailable)
+		return nil, u.requestError(KindUnavailable, err)
+	}
+	defer release()
+	state, err := u.unwrapState(requestState)
+	if err != nil {
+		done(KindProtocol)
+		return nil, err
+	}
+	t := &callTarget{ctx: ctx, session: caller, upstream: sess}
+	tctx := context.WithValue(ctx, targetKey{}, t)
+	h := u.hopOf(sess)
+	r, err := u.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+		return send(tctx, sess, h, t, responses, state)
+	}, responses, state)
+	kind := u.classify(ctx, sess, err)
+	done(kind)
+	if err != nil {
+		return nil, u.requestError(kind, err)
+	}
+	return r, nil
 }
 
 // complete forwards a completion request for one of the upstream's
