@@ -12,6 +12,9 @@
 //   - TestDocLinks checks that every relative link in README.md, the other
 //     Markdown files at the root and docs/*.md names a file that exists
 //     and, for a #fragment into a Markdown file, a heading that exists.
+//   - TestRepositoryHygiene fails on a tracked file over 1 MiB, a tracked
+//     compiled binary or other binary content, and a tracked executable
+//     that is not a script.
 //
 // The prose at the top of docs/configuration.md is configuration-intro.md
 // in this folder.
