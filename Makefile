@@ -230,8 +230,9 @@ release-tools: ## Install cyclonedx-gomod and actionlint (pinned) into .cache/bi
 sbom: image release-tools ## Write the CycloneDX SBOM of each image binary (bin/image/linux-*/sbom.cdx.json): the module graph, go-sdk with the patches of patches/go-sdk as its pedigree.
 	GO=$(GO) VERSION=$(VERSION) bash scripts/sbom.sh $(IMAGE_DIR)
 
-actionlint: release-tools ## Check the GitHub Actions workflows (.github/workflows; they cannot run here) with actionlint.
+actionlint: release-tools ## Check the GitHub Actions workflows (.github/workflows; they cannot run here) with actionlint, their actions pinned by commit, and .github/dependabot.yml watching every manifest.
 	.cache/bin/actionlint
+	$(GO) test -count=1 -run '^(TestWorkflowActionsPinned|TestUnpinnedActions|TestDependabotWatchesEveryManifest|TestDependabotProblems)$$' ./internal/docscheck/
 
 image-check: sbom ## Test the image builder and the SBOMs (scripts/image, its own module): reproducible digests, files, user and labels, the Dockerfile's final stage describing the same image, go-sdk and its patches in the SBOM.
 	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 $(GOTESTFLAGS) ./...
