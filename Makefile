@@ -1,13 +1,14 @@
 # Portcullis — developer entry points. `make help` lists the targets.
 #
-# `make test` is the one command a newcomer runs (and what CI runs): it
-# installs every test tool it needs into .cache (Node 22, the MCP
-# conformance suite and Inspector, an OpenID provider, the OpenTelemetry
-# Collector, Prometheus, redis-server, Chromium, helm and the Kubernetes
-# schemas),
-# then runs every Go test with the race detector (end-to-end tests
-# included), the chart, rule and dashboard checks, short fuzzing, and short
-# load and soak runs.
+# A newcomer runs two commands (README.md, "Start here"): `make run` serves
+# in dev mode, and `make test` runs every test and check, which is also
+# what CI runs (.ci/run). `make test` installs every test tool it needs
+# into .cache (Node 22, the MCP conformance suite and Inspector, an OpenID
+# provider, the OpenTelemetry Collector, Prometheus, redis-server,
+# Chromium, helm and the Kubernetes schemas), then runs every Go test with
+# the race detector (end-to-end tests included), the chart, rule and
+# dashboard checks, short fuzzing, and short load and soak runs. `make
+# unit` is the fast loop (go test ./..., only Go needed).
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c

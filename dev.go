@@ -56,7 +56,7 @@ A token for subject dev-user, valid %s:
 
   export MCP_TOKEN=%s
 
-Try it with the MCP Inspector (Node 22):
+Try it with the MCP Inspector (it needs Node 22 or later):
 
   npx --yes @modelcontextprotocol/inspector@2.12.0 --cli %s --transport http \
     --header "Authorization: Bearer $MCP_TOKEN" --method tools/list

@@ -10,7 +10,7 @@
 //
 // # Toolsets
 //
-//   - core (the default): PingME, echo, calculator, time.
+//   - core (the default): PingME, echo, calculator, time, whoami.
 //   - workshop: weather (Open-Meteo), country_info, calculator.
 //   - conformance: what the official MCP conformance suite calls. Off by
 //     default; never enable it for real users.

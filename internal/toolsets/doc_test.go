@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,6 +89,49 @@ func TestDocAddingATool(t *testing.T) {
 			text := res.Content[0].(*sdk.TextContent).Text
 			if res.IsError != tt.isError || (tt.want != "" && text != tt.want) {
 				t.Errorf("IsError %v %q, want %v %q", res.IsError, text, tt.isError, tt.want)
+			}
+		})
+	}
+}
+
+// TestDocToolsetList checks that the package doc's "# Toolsets" list names
+// exactly the tools of the core and workshop toolsets, in their order
+// (the conformance toolset is described, not listed).
+func TestDocToolsetList(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]string{} // toolset → the names the doc lists
+	for line := range strings.Lines(string(doc)) {
+		item, ok := strings.CutPrefix(strings.TrimSpace(line), "//   - ")
+		if !ok {
+			continue
+		}
+		head, names, ok := strings.Cut(item, ": ")
+		if !ok {
+			continue
+		}
+		set, _, _ := strings.Cut(head, " ")
+		// "weather (Open-Meteo)": a remark in brackets is not a name.
+		names = regexp.MustCompile(` \([^)]*\)`).ReplaceAllString(names, "")
+		listed[set] = strings.TrimSuffix(strings.TrimSpace(names), ".")
+	}
+	deps := Deps{}.withDefaults()
+	for _, tt := range []struct {
+		name  string
+		tools []catalog.Tool
+	}{
+		{name: ToolsetCore, tools: coreTools(deps)},
+		{name: ToolsetWorkshop, tools: workshopTools(WeatherOptions{}, deps)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var names []string
+			for _, tool := range tt.tools {
+				names = append(names, tool.Name)
+			}
+			if got, want := listed[tt.name], strings.Join(names, ", "); got != want {
+				t.Errorf("doc.go lists %s as %q, want %q", tt.name, got, want)
 			}
 		})
 	}
