@@ -12,6 +12,10 @@
 //   - TestDocLinks checks that every relative link in README.md, the other
 //     Markdown files at the root and docs/*.md names a file that exists
 //     and, for a #fragment into a Markdown file, a heading that exists.
+//   - TestLibraryDocQuotesTheExample checks that docs/library.md quotes
+//     examples/hello-tools/main.go exactly.
+//   - TestWorkflowActionsPinned and TestDependabotWatchesEveryManifest
+//     check the GitHub Actions workflows' pins and .github/dependabot.yml.
 //   - TestRepositoryHygiene fails on a tracked file over 1 MiB, a tracked
 //     compiled binary or other binary content, and a tracked executable
 //     that is not a script.
