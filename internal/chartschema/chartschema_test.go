@@ -28,9 +28,12 @@ type testOptions struct {
 	// LevelNamesByCode is not renamed: only the field's whole name is.
 	LevelNames []string `yaml:"level_names"`
 	Plain      int      `yaml:"plain"`
-	// URL is where the URL of [Plain] is; see [Listen].
+	// URL is where the URL of Plain is, fetched within [testTimeout].
 	URL string `yaml:"url"`
 }
+
+// testTimeout is the constant testOptions.URL's doc links to.
+const testTimeout = 10 * time.Second
 
 type testRule struct {
 	// Tool names the tool.
@@ -124,7 +127,7 @@ func TestGenerate(t *testing.T) {
             },
             "url": {
               "type": "string",
-              "description": "url is where the URL of [Plain] is; see [Listen]."
+              "description": "url is where the URL of plain is, fetched within ` + "`10s`" + `."
             }
           },
           "description": "server configures serving.",

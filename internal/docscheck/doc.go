@@ -9,6 +9,10 @@
 //   - TestImportRules checks every package against the package table of
 //     docs/architecture.md: each has a row, and imports only what its row
 //     allows.
+//   - TestOperatorWording checks that docs/configuration.md and the
+//     descriptions of the chart's values.schema.json, both generated from
+//     doc comments, have no Go doc link ("[DefaultFetchTimeout]") and no
+//     "nil means": operators cannot look up Go identifiers.
 //   - TestDocLinks checks that every relative link in README.md, the other
 //     Markdown files at the root and docs/*.md names a file that exists
 //     and, for a #fragment into a Markdown file, a heading that exists.
