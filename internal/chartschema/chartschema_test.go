@@ -42,6 +42,13 @@ type testRule struct {
 	Secret string `yaml:"secret"`
 }
 
+// testLinkConfig has a doc comment that links a type: not something the
+// generated docs can write out.
+type testLinkConfig struct {
+	// Mode is what [Override] says.
+	Mode string `yaml:"mode"`
+}
+
 type testConfig struct {
 	// Server configures serving.
 	Server testOptions `yaml:"server"`
@@ -270,5 +277,12 @@ func TestGenerateErrors(t *testing.T) {
 	}
 	if _, err := Generate(&testConfig{}, other, []byte(testValues), nil); err == nil || !strings.Contains(err.Error(), "not in module example.com/other") {
 		t.Errorf("Generate in another module: %v, want an error naming the module", err)
+	}
+	const wantLink = "testLinkConfig.Mode: [Override] names no constant"
+	if _, err := Generate(&testLinkConfig{}, "../..", []byte(testValues), nil); err == nil || !strings.Contains(err.Error(), wantLink) {
+		t.Errorf("Generate with a doc link to a type: %v, want an error containing %q", err, wantLink)
+	}
+	if _, err := Reference(&testLinkConfig{}, "../..", ReferenceOptions{}); err == nil || !strings.Contains(err.Error(), wantLink) {
+		t.Errorf("Reference with a doc link to a type: %v, want an error containing %q", err, wantLink)
 	}
 }

@@ -166,6 +166,7 @@ func (d *docs) isDuration(src *source, t ast.Expr) bool {
 	return ok && src.imports[x.Name] == "time" && sel.Sel.Name == "Duration"
 }
 
+// eval evaluates the constant expression e of src, as value describes.
 func (d *docs) eval(src *source, e ast.Expr, depth int) (constValue, error) {
 	switch e := e.(type) {
 	case *ast.BasicLit:

@@ -172,6 +172,7 @@ func show(p string) string {
 	return p
 }
 
+// showAll names the packages in folders ps for a message.
 func showAll(ps []string) string {
 	var names []string
 	for _, p := range ps {
