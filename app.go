@@ -149,18 +149,6 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	return a, nil
 }
 
-// caller is the verified identity behind a tool call, for the whoami tool.
-func caller(req *sdk.CallToolRequest) (toolsets.Caller, bool) {
-	if req.Extra == nil {
-		return toolsets.Caller{}, false
-	}
-	p, ok := auth.PrincipalFromTokenInfo(req.Extra.TokenInfo)
-	if !ok {
-		return toolsets.Caller{}, false
-	}
-	return toolsets.Caller{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Roles: p.Roles, Expiry: p.Expiry}, true
-}
-
 // identity names the caller for traces and audit lines: the token's
 // subject and OAuth client.
 func identity(ti *sdkauth.TokenInfo) (subject, clientID string) {

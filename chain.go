@@ -9,35 +9,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/observability"
 )
 
-// The request path on the MCP listener, outermost first. buildHandler is
-// the one place it is put together:
-//
-//	body deadline   limits.BodyDeadline: before auth, so that a client that
-//	                never finishes its body needs no token to hold a connection;
-//	                nothing before the handler reads the body, and the
-//	                refusals of the origin check and of auth (Connection:
-//	                close) do not wait for it
-//	recover         observability.Recover: a panic is a 500 and a log line
-//	mux             one chain per route:
-//
-//	/mcp (buildMCPChain)
-//	  telemetry     route metrics under the fixed name "mcp", the HTTP span
-//	  access log    one line per request, with the status auth or a limit gave
-//	  origin/CORS   mcp.Handler.OriginGuard: a page on another origin is
-//	                refused before its token is looked at
-//	  auth          bearer token → verifier → Principal in the context
-//	  refusals      what the limits and the handler refuse before the SDK
-//	                is counted and spanned as an MCP operation
-//	  limits        in flight and rate, keyed on that principal
-//	  handler       the MCP handler (era router, tool gate, SDK server)
-//
-//	/healthz /readyz, the RFC 9728 metadata, the dev issuer, 404
-//	(buildPublicChain)
-//	  telemetry     route metrics only: probes are neither traced nor logged
-//	  handler
-//
-// The metrics listener has its own server (see metricsServer).
-
 // chainParts are the pieces buildHandler puts in order.
 type chainParts struct {
 	bodyDeadline func(http.Handler) http.Handler
@@ -51,7 +22,11 @@ type chainParts struct {
 }
 
 // buildHandler returns the MCP listener's handler: every route behind the
-// body deadline and recover.
+// body deadline and recover, /mcp through buildMCPChain and the routes
+// that need no token through buildPublicChain. The order, and what each
+// step does, is described once, in docs/architecture.md#the-request-path:
+// keep it true when this changes. The metrics listener has its own server
+// (see metricsServer).
 func (a *app) buildHandler(p chainParts) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(mcpPath, a.buildMCPChain(p))

@@ -4,6 +4,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // Principal is the verified caller of a request: subject, issuer, OAuth
@@ -34,4 +35,14 @@ func Caller(req sdk.Request) (p *Principal, ok bool) {
 		return nil, false
 	}
 	return auth.PrincipalFromTokenInfo(extra.TokenInfo)
+}
+
+// caller is Caller for the built-in whoami tool, as package toolsets
+// takes it.
+func caller(req *sdk.CallToolRequest) (toolsets.Caller, bool) {
+	p, ok := Caller(req)
+	if !ok {
+		return toolsets.Caller{}, false
+	}
+	return toolsets.Caller{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Roles: p.Roles, Expiry: p.Expiry}, true
 }

@@ -56,7 +56,8 @@ type Options struct {
 	// key the IdP removes stops verifying within about this long. When the
 	// IdP is down the keys held are kept. Default 15m.
 	JWKSMaxAge time.Duration `yaml:"jwks_max_age"`
-	// Policy lists per-tool requirements; see [Policy].
+	// Policy lists per-tool requirements: for each tool it names, the
+	// scopes or roles a caller needs to call it.
 	Policy []ToolPolicy `yaml:"policy"`
 	// InsecureAllowUnauthenticated serves the endpoint with no auth on a
 	// non-loopback address. The server logs a warning at start when it is on.
@@ -152,7 +153,7 @@ type IntrospectionOptions struct {
 	// audience or issuer, or without a subject) stays refused without
 	// another call, so that sending the same bad token again costs the
 	// authorization server nothing. Such answers are kept in a cache of
-	// their own, keyed by the token's SHA-256 and bounded by CacheSize,
+	// their own, keyed by the token's SHA-256 and bounded by auth.cache_size,
 	// so that they never push verified tokens out. A token that becomes
 	// active within the TTL (an authorization server whose replicas lag)
 	// is refused until it ends, hence a short default. Failed calls and

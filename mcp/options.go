@@ -19,7 +19,7 @@ type Options struct {
 	// requests and stream resumption. Sessions live in one replica's memory:
 	// with several replicas, use session affinity on Mcp-Session-Id or a
 	// client that re-initializes on 404. Requests without a session id are
-	// always served statelessly. Nil means true.
+	// always served statelessly. Unset means true.
 	Sessions *bool `yaml:"sessions"`
 	// SessionIdleTimeout closes a legacy session that has seen no request
 	// for this long. Zero means 10 minutes.
@@ -29,7 +29,8 @@ type Options struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes" schema:"min=0"`
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) that may
 	// call /mcp and get CORS answers: their preflights are answered and
-	// their responses carry CORS headers. [Handler.OriginGuard] applies it.
+	// their responses carry CORS headers. A page on an origin that is not
+	// allowed is refused before its token is looked at.
 	// When the list is empty, a page on a loopback origin (http or https,
 	// localhost or a loopback IP, any port) may call a server listening on
 	// a loopback address, and every other origin gets 403. Once the list

@@ -69,7 +69,7 @@ type Options struct {
 	// digits, '_', '-' and '.'; unique among upstreams.
 	Name string `yaml:"name" schema:"required"`
 	// Prefix namespaces the upstream's tools and prompts: an upstream tool
-	// "search" is served as "<prefix>_search". Nil means the name; an
+	// "search" is served as "<prefix>_search". Unset means the name; an
 	// empty string serves the upstream's names unchanged. Resource URIs are
 	// never rewritten.
 	Prefix *string `yaml:"prefix"`
@@ -79,7 +79,8 @@ type Options struct {
 	// Required makes /readyz fail while the upstream is not connected.
 	Required bool `yaml:"required"`
 	// Allow lists the upstream's tool names (before prefixing) that are
-	// served; empty means all. Entries may use path.Match patterns ("get_*").
+	// served; empty means all. Entries may be patterns: "*" matches any
+	// run of characters, "?" one character, [a-z] one of a class ("get_*").
 	Allow []string `yaml:"allow"`
 	// Deny lists upstream tool names (or patterns) that are never served,
 	// whatever Allow says.

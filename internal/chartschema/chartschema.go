@@ -6,7 +6,9 @@
 // The schema of the config file comes from [config.JSONSchema]; this
 // package adds what only the chart knows ([Overrides]: the keys the chart
 // sets itself, the durations it sums), the descriptions (the first sentence
-// of each field's doc comment, read from the source with go/doc), and
+// of each field's doc comment, read from the source with go/doc, its doc
+// links to constants written as their values: "Zero means
+// [DefaultFetchTimeout]" becomes "Zero means `5s`"), and
 // replaces properties.config in values.schema.json, leaving the rest of
 // that hand-kept file byte for byte as it was.
 //
@@ -25,13 +27,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -264,141 +259,4 @@ func findConfig(values []byte) (start, end int, err error) {
 	}
 	end = int(dec.InputOffset())
 	return end - len(v), end, nil
-}
-
-// docs reads the doc comments of struct fields from the module's source.
-type docs struct {
-	root, module string
-	fields       map[string]map[string]string // package path → "Type.Field" → doc
-	names        map[reflect.Type]*wordReplacer
-	full         bool // describe returns whole doc comments, not first sentences
-	err          error
-}
-
-func newDocs(root string) (*docs, error) {
-	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		return nil, fmt.Errorf("chartschema: %w", err)
-	}
-	for line := range strings.Lines(string(mod)) {
-		if m, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
-			return &docs{root: root, module: strings.Trim(strings.TrimSpace(m), `"`), fields: map[string]map[string]string{}, names: map[reflect.Type]*wordReplacer{}}, nil
-		}
-	}
-	return nil, fmt.Errorf("chartschema: %s/go.mod names no module", root)
-}
-
-// describe returns the description of the key that field (of struct
-// type owner) sets: the first sentence of its doc comment, or all of it
-// when d.full is set, with the Go names of owner's fields in it replaced
-// by their keys, the names an operator writes: "jwks_max_age is how long
-// fetched keys are trusted…", "tool_timeouts overrides tool_timeout…".
-func (d *docs) describe(owner reflect.Type, field reflect.StructField, _ string) string {
-	return d.fieldDoc(owner, field, !d.full)
-}
-
-// keyNames returns a replacer of the Go names of the fields of struct
-// type owner, as whole words, by their keys.
-func (d *docs) keyNames(owner reflect.Type) *wordReplacer {
-	if r, ok := d.names[owner]; ok {
-		return r
-	}
-	r := &wordReplacer{words: map[string]string{}}
-	var alts []string
-	for i := range owner.NumField() {
-		f := owner.Field(i)
-		if key := config.FieldKey(f); key != "" {
-			r.words[f.Name] = key
-			alts = append(alts, regexp.QuoteMeta(f.Name))
-		}
-	}
-	if len(alts) > 0 {
-		r.re = regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
-	}
-	d.names[owner] = r
-	return r
-}
-
-// pkg returns the field docs of the package at path, a package of the
-// module. Its _test.go files are read too, for the types tests declare;
-// an external test package (name_test) is not.
-func (d *docs) pkg(path string) (map[string]string, error) {
-	if fields, ok := d.fields[path]; ok {
-		return fields, nil
-	}
-	rel, ok := strings.CutPrefix(path, d.module)
-	if !ok {
-		return nil, fmt.Errorf("chartschema: package %s is not in module %s, whose source is read for descriptions", path, d.module)
-	}
-	dir := filepath.Join(d.root, filepath.FromSlash(rel))
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("chartschema: %w", err)
-	}
-	fields := map[string]string{}
-	fset := token.NewFileSet()
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
-		if err != nil {
-			return nil, fmt.Errorf("chartschema: %w", err)
-		}
-		if strings.HasSuffix(f.Name.Name, "_test") {
-			continue // an external test package, whose types are not the package's
-		}
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				ts, ok := spec.(*ast.TypeSpec)
-				if !ok {
-					continue
-				}
-				st, ok := ts.Type.(*ast.StructType)
-				if !ok {
-					continue
-				}
-				for _, fl := range st.Fields.List {
-					for _, n := range fl.Names {
-						fields[ts.Name.Name+"."+n.Name] = fl.Doc.Text()
-					}
-				}
-			}
-		}
-	}
-	d.fields[path] = fields
-	return fields, nil
-}
-
-// wordReplacer replaces Go field names, as whole words, by their keys. It
-// leaves alone a name in a doc link ("see [Policy]", the type) and an
-// all-capitals name past the start ("the MCP endpoint", "an RFC 6570 URI
-// template"), which is more likely the word than the field.
-type wordReplacer struct {
-	re    *regexp.Regexp // nil: no words
-	words map[string]string
-}
-
-func (r *wordReplacer) Replace(s string) string {
-	if r.re == nil {
-		return s
-	}
-	var b strings.Builder
-	last := 0
-	for _, m := range r.re.FindAllStringIndex(s, -1) {
-		word := s[m[0]:m[1]]
-		if m[0] > 0 && (s[m[0]-1] == '[' || word == strings.ToUpper(word)) {
-			continue
-		}
-		b.WriteString(s[last:m[0]])
-		b.WriteString(r.words[word])
-		last = m[1]
-	}
-	b.WriteString(s[last:])
-	return b.String()
 }

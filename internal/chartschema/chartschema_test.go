@@ -28,15 +28,25 @@ type testOptions struct {
 	// LevelNamesByCode is not renamed: only the field's whole name is.
 	LevelNames []string `yaml:"level_names"`
 	Plain      int      `yaml:"plain"`
-	// URL is where the URL of [Plain] is; see [Listen].
+	// URL is where the URL of Plain is, fetched within [testTimeout].
 	URL string `yaml:"url"`
 }
+
+// testTimeout is the constant testOptions.URL's doc links to.
+const testTimeout = 10 * time.Second
 
 type testRule struct {
 	// Tool names the tool.
 	Tool string `yaml:"tool" schema:"required"`
 	// Secret is a file the chart mounts.
 	Secret string `yaml:"secret"`
+}
+
+// testLinkConfig has a doc comment that links a type: not something the
+// generated docs can write out.
+type testLinkConfig struct {
+	// Mode is what [Override] says.
+	Mode string `yaml:"mode"`
 }
 
 type testConfig struct {
@@ -124,7 +134,7 @@ func TestGenerate(t *testing.T) {
             },
             "url": {
               "type": "string",
-              "description": "url is where the URL of [Plain] is; see [Listen]."
+              "description": "url is where the URL of plain is, fetched within ` + "`10s`" + `."
             }
           },
           "description": "server configures serving.",
@@ -267,5 +277,12 @@ func TestGenerateErrors(t *testing.T) {
 	}
 	if _, err := Generate(&testConfig{}, other, []byte(testValues), nil); err == nil || !strings.Contains(err.Error(), "not in module example.com/other") {
 		t.Errorf("Generate in another module: %v, want an error naming the module", err)
+	}
+	const wantLink = "testLinkConfig.Mode: [Override] names no constant"
+	if _, err := Generate(&testLinkConfig{}, "../..", []byte(testValues), nil); err == nil || !strings.Contains(err.Error(), wantLink) {
+		t.Errorf("Generate with a doc link to a type: %v, want an error containing %q", err, wantLink)
+	}
+	if _, err := Reference(&testLinkConfig{}, "../..", ReferenceOptions{}); err == nil || !strings.Contains(err.Error(), wantLink) {
+		t.Errorf("Reference with a doc link to a type: %v, want an error containing %q", err, wantLink)
 	}
 }

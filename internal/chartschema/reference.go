@@ -2,10 +2,7 @@ package chartschema
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"go/doc"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -39,7 +36,9 @@ type ReferenceOptions struct {
 // the elements of a list of structs are listed as "list[].key"; a nested
 // section has a row of type "section". Descriptions are the whole doc
 // comments of the fields, read from the Go source of the module in root,
-// with the Go names of fields replaced by their keys.
+// with the Go names of fields replaced by their keys and doc links to
+// constants by the constants' values; a doc link to anything else is an
+// error, since an operator cannot follow it.
 //
 // The rows that are neither sections nor inside a list are exactly the
 // keys [config.Keys] returns, which `portcullis check-config --keys`
@@ -210,27 +209,4 @@ func cell(parts ...string) string {
 // oneLine joins the lines of a doc comment into one.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
-}
-
-// fieldDoc returns the doc comment of field of struct type owner, with the
-// Go names of owner's fields replaced by their keys: the whole comment, or
-// its first sentence when short is set.
-func (d *docs) fieldDoc(owner reflect.Type, field reflect.StructField, short bool) string {
-	if owner.Name() == "" || owner.PkgPath() == "" {
-		return "" // an anonymous struct has no doc to find
-	}
-	fields, err := d.pkg(owner.PkgPath())
-	if err != nil {
-		d.err = errors.Join(d.err, err)
-		return ""
-	}
-	text := fields[owner.Name()+"."+field.Name]
-	if text == "" {
-		return ""
-	}
-	if short {
-		var pkg doc.Package
-		text = pkg.Synopsis(text)
-	}
-	return d.keyNames(owner).Replace(text)
 }

@@ -55,8 +55,8 @@ type FetchOptions struct {
 	// MaxCacheTTL is the most time a document is kept. Zero means
 	// [DefaultMaxCacheTTL]; below MinCacheTTL, MinCacheTTL wins.
 	MaxCacheTTL time.Duration `yaml:"max_cache_ttl"`
-	// ErrorCacheTTL is how long a failure (ErrFetch or ErrDocument) is
-	// remembered, so that a flood of requests naming a broken or unknown
+	// ErrorCacheTTL is how long a failure (a document that could not be
+	// fetched, or was refused) is remembered, so that a flood of requests naming a broken or unknown
 	// client_id is not a flood of fetches. Zero means
 	// [DefaultErrorCacheTTL].
 	ErrorCacheTTL time.Duration `yaml:"error_cache_ttl"`
@@ -67,11 +67,11 @@ type FetchOptions struct {
 	// link-local and other non-public addresses, which it otherwise
 	// refuses at dial time (SSRF protection). For tests and labs only:
 	// anyone who can send a client_id could then make the server fetch
-	// from its own network. NewFetcher logs a warning when it is on.
+	// from its own network. A warning is logged at start when it is on.
 	AllowPrivateAddresses bool `yaml:"allow_private_addresses"`
 	// InsecureAllowHTTP accepts http:// client_id URLs. For tests only;
-	// the documents then travel unauthenticated. NewFetcher logs a
-	// warning when it is on.
+	// the documents then travel unauthenticated. A warning is
+	// logged at start when it is on.
 	InsecureAllowHTTP bool `yaml:"insecure_allow_http"`
 }
 

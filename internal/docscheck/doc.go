@@ -7,8 +7,15 @@
 //     keys `portcullis check-config --keys` prints, by running that command
 //     line through [portcullis.Run].
 //   - TestImportRules checks every package against the package table of
-//     docs/architecture.md: each has a row, and imports only what its row
-//     allows.
+//     docs/architecture.md: each has a row, imports only what its row
+//     allows, and only packages in rows below its own; and against the
+//     table of third-party modules kept to a few packages (Prometheus,
+//     OpenTelemetry, fosite, go-redis), which must name exactly the
+//     packages that import each.
+//   - TestOperatorWording checks that docs/configuration.md and the
+//     descriptions of the chart's values.schema.json, both generated from
+//     doc comments, have no Go doc link ("[DefaultFetchTimeout]") and no
+//     "nil means": operators cannot look up Go identifiers.
 //   - TestDocLinks checks that every relative link in README.md, the other
 //     Markdown files at the root and docs/*.md names a file that exists
 //     and, for a #fragment into a Markdown file, a heading that exists.

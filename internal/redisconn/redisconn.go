@@ -62,7 +62,8 @@ type Options struct {
 	// a hash tag such as "{portcullis}:" puts every key in one slot, which
 	// the task store's scripts need.
 	KeyPrefix string `yaml:"key_prefix"`
-	// DialTimeout bounds connecting to Redis, and the ping of [Open].
+	// DialTimeout bounds connecting to Redis, and the ping that checks it
+	// at start.
 	// Default 2s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// ReadTimeout bounds waiting for one reply. A command is tried twice
@@ -87,8 +88,7 @@ type TLSOptions struct {
 	ServerName string `yaml:"server_name"`
 	// InsecureSkipVerify accepts any certificate, so anyone on the path
 	// to Redis can read and change every task and rate limit. Off by
-	// default; for tests only. The caller logs a warning when it is on
-	// (see [Options.Warnings]).
+	// default; for tests only. A warning is logged at start when it is on.
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
