@@ -37,7 +37,7 @@ type app struct {
 	// tasks runs long tool calls as tasks of the MCP tasks extension.
 	tasks *tasks.Manager
 	// redis is the Redis replicas share (tasks, rate limits); nil if none.
-	redis *redis.Client
+	redis redis.UniversalClient
 	// authServer is the authorization server; nil unless
 	// authorization_server.enabled (see setupAuthServer).
 	authServer atomic.Pointer[authserver.Server]

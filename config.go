@@ -190,7 +190,7 @@ func (c *configFile) Validate() error {
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
 	if c.Tasks.Store == "redis" && !c.Redis.Enabled() {
-		errs = append(errs, errors.New("tasks.store: redis needs redis.url (the Redis every replica shares)"))
+		errs = append(errs, errors.New("tasks.store: redis needs a Redis every replica shares (redis.url, redis.sentinel.master_name or redis.cluster.addresses)"))
 	}
 	return errors.Join(errs...)
 }

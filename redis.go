@@ -21,7 +21,7 @@ import (
 // configured. A Redis that does not answer at start is logged, not fatal:
 // the task store and the shared rate limits reach it once it is up, and
 // degrade until then (see docs/tasks.md).
-func openRedis(ctx context.Context, cfg *configFile, logger *slog.Logger) (*redis.Client, error) {
+func openRedis(ctx context.Context, cfg *configFile, logger *slog.Logger) (redis.UniversalClient, error) {
 	if !cfg.Redis.Enabled() {
 		return nil, nil
 	}
@@ -55,7 +55,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 // newTaskManager builds the task manager cfg.Tasks describes, on Redis
 // when configured for it, counted in metrics, and marks the tools it lists
 // as task tools in cat.
-func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb *redis.Client, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
+func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb redis.UniversalClient, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
 	for i, t := range cfg.Tasks.Tools {
 		cat.SetTaskSupport(t.Name, tasks.ToolTasks{Support: t.Support})
 		// An upstream's tools appear once it is connected; the server's
@@ -68,9 +68,9 @@ func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb *redis.Client, me
 	kind := "memory"
 	if cfg.Tasks.Store == "redis" || (cfg.Tasks.Store == "" && rdb != nil) {
 		if rdb == nil {
-			return nil, fmt.Errorf("tasks.store: redis needs redis.url")
+			return nil, fmt.Errorf("tasks.store: redis needs a Redis (redis.url, redis.sentinel or redis.cluster)")
 		}
-		store = tasks.NewRedisStore(rdb, cfg.Redis.KeyPrefix, nil)
+		store = tasks.NewRedisStore(rdb, cfg.Redis.GroupPrefix("tasks"), nil)
 		kind = "redis"
 	}
 	var mgr *tasks.Manager
@@ -96,7 +96,7 @@ func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb *redis.Client, me
 // hold across replicas. When Redis fails, a request is limited by this
 // replica's own bucket; the log says so once per outage (at most every
 // 30s), with how many requests fell back.
-func shareRateLimits(l *limits.Limiter, rdb *redis.Client, prefix string, logger *slog.Logger) {
+func shareRateLimits(l *limits.Limiter, rdb redis.UniversalClient, prefix string, logger *slog.Logger) {
 	if rdb == nil {
 		return
 	}

@@ -34,8 +34,9 @@ const (
 // configuration file. Zero fields take the defaults.
 type Options struct {
 	// Store is where tasks live: "memory" (this replica only) or "redis"
-	// (shared by every replica; needs redis.url). Empty means redis when
-	// redis.url is set, else memory.
+	// (shared by every replica; needs the redis section: one server,
+	// Sentinel or Cluster). Empty means redis when Redis is configured,
+	// else memory.
 	Store string `yaml:"store" schema:"enum=memory|redis"`
 	// TTL bounds how long a task may run, from its creation; a task still
 	// live then is failed (its work is stopped a tenth of the TTL, at most

@@ -172,11 +172,16 @@ func (k *redisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (k *redisKV) Del(ctx context.Context, keys ...string) error {
-	full := make([]string, len(keys))
-	for i, key := range keys {
-		full[i] = k.key(key)
-	}
-	return redisErr(k.c.Del(ctx, full...).Err())
+	// One DEL per key, pipelined: on Redis Cluster the keys may live in
+	// different slots, where one DEL of them all is refused (CROSSSLOT);
+	// the cluster client sends each to its node.
+	_, err := k.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, key := range keys {
+			p.Del(ctx, k.key(key))
+		}
+		return nil
+	})
+	return redisErr(err)
 }
 
 // joinKey builds a key from parts; parts are ids and hashes, never raw

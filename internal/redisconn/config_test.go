@@ -2,6 +2,7 @@ package redisconn
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ redis:
 		KeyPrefix: "{prod}:", DialTimeout: 3 * time.Second, ReadTimeout: 500 * time.Millisecond,
 		WriteTimeout: DefaultWriteTimeout, PoolSize: 20,
 	}
-	if cfg.Redis != want {
+	if !reflect.DeepEqual(cfg.Redis, want) {
 		t.Fatalf("loaded %+v, want %+v", cfg.Redis, want)
 	}
 	if err := cfg.Redis.Validate(); err != nil {
@@ -51,7 +52,8 @@ redis:
 	for _, k := range config.Keys(&cfg, "PORTCULLIS_") {
 		names = append(names, k.Path)
 	}
-	wantNames := "redis.url redis.username redis.password redis.tls.ca_file redis.tls.server_name redis.tls.insecure_skip_verify " +
+	wantNames := "redis.url redis.sentinel.master_name redis.sentinel.addresses redis.sentinel.username redis.sentinel.password redis.sentinel.database " +
+		"redis.cluster.addresses redis.username redis.password redis.tls.enabled redis.tls.ca_file redis.tls.server_name redis.tls.insecure_skip_verify " +
 		"redis.key_prefix redis.dial_timeout redis.read_timeout redis.write_timeout redis.pool_size"
 	if got := strings.Join(names, " "); got != wantNames {
 		t.Fatalf("keys\n%s\nwant\n%s", got, wantNames)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,13 +20,13 @@ func TestDefaults(t *testing.T) {
 	var o Options
 	o.Defaults()
 	want := Options{KeyPrefix: "portcullis:", DialTimeout: 2 * time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}
-	if o != want {
+	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("Defaults() = %+v, want %+v", o, want)
 	}
 	set := Options{KeyPrefix: "x:", DialTimeout: time.Minute, ReadTimeout: 3 * time.Second, WriteTimeout: 4 * time.Second, PoolSize: 7}
 	o = set
 	o.Defaults()
-	if o != set {
+	if !reflect.DeepEqual(o, set) {
 		t.Fatalf("Defaults() changed set values: %+v, want %+v", o, set)
 	}
 }
@@ -62,6 +63,25 @@ func TestValidate(t *testing.T) {
 		{name: "query", o: Options{URL: "redis://h/0?dial_timeout=1s"}, want: []string{"url: must not have query parameters"}},
 		{name: "tls keys without tls", o: Options{URL: "redis://h", TLS: TLSOptions{InsecureSkipVerify: true}}, want: []string{"tls: set, but url is redis://"}},
 		{name: "two users", o: Options{URL: "redis://a@h", Username: "b"}, want: []string{"username: differs"}},
+		{name: "sentinel", o: Options{Sentinel: SentinelOptions{MasterName: "m", Addresses: []string{"s1:26379", "s2", "[::1]:26380"}, Password: secret, Database: 2}}},
+		{name: "sentinel over tls", o: Options{Sentinel: SentinelOptions{MasterName: "m", Addresses: []string{"s1"}}, TLS: TLSOptions{Enabled: true, CAFile: "ca.pem"}}},
+		{name: "cluster", o: Options{Cluster: ClusterOptions{Addresses: []string{"n1:7000", "n2:7001", "n3"}}}},
+		{
+			name: "url, sentinel and cluster at once",
+			o:    Options{URL: "redis://h", Sentinel: SentinelOptions{MasterName: "m", Addresses: []string{"s"}}, Cluster: ClusterOptions{Addresses: []string{"n"}}},
+			want: []string{"url, sentinel.master_name, cluster.addresses: set together"},
+		},
+		{name: "sentinel without addresses", o: Options{Sentinel: SentinelOptions{MasterName: "m"}}, want: []string{"sentinel.addresses: empty"}},
+		{name: "sentinel keys without a master", o: Options{Sentinel: SentinelOptions{Addresses: []string{"s"}}}, want: []string{"sentinel.master_name: empty"}},
+		{name: "negative database", o: Options{Sentinel: SentinelOptions{MasterName: "m", Addresses: []string{"s"}, Database: -1}}, want: []string{"sentinel.database: must not be negative"}},
+		{
+			name: "bad addresses, each named",
+			o:    Options{Cluster: ClusterOptions{Addresses: []string{"redis://n1:7000", "n2:port", "n3:7002", "n3:7002", "", "::1", "u:" + secret + "@n4"}}},
+			want: []string{"cluster.addresses[0]: \"redis://n1:7000\" is not host:port", "cluster.addresses[1]: \"n2:port\": port", "cluster.addresses[3]: n3:7002 is listed twice", "cluster.addresses[4]: empty", "cluster.addresses[5]: \"::1\" is not host:port", "cluster.addresses[6]: names a user or password"},
+		},
+		{name: "tls keys without tls.enabled", o: Options{Cluster: ClusterOptions{Addresses: []string{"n"}}, TLS: TLSOptions{CAFile: "ca.pem"}}, want: []string{"tls: set, but tls.enabled is off"}},
+		{name: "tls.enabled with a redis:// url", o: Options{URL: "redis://h", TLS: TLSOptions{Enabled: true}}, want: []string{"tls: set, but url is redis://"}},
+		{name: "tls.enabled with a rediss:// url", o: Options{URL: "rediss://h", TLS: TLSOptions{Enabled: true}}},
 		{
 			name: "every number wrong at once",
 			o:    Options{DialTimeout: -1, ReadTimeout: -1, WriteTimeout: -1, PoolSize: -1, KeyPrefix: "a b"},
@@ -138,7 +158,7 @@ func TestClientOptions(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{name: "not configured", o: Options{}, want: "redis.url is empty"},
+		{name: "not configured", o: Options{}, want: "no Redis is configured"},
 		{name: "invalid", o: Options{URL: "http://h"}, want: "redisconn: url: must be a redis:// or rediss:// URL"},
 		{name: "missing ca file", o: Options{URL: "rediss://h", TLS: TLSOptions{CAFile: filepath.Join(t.TempDir(), "none.pem")}}, want: "redisconn: tls.ca_file:"},
 		{name: "ca file without pem", o: Options{URL: "rediss://h", TLS: TLSOptions{CAFile: "redisconn.go"}}, want: "holds no PEM certificate"},
@@ -188,7 +208,7 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 
 func TestSecretNeverPrinted(t *testing.T) {
 	const secret = "do-not-print-me"
-	o := Options{URL: "redis://h", Password: secret}
+	o := Options{URL: "redis://h", Password: secret, Sentinel: SentinelOptions{Password: secret + "-sentinel"}}
 	var buf bytes.Buffer
 	slog.New(slog.NewTextHandler(&buf, nil)).Info("redis", "options", o)
 	for name, out := range map[string]string{
@@ -225,5 +245,114 @@ func TestParseURLErrorsNeverQuoteTheURL(t *testing.T) {
 	_, err := parseURL("redis://user:topsecret@host:port%zz")
 	if err == nil || strings.Contains(err.Error(), "topsecret") {
 		t.Fatalf("parseURL() = %v", err)
+	}
+}
+
+func TestModeAndGroupPrefix(t *testing.T) {
+	tests := []struct {
+		name      string
+		o         Options
+		mode      string
+		tasksKeys string // GroupPrefix("tasks")
+	}{
+		{name: "none", o: Options{KeyPrefix: "p:"}, mode: ModeNone, tasksKeys: "p:"},
+		{name: "one server keeps its keys", o: Options{URL: "redis://h", KeyPrefix: "p:"}, mode: ModeSingle, tasksKeys: "p:"},
+		{name: "sentinel keeps its keys", o: Options{Sentinel: SentinelOptions{MasterName: "m"}, KeyPrefix: "p:"}, mode: ModeSentinel, tasksKeys: "p:"},
+		{name: "cluster gives the group a slot", o: Options{Cluster: ClusterOptions{Addresses: []string{"n"}}, KeyPrefix: "p:"}, mode: ModeCluster, tasksKeys: "p:{tasks}:"},
+		{name: "cluster, prefix with a hash tag", o: Options{Cluster: ClusterOptions{Addresses: []string{"n"}}, KeyPrefix: "{p}:"}, mode: ModeCluster, tasksKeys: "{p}:"},
+		{name: "cluster, empty braces are no tag", o: Options{Cluster: ClusterOptions{Addresses: []string{"n"}}, KeyPrefix: "{}p:"}, mode: ModeCluster, tasksKeys: "{}p:{tasks}:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.o.Mode(); got != tt.mode {
+				t.Errorf("Mode() = %q, want %q", got, tt.mode)
+			}
+			if got := tt.o.GroupPrefix("tasks"); got != tt.tasksKeys {
+				t.Errorf("GroupPrefix(tasks) = %q, want %q", got, tt.tasksKeys)
+			}
+		})
+	}
+}
+
+// New builds the client each deployment needs, with its options mapped.
+func TestNewClients(t *testing.T) {
+	sentinel := Options{
+		Sentinel: SentinelOptions{MasterName: "mymaster", Addresses: []string{"s1", "s2:26380"}, Username: "su", Password: "sp", Database: 3},
+		Username: "u", Password: "p", ReadTimeout: 3 * time.Second, PoolSize: 4,
+	}
+	fo, err := failoverOptions(sentinel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fo.MasterName != "mymaster" || !reflect.DeepEqual(fo.SentinelAddrs, []string{"s1:26379", "s2:26380"}) ||
+		fo.SentinelUsername != "su" || fo.SentinelPassword != "sp" || fo.DB != 3 || fo.Username != "u" || fo.Password != "p" ||
+		fo.ReadTimeout != 3*time.Second || fo.DialTimeout != DefaultDialTimeout || fo.PoolSize != 4 ||
+		fo.MaxRetries != haMaxRetries || fo.MinRetryBackoff != haMinBackoff || fo.TLSConfig != nil || !fo.DisableIdentity {
+		t.Errorf("failoverOptions = %+v", fo)
+	}
+
+	cluster := Options{Cluster: ClusterOptions{Addresses: []string{"n1", "n2:7001"}}, TLS: TLSOptions{Enabled: true, ServerName: "redis.internal"}}
+	co, err := clusterOptions(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(co.Addrs, []string{"n1:6379", "n2:7001"}) || co.MaxRetries != haMaxRetries ||
+		co.TLSConfig == nil || co.TLSConfig.ServerName != "redis.internal" || !co.DisableIdentity {
+		t.Errorf("clusterOptions = %+v", co)
+	}
+
+	for _, tt := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{name: "one server", o: Options{URL: "redis://h"}, want: "*redis.Client"},
+		{name: "sentinel", o: sentinel, want: "*redis.Client"},
+		{name: "cluster", o: cluster, want: "*redis.ClusterClient"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(tt.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if got := fmt.Sprintf("%T", c); got != tt.want {
+				t.Errorf("New() is a %s, want %s", got, tt.want)
+			}
+		})
+	}
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "no Redis is configured") {
+		t.Errorf("New(empty) = %v", err)
+	}
+}
+
+// An unreachable Sentinel or Cluster is named by its addresses, never by a
+// password.
+func TestPingNamesTheDeployment(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const secret = "sentinel-secret-value"
+	for _, tt := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{name: "sentinel", o: Options{Sentinel: SentinelOptions{MasterName: "m", Addresses: []string{addr}, Password: secret}, Password: secret, DialTimeout: 300 * time.Millisecond}, want: `the primary "m" of the sentinels ` + addr},
+		{name: "cluster", o: Options{Cluster: ClusterOptions{Addresses: []string{addr}}, Password: secret, DialTimeout: 300 * time.Millisecond}, want: "the cluster of " + addr},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Open(context.Background(), tt.o)
+			if err == nil {
+				c.Close()
+				t.Fatal("Open succeeded with nothing listening")
+			}
+			if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), secret) {
+				t.Errorf("Open() = %q, want it to name %s and no password", err, tt.want)
+			}
+		})
 	}
 }
