@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# install-redis.sh makes sure `redis-server` is on PATH: the Redis
-# end-to-end tests (tasks, internal/limits/redisrate, internal/redisconn,
-# all behind the e2e build tag) start their own redis-server, one per test,
-# on a free port of 127.0.0.1 with persistence off, and stop it by its PID.
+# install-redis.sh makes sure `redis-server` and `redis-cli` are on PATH:
+# the Redis end-to-end tests (tasks, internal/limits/redisrate,
+# internal/redisconn, internal/authserver, all behind the e2e build tag)
+# start their own redis-server, one per test, on a free port of 127.0.0.1
+# with persistence off, and stop it by its PID. The Redis Sentinel tests
+# run `redis-server FILE --sentinel` (the same binary), and the Redis
+# Cluster tests join their nodes with `redis-cli --cluster create`
+# (Debian's redis-tools, which redis-server depends on).
 #
 # Usage: scripts/install-redis.sh
 #
@@ -65,6 +69,9 @@ if command -v ss >/dev/null 2>&1 && ss -ltnH 'sport = :6379' 2>/dev/null | grep 
 	echo "install-redis: note: something listens on port 6379; the tests do not use it (each starts its own redis-server on a free port)" >&2
 fi
 
+command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found on PATH (Debian's redis-tools package; the Cluster tests need it)"
+
 cat <<EOF
 redis-server: $(command -v redis-server) ($version)
+redis-cli: $(command -v redis-cli)
 EOF

@@ -409,3 +409,66 @@ func TestRedisStoreCreateRetryIsIdempotent(t *testing.T) {
 		t.Fatalf("live tasks %q, want one", ids)
 	}
 }
+
+// TestRedisStoreCluster runs the store's contract on a three-primary
+// Redis Cluster with the key layout the server uses there (a hash tag of
+// the store's own, redisconn.Options.GroupPrefix): the scripts and
+// transactions touch a task, the live set and the owner's set together,
+// which Cluster allows only within one slot. Without the tag Create is
+// refused (CROSSSLOT), which is why the layout exists.
+func TestRedisStoreCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	client := c.Client(t, "")
+	storetest.Run(t, func(t *testing.T) tasks.Store {
+		s := tasks.NewRedisStore(client, fmt.Sprintf("test%d:{tasks}:", prefixes.Add(1)), nil)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+
+	t.Run("without a hash tag", func(t *testing.T) {
+		s := tasks.NewRedisStore(client, newPrefix(), nil)
+		defer s.Close()
+		now := time.Now()
+		err := s.Create(context.Background(), liveTask("untagged", "alice", now), tasks.Caps{})
+		if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("Create without a hash tag on Cluster = %v, want CROSSSLOT", err)
+		}
+	})
+}
+
+// TestRedisStoreSentinelFailover: tasks written before a failover of the
+// primary are there after it, and can be updated on the new primary.
+func TestRedisStoreSentinelFailover(t *testing.T) {
+	d := redistest.StartSentinel(t)
+	s := tasks.NewRedisStore(d.Client(t, ""), newPrefix(), nil)
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 50 {
+		if err := s.Create(ctx, liveTask(fmt.Sprintf("t%d", i), "alice", now), tasks.Caps{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.WaitReplicated(ctx, "")
+	t.Logf("promoted %v after the kill", d.KillPrimary().Round(time.Millisecond))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := s.Update(ctx, "t0", func(t *tasks.Task) error { t.Status = tasks.StatusCompleted; return nil })
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no update reached the new primary within 15s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // waiting on real processes
+	}
+	for i := range 50 {
+		got, err := s.Get(ctx, fmt.Sprintf("t%d", i))
+		if err != nil {
+			t.Fatalf("t%d after the failover: %v", i, err)
+		}
+		if want := map[bool]tasks.Status{true: tasks.StatusCompleted, false: tasks.StatusWorking}[i == 0]; got.Status != want {
+			t.Errorf("t%d: %s, want %s", i, got.Status, want)
+		}
+	}
+}

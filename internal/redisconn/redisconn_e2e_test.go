@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestOpen(t *testing.T) {
@@ -168,5 +170,89 @@ func TestOpenTLS(t *testing.T) {
 				t.Fatalf("Open() = %q, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// On Sentinel the client finds the primary through the sentinels, and
+// after the primary is killed it reaches the promoted replica: what was
+// written (and replicated) before is there, and writes work again.
+func TestSentinelFailover(t *testing.T) {
+	const secret = "sentinel-data-pass"
+	d := redistest.StartSentinel(t, "--requirepass", secret, "--masterauth", secret)
+	ctx := context.Background()
+	o := redisconn.Options{
+		Sentinel:    redisconn.SentinelOptions{MasterName: redistest.SentinelMaster, Addresses: d.Addrs()},
+		Password:    secret,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+	}
+	client, err := redisconn.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for i := range 100 {
+		if err := client.Set(ctx, fmt.Sprintf("before:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.WaitReplicated(ctx, secret)
+
+	took := d.KillPrimary()
+	t.Logf("replica promoted %v after the kill", took.Round(time.Millisecond))
+
+	// Within a few tries (the client's retries, and the failover client
+	// asking the sentinels again), writes reach the new primary.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := client.Set(ctx, "after", "1", 0).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write reached the new primary within 15s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // waiting on real processes
+	}
+	for i := range 100 {
+		if v, err := client.Get(ctx, fmt.Sprintf("before:%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("before:%d after the failover = %d, %v", i, v, err)
+		}
+	}
+	if a, _ := d.PrimaryAddr(ctx); a != d.Replica.Addr {
+		t.Fatalf("the sentinels name %s, want the promoted replica %s", a, d.Replica.Addr)
+	}
+}
+
+// On Cluster the client spreads keys over every primary, and Ping checks
+// each of them.
+func TestCluster(t *testing.T) {
+	const secret = "cluster-pass"
+	c := redistest.StartCluster(t, 3, "--requirepass", secret)
+	ctx := context.Background()
+	o := redisconn.Options{Cluster: redisconn.ClusterOptions{Addresses: c.Addrs()[:1]}, Password: secret}
+	client, err := redisconn.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for i := range 300 {
+		if err := client.Set(ctx, fmt.Sprintf("k:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every node holds some of them: the keys are spread by slot.
+	for _, n := range c.Nodes {
+		nc := redis.NewClient(&redis.Options{Addr: n.Addr, Password: secret, DisableIdentity: true})
+		size, err := nc.DBSize(ctx).Result()
+		nc.Close()
+		if err != nil || size == 0 {
+			t.Errorf("node %s holds %d keys (%v), want some", n.Addr, size, err)
+		}
+	}
+	// A node down is named by Ping: every primary must answer.
+	c.Nodes[2].Stop()
+	err = redisconn.Ping(ctx, client, o)
+	if err == nil || !strings.Contains(err.Error(), "the cluster of "+c.Nodes[0].Addr) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Ping with a primary down = %v, want an error naming the cluster, without the password", err)
 	}
 }

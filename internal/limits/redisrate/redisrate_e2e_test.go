@@ -151,3 +151,25 @@ func TestRedisOutageFallsBackToLocalLimit(t *testing.T) {
 		t.Fatalf("bob's key in Redis after the restart: %d, %v", n, err)
 	}
 }
+
+// TestLimitHoldsOnCluster: on a Redis Cluster each principal's bucket is
+// one key in its own slot, and the shared burst holds across replicas.
+func TestLimitHoldsOnCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	opts := limits.Options{RatePerPrincipal: 0.001, BurstPerPrincipal: 2}
+	a := newReplica(t, c.Client(t, ""), opts, nil)
+	b := newReplica(t, c.Client(t, ""), opts, nil)
+	for _, who := range []string{"alice", "bob", "carol", "dave", "erin"} {
+		for i, r := range []*replica{a, b} {
+			if w := r.call(who); w.Code != http.StatusOK {
+				t.Fatalf("%s's request %d within the burst: status %d", who, i+1, w.Code)
+			}
+		}
+		if w := a.call(who); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("%s's 3rd request: status %d, want 429", who, w.Code)
+		}
+	}
+	if a.errorCount()+b.errorCount() != 0 {
+		t.Fatalf("store errors %v %v on the cluster", a.errors, b.errors)
+	}
+}
