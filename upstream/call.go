@@ -132,34 +132,11 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		return nil, err
 	}
 	target := &callTarget{ctx: ctx, session: req.Session, upstream: sess, direct: direct}
-	var sendRound send
-	if h := u.hopFor(sess, name); h != nil {
-		// The direct hop (hop.go) passes the call's messages on as it
-		// reads them, before its result: nothing to track or await.
-		sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-			p := *params
-			p.InputResponses, p.RequestState = responses, state
-			return h.callTool(ctx, u, target, capture, &p)
-		}
-	} else {
-		untrack := u.inflight.add(sess, target)
-		defer untrack()
-		// The upstream's progress and log messages sent before its
-		// result reach the caller before the result does.
-		defer u.awaitNotes(ctx, sess)
-		tctx := context.WithValue(ctx, targetKey{}, target)
-		if capture != nil {
-			tctx = withCapture(tctx, capture)
-		}
-		sendRound = func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-			p := *params
-			p.InputResponses, p.RequestState = responses, state
-			res, err := sess.CallTool(tctx, &p)
-			if err != nil {
-				return nil, err
-			}
-			return res, nil
-		}
+	s := u.senderFor(sess, name)
+	sendRound := func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+		p := *params
+		p.InputResponses, p.RequestState = responses, state
+		return s.callTool(ctx, target, capture, &p)
 	}
 	res, err := u.rounds(target, sendRound, req.Params.InputResponses, state)
 	if err == nil && capture != nil {
@@ -203,11 +180,9 @@ func toolError(res sdk.Result) bool {
 // forward sends a caller's prompts/get or resources/read (method, of
 // target) upstream, round by round (see rounds), from the caller's
 // requestState and input responses: send makes one round on the session
-// the caller's request goes to, by its hop h when it has one. ctx, which
-// send gets, names the caller of t for the requests the upstream makes
-// within the round.
+// sess the caller's request goes to, by its sender s, for the caller t.
 func (u *upstream) forward(ctx context.Context, method, target string, extra *sdk.RequestExtra, caller *sdk.ServerSession, requestState string, responses sdk.InputResponseMap,
-	send func(ctx context.Context, sess *sdk.ClientSession, h *hop, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error)) (sdk.Result, error) {
+	send func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error)) (sdk.Result, error) {
 	ctx, done := u.start(ctx, method, target)
 	sess, release, err := u.sessionFor(ctx, extra)
 	if err != nil {
@@ -221,10 +196,9 @@ func (u *upstream) forward(ctx context.Context, method, target string, extra *sd
 		return nil, err
 	}
 	t := &callTarget{ctx: ctx, session: caller, upstream: sess}
-	tctx := context.WithValue(ctx, targetKey{}, t)
-	h := u.hopOf(sess)
+	s := u.senderFor(sess, "")
 	r, err := u.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
-		return send(tctx, sess, h, t, responses, state)
+		return send(ctx, sess, s, t, responses, state)
 	}, responses, state)
 	kind := u.classify(ctx, sess, err)
 	done(kind)

@@ -9,16 +9,9 @@ import (
 func (u *upstream) getPrompt(name string) sdk.PromptHandler {
 	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 		r, err := u.forward(ctx, "prompts/get", name, req.Extra, req.Session, req.Params.RequestState, req.Params.InputResponses,
-			func(ctx context.Context, sess *sdk.ClientSession, h *hop, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+			func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 				p := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta), InputResponses: responses, RequestState: state}
-				if h != nil {
-					return h.getPrompt(ctx, u, t, p)
-				}
-				res, err := sess.GetPrompt(ctx, p)
-				if err != nil {
-					return nil, err
-				}
-				return res, nil
+				return s.getPrompt(ctx, t, p)
 			})
 		if err != nil {
 			return nil, err

@@ -8,16 +8,9 @@ import (
 
 func (u *upstream) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	r, err := u.forward(ctx, "resources/read", req.Params.URI, req.Extra, req.Session, req.Params.RequestState, req.Params.InputResponses,
-		func(ctx context.Context, sess *sdk.ClientSession, h *hop, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+		func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 			p := &sdk.ReadResourceParams{URI: req.Params.URI, Meta: callerMeta(u.meta(ctx), sess, req, req.Params.Meta), InputResponses: responses, RequestState: state}
-			if h != nil {
-				return h.readResource(ctx, u, t, p)
-			}
-			res, err := sess.ReadResource(ctx, p)
-			if err != nil {
-				return nil, err
-			}
-			return res, nil
+			return s.readResource(ctx, t, p)
 		})
 	if err != nil {
 		return nil, err

@@ -66,7 +66,7 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 	}
 	u.notes.Store(sess, kt.notes)
 	defer u.notes.Delete(sess)
-	if h := newHop(t, sess, u.impl()); h != nil {
+	if h := newHop(u, t, sess); h != nil {
 		u.hops.Store(sess, h)
 		defer u.hops.Delete(sess)
 	}
