@@ -236,22 +236,8 @@ func (h *hop) send(ctx context.Context, t *callTarget, method, name string, para
 	if err != nil {
 		return nil, fmt.Errorf("upstream: encoding the request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = http.Header{
-		"Content-Type":            {"application/json"},
-		"Accept":                  {"application/json, text/event-stream"},
-		mcpheader.ProtocolVersion: {h.version},
-		mcpheader.Method:          {method},
-		mcpheader.Name:            {name},
-	}
-	for k, v := range h.headers {
-		req.Header[k] = v
-	}
 	h.sent.Add(1)
-	resp, err := h.client.Do(req)
+	resp, err := h.post(ctx, body, method, name)
 	if err != nil {
 		return nil, fmt.Errorf("sending %q: %w", method, err)
 	}
@@ -264,6 +250,29 @@ func (h *hop) send(ctx context.Context, t *callTarget, method, name string, para
 		return nil, msg.Error
 	}
 	return msg, nil
+}
+
+// post posts body, a JSON-RPC message, to the upstream with the headers
+// the SDK client would set and the upstream's configured ones: for a
+// request (method, not ""), Mcp-Method and Mcp-Name (name) too.
+func (h *hop) post(ctx context.Context, body []byte, method, name string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = http.Header{
+		"Content-Type":            {"application/json"},
+		"Accept":                  {"application/json, text/event-stream"},
+		mcpheader.ProtocolVersion: {h.version},
+	}
+	if method != "" {
+		req.Header[mcpheader.Method] = []string{method}
+		req.Header[mcpheader.Name] = []string{name}
+	}
+	for k, v := range h.headers {
+		req.Header[k] = v
+	}
+	return h.client.Do(req)
 }
 
 // answer reads the upstream's answer to the request id: a JSON body, or
@@ -375,14 +384,13 @@ func (h *hop) stream(ctx context.Context, t *callTarget, body io.Reader, id json
 	return nil, errNoResponse
 }
 
-// notify passes a message the upstream sent within the call to the caller
-// of t, as the SDK client's handlers do with those of a session.
+// notify passes a notification the upstream sent within the call to the
+// caller of t, as the SDK client's handlers do with those of a session,
+// and refuses a request (see refuse).
 func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
 	u := h.u
 	if m.IsCall() {
-		// A 2026-07-28 server asks for input in its result, never by a
-		// request during a call; there is no session to answer on.
-		u.logger.Debug("upstream: a request within a call is dropped", "method", m.Method)
+		h.refuse(ctx, m)
 		return
 	}
 	switch m.Method {
@@ -407,5 +415,25 @@ func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
 		}
 	default:
 		u.logger.Debug("upstream: a notification within a call is dropped", "method", strings.Clone(m.Method))
+	}
+}
+
+// refuse answers the request m, which the upstream sent within a call,
+// with the JSON-RPC error that the SDK client's way answers it with
+// (refuseStateless: a hop's session is always of the 2026-07-28 era),
+// posted as the SDK client posts its answers.
+func (h *hop) refuse(ctx context.Context, m *jsonrpc.Request) {
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: h.u.refuseStateless(m.Method, h.version)})
+	if err == nil {
+		var resp *http.Response
+		if resp, err = h.post(ctx, body, "", ""); err == nil {
+			keep(resp.Body)
+			if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusNoContent {
+				err = statusError("the answer", resp)
+			}
+		}
+	}
+	if err != nil {
+		h.u.logger.Debug("upstream: answering a request within a call failed", "method", strings.Clone(m.Method), "error", err)
 	}
 }
