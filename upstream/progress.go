@@ -11,6 +11,7 @@ import (
 // notifications are still passed on.
 const progressGrace = 2 * time.Second
 
+// progressTarget is the caller a progress token sent upstream stands for.
 type progressTarget struct {
 	// ctx is the caller's request context: a notification sent with it
 	// travels on the caller's call (its POST stream, the only one a

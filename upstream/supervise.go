@@ -180,6 +180,7 @@ func (t *keptTransport) close() {
 	}
 }
 
+// protocolVersion is the protocol version the session s negotiated.
 func protocolVersion(s *sdk.ClientSession) string {
 	if r := s.InitializeResult(); r != nil {
 		return r.ProtocolVersion

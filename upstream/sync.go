@@ -184,6 +184,7 @@ func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor s
 	}
 }
 
+// prefixed is name as served: under the upstream's prefix, if it has one.
 func (u *upstream) prefixed(name string) string {
 	if u.prefix == "" {
 		return name
@@ -247,8 +248,10 @@ func validTemplate(t string) (ok bool) {
 	return true
 }
 
+// truncate shortens a name the upstream sent for a log line.
 func truncate(s string) string { return truncateN(s, 128) }
 
+// truncateN is s cut to its first n bytes, with an ellipsis, if longer.
 func truncateN(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "…"

@@ -88,6 +88,7 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 	return u, nil
 }
 
+// signal wakes the receiver of c, if it is not woken already.
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -103,18 +104,22 @@ func (u *upstream) impl() *sdk.Implementation {
 // changed is called when the upstream says one of its lists changed.
 func (u *upstream) changed() { signal(u.changes) }
 
+// session returns the shared session, or nil while there is none.
 func (u *upstream) session() *sdk.ClientSession {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.sess
 }
 
+// ready reports whether the catalog holds the current session's lists.
 func (u *upstream) ready() bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.sess != nil && u.synced
 }
 
+// setSession makes s the shared session, its lists in the catalog or not
+// (synced), and tells the Up hook when the upstream comes up or goes down.
 func (u *upstream) setSession(s *sdk.ClientSession, synced bool) {
 	u.mu.Lock()
 	was := u.sess != nil && u.synced
