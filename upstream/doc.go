@@ -30,7 +30,8 @@
 // token. What the upstream sends during the call — progress, log messages,
 // elicitation, sampling and roots requests — goes to that call's caller, when it
 // can be tied to the call and the caller's session can carry it; a request
-// that cannot is refused with a JSON-RPC error (relay.go). An upstream's
+// that cannot is refused with a JSON-RPC error (relay.go), as is every
+// request a 2026-07-28 upstream sends within a call. An upstream's
 // multi-round-trip result (2026-07-28) reaches a caller of that era with
 // its requestState wrapped, so that the retry comes back to the same
 // upstream; for an older caller Portcullis asks it within the call
@@ -61,4 +62,36 @@
 //
 // The package never imports Prometheus or OpenTelemetry: metrics and spans
 // come in through [Hooks], which the root package wires to package observability.
+//
+// # The files, by job
+//
+// Keeping a session, apart from sending requests on it:
+//
+//   - manager.go: [Manager], started and closed, ready or not; the SDK
+//     client sessions are opened with.
+//   - upstream.go: the upstream, one per configured server, and its
+//     current session.
+//   - supervise.go: connecting, serving until the session ends, and
+//     reconnecting with backoff.
+//   - sync.go: the upstream's lists, read page by page and put into the
+//     catalog under its prefix.
+//   - transport.go, drain.go, notes.go: the connections (stdio processes,
+//     HTTP with the upstream's credentials), kept alive across calls,
+//     their notifications counted.
+//   - principal.go: per_principal sessions, one per caller.
+//   - options.go, files.go: the configuration and its mounted secrets.
+//
+// Sending a caller's request:
+//
+//   - call.go: tools/call, and the forward of prompts/get and
+//     resources/read: the session, the _meta sent, rounds of input, the
+//     StartCall hook.
+//   - sender.go: the interface of the two ways a request goes, chosen per
+//     request: the SDK client session, or the direct hop (hop.go).
+//   - resources.go, prompts.go, completion.go, subscriptions.go,
+//     progress.go: each feature's requests and notifications.
+//   - errors.go: failures classified, and worded for the caller.
+//   - caller.go: the caller's capabilities and log level.
+//   - relay.go: what the upstream sends during a call, to its caller.
+//   - mrtr.go, tasks.go: input-required results and task handles.
 package upstream

@@ -44,13 +44,15 @@ import (
 // prompts/get and resources/read go the same way (send); listing,
 // completion, subscriptions and the tasks/ methods take the SDK client.
 //
-// Everything else of the call is the same code on both ways (callTool):
-// the caller's capabilities and log level (caller.go), multi-round-trip
-// results (mrtr.go), task handles (tasks.go), errors passed on, the
-// StartCall hook's span and metrics. A call the hop cannot make takes the
-// SDK client, decided per call by hopFor: an upstream of an older era or
-// one that keeps sessions (an Mcp-Session-Id), a tool whose input schema
-// binds arguments to headers (x-mcp-header: the SDK client writes them).
+// The hop and the SDK client session are the two senders of a request
+// (sender.go): everything else of the call is the same code on both ways
+// (call): the caller's capabilities and log level (caller.go),
+// multi-round-trip results (mrtr.go), task handles (tasks.go), errors
+// passed on, the StartCall hook's span and metrics. A call the hop cannot
+// make takes the SDK client, decided per call by senderFor: an upstream
+// of an older era or one that keeps sessions (an Mcp-Session-Id), a tool
+// whose input schema binds arguments to headers (x-mcp-header: the SDK
+// client writes them).
 // A per_principal upstream's calls take the hop of the caller's own
 // session, whose HTTP client sends the caller's exchanged token.
 
@@ -58,8 +60,10 @@ import (
 // in JSON: a larger answer fails the call.
 const maxHopEvent = 32 << 20
 
-// hop makes calls to one session of an http upstream.
+// hop makes calls to one session of an http upstream: it is that
+// session's sender (sender.go) for the requests it can make.
 type hop struct {
+	u      *upstream
 	client *http.Client
 	url    string
 	// headers are the upstream's configured headers, set on each request
@@ -71,9 +75,9 @@ type hop struct {
 	sent    atomic.Int64 // requests sent
 }
 
-// newHop returns the hop of the session sess opened through t, or nil if
+// newHop returns the hop of u's session sess opened through t, or nil if
 // calls on it take the SDK client.
-func newHop(t sdk.Transport, sess *sdk.ClientSession, impl *sdk.Implementation) *hop {
+func newHop(u *upstream, t sdk.Transport, sess *sdk.ClientSession) *hop {
 	st, ok := t.(*sdk.StreamableClientTransport)
 	// A server that gave the session an id expects it on every request,
 	// which the SDK client sends and the hop does not.
@@ -90,22 +94,13 @@ func newHop(t sdk.Transport, sess *sdk.ClientSession, impl *sdk.Implementation) 
 	if d, ok := rt.(*drainTransport); ok {
 		rt = d.next
 	}
-	h := &hop{url: st.Endpoint, version: protocolVersion(sess), impl: impl}
+	h := &hop{u: u, url: st.Endpoint, version: protocolVersion(sess), impl: u.impl()}
 	if ht, ok := rt.(*headerTransport); ok {
 		rt, h.headers = ht.next, ht.headers
 	}
 	c.Transport = rt
 	h.client = &c
 	return h
-}
-
-// hopFor returns the hop a call of tool (the upstream's name) on sess
-// takes, or nil when it takes the SDK client.
-func (u *upstream) hopFor(sess *sdk.ClientSession, tool string) *hop {
-	if bound, _ := u.headerTools.Load().(map[string]bool); bound[tool] {
-		return nil
-	}
-	return u.hopOf(sess)
 }
 
 // hopOf returns the hop of sess, or nil when its requests take the SDK
@@ -135,12 +130,12 @@ var errNoResponse = errors.New("request terminated without response")
 // progress token the caller gave, see forwardProgress); a task handle goes
 // to capture, if any. An upstream's JSON-RPC error is returned as the
 // *jsonrpc.Error.
-func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture *taskCapture, params *sdk.CallToolParams) (sdk.Result, error) {
+func (h *hop) callTool(ctx context.Context, t *callTarget, capture *taskCapture, params *sdk.CallToolParams) (sdk.Result, error) {
 	params.Meta = h.requestMeta(params.Meta)
 	if params.Arguments == nil {
 		params.Arguments = map[string]any{}
 	}
-	msg, err := h.send(ctx, u, t, "tools/call", params.Name, params)
+	msg, err := h.send(ctx, t, "tools/call", params.Name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -182,16 +177,16 @@ func (h *hop) callTool(ctx context.Context, u *upstream, t *callTarget, capture 
 
 // getPrompt sends params as a prompts/get and returns the upstream's
 // result, as callTool does (a result of that type only).
-func (h *hop) getPrompt(ctx context.Context, u *upstream, t *callTarget, params *sdk.GetPromptParams) (sdk.Result, error) {
+func (h *hop) getPrompt(ctx context.Context, t *callTarget, params *sdk.GetPromptParams) (sdk.Result, error) {
 	params.Meta = h.requestMeta(params.Meta)
-	return decodeInto(&sdk.GetPromptResult{})(h.send(ctx, u, t, "prompts/get", params.Name, params))
+	return decodeInto(&sdk.GetPromptResult{})(h.send(ctx, t, "prompts/get", params.Name, params))
 }
 
 // readResource sends params as a resources/read and returns the
 // upstream's result, as getPrompt does.
-func (h *hop) readResource(ctx context.Context, u *upstream, t *callTarget, params *sdk.ReadResourceParams) (sdk.Result, error) {
+func (h *hop) readResource(ctx context.Context, t *callTarget, params *sdk.ReadResourceParams) (sdk.Result, error) {
 	params.Meta = h.requestMeta(params.Meta)
-	return decodeInto(&sdk.ReadResourceResult{})(h.send(ctx, u, t, "resources/read", params.URI, params))
+	return decodeInto(&sdk.ReadResourceResult{})(h.send(ctx, t, "resources/read", params.URI, params))
 }
 
 // decodeInto returns a function that decodes the result of the response
@@ -228,7 +223,7 @@ func (h *hop) requestMeta(m sdk.Meta) sdk.Meta {
 // name, and returns the upstream's response to it; notifications on the
 // way go to the caller of t. An upstream's JSON-RPC error is returned as
 // the *jsonrpc.Error.
-func (h *hop) send(ctx context.Context, u *upstream, t *callTarget, method, name string, params any) (*jsonrpc.Response, error) {
+func (h *hop) send(ctx context.Context, t *callTarget, method, name string, params any) (*jsonrpc.Response, error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: encoding the request: %w", err)
@@ -241,26 +236,12 @@ func (h *hop) send(ctx context.Context, u *upstream, t *callTarget, method, name
 	if err != nil {
 		return nil, fmt.Errorf("upstream: encoding the request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = http.Header{
-		"Content-Type":            {"application/json"},
-		"Accept":                  {"application/json, text/event-stream"},
-		mcpheader.ProtocolVersion: {h.version},
-		mcpheader.Method:          {method},
-		mcpheader.Name:            {name},
-	}
-	for k, v := range h.headers {
-		req.Header[k] = v
-	}
 	h.sent.Add(1)
-	resp, err := h.client.Do(req)
+	resp, err := h.post(ctx, body, method, name)
 	if err != nil {
 		return nil, fmt.Errorf("sending %q: %w", method, err)
 	}
-	msg, err := h.answer(ctx, u, t, resp, id, method)
+	msg, err := h.answer(ctx, t, resp, id, method)
 	keep(resp.Body)
 	if err != nil {
 		return nil, err
@@ -271,9 +252,32 @@ func (h *hop) send(ctx context.Context, u *upstream, t *callTarget, method, name
 	return msg, nil
 }
 
+// post posts body, a JSON-RPC message, to the upstream with the headers
+// the SDK client would set and the upstream's configured ones: for a
+// request (method, not ""), Mcp-Method and Mcp-Name (name) too.
+func (h *hop) post(ctx context.Context, body []byte, method, name string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = http.Header{
+		"Content-Type":            {"application/json"},
+		"Accept":                  {"application/json, text/event-stream"},
+		mcpheader.ProtocolVersion: {h.version},
+	}
+	if method != "" {
+		req.Header[mcpheader.Method] = []string{method}
+		req.Header[mcpheader.Name] = []string{name}
+	}
+	for k, v := range h.headers {
+		req.Header[k] = v
+	}
+	return h.client.Do(req)
+}
+
 // answer reads the upstream's answer to the request id: a JSON body, or
 // an event stream whose notifications go to the caller of t on the way.
-func (h *hop) answer(ctx context.Context, u *upstream, t *callTarget, resp *http.Response, id jsonrpc.ID, method string) (*jsonrpc.Response, error) {
+func (h *hop) answer(ctx context.Context, t *callTarget, resp *http.Response, id jsonrpc.ID, method string) (*jsonrpc.Response, error) {
 	ct := mediaType(resp.Header.Get("Content-Type"))
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
@@ -293,7 +297,7 @@ func (h *hop) answer(ctx context.Context, u *upstream, t *callTarget, resp *http
 	case !ok:
 		return nil, statusError(method, resp)
 	case ct == "text/event-stream":
-		return h.stream(ctx, u, t, resp.Body, id)
+		return h.stream(ctx, t, resp.Body, id)
 	}
 	return nil, fmt.Errorf("unsupported content type %q", ct)
 }
@@ -331,7 +335,7 @@ var scanBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }
 
 // stream reads an event stream (text/event-stream) until the response to
 // id, passing notifications on to the caller of t.
-func (h *hop) stream(ctx context.Context, u *upstream, t *callTarget, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
+func (h *hop) stream(ctx context.Context, t *callTarget, body io.Reader, id jsonrpc.ID) (*jsonrpc.Response, error) {
 	buf := scanBufs.Get().(*[]byte)
 	defer scanBufs.Put(buf)
 	sc := bufio.NewScanner(body)
@@ -368,7 +372,7 @@ func (h *hop) stream(ctx context.Context, u *upstream, t *callTarget, body io.Re
 				return m, nil
 			}
 		case *jsonrpc.Request:
-			h.notify(ctx, u, t, m)
+			h.notify(ctx, t, m)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -380,13 +384,13 @@ func (h *hop) stream(ctx context.Context, u *upstream, t *callTarget, body io.Re
 	return nil, errNoResponse
 }
 
-// notify passes a message the upstream sent within the call to the caller
-// of t, as the SDK client's handlers do with those of a session.
-func (h *hop) notify(ctx context.Context, u *upstream, t *callTarget, m *jsonrpc.Request) {
+// notify passes a notification the upstream sent within the call to the
+// caller of t, as the SDK client's handlers do with those of a session,
+// and refuses a request (see refuse).
+func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
+	u := h.u
 	if m.IsCall() {
-		// A 2026-07-28 server asks for input in its result, never by a
-		// request during a call; there is no session to answer on.
-		u.logger.Debug("upstream: a request within a call is dropped", "method", m.Method)
+		h.refuse(ctx, m)
 		return
 	}
 	switch m.Method {
@@ -411,5 +415,25 @@ func (h *hop) notify(ctx context.Context, u *upstream, t *callTarget, m *jsonrpc
 		}
 	default:
 		u.logger.Debug("upstream: a notification within a call is dropped", "method", strings.Clone(m.Method))
+	}
+}
+
+// refuse answers the request m, which the upstream sent within a call,
+// with the JSON-RPC error that the SDK client's way answers it with
+// (refuseStateless: a hop's session is always of the 2026-07-28 era),
+// posted as the SDK client posts its answers.
+func (h *hop) refuse(ctx context.Context, m *jsonrpc.Request) {
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: h.u.refuseStateless(m.Method, h.version)})
+	if err == nil {
+		var resp *http.Response
+		if resp, err = h.post(ctx, body, "", ""); err == nil {
+			keep(resp.Body)
+			if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusNoContent {
+				err = statusError("the answer", resp)
+			}
+		}
+	}
+	if err != nil {
+		h.u.logger.Debug("upstream: answering a request within a call failed", "method", strings.Clone(m.Method), "error", err)
 	}
 }

@@ -93,10 +93,17 @@ func startBackend(t *testing.T, f *front, s *sdk.Server, upVersion string) *Mana
 	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 	u := m.ups[0]
-	if hop := u.hopFor(u.session(), "any"); (hop != nil) != (upVersion == overHTTP) {
+	if hop := takesHop(u, "any"); hop != (upVersion == overHTTP) {
 		t.Fatalf("upstream over %s: direct hop %v", upVersion, hop)
 	}
 	return m
+}
+
+// takesHop reports whether a call of tool (the upstream's name) on u's
+// session takes the direct hop.
+func takesHop(u *upstream, tool string) bool {
+	_, ok := u.senderFor(u.session(), tool).(*hop)
+	return ok
 }
 
 // startAt starts a Manager with the http upstream "be" at url for f, and
@@ -245,7 +252,7 @@ func testHopPassesMessages(t *testing.T, era, callerEra string) {
 	}
 
 	u := m.ups[0]
-	if u.hopFor(u.session(), "bound") != nil {
+	if takesHop(u, "bound") {
 		t.Error("a tool with header bindings takes the direct hop")
 	}
 	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_bound", Arguments: map[string]any{"region": "eu"}})
@@ -274,7 +281,7 @@ func TestHopFallsBack(t *testing.T) {
 
 	f2 := newFront(t)
 	m2 := startBackend(t, f2, hopBackend(), "2025-11-25")
-	if u := m2.ups[0]; u.hopFor(u.session(), "talk") != nil {
+	if takesHop(m2.ups[0], "talk") {
 		t.Error("a call to an upstream on 2025-11-25 takes the direct hop")
 	}
 
@@ -289,7 +296,7 @@ func TestHopFallsBack(t *testing.T) {
 	})
 	f3 := newFront(t)
 	m3 := startAt(t, f3, srv3.URL)
-	if u := m3.ups[0]; u.hopFor(u.session(), "talk") != nil {
+	if takesHop(m3.ups[0], "talk") {
 		t.Error("a call to an upstream that keeps sessions takes the direct hop")
 	}
 	res, err = f3.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_talk", Arguments: map[string]any{}})
@@ -375,7 +382,7 @@ func TestHopReadsEventStreams(t *testing.T) {
 		{"not JSON-RPC", "data: nope\n\n", "error"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			msg, err := (&hop{}).stream(context.Background(), u, &callTarget{ctx: context.Background()}, strings.NewReader(c.stream), id)
+			msg, err := (&hop{u: u}).stream(context.Background(), &callTarget{ctx: context.Background()}, strings.NewReader(c.stream), id)
 			got := "error"
 			if err == nil {
 				got = string(msg.Result)

@@ -138,13 +138,20 @@ func (u *upstream) awaitNotes(ctx context.Context, sess *sdk.ClientSession) {
 	}
 }
 
-// receiving is the middleware of the client's incoming messages: it counts
-// the awaited notifications handled, and passes elicitation requests to
+// receiving is the middleware of the client's incoming messages: it
+// refuses every request of an upstream on 2026-07-28 or later
+// (refuseStateless), counts the awaited notifications handled, and
+// passes elicitation requests to
 // the caller itself (see relay.go) without the SDK client's check of the
 // schema, which refuses forms the caller may well show (titled
 // multi-select).
 func (u *upstream) receiving(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if cs, ok := req.GetSession().(*sdk.ClientSession); ok && !strings.HasPrefix(method, "notifications/") {
+			if v := protocolVersion(cs); v >= statelessEra {
+				return nil, u.refuseStateless(method, v)
+			}
+		}
 		if awaited[method] {
 			if cs, ok := req.GetSession().(*sdk.ClientSession); ok {
 				if n, ok := u.notes.Load(cs); ok {

@@ -220,7 +220,7 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 	if err == nil {
 		p.u.notes.Store(sess, kt.notes)
 		defer p.u.notes.Delete(sess)
-		if h := newHop(t, sess, p.u.impl()); h != nil {
+		if h := newHop(p.u, t, sess); h != nil {
 			p.u.hops.Store(sess, h)
 			defer p.u.hops.Delete(sess)
 		}

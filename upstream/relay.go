@@ -18,7 +18,9 @@ import (
 //
 //   - An upstream on the 2026-07-28 era returns input requests in the
 //     call's result, which go to the caller in Portcullis's result or are
-//     sent to the caller's session within the call (mrtr.go).
+//     sent to the caller's session within the call (mrtr.go). A request
+//     it sends anyway is refused with a JSON-RPC error and reaches no
+//     caller, whichever sender the call took (refuseStateless).
 //   - An upstream on an older era sends them as requests on its session.
 //     They carry no reference to the call, so they go to the caller of the
 //     one call in flight on that session; with none or several in flight,
@@ -215,6 +217,18 @@ func (u *upstream) relayTarget(ctx context.Context, cs *sdk.ClientSession, metho
 	return t, nil
 }
 
+// refuseStateless is the answer to a request that an upstream whose
+// session speaks protocol version (2026-07-28 or later) sends: in that
+// era a server asks for input in its result (mrtr.go), never by a
+// request within a call, so the request reaches no caller. Both senders
+// answer with it, whichever the call took: the SDK client (receiving)
+// and the direct hop (hop.refuse).
+func (u *upstream) refuseStateless(method, version string) error {
+	return u.refuse(method, fmt.Sprintf("the upstream speaks protocol %s, in which a server asks for input in its result, not by a request within a call", version))
+}
+
+// refuse is the JSON-RPC error an upstream's request (method) that
+// Portcullis does not pass to a caller is answered with, and why.
 func (u *upstream) refuse(method, why string) error {
 	u.logger.Debug("upstream: a request to the client is refused", "method", method, "reason", why)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("portcullis: %s not passed to the client: %s", method, why)}

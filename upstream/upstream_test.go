@@ -707,47 +707,6 @@ func TestSameServerTwice(t *testing.T) {
 	}
 }
 
-func TestListAllStopsMisbehavingPagination(t *testing.T) {
-	tests := []struct {
-		name    string
-		page    func(cursor string) ([]int, string)
-		want    int
-		wantErr string
-	}{
-		{name: "three pages", page: func(c string) ([]int, string) {
-			next := map[string]string{"": "a", "a": "b", "b": ""}[c]
-			return []int{1}, next
-		}, want: 3},
-		{name: "empty pages that loop", page: func(c string) ([]int, string) {
-			return nil, map[string]string{"": "x", "x": "y", "y": "x"}[c]
-		}, wantErr: "repeats an earlier cursor"},
-		{name: "endless fresh cursors", page: func(c string) ([]int, string) {
-			return nil, c + "."
-		}, wantErr: "more than 1000 pages"},
-		{name: "too many items", page: func(c string) ([]int, string) {
-			return make([]int, 600), c + "."
-		}, wantErr: "more than 10000 items"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n := 0
-			err := listAll(context.Background(), func(_ context.Context, c string) ([]int, string, error) {
-				items, next := tt.page(c)
-				return items, next, nil
-			}, func(int) { n++ })
-			if tt.wantErr == "" {
-				if err != nil || n != tt.want {
-					t.Errorf("listAll = %v with %d items, want nil with %d", err, n, tt.want)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("listAll = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 func TestOnlyTraceContextGoesUpstreamInMeta(t *testing.T) {
 	f := newFront(t)
 	var dials atomic.Int32
@@ -784,71 +743,4 @@ func TestDefaultBackoff(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestCompletionsForwarded(t *testing.T) {
-	f := newFrontWith(t, func(c *catalog.Catalog) { c.ForwardToSources() })
-	var dials atomic.Int32
-	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
-		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &dials)}, Hooks{})
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
-	for _, tt := range []struct {
-		name string
-		ref  *sdk.CompleteReference
-		want string
-	}{
-		{name: "prompt, named as served", ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "be_greet"}, want: "ref/prompt:greet:an"},
-		{name: "resource template", ref: &sdk.CompleteReference{Type: "ref/resource", URI: "mem://items/{id}"}, want: "ref/resource:mem://items/{id}:an"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := f.session.Complete(callCtx(t), &sdk.CompleteParams{Ref: tt.ref, Argument: sdk.CompleteParamsArgument{Name: "who", Value: "an"}})
-			if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != tt.want {
-				t.Errorf("complete = %+v, %v; want [%s]", res, err, tt.want)
-			}
-		})
-	}
-	// A reference no one offers gets no values, not an error.
-	res, err := f.session.Complete(callCtx(t), &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: "nope"}, Argument: sdk.CompleteParamsArgument{Name: "x"}})
-	if err != nil || len(res.Completion.Values) != 0 {
-		t.Errorf("unknown reference: %+v, %v", res, err)
-	}
-}
-
-func TestSubscriptionsForwarded(t *testing.T) {
-	f := newFrontWith(t, func(c *catalog.Catalog) { c.ForwardToSources() })
-	be := backend()
-	var dials atomic.Int32
-	m := startManager(t, f.cat, []Options{{Name: "be", Transport: TransportHTTP, URL: "http://unused", Required: true}},
-		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, be, &dials)}, Hooks{})
-	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
-	if err := f.session.Subscribe(callCtx(t), &sdk.SubscribeParams{URI: "mem://readme"}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the upstream subscription", func() bool {
-		m.ups[0].subsMu.Lock()
-		defer m.ups[0].subsMu.Unlock()
-		return m.ups[0].subs["mem://readme"] == 1
-	})
-	// The front server records the caller's subscription after passing
-	// it on, so the upstream reports updates until one arrives.
-	ctx := callCtx(t)
-	waitFor(t, "the update at the caller", func() bool {
-		if err := be.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "mem://readme"}); err != nil {
-			t.Fatal(err)
-		}
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return slices.Contains(f.updated, "mem://readme")
-	})
-	if err := f.session.Unsubscribe(callCtx(t), &sdk.UnsubscribeParams{URI: "mem://readme"}); err != nil {
-		t.Fatal(err)
-	}
-	// Under 2026-07-28 the subscription ends with its listen stream, a
-	// little after Unsubscribe returns.
-	u := m.ups[0]
-	waitFor(t, "the upstream unsubscribed", func() bool {
-		u.subsMu.Lock()
-		defer u.subsMu.Unlock()
-		return len(u.subs) == 0
-	})
 }

@@ -1,0 +1,209 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/tasks"
+)
+
+// start begins a request to the upstream, through the StartCall hook.
+func (u *upstream) start(ctx context.Context, method, target string) (context.Context, func(kind string)) {
+	if u.deps.Hooks.StartCall == nil {
+		return ctx, func(string) {}
+	}
+	return u.deps.Hooks.StartCall(ctx, u.opts.Name, method, target)
+}
+
+// meta is the _meta of a request sent upstream: the trace context, if
+// the Inject hook adds it; nil otherwise.
+func (u *upstream) meta(ctx context.Context) sdk.Meta {
+	if u.deps.Hooks.Inject == nil {
+		return nil
+	}
+	m := sdk.Meta{}
+	u.deps.Hooks.Inject(ctx, m)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// errNotConnected is sessionFor's error while the shared session is down.
+var errNotConnected = errors.New("upstream: not connected")
+
+// sessionFor returns the session a request of the caller described by
+// extra goes to: the shared one, or for a per_principal upstream the
+// caller's own process. release must be called when the request is done.
+func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
+	if u.pool != nil {
+		var env []string
+		if u.opts.PassPrincipal == PassPrincipalEnv {
+			if p, ok := u.principal(extra); ok {
+				env = p.environ()
+			}
+		}
+		var subject string
+		if u.opts.OAuth.exchange() && u.deps.SubjectToken != nil && extra != nil {
+			subject, _ = u.deps.SubjectToken(extra.TokenInfo)
+		}
+		return u.pool.acquire(ctx, u.principalKey(extra), env, subject)
+	}
+	sess := u.session()
+	if sess == nil {
+		return nil, nil, errNotConnected
+	}
+	return sess, func() {}, nil
+}
+
+// callTool returns the handler of the upstream tool called name.
+func (u *upstream) callTool(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		res, err := u.call(ctx, req, name, false)
+		if err != nil {
+			return nil, err
+		}
+		return res.(*sdk.CallToolResult), nil // only a direct call gets another type
+	}
+}
+
+// directTool returns the direct handler of the upstream tool called
+// name (see catalog.DirectHandler): a 2026-07-28 caller's call served
+// without Portcullis's SDK server, by the direct hop where the call takes
+// it and by the SDK client otherwise.
+func (u *upstream) directTool(name string) catalog.DirectHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
+		return u.call(ctx, req, name, true)
+	}
+}
+
+// call sends a call of the upstream tool called name for the caller's
+// request req. A direct call (see directTool) has no caller session: its
+// caller takes input-required results itself, asked for no
+// notifications, and may get the upstream's complete result as it came
+// (*catalog.RawToolResult); any other call's result is a
+// *sdk.CallToolResult.
+func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name string, direct bool) (sdk.Result, error) {
+	ctx, done := u.start(ctx, "tools/call", name)
+	sess, release, err := u.sessionFor(ctx, req.Extra)
+	if err != nil {
+		done(KindUnavailable)
+		return u.errorResult(KindUnavailable, err), nil
+	}
+	defer release()
+	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
+	if len(req.Params.Arguments) == 0 {
+		params.Arguments = map[string]any{}
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
+		u.progress.Store(ours, progressTarget{ctx: ctx, session: req.Session, token: tok})
+		// The SDK may hand over a progress notification after the
+		// result that followed it; it still reaches the caller.
+		defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
+		params.SetProgressToken(ours)
+	}
+	if u.opts.PassPrincipal == PassPrincipalMeta {
+		if p, ok := u.principal(req.Extra); ok {
+			if params.Meta == nil {
+				params.Meta = sdk.Meta{}
+			}
+			params.Meta[MetaKeyPrincipal] = p.meta()
+		}
+	}
+	params.Meta = callerMeta(params.Meta, sess, req, req.Params.Meta)
+	// An upstream that offers tasks may answer a caller that declared
+	// them with its task handle, which the SDK client cannot decode:
+	// the raw result is captured (tasks.go).
+	var capture *taskCapture
+	if tasks.AcceptsRemote(ctx) && offersTasks(sess) {
+		capture = &taskCapture{}
+		tasksCapability(params.Meta)
+	}
+	state, err := u.unwrapState(req.Params.RequestState)
+	if err != nil {
+		done(KindProtocol)
+		return nil, err
+	}
+	target := &callTarget{ctx: ctx, session: req.Session, upstream: sess, direct: direct}
+	s := u.senderFor(sess, name)
+	sendRound := func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+		p := *params
+		p.InputResponses, p.RequestState = responses, state
+		return s.callTool(ctx, target, capture, &p)
+	}
+	res, err := u.rounds(target, sendRound, req.Params.InputResponses, state)
+	if err == nil && capture != nil {
+		if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
+			// The caller gets the upstream's task handle instead
+			// (mcp/remotetasks.go); this placeholder is not sent.
+			done("")
+			return &sdk.CallToolResult{}, nil
+		}
+	}
+	kind := u.classify(ctx, sess, err)
+	if err == nil && toolError(res) {
+		kind = KindToolError
+	}
+	done(kind)
+	if rpcErr, ok := passedError(err); ok {
+		// The completion of a URL-mode elicitation the caller is
+		// asked to open comes later, outside the call (relay.go).
+		for _, p := range urlElicitations(rpcErr) {
+			u.rememberElicitation(target, p)
+		}
+		return nil, rpcErr
+	}
+	if err != nil {
+		return u.errorResult(kind, err), nil
+	}
+	return res, nil
+}
+
+// toolError reports whether res is a tool's error result.
+func toolError(res sdk.Result) bool {
+	switch r := res.(type) {
+	case *sdk.CallToolResult:
+		return r.IsError
+	case *catalog.RawToolResult:
+		return r.IsError
+	}
+	return false
+}
+
+// forward sends a caller's prompts/get or resources/read (method, of
+// target) upstream, round by round (see rounds), from the caller's
+// requestState and input responses: send makes one round on the session
+// sess the caller's request goes to, by its sender s, for the caller t.
+func (u *upstream) forward(ctx context.Context, method, target string, extra *sdk.RequestExtra, caller *sdk.ServerSession, requestState string, responses sdk.InputResponseMap,
+	send func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error)) (sdk.Result, error) {
+	ctx, done := u.start(ctx, method, target)
+	sess, release, err := u.sessionFor(ctx, extra)
+	if err != nil {
+		done(KindUnavailable)
+		return nil, u.requestError(KindUnavailable, err)
+	}
+	defer release()
+	state, err := u.unwrapState(requestState)
+	if err != nil {
+		done(KindProtocol)
+		return nil, err
+	}
+	t := &callTarget{ctx: ctx, session: caller, upstream: sess}
+	s := u.senderFor(sess, "")
+	r, err := u.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+		return send(ctx, sess, s, t, responses, state)
+	}, responses, state)
+	kind := u.classify(ctx, sess, err)
+	done(kind)
+	if err != nil {
+		return nil, u.requestError(kind, err)
+	}
+	return r, nil
+}
