@@ -34,6 +34,8 @@ import (
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
 	"github.com/ory/fosite/handler/oauth2"
+
+	"github.com/portcullis-mcp/portcullis/internal/jwks"
 )
 
 const (
@@ -161,6 +163,10 @@ func (s *Server) idjagFactory(client *http.Client) compose.Factory {
 			now: time.Now,
 		}
 		h.idps = newEnterpriseIdPs(s.o.EnterpriseIdPs, client, func() time.Time { return h.now() }, func(issuer string, err error) {
+			if err == nil {
+				s.logger.Info("authorization server: enterprise identity provider keys fetched again", "idp", issuer)
+				return
+			}
 			s.logger.Error("authorization server: enterprise identity provider keys unavailable", "idp", issuer, "error", err)
 		})
 		return h
@@ -286,8 +292,8 @@ func (h *idjagHandler) verify(ctx context.Context, ar fosite.AccessRequester) (*
 	if e == nil {
 		return nil, nil, badGrant("unknown_issuer", "The assertion's issuer is not an enterprise identity provider this server trusts.")
 	}
-	payload, err := e.keys.verify(ctx, jws)
-	if errors.Is(err, errKeysUnavailable) {
+	payload, err := e.keys.Verify(ctx, jws)
+	if errors.Is(err, jwks.ErrUnavailable) {
 		return e, nil, h.unavailable()
 	}
 	if err != nil {
