@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 	"github.com/portcullis-mcp/portcullis/internal/jwks"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
@@ -41,7 +42,7 @@ func (o *Options) validateEnterpriseIdPs(clients map[string]bool) []error {
 		}
 		for j, c := range e.Clients {
 			u, err := url.Parse(c)
-			cimd := err == nil && u.Scheme == "https" && u.Host != ""
+			cimd := err == nil && clientreg.IsURLClientID(c, o.ClientMetadataDocuments.InsecureAllowHTTP) && u.Host != ""
 			if !clients[c] && !cimd {
 				add(fmt.Sprintf("%s.clients[%d]", k, j), "%q is neither a client of authorization_server.clients nor a Client ID Metadata Document URL (https)", c)
 			}

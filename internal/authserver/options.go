@@ -376,8 +376,8 @@ func (o *Options) Validate(resource string) error {
 		k := fmt.Sprintf("clients[%d]", i)
 		if c.ClientID == "" {
 			add(k+".client_id", "required")
-		} else if clientreg.IsURLClientID(c.ClientID) {
-			add(k+".client_id", "%q is an https URL, which names a client metadata document: give a pre-registered client a plain id", c.ClientID)
+		} else if clientreg.IsURLClientID(c.ClientID, o.ClientMetadataDocuments.InsecureAllowHTTP) {
+			add(k+".client_id", "%q is a URL, which names a client metadata document: give a pre-registered client a plain id", c.ClientID)
 		} else if seen[c.ClientID] {
 			add(k+".client_id", "duplicate client %q", c.ClientID)
 		}
