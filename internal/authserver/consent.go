@@ -73,9 +73,10 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// serveConsent takes the user's answer. It refuses a POST from another
-// site (Origin, Sec-Fetch-Site), from another browser (the binding
-// cookie), or without the page's token; a login is answered once.
+// serveConsent takes the user's answer. It refuses a POST that does not
+// name this server as its Origin (or whose Sec-Fetch-Site says another
+// site), from another browser (the binding cookie), or without the
+// page's token; a login is answered once.
 func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if !s.sameOrigin(r) {
@@ -122,18 +123,18 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	s.finish(w, r, l)
 }
 
-// sameOrigin refuses a cross-site POST: a browser says where a form came
-// from in Sec-Fetch-Site and Origin.
+// sameOrigin accepts only a POST from a page of this server: Origin must
+// be the issuer (which has no path, so it is an origin). A browser sends
+// Origin with every form POST, so an answer without one did not come
+// from the consent page; Sec-Fetch-Site, when sent, must say same-origin
+// too.
 func (s *Server) sameOrigin(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin":
 	default:
 		return false
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		return o == s.o.Issuer
-	}
-	return r.Header.Get("Origin") != "null"
+	return r.Header.Get("Origin") == s.o.Issuer
 }
 
 // consentKey names a user's remembered approval of a client.

@@ -259,19 +259,24 @@ func TestConsent(t *testing.T) {
 			t.Fatalf("deny: %q", u)
 		}
 	})
+	const self = "self" // stands for the server's own origin
 	for _, tc := range []struct {
-		name string
-		hdr  http.Header
-		edit func(url.Values)
-		jar  bool // the POST carries the browser's cookie
+		name       string
+		origin     string // the Origin header; self: the server's
+		fetchSite  string // the Sec-Fetch-Site header
+		edit       func(url.Values)
+		jar        bool   // the POST carries the browser's cookie
+		wantReason string // of the refusal's event
 	}{
-		{"cross-site origin", http.Header{"Origin": {"https://evil.example"}}, nil, true},
-		{"cross-site fetch", http.Header{"Sec-Fetch-Site": {"cross-site"}}, nil, true},
-		{"same-site other origin", http.Header{"Sec-Fetch-Site": {"same-site"}}, nil, true},
-		{"null origin", http.Header{"Origin": {"null"}}, nil, true},
-		{"no csrf token", http.Header{}, func(f url.Values) { f.Del("csrf") }, true},
-		{"wrong csrf token", http.Header{}, func(f url.Values) { f.Set("csrf", "x") }, true},
-		{"another browser", http.Header{}, nil, false},
+		{name: "cross-site origin", origin: "https://evil.example", jar: true, wantReason: "cross_site"},
+		{name: "cross-site fetch", origin: self, fetchSite: "cross-site", jar: true, wantReason: "cross_site"},
+		{name: "same-site other origin", origin: self, fetchSite: "same-site", jar: true, wantReason: "cross_site"},
+		{name: "null origin", origin: "null", jar: true, wantReason: "cross_site"},
+		{name: "no Origin, nor Sec-Fetch-Site", jar: true, wantReason: "cross_site"},
+		{name: "no Origin, same-origin fetch", fetchSite: "same-origin", jar: true, wantReason: "cross_site"},
+		{name: "no csrf token", origin: self, edit: func(f url.Values) { f.Del("csrf") }, jar: true, wantReason: "csrf"},
+		{name: "wrong csrf token", origin: self, edit: func(f url.Values) { f.Set("csrf", "x") }, jar: true, wantReason: "csrf"},
+		{name: "another browser", origin: self, wantReason: "csrf"},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
 			ts := startServer(t)
@@ -287,15 +292,39 @@ func TestConsent(t *testing.T) {
 			if !tc.jar {
 				poster = newBrowser(t)
 			}
-			resp, _ := poster.postForm(ts.srv.URL+PathConsent, form, tc.hdr)
+			hdr := http.Header{}
+			switch tc.origin {
+			case "":
+			case self:
+				hdr.Set("Origin", ts.srv.URL)
+			default:
+				hdr.Set("Origin", tc.origin)
+			}
+			if tc.fetchSite != "" {
+				hdr.Set("Sec-Fetch-Site", tc.fetchSite)
+			}
+			resp, _ := poster.postForm(ts.srv.URL+PathConsent, form, hdr)
 			if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Location") != "" {
 				t.Fatalf("%d Location %q: want 403, no redirect", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if want := (Event{Endpoint: "consent", Outcome: "refused", Reason: tc.wantReason}); !ts.events.has(want) {
+				t.Errorf("no event %+v", want)
 			}
 			// The real page still works afterwards.
 			resp, _ = ts.approve(b, page, "approve")
 			ts.codeFrom(t, resp)
 		})
 	}
+	t.Run("accepted: same origin without Sec-Fetch-Site", func(t *testing.T) {
+		ts := startServer(t)
+		b := newBrowser(t)
+		authURL, _ := ts.authorizeURL(nil)
+		_, page := ts.signIn(b, authURL)
+		form := consentForm(page)
+		form.Set("action", "approve")
+		resp, _ := b.postForm(ts.srv.URL+PathConsent, form, http.Header{"Origin": {ts.srv.URL}})
+		ts.codeFrom(t, resp)
+	})
 	t.Run("answered once", func(t *testing.T) {
 		ts := startServer(t)
 		b := newBrowser(t)
