@@ -73,6 +73,52 @@ func TestCodeFlowIssuesAResourceBoundAccessToken(t *testing.T) {
 	}
 }
 
+// TestAccessTokenLifetimeIsExact: an access token's exp − iat is
+// access_token_ttl to the second, whatever fraction of a second it is
+// issued at: both come from one reading of the server's clock.
+func TestAccessTokenLifetimeIsExact(t *testing.T) {
+	base := time.Now().Truncate(time.Second)
+	clock := &fakeClock{t: base}
+	ts := startServerDeps(t, func(d *Deps) { d.Now = clock.now })
+	if ts.o.AccessTokenTTL != 10*time.Minute {
+		t.Fatalf("access_token_ttl %s, want the default 10m", ts.o.AccessTokenTTL)
+	}
+	rt := ""
+	tests := []struct {
+		name string
+		at   time.Duration // into the second
+	}{
+		{name: "on the second", at: 0},
+		{name: "just after", at: time.Millisecond},
+		{name: "a third in", at: 300 * time.Millisecond},
+		{name: "half", at: 500 * time.Millisecond},
+		{name: "late", at: 700 * time.Millisecond},
+		{name: "the last millisecond", at: 999 * time.Millisecond},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := base.Add(time.Duration(i)*time.Second + tt.at)
+			clock.set(now)
+			var tok map[string]any
+			if rt == "" {
+				tok = ts.fullFlow(t) // the code grant
+			} else {
+				status, body := ts.refresh(t, rt) // the refresh grant
+				if status != http.StatusOK {
+					t.Fatalf("refresh: %d %v", status, body)
+				}
+				tok = body
+			}
+			rt = tok["refresh_token"].(string)
+			_, c := decodeJWT(t, tok["access_token"].(string))
+			iat, exp := int64(c["iat"].(float64)), int64(c["exp"].(float64))
+			if iat != now.Unix() || exp-iat != int64(ts.o.AccessTokenTTL/time.Second) {
+				t.Errorf("iat %d, exp - iat %d s; want iat %d (the server's clock) and exp - iat %d s", iat, exp-iat, now.Unix(), int64(ts.o.AccessTokenTTL/time.Second))
+			}
+		})
+	}
+}
+
 func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	ts := startServer(t)
 	tok := ts.fullFlow(t)

@@ -51,8 +51,8 @@ type Deps struct {
 	// CIMDRootCAs verifies the servers of client metadata documents. Nil:
 	// the system's roots.
 	CIMDRootCAs *x509.CertPool
-	// Now is the clock of the rate limits and the document cache. Nil:
-	// time.Now.
+	// Now is the clock of the rate limits, the document cache and the
+	// access tokens' iat and exp. Nil: time.Now.
 	Now func() time.Time
 	// KeepIdPTokens keeps each user's tokens from the identity provider,
 	// encrypted, for [Server.IdPAccessToken]: set when an upstream
@@ -188,7 +188,11 @@ func New(o Options, deps Deps) (*Server, error) {
 		}
 	}
 	s.provider = compose.Compose(cfg, s.store, &compose.CommonStrategy{
-		CoreStrategy: compose.NewOAuth2JWTStrategy(keys.privateKey, compose.NewOAuth2HMACStrategy(cfg), cfg),
+		CoreStrategy: tokenClock{
+			CoreStrategy: compose.NewOAuth2JWTStrategy(keys.privateKey, compose.NewOAuth2HMACStrategy(cfg), cfg),
+			lifespan:     o.AccessTokenTTL,
+			now:          now,
+		},
 	}, factories...)
 	return s, nil
 }
