@@ -119,6 +119,8 @@ func TestAccessTokenLifetimeIsExact(t *testing.T) {
 	}
 }
 
+// TestRefreshRotatesAndReuseRevokesTheFamily: a reused refresh token
+// revokes its family, and withdraws the user's consent to the client.
 func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	ts := startServer(t)
 	tok := ts.fullFlow(t)
@@ -136,12 +138,19 @@ func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	if c1["jti"] == c2["jti"] || c2["iat"].(float64) < c1["iat"].(float64) || c2["sub"] != "alice" || c2["scope"] != "mcp:tools" {
 		t.Errorf("refreshed token claims %v, first %v: want a new jti, same grant", c2, c1)
 	}
-	// The used token again: refused, and the family with it.
+	if !ts.consentRemembered(t) {
+		t.Fatal("consent not remembered after the first sign-in")
+	}
+	// The used token again: refused, and the family with it, and the
+	// user's consent to the client is withdrawn.
 	if status, body := ts.refresh(t, rt1); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
 		t.Fatalf("reused refresh token: %d %v, want 400 invalid_grant", status, body)
 	}
 	if status, body := ts.refresh(t, rt2); status == http.StatusOK {
 		t.Fatalf("the family's newest refresh token still works after reuse: %v", body)
+	}
+	if ts.consentRemembered(t) {
+		t.Error("consent still remembered after a refresh token was reused: want the consent page again")
 	}
 	if n := ts.events.count(Event{Endpoint: "token", Grant: "refresh_token", Outcome: "refused", Reason: "refresh_reuse"}); n != 2 {
 		t.Errorf("%d refresh_reuse events, want 2 (the reuse, and the family's newest token after it)", n)
@@ -151,6 +160,9 @@ func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	}
 }
 
+// TestCodeIsSingleUseAndReplayRevokesItsTokens: a replayed code revokes
+// the grant it was exchanged for, and withdraws the user's consent to the
+// client.
 func TestCodeIsSingleUseAndReplayRevokesItsTokens(t *testing.T) {
 	ts := startServer(t)
 	b := newBrowser(t)
@@ -162,11 +174,17 @@ func TestCodeIsSingleUseAndReplayRevokesItsTokens(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("first exchange: %d %v", status, tok)
 	}
+	if !ts.consentRemembered(t) {
+		t.Fatal("consent not remembered after the first sign-in")
+	}
 	if status, body := ts.exchange(t, code, verifier); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
 		t.Fatalf("replayed code: %d %v, want 400 invalid_grant", status, body)
 	}
 	if status, _ := ts.refresh(t, tok["refresh_token"].(string)); status == http.StatusOK {
 		t.Fatal("the refresh token of a replayed code still works")
+	}
+	if ts.consentRemembered(t) {
+		t.Error("consent still remembered after a code was replayed: want the consent page again")
 	}
 }
 
