@@ -38,6 +38,9 @@ type clientRegistry struct {
 	kv       KV
 	regTTL   time.Duration
 	fetcher  *clientreg.Fetcher // nil: documents off
+	// httpDocuments: an http:// client_id names a document too
+	// (client_metadata_documents.insecure_allow_http).
+	httpDocuments bool
 	// jwtBearer: clients may use the jwt-bearer grant (enterprise_idps).
 	jwtBearer bool
 }
@@ -52,7 +55,8 @@ type client struct {
 }
 
 func newClientRegistry(o Options, resource string, scopes []string, kv KV, fetcher *clientreg.Fetcher) *clientRegistry {
-	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher, jwtBearer: len(o.EnterpriseIdPs) > 0}
+	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher, jwtBearer: len(o.EnterpriseIdPs) > 0,
+		httpDocuments: o.ClientMetadataDocuments.InsecureAllowHTTP}
 	for _, c := range o.Clients {
 		r.static[c.ClientID] = r.client(c.ClientID, c.Name, originConfig, c.RedirectURIs)
 	}
@@ -94,7 +98,7 @@ func (r *clientRegistry) GetClient(ctx context.Context, id string) (fosite.Clien
 	if c, ok := r.static[id]; ok {
 		return c, nil
 	}
-	if clientreg.IsURLClientID(id) {
+	if clientreg.IsURLClientID(id, r.httpDocuments) {
 		if r.fetcher == nil {
 			return nil, fosite.ErrInvalidClient.WithHint("Client ID Metadata Documents are off on this server.")
 		}

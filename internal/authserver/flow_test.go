@@ -73,6 +73,54 @@ func TestCodeFlowIssuesAResourceBoundAccessToken(t *testing.T) {
 	}
 }
 
+// TestAccessTokenLifetimeIsExact: an access token's exp − iat is
+// access_token_ttl to the second, whatever fraction of a second it is
+// issued at: both come from one reading of the server's clock.
+func TestAccessTokenLifetimeIsExact(t *testing.T) {
+	base := time.Now().Truncate(time.Second)
+	clock := &fakeClock{t: base}
+	ts := startServerDeps(t, func(d *Deps) { d.Now = clock.now })
+	if ts.o.AccessTokenTTL != 10*time.Minute {
+		t.Fatalf("access_token_ttl %s, want the default 10m", ts.o.AccessTokenTTL)
+	}
+	rt := ""
+	tests := []struct {
+		name string
+		at   time.Duration // into the second
+	}{
+		{name: "on the second", at: 0},
+		{name: "just after", at: time.Millisecond},
+		{name: "a third in", at: 300 * time.Millisecond},
+		{name: "half", at: 500 * time.Millisecond},
+		{name: "late", at: 700 * time.Millisecond},
+		{name: "the last millisecond", at: 999 * time.Millisecond},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := base.Add(time.Duration(i)*time.Second + tt.at)
+			clock.set(now)
+			var tok map[string]any
+			if rt == "" {
+				tok = ts.fullFlow(t) // the code grant
+			} else {
+				status, body := ts.refresh(t, rt) // the refresh grant
+				if status != http.StatusOK {
+					t.Fatalf("refresh: %d %v", status, body)
+				}
+				tok = body
+			}
+			rt = tok["refresh_token"].(string)
+			_, c := decodeJWT(t, tok["access_token"].(string))
+			iat, exp := int64(c["iat"].(float64)), int64(c["exp"].(float64))
+			if iat != now.Unix() || exp-iat != int64(ts.o.AccessTokenTTL/time.Second) {
+				t.Errorf("iat %d, exp - iat %d s; want iat %d (the server's clock) and exp - iat %d s", iat, exp-iat, now.Unix(), int64(ts.o.AccessTokenTTL/time.Second))
+			}
+		})
+	}
+}
+
+// TestRefreshRotatesAndReuseRevokesTheFamily: a reused refresh token
+// revokes its family, and withdraws the user's consent to the client.
 func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	ts := startServer(t)
 	tok := ts.fullFlow(t)
@@ -90,12 +138,19 @@ func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	if c1["jti"] == c2["jti"] || c2["iat"].(float64) < c1["iat"].(float64) || c2["sub"] != "alice" || c2["scope"] != "mcp:tools" {
 		t.Errorf("refreshed token claims %v, first %v: want a new jti, same grant", c2, c1)
 	}
-	// The used token again: refused, and the family with it.
+	if !ts.consentRemembered(t) {
+		t.Fatal("consent not remembered after the first sign-in")
+	}
+	// The used token again: refused, and the family with it, and the
+	// user's consent to the client is withdrawn.
 	if status, body := ts.refresh(t, rt1); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
 		t.Fatalf("reused refresh token: %d %v, want 400 invalid_grant", status, body)
 	}
 	if status, body := ts.refresh(t, rt2); status == http.StatusOK {
 		t.Fatalf("the family's newest refresh token still works after reuse: %v", body)
+	}
+	if ts.consentRemembered(t) {
+		t.Error("consent still remembered after a refresh token was reused: want the consent page again")
 	}
 	if n := ts.events.count(Event{Endpoint: "token", Grant: "refresh_token", Outcome: "refused", Reason: "refresh_reuse"}); n != 2 {
 		t.Errorf("%d refresh_reuse events, want 2 (the reuse, and the family's newest token after it)", n)
@@ -105,6 +160,9 @@ func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	}
 }
 
+// TestCodeIsSingleUseAndReplayRevokesItsTokens: a replayed code revokes
+// the grant it was exchanged for, and withdraws the user's consent to the
+// client.
 func TestCodeIsSingleUseAndReplayRevokesItsTokens(t *testing.T) {
 	ts := startServer(t)
 	b := newBrowser(t)
@@ -116,11 +174,17 @@ func TestCodeIsSingleUseAndReplayRevokesItsTokens(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("first exchange: %d %v", status, tok)
 	}
+	if !ts.consentRemembered(t) {
+		t.Fatal("consent not remembered after the first sign-in")
+	}
 	if status, body := ts.exchange(t, code, verifier); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
 		t.Fatalf("replayed code: %d %v, want 400 invalid_grant", status, body)
 	}
 	if status, _ := ts.refresh(t, tok["refresh_token"].(string)); status == http.StatusOK {
 		t.Fatal("the refresh token of a replayed code still works")
+	}
+	if ts.consentRemembered(t) {
+		t.Error("consent still remembered after a code was replayed: want the consent page again")
 	}
 }
 
@@ -259,19 +323,24 @@ func TestConsent(t *testing.T) {
 			t.Fatalf("deny: %q", u)
 		}
 	})
+	const self = "self" // stands for the server's own origin
 	for _, tc := range []struct {
-		name string
-		hdr  http.Header
-		edit func(url.Values)
-		jar  bool // the POST carries the browser's cookie
+		name       string
+		origin     string // the Origin header; self: the server's
+		fetchSite  string // the Sec-Fetch-Site header
+		edit       func(url.Values)
+		jar        bool   // the POST carries the browser's cookie
+		wantReason string // of the refusal's event
 	}{
-		{"cross-site origin", http.Header{"Origin": {"https://evil.example"}}, nil, true},
-		{"cross-site fetch", http.Header{"Sec-Fetch-Site": {"cross-site"}}, nil, true},
-		{"same-site other origin", http.Header{"Sec-Fetch-Site": {"same-site"}}, nil, true},
-		{"null origin", http.Header{"Origin": {"null"}}, nil, true},
-		{"no csrf token", http.Header{}, func(f url.Values) { f.Del("csrf") }, true},
-		{"wrong csrf token", http.Header{}, func(f url.Values) { f.Set("csrf", "x") }, true},
-		{"another browser", http.Header{}, nil, false},
+		{name: "cross-site origin", origin: "https://evil.example", jar: true, wantReason: "cross_site"},
+		{name: "cross-site fetch", origin: self, fetchSite: "cross-site", jar: true, wantReason: "cross_site"},
+		{name: "same-site other origin", origin: self, fetchSite: "same-site", jar: true, wantReason: "cross_site"},
+		{name: "null origin", origin: "null", jar: true, wantReason: "cross_site"},
+		{name: "no Origin, nor Sec-Fetch-Site", jar: true, wantReason: "cross_site"},
+		{name: "no Origin, same-origin fetch", fetchSite: "same-origin", jar: true, wantReason: "cross_site"},
+		{name: "no csrf token", origin: self, edit: func(f url.Values) { f.Del("csrf") }, jar: true, wantReason: "csrf"},
+		{name: "wrong csrf token", origin: self, edit: func(f url.Values) { f.Set("csrf", "x") }, jar: true, wantReason: "csrf"},
+		{name: "another browser", origin: self, wantReason: "csrf"},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
 			ts := startServer(t)
@@ -287,15 +356,39 @@ func TestConsent(t *testing.T) {
 			if !tc.jar {
 				poster = newBrowser(t)
 			}
-			resp, _ := poster.postForm(ts.srv.URL+PathConsent, form, tc.hdr)
+			hdr := http.Header{}
+			switch tc.origin {
+			case "":
+			case self:
+				hdr.Set("Origin", ts.srv.URL)
+			default:
+				hdr.Set("Origin", tc.origin)
+			}
+			if tc.fetchSite != "" {
+				hdr.Set("Sec-Fetch-Site", tc.fetchSite)
+			}
+			resp, _ := poster.postForm(ts.srv.URL+PathConsent, form, hdr)
 			if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Location") != "" {
 				t.Fatalf("%d Location %q: want 403, no redirect", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if want := (Event{Endpoint: "consent", Outcome: "refused", Reason: tc.wantReason}); !ts.events.has(want) {
+				t.Errorf("no event %+v", want)
 			}
 			// The real page still works afterwards.
 			resp, _ = ts.approve(b, page, "approve")
 			ts.codeFrom(t, resp)
 		})
 	}
+	t.Run("accepted: same origin without Sec-Fetch-Site", func(t *testing.T) {
+		ts := startServer(t)
+		b := newBrowser(t)
+		authURL, _ := ts.authorizeURL(nil)
+		_, page := ts.signIn(b, authURL)
+		form := consentForm(page)
+		form.Set("action", "approve")
+		resp, _ := b.postForm(ts.srv.URL+PathConsent, form, http.Header{"Origin": {ts.srv.URL}})
+		ts.codeFrom(t, resp)
+	})
 	t.Run("answered once", func(t *testing.T) {
 		ts := startServer(t)
 		b := newBrowser(t)

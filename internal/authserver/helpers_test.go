@@ -361,3 +361,17 @@ func (ts *testServer) fullFlow(t *testing.T) map[string]any {
 	}
 	return tok
 }
+
+// consentRemembered reports whether a new sign-in to app goes straight
+// back to the client (the user's consent is remembered) rather than to
+// the consent page.
+func (ts *testServer) consentRemembered(t *testing.T) bool {
+	t.Helper()
+	authURL, _ := ts.authorizeURL(nil)
+	resp, _ := ts.signIn(newBrowser(t), authURL)
+	if resp.StatusCode == http.StatusOK {
+		return false // the consent page
+	}
+	ts.codeFrom(t, resp)
+	return true
+}

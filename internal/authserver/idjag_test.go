@@ -406,6 +406,8 @@ func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c
 
 func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
+func (c *fakeClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
 // useClock makes the ID-JAG handler of ts run on a fake clock, starting
 // now.
 func useClock(t *testing.T, ts *testServer) *fakeClock {

@@ -2,6 +2,8 @@ package authserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -187,3 +189,8 @@ func (k *redisKV) Del(ctx context.Context, keys ...string) error {
 // joinKey builds a key from parts; parts are ids and hashes, never raw
 // tokens.
 func joinKey(parts ...string) string { return strings.Join(parts, ":") }
+
+func hashString(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:])
+}

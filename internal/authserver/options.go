@@ -125,7 +125,8 @@ type EnterpriseIdPOptions struct {
 	Issuer string `yaml:"issuer" schema:"required,url"`
 	// JWKSURL is the provider's JSON Web Key Set. Empty (default): the
 	// jwks_uri of its discovery document
-	// (ISSUER/.well-known/openid-configuration), fetched on first use.
+	// (ISSUER/.well-known/openid-configuration, else its RFC 8414
+	// authorization server metadata), fetched on first use.
 	JWKSURL string `yaml:"jwks_url" schema:"url"`
 	// Clients, when set, are the only clients (client_id) this provider's
 	// assertions are accepted for: pre-registered clients or Client ID
@@ -375,8 +376,8 @@ func (o *Options) Validate(resource string) error {
 		k := fmt.Sprintf("clients[%d]", i)
 		if c.ClientID == "" {
 			add(k+".client_id", "required")
-		} else if clientreg.IsURLClientID(c.ClientID) {
-			add(k+".client_id", "%q is an https URL, which names a client metadata document: give a pre-registered client a plain id", c.ClientID)
+		} else if clientreg.IsURLClientID(c.ClientID, o.ClientMetadataDocuments.InsecureAllowHTTP) {
+			add(k+".client_id", "%q is a URL, which names a client metadata document: give a pre-registered client a plain id", c.ClientID)
 		} else if seen[c.ClientID] {
 			add(k+".client_id", "duplicate client %q", c.ClientID)
 		}

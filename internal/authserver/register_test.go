@@ -2,7 +2,9 @@ package authserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 )
@@ -162,19 +167,32 @@ func TestDynamicRegistration(t *testing.T) {
 // a path to the document's JSON (with %s for the server's URL).
 func startDocumentServer(t *testing.T, docs map[string]string) *httptest.Server {
 	t.Helper()
-	var srv *httptest.Server
-	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(documents(docs, nil))
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// documents serves docs (see startDocumentServer), counting requests in
+// n when it is not nil.
+func documents(docs map[string]string, n *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n != nil {
+			n.Add(1)
+		}
 		doc, ok := docs[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
 			return
 		}
+		scheme := "https"
+		if r.TLS == nil {
+			scheme = "http"
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "max-age=600")
-		fmt.Fprintf(w, doc, srv.URL)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+		fmt.Fprintf(w, doc, scheme+"://"+r.Host)
+	})
 }
 
 func TestClientMetadataDocuments(t *testing.T) {
@@ -242,4 +260,66 @@ func TestClientMetadataDocuments(t *testing.T) {
 			t.Fatalf("%d: want refused", resp.StatusCode)
 		}
 	})
+}
+
+// TestClientMetadataDocumentsOverHTTP: with
+// client_metadata_documents.insecure_allow_http an http:// client_id is a
+// document URL, fetched through the same fetcher, whose address checks
+// still refuse loopback unless allow_private_addresses is on too; without
+// it (the default) an http:// client_id is no document.
+func TestClientMetadataDocumentsOverHTTP(t *testing.T) {
+	var requests atomic.Int32
+	docs := httptest.NewServer(documents(map[string]string{
+		"/client.json": `{"client_id":"%s/client.json","client_name":"Plain Doc Client","redirect_uris":["http://127.0.0.1:7777/callback"]}`,
+	}, &requests))
+	t.Cleanup(docs.Close)
+	id := docs.URL + "/client.json"
+	tests := []struct {
+		name          string
+		insecureHTTP  bool
+		private       bool
+		wantSignIn    bool
+		wantErr       error // of looking the client up, when refused
+		wantSupported bool
+	}{
+		{name: "insecure_allow_http and allow_private_addresses: the document's client signs in", insecureHTTP: true, private: true, wantSignIn: true, wantSupported: true},
+		{name: "insecure_allow_http alone: a loopback document is still refused", insecureHTTP: true, wantErr: clientreg.ErrFetch, wantSupported: true},
+		{name: "default: an http client_id names no document", private: true, wantErr: fosite.ErrNotFound, wantSupported: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			requests.Store(0)
+			ts := startServer(t, func(o *Options) {
+				o.ClientMetadataDocuments.InsecureAllowHTTP = tt.insecureHTTP
+				o.ClientMetadataDocuments.AllowPrivateAddresses = tt.private
+			})
+			if got := ts.metadata()["client_id_metadata_document_supported"]; got != tt.wantSupported {
+				t.Errorf("client_id_metadata_document_supported = %v, want %v", got, tt.wantSupported)
+			}
+			if !tt.wantSignIn {
+				authURL, _ := ts.authorizeURL(url.Values{"client_id": {id}})
+				if resp, _ := newBrowser(t).get(authURL); resp.StatusCode < 400 || resp.Header.Get("Location") != "" {
+					t.Fatalf("%d %q: want an error page, no redirect", resp.StatusCode, resp.Header.Get("Location"))
+				}
+				// The page says only that the client is unknown; the lookup
+				// says why.
+				if _, err := ts.clients.GetClient(context.Background(), id); !errors.Is(err, tt.wantErr) {
+					t.Errorf("GetClient: %v, want %v", err, tt.wantErr)
+				}
+				if n := requests.Load(); n != 0 {
+					t.Errorf("the document server got %d requests, want none", n)
+				}
+				return
+			}
+			resp, page, b, verifier := ts.flowFor(t, id, testRedirect)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(page, "Plain Doc Client") {
+				t.Fatalf("consent page %d: want the document's name:\n%s", resp.StatusCode, page)
+			}
+			resp, _ = ts.approve(b, page, "approve")
+			status, tok := ts.token(t, url.Values{"grant_type": {"authorization_code"}, "code": {ts.codeFrom(t, resp)}, "code_verifier": {verifier}, "client_id": {id}, "redirect_uri": {testRedirect}})
+			if status != http.StatusOK {
+				t.Fatalf("token: %d %v", status, tok)
+			}
+		})
+	}
 }

@@ -1,6 +1,9 @@
 package authserver
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -57,4 +60,29 @@ func (s *Server) redirectBack(w http.ResponseWriter, ar fosite.AuthorizeRequeste
 	h.Set("Pragma", "no-cache")
 	h.Set("Location", u.String())
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// errInvalidTarget is RFC 8707's error for a resource this server does
+// not issue tokens for.
+func (s *Server) errInvalidTarget() *fosite.RFC6749Error {
+	return &fosite.RFC6749Error{
+		ErrorField:       "invalid_target",
+		DescriptionField: "The requested resource is invalid, missing, unknown, or malformed.",
+		HintField:        fmt.Sprintf("This server issues tokens for the resource %s only; send it as the resource parameter (RFC 8707).", s.resource),
+		CodeField:        http.StatusBadRequest,
+	}
+}
+
+// storeError maps a store outage to 503 temporarily_unavailable.
+func storeError(err error) error {
+	if errors.Is(err, ErrUnavailable) {
+		return fosite.ErrTemporarilyUnavailable.WithWrap(err).WithHint("The authorization server's store is unavailable; try again shortly.")
+	}
+	return err
 }

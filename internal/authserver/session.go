@@ -1,7 +1,9 @@
 package authserver
 
 import (
+	"context"
 	"slices"
+	"time"
 
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
@@ -82,4 +84,33 @@ func (s *Session) Clone() fosite.Session {
 	}
 	c.User.Groups = slices.Clone(s.User.Groups)
 	return &c
+}
+
+// tokenClock is the core strategy with each access token's iat and exp
+// taken from one reading of the server's clock, in whole seconds, so
+// that exp - iat is access_token_ttl exactly. fosite's grant handlers
+// set the expiry from their own time.Now rounded to the second, and its
+// JWT strategy the iat from a later one, truncated: a token issued in the
+// second half of a second lived a second longer than configured.
+//
+// The lifespan is access_token_ttl for every client and grant: this
+// server's clients set no lifespans of their own.
+type tokenClock struct {
+	oauth2.CoreStrategy
+	lifespan time.Duration
+	now      func() time.Time
+}
+
+// GenerateAccessToken stamps the session's iat and exp, then has the
+// strategy sign the token.
+func (c tokenClock) GenerateAccessToken(ctx context.Context, r fosite.Requester) (string, string, error) {
+	if s, ok := r.GetSession().(*Session); ok {
+		if s.JWTClaims == nil {
+			s.JWTClaims = &jwt.JWTClaims{}
+		}
+		iat := c.now().UTC().Truncate(time.Second)
+		s.JWTClaims.IssuedAt = iat
+		s.SetExpiresAt(fosite.AccessToken, iat.Add(c.lifespan))
+	}
+	return c.CoreStrategy.GenerateAccessToken(ctx, r)
 }

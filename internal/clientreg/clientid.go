@@ -7,11 +7,12 @@ import (
 )
 
 // IsURLClientID reports whether clientID has the form of a Client ID
-// Metadata Document URL (it starts with "https://"), so that an
+// Metadata Document URL (it starts with "https://", or "http://" when
+// insecureAllowHTTP, as [FetchOptions.InsecureAllowHTTP] says), so that an
 // authorization server can tell it from a client_id it issued itself and
 // hand it to [Fetcher.Get]. It does not validate the URL; Get does.
-func IsURLClientID(clientID string) bool {
-	return strings.HasPrefix(clientID, "https://")
+func IsURLClientID(clientID string, insecureAllowHTTP bool) bool {
+	return strings.HasPrefix(clientID, "https://") || (insecureAllowHTTP && strings.HasPrefix(clientID, "http://"))
 }
 
 // ValidateClientIDURL returns an error wrapping [ErrInvalidClientID] unless

@@ -61,15 +61,25 @@ func TestValidateClientIDURL(t *testing.T) {
 }
 
 func TestIsURLClientID(t *testing.T) {
-	for id, want := range map[string]bool{
-		"https://app.example.com/client.json": true,
-		"https://":                            true,
-		"http://app.example.com/client.json":  false,
-		"8f7e2c1a":                            false,
-		"":                                    false,
-	} {
-		if got := IsURLClientID(id); got != want {
-			t.Errorf("IsURLClientID(%q) = %v, want %v", id, got, want)
-		}
+	tests := []struct {
+		name      string
+		id        string
+		allowHTTP bool
+		want      bool
+	}{
+		{name: "https", id: "https://app.example.com/client.json", want: true},
+		{name: "https, no host: Get refuses it", id: "https://", want: true},
+		{name: "http", id: "http://app.example.com/client.json"},
+		{name: "http with insecure_allow_http", id: "http://app.example.com/client.json", allowHTTP: true, want: true},
+		{name: "https with insecure_allow_http", id: "https://app.example.com/client.json", allowHTTP: true, want: true},
+		{name: "a plain id", id: "8f7e2c1a", allowHTTP: true},
+		{name: "empty", id: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsURLClientID(tt.id, tt.allowHTTP); got != tt.want {
+				t.Errorf("IsURLClientID(%q, %v) = %v, want %v", tt.id, tt.allowHTTP, got, tt.want)
+			}
+		})
 	}
 }

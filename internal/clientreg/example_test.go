@@ -44,7 +44,7 @@ func ExampleValidateRegistration() {
 func ExampleFetcher_Get() {
 	f := clientreg.NewFetcher(clientreg.FetchOptions{}, clientreg.FetchDeps{})
 	authorize := func(ctx context.Context, clientID, redirectURI string) error {
-		if !clientreg.IsURLClientID(clientID) {
+		if !clientreg.IsURLClientID(clientID, false) {
 			return errors.New("look the client up among the registered ones")
 		}
 		m, err := f.Get(ctx, clientID)

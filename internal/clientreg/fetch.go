@@ -69,9 +69,13 @@ type FetchOptions struct {
 	// anyone who can send a client_id could then make the server fetch
 	// from its own network. A warning is logged at start when it is on.
 	AllowPrivateAddresses bool `yaml:"allow_private_addresses"`
-	// InsecureAllowHTTP accepts http:// client_id URLs. For tests only;
-	// the documents then travel unauthenticated. A warning is
-	// logged at start when it is on.
+	// InsecureAllowHTTP accepts http:// client_id URLs besides https://
+	// ones: an authorization server treats such a client_id as a document
+	// URL and fetches it over plain http. It weakens the scheme only: the
+	// address checks stay, so a document on a loopback, private or
+	// link-local address is still refused unless allow_private_addresses
+	// is on too. For tests only; the documents then travel
+	// unauthenticated. A warning is logged at start when it is on.
 	InsecureAllowHTTP bool `yaml:"insecure_allow_http"`
 }
 

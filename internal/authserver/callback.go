@@ -1,0 +1,73 @@
+package authserver
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ory/fosite"
+)
+
+// serveCallback is where the identity provider sends the browser back.
+func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	idb, err := s.kv.GetDel(ctx, joinKey("login-state", hashString(q.Get("state"))))
+	if errors.Is(err, ErrNotFound) {
+		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "unknown_state"})
+		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in is unknown or has expired. Start again from your application.")
+		return
+	}
+	if err != nil {
+		s.storeFailed(w, r, nil, "callback", err)
+		return
+	}
+	l, err := s.loadLogin(ctx, string(idb), false)
+	if errors.Is(err, ErrNotFound) {
+		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "expired"})
+		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in has expired. Start again from your application.")
+		return
+	}
+	if err != nil {
+		s.storeFailed(w, r, nil, "callback", err)
+		return
+	}
+	if !s.sameBrowser(r, l) {
+		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "browser"})
+		s.page(w, http.StatusBadRequest, "Sign-in refused", "This sign-in was started in another browser.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		s.logger.Warn("authorization server: the identity provider refused the sign-in", "client_id", l.ClientID, "idp_error", e)
+		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "idp_refused"})
+		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("The identity provider did not sign the user in."))
+		return
+	}
+	u, idpTok, err := s.idp.exchange(ctx, q.Get("code"), l.Verifier, l.Nonce)
+	if err != nil {
+		s.logger.Warn("authorization server: sign-in failed", "client_id", l.ClientID, "error", err)
+		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "sign_in"})
+		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("Signing in at the identity provider failed."))
+		return
+	}
+	s.logger.Info("audit", "event", "sign_in", "client_id", l.ClientID, "sub", u.Subject, "email", u.Email)
+	if s.keepIdPTokens {
+		if err := s.saveIdPToken(ctx, u.Subject, idpTok); err != nil {
+			s.logger.Warn("authorization server: the identity provider's token was not kept; upstreams that exchange it refuse this user until the next sign-in", "error", err)
+		}
+	}
+	s.observe(Event{Endpoint: "callback", Outcome: "ok"})
+	l.User = &u
+	scopes := strings.Fields(l.Form.Get("scope"))
+	if s.consented(ctx, u, l.ClientID, scopes) {
+		_ = s.kv.Del(ctx, joinKey("login", l.ID))
+		s.finish(w, r, l)
+		return
+	}
+	if err := s.saveLogin(ctx, l); err != nil {
+		s.storeFailed(w, r, nil, "callback", err)
+		return
+	}
+	http.Redirect(w, r, PathConsent+"?login="+url.QueryEscape(l.ID), http.StatusSeeOther)
+}
