@@ -31,6 +31,13 @@ func taskReplicas(t *testing.T, idp *IdP, resource, redisAddr string, n int) []*
 
 func taskReplicaConfig(t *testing.T, idp *IdP, resource, redisAddr string) string {
 	t.Helper()
+	return taskReplicaConfigWith(t, idp, resource, map[string]any{"url": "redis://" + redisAddr + "/0"})
+}
+
+// taskReplicaConfigWith is taskReplicaConfig with any redis: section (one
+// server, Sentinel or Cluster).
+func taskReplicaConfigWith(t *testing.T, idp *IdP, resource string, redisSection map[string]any) string {
+	t.Helper()
 	return writeConfigFile(t, map[string]any{
 		"auth": map[string]any{
 			"resource":         resource,
@@ -38,9 +45,9 @@ func taskReplicaConfig(t *testing.T, idp *IdP, resource, redisAddr string) strin
 			"scopes_supported": []string{"mcp:tools"},
 			"required_scopes":  []string{"mcp:tools"},
 		},
-		"tools": map[string]any{"toolsets": []string{"conformance"}},
+		"tools": map[string]any{"toolsets": []string{"core", "conformance"}},
 		"tasks": map[string]any{"store": "redis", "lease": taskLease.String(), "poll_interval": "200ms"},
-		"redis": map[string]any{"url": "redis://" + redisAddr + "/0"},
+		"redis": redisSection,
 	})
 }
 

@@ -73,12 +73,18 @@ var Overrides = []Override{
 	{Key: "authorization_server.keys_file", ChartOwned: true},
 	{Key: "authorization_server.idp.client_secret_file", ChartOwned: true},
 	{Key: "authorization_server", Note: "Its signing keys and its client secret at the identity provider come from the authorizationServer values."},
-	// The redis values set the URL, the password (from a Secret, as
-	// PORTCULLIS_REDIS_PASSWORD) and the CA file (a mounted Secret).
+	// The redis values name the deployment (the URL, the sentinels, the
+	// cluster's nodes), the passwords (from Secrets, as
+	// PORTCULLIS_REDIS_PASSWORD and PORTCULLIS_REDIS_SENTINEL_PASSWORD)
+	// and the CA file (a mounted Secret).
 	{Key: "redis.url", ChartOwned: true},
+	{Key: "redis.sentinel.master_name", ChartOwned: true},
+	{Key: "redis.sentinel.addresses", ChartOwned: true},
+	{Key: "redis.sentinel.password", ChartOwned: true},
+	{Key: "redis.cluster", ChartOwned: true},
 	{Key: "redis.password", ChartOwned: true},
 	{Key: "redis.tls.ca_file", ChartOwned: true},
-	{Key: "redis", Note: "Its url, password and CA come from the redis values."},
+	{Key: "redis", Note: "Its url, sentinel (master name, addresses, password), cluster, password and CA come from the redis values."},
 	// portcullis.validate adds these two up (portcullis.seconds) to check
 	// terminationGracePeriodSeconds, which only works for whole h, m and s.
 	{Key: "server.drain_delay", Pattern: wholeDuration, NonEmpty: true, Note: "Whole h, m and s only, e.g. 25s or 1m30s: the chart adds it to shutdown_grace to check terminationGracePeriodSeconds."},

@@ -103,6 +103,14 @@ portcullis.redisCA is "true" when the chart mounts a CA for Redis's TLS
 {{- if and .Values.redis.tls.enabled .Values.redis.tls.caSecret }}true{{ end }}
 {{- end }}
 
+{{/*
+portcullis.redisEnabled is "true" when the values name a Redis: one server
+(redis.url), a Sentinel deployment or a Cluster.
+*/}}
+{{- define "portcullis.redisEnabled" -}}
+{{- if or .Values.redis.url .Values.redis.sentinel.masterName .Values.redis.cluster.addresses }}true{{ end }}
+{{- end }}
+
 {{/* The container ports; the config file makes the server listen on them. */}}
 {{- define "portcullis.httpPort" -}}8080{{- end }}
 {{- define "portcullis.metricsPort" -}}9090{{- end }}
@@ -183,12 +191,23 @@ the keys the chart owns (listen addresses and the mounted secret files).
 {{- $_ := set $idp "client_secret_file" (printf "%s/client-secret" (include "portcullis.authServerIdPDir" .)) }}
 {{- $_ := set $as "idp" $idp }}
 {{- end }}
-{{- if .Values.redis.url }}
+{{- if include "portcullis.redisEnabled" . }}
 {{- $redis := $cfg.redis | default dict }}
-{{- $_ := set $redis "url" .Values.redis.url }}
-{{- if include "portcullis.redisCA" . }}
 {{- $tls := $redis.tls | default dict }}
+{{- if .Values.redis.url }}
+{{- $_ := set $redis "url" .Values.redis.url }}
+{{- else if .Values.redis.sentinel.masterName }}
+{{- $_ := set $redis "sentinel" (dict "master_name" .Values.redis.sentinel.masterName "addresses" .Values.redis.sentinel.addresses) }}
+{{- else }}
+{{- $_ := set $redis "cluster" (dict "addresses" .Values.redis.cluster.addresses) }}
+{{- end }}
+{{- if and .Values.redis.tls.enabled (not .Values.redis.url) }}
+{{- $_ := set $tls "enabled" true }}
+{{- end }}
+{{- if include "portcullis.redisCA" . }}
 {{- $_ := set $tls "ca_file" (printf "%s/ca.crt" (include "portcullis.redisTLSDir" .)) }}
+{{- end }}
+{{- if $tls }}
 {{- $_ := set $redis "tls" $tls }}
 {{- end }}
 {{- $_ := set $cfg "redis" $redis }}
@@ -223,16 +242,29 @@ naming the values key to change.
 {{- if not $as.keys.existingSecret }}
 {{- fail "authorizationServer.keys.existingSecret: required with more than one replica or autoscaling: without it each pod signs with a key of its own, and a token issued by one pod is refused by the others (docs/authorization-server.md, \"Signing keys\")" }}
 {{- end }}
-{{- if not .Values.redis.url }}
-{{- fail "redis.url: the authorization server keeps sign-ins, codes and refresh tokens in Redis when there is more than one replica or autoscaling; without it each pod knows only its own (docs/authorization-server.md, \"Replicas and Redis\")" }}
+{{- if not (include "portcullis.redisEnabled" .) }}
+{{- fail "redis: the authorization server keeps sign-ins, codes and refresh tokens in Redis when there is more than one replica or autoscaling; without it each pod knows only its own: set redis.url, redis.sentinel or redis.cluster (docs/authorization-server.md, \"Replicas and Redis\")" }}
 {{- end }}
 {{- end }}
 {{- end }}
 {{- $redis := .Values.redis }}
-{{- if and (not $redis.url) (or $redis.existingSecret $redis.tls.enabled) }}
-{{- fail "redis: existingSecret or tls is set but redis.url is empty; set redis.url to the Redis to connect to" }}
+{{- $named := list }}
+{{- if $redis.url }}{{ $named = append $named "redis.url" }}{{ end }}
+{{- if $redis.sentinel.masterName }}{{ $named = append $named "redis.sentinel.masterName" }}{{ end }}
+{{- if $redis.cluster.addresses }}{{ $named = append $named "redis.cluster.addresses" }}{{ end }}
+{{- if gt (len $named) 1 }}
+{{- fail (printf "redis: %s are set together; name one server (redis.url), a Sentinel deployment (redis.sentinel) or a Cluster (redis.cluster)" (join ", " $named)) }}
 {{- end }}
-{{- if and $redis.tls.enabled (not (hasPrefix "rediss://" $redis.url)) }}
+{{- if and $redis.sentinel.masterName (not $redis.sentinel.addresses) }}
+{{- fail "redis.sentinel.addresses: empty; list the sentinels as host:port" }}
+{{- end }}
+{{- if and (not $redis.sentinel.masterName) (or $redis.sentinel.addresses $redis.sentinel.existingSecret) }}
+{{- fail "redis.sentinel.masterName: empty, but other redis.sentinel values are set; name the primary the sentinels monitor" }}
+{{- end }}
+{{- if and (not (include "portcullis.redisEnabled" .)) (or $redis.existingSecret $redis.tls.enabled) }}
+{{- fail "redis: existingSecret or tls is set but no Redis is named; set redis.url, redis.sentinel or redis.cluster" }}
+{{- end }}
+{{- if and $redis.tls.enabled $redis.url (not (hasPrefix "rediss://" $redis.url)) }}
 {{- fail (printf "redis.tls.enabled: redis.url %q must start with rediss:// to connect over TLS" $redis.url) }}
 {{- end }}
 {{- $server := .Values.config.server | default dict }}
