@@ -65,6 +65,10 @@ func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
 	cfg := taskReplicaConfigWith(t, idp, resource, map[string]any{
 		"sentinel":     map[string]any{"master_name": redistest.SentinelMaster, "addresses": d.Addrs()},
 		"dial_timeout": "500ms", "read_timeout": "500ms", "write_timeout": "500ms",
+	}, map[string]any{
+		// Shared rate limits that the load stays under: each request
+		// still takes its bucket in Redis.
+		"limits": map[string]any{"rate_per_principal": 100000, "burst_per_principal": 100000},
 	})
 	replicas := []*server{startServer(t, nil, "--config", cfg), startServer(t, nil, "--config", cfg)}
 	token := idp.ClientCredentialsToken(t, idpClient, idpClientSecret, resource, "mcp:tools")

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -35,10 +36,10 @@ func taskReplicaConfig(t *testing.T, idp *IdP, resource, redisAddr string) strin
 }
 
 // taskReplicaConfigWith is taskReplicaConfig with any redis: section (one
-// server, Sentinel or Cluster).
-func taskReplicaConfigWith(t *testing.T, idp *IdP, resource string, redisSection map[string]any) string {
+// server, Sentinel or Cluster), and more top-level sections in extra.
+func taskReplicaConfigWith(t *testing.T, idp *IdP, resource string, redisSection map[string]any, extra ...map[string]any) string {
 	t.Helper()
-	return writeConfigFile(t, map[string]any{
+	cfg := map[string]any{
 		"auth": map[string]any{
 			"resource":         resource,
 			"issuers":          []map[string]any{{"issuer": idp.Issuer()}},
@@ -48,7 +49,11 @@ func taskReplicaConfigWith(t *testing.T, idp *IdP, resource string, redisSection
 		"tools": map[string]any{"toolsets": []string{"core", "conformance"}},
 		"tasks": map[string]any{"store": "redis", "lease": taskLease.String(), "poll_interval": "200ms"},
 		"redis": redisSection,
-	})
+	}
+	for _, e := range extra {
+		maps.Copy(cfg, e)
+	}
+	return writeConfigFile(t, cfg)
 }
 
 // TestTasksAcrossReplicas runs two Portcullis processes sharing one real
