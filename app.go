@@ -125,6 +125,10 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
+	sessions, err := newSessionStore(cfg, rdb)
+	if err != nil {
+		return nil, err
+	}
 	var remoteTasks tasks.RemoteRouter
 	if ups != nil {
 		remoteTasks = ups.RouteTask // an upstream's tasks pass through
@@ -136,14 +140,16 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Sealer:    sealer,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy:       policy,
-		OnDenied:     toolDeniedHook(logger, metrics, cat.HasTool),
-		Middleware:   []sdk.Middleware{telemetry},
-		LimitHook:    limitHook(logger, metrics),
-		Tasks:        taskMgr,
-		RemoteTasks:  remoteTasks,
-		PrincipalKey: principalKey,
-		StepUp:       stepUp(cfg.Auth, cfg.authOn()),
+		Policy:           policy,
+		OnDenied:         toolDeniedHook(logger, metrics, cat.HasTool),
+		Middleware:       []sdk.Middleware{telemetry},
+		LimitHook:        limitHook(logger, metrics),
+		Tasks:            taskMgr,
+		RemoteTasks:      remoteTasks,
+		PrincipalKey:     principalKey,
+		Sessions:         sessions,
+		OnSessionAdopted: metrics.SessionRebuilt,
+		StepUp:           stepUp(cfg.Auth, cfg.authOn()),
 	})
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
 	return a, nil

@@ -33,6 +33,7 @@ type Handler struct {
 	// their response (see [onlyResponse]).
 	plain     *sdk.StreamableHTTPHandler
 	stateful  *sdk.StreamableHTTPHandler // nil when sessions are off
+	shared    *sharedSessions            // nil: sessions live on the replica that made them
 	origins   []string
 	maxBody   int64
 	logger    *slog.Logger
@@ -52,7 +53,7 @@ type Handler struct {
 // newHandler returns the /mcp handler for server, with opts defaulted and
 // deps' logger and limit hook set (see [New]). gate applies the per-tool
 // policy before the SDK sees a request.
-func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *directCalls, deps Deps) *Handler {
+func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *directCalls, shared *sharedSessions, deps Deps) *Handler {
 	logger := deps.Logger
 	get := func(*http.Request) *sdk.Server { return server }
 	sdkLog := sdkLogger(logger)
@@ -89,12 +90,17 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 		h.stepUp = deps.StepUp
 	}
 	if opts.Sessions == nil || *opts.Sessions {
+		events := sdk.NewMemoryEventStore(nil)
 		h.stateful = sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Logger:              sdkLog,
 			MaxRequestBodyBytes: opts.MaxBodyBytes,
 			SessionTimeout:      opts.SessionIdleTimeout,
-			EventStore:          sdk.NewMemoryEventStore(nil),
+			EventStore:          events,
 		})
+		if shared != nil {
+			shared.events, shared.sdkSide = events, h.stateful
+			h.shared = shared
+		}
 	}
 	return h
 }
@@ -113,8 +119,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "Method Not Allowed: this endpoint keeps no sessions for this protocol version", http.StatusMethodNotAllowed)
 			return
 		}
+		if h.shared != nil {
+			h.serveShared(w, r)
+			return
+		}
 		if r.Method == http.MethodGet {
-			h.serveStream(w, r)
+			h.serveStream(w, r, h.stateful)
 			return
 		}
 		h.stateful.ServeHTTP(w, r)
@@ -181,6 +191,8 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 		h.plain.ServeHTTP(w, r)
 	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)
+	case r.Header.Get(mcpheader.SessionID) != "" && h.shared != nil:
+		h.serveShared(w, r)
 	case r.Header.Get(mcpheader.SessionID) != "":
 		h.stateful.ServeHTTP(w, r)
 	case isInitialize(msgs):

@@ -35,7 +35,7 @@ func newPolicyEndpoint(t *testing.T, edit func(*Options), deps Deps) (*httptest.
 // as New's handler would serve it.
 func handlerFor(server *sdk.Server, opts Options) *Handler {
 	opts.Defaults()
-	return newHandler(server, opts, nil, nil, Deps{Logger: slog.New(slog.DiscardHandler), LimitHook: func(context.Context, limits.Event) {}})
+	return newHandler(server, opts, nil, nil, nil, Deps{Logger: slog.New(slog.DiscardHandler), LimitHook: func(context.Context, limits.Event) {}})
 }
 
 // endpoint says how to build a test /mcp endpoint; the zero value serves

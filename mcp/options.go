@@ -16,13 +16,25 @@ type Options struct {
 	// Sessions enables legacy (2024-11-05 … 2025-11-25) sessions: an
 	// initialize request gets an Mcp-Session-Id, and requests carrying it
 	// reach that session, which allows the GET stream, server→client
-	// requests and stream resumption. Sessions live in one replica's memory:
-	// with several replicas, use session affinity on Mcp-Session-Id or a
-	// client that re-initializes on 404. Requests without a session id are
-	// always served statelessly. Unset means true.
+	// requests and stream resumption. With a shared session store (see
+	// session_store) any replica serves a session's requests and
+	// responses; server→client requests, notifications from another
+	// replica and stream resumption still need the replica that holds the
+	// stream (session affinity on Mcp-Session-Id helps). Requests without
+	// a session id are always served statelessly. Unset means true.
 	Sessions *bool `yaml:"sessions"`
+	// SessionStore is where the record of each legacy session is kept:
+	// "memory" (a session lives on the replica that made it; another
+	// replica answers 404) or "redis" (shared by every replica, so that
+	// any replica serves any request of a session, and DELETE and the idle
+	// timeout hold on all of them; needs the redis section: one server,
+	// Sentinel or Cluster). With redis, each request naming a session costs
+	// one Redis round trip. Empty means redis when Redis is configured,
+	// else memory.
+	SessionStore string `yaml:"session_store" schema:"enum=memory|redis"`
 	// SessionIdleTimeout closes a legacy session that has seen no request
-	// for this long. Zero means 10 minutes.
+	// for this long (on any replica, with a shared session store). Zero
+	// means 10 minutes.
 	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"`
 	// MaxBodyBytes bounds a request body; larger bodies get 413.
 	// Zero means 4 MiB.
@@ -100,6 +112,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.SessionIdleTimeout < 0 {
 		errs = append(errs, errors.New("session_idle_timeout: must not be negative"))
+	}
+	if o.SessionStore != "" && o.SessionStore != "memory" && o.SessionStore != "redis" {
+		errs = append(errs, fmt.Errorf("session_store: %q is not memory or redis", o.SessionStore))
 	}
 	if o.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("max_body_bytes: must not be negative"))

@@ -90,6 +90,14 @@ type Deps struct {
 	// counts under; an empty key (no principal, as with auth off) is held
 	// to MaxSessions only. Nil means no per-principal share.
 	PrincipalKey limits.KeyFunc
+	// Sessions is the registry of legacy sessions that replicas share:
+	// with it, any replica serves any request of a session, adopting a
+	// session another replica made (see [SessionStore]). Nil keeps each
+	// session on the replica that made it. Only for [HTTP].
+	Sessions SessionStore
+	// OnSessionAdopted is called whenever this replica adopts a session
+	// another replica made (or that it held and closed). Nil means none.
+	OnSessionAdopted func(context.Context)
 }
 
 // Server is an MCP server built from a catalog: the SDK server with
@@ -141,6 +149,13 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
 	mws := append([]sdk.Middleware{}, deps.Middleware...)
+	var shared *sharedSessions
+	if deps.Transport == HTTP && *opts.Sessions {
+		shared = newSharedSessions(deps.Sessions, opts.SessionIdleTimeout, s, deps)
+	}
+	if shared != nil {
+		mws = append(mws, sessionRecordMiddleware(shared))
+	}
 	mws = append(mws,
 		gateToolsMiddleware(gate),
 		filterToolsMiddleware(gate),
@@ -152,7 +167,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	s.AddReceivingMiddleware(mws...)
 	srv := &Server{sdk: s}
 	if deps.Transport == HTTP {
-		srv.handler = newHandler(s, opts, gate, newDirectCalls(cat, mws, impl), deps)
+		srv.handler = newHandler(s, opts, gate, newDirectCalls(cat, mws, impl), shared, deps)
 	}
 	return srv
 }

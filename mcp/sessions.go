@@ -14,8 +14,9 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
 
-// serveStream serves a standalone GET stream, which Drain can end.
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
+// serveStream serves a standalone GET stream through next, which Drain
+// can end.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	h.mu.Lock()
@@ -31,7 +32,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 		delete(h.streams, &cancel)
 		h.mu.Unlock()
 	}()
-	h.stateful.ServeHTTP(w, r.WithContext(ctx))
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // Drain ends every open GET stream and refuses new ones, so that an
@@ -114,10 +115,12 @@ func (c *sessionCap) release(key, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pending--
-	if id != "" {
+	if _, held := c.ids[id]; id != "" && !held {
 		c.ids[id] = key
 		return
 	}
+	// No session, or a session adopted again under an id still counted
+	// (the copy it replaces is not pruned yet): one count each.
 	c.forget(key)
 }
 
@@ -158,32 +161,40 @@ func (c *sessionCap) prune() {
 // a principal holding its share is refused with 429, a full server with
 // 503; both with Retry-After and a JSON-RPC error.
 func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request) {
-	key := ""
-	if h.sessions.key != nil {
-		key = h.sessions.key(r)
-	}
+	key := h.principalKey(r)
 	limit, ok := h.sessions.acquire(key)
 	if !ok {
-		h.limitHook(r.Context(), limits.Event{Limit: limit})
-		if limit == limits.LimitSessionsPrincipal {
-			var user string
-			if ti := sdkauth.TokenInfoFromContext(r.Context()); ti != nil {
-				user = ti.UserID
-			}
-			h.logger.InfoContext(r.Context(), "caller's session share reached; initialize refused",
-				"user_id", user, "max_sessions_per_principal", h.sessions.perPrincipal)
-			limits.WriteRefusal(w, http.StatusTooManyRequests, 5*time.Second,
-				fmt.Sprintf("Too many requests: this caller already has %d sessions open, its share. Close sessions it no longer uses (HTTP DELETE with their Mcp-Session-Id), retry later, or use the stateless 2026-07-28 protocol.", h.sessions.perPrincipal))
-			return
-		}
-		h.logger.WarnContext(r.Context(), "session cap reached; initialize refused", "max_sessions", h.sessions.max)
-		limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second,
-			fmt.Sprintf("Service unavailable: the server has %d sessions open, its limit. Retry later, or use the stateless 2026-07-28 protocol.", h.sessions.max))
+		h.refuseSession(w, r, limit)
 		return
+	}
+	if h.shared != nil {
+		// The record written at initialize names the caller.
+		r = r.WithContext(context.WithValue(r.Context(), principalKeyContext{}, key))
 	}
 	rec := &sessionIDRecorder{ResponseWriter: w}
 	defer func() { h.sessions.release(key, rec.id) }()
 	h.stateful.ServeHTTP(rec, r)
+}
+
+// refuseSession answers a session the caps refuse (an initialize, or a
+// session to adopt): a principal holding its share with 429, a full
+// server with 503; both with Retry-After and a JSON-RPC error.
+func (h *Handler) refuseSession(w http.ResponseWriter, r *http.Request, limit limits.Limit) {
+	h.limitHook(r.Context(), limits.Event{Limit: limit})
+	if limit == limits.LimitSessionsPrincipal {
+		var user string
+		if ti := sdkauth.TokenInfoFromContext(r.Context()); ti != nil {
+			user = ti.UserID
+		}
+		h.logger.InfoContext(r.Context(), "caller's session share reached; session refused",
+			"user_id", user, "max_sessions_per_principal", h.sessions.perPrincipal)
+		limits.WriteRefusal(w, http.StatusTooManyRequests, 5*time.Second,
+			fmt.Sprintf("Too many requests: this caller already has %d sessions open, its share. Close sessions it no longer uses (HTTP DELETE with their Mcp-Session-Id), retry later, or use the stateless 2026-07-28 protocol.", h.sessions.perPrincipal))
+		return
+	}
+	h.logger.WarnContext(r.Context(), "session cap reached; session refused", "max_sessions", h.sessions.max)
+	limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second,
+		fmt.Sprintf("Service unavailable: the server has %d sessions open, its limit. Retry later, or use the stateless 2026-07-28 protocol.", h.sessions.max))
 }
 
 // sessionIDRecorder notes the Mcp-Session-Id the SDK sets on a response.

@@ -1,6 +1,7 @@
 package observability
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -60,6 +61,7 @@ type Metrics struct {
 	operation      *prometheus.HistogramVec
 	session        *prometheus.HistogramVec
 	sessionsActive prometheus.Gauge
+	sessionsAdopt  prometheus.Counter
 	// afterSessionEnd, when set (by tests), runs after a session's end is
 	// recorded, which happens on a goroutine of its own.
 	afterSessionEnd func()
@@ -99,6 +101,10 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 		sessionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "portcullis_mcp_sessions_active",
 			Help: "Legacy (stateful) MCP sessions open now, initialized or not.",
+		}),
+		sessionsAdopt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "portcullis_mcp_sessions_rebuilt_total",
+			Help: "Legacy (stateful) MCP sessions this replica rebuilt from the shared session store to serve a request, because another replica made them or its own copy had ended.",
 		}),
 		authRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_auth_requests_total",
@@ -144,13 +150,17 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.conns = m.limitCounters.forConns()
 	reg.MustRegister(m.rateLimited, m.limitRejections, m.idleClosed)
 	reg.MustRegister(
-		m.operation, m.session, m.sessionsActive, m.authRequests, m.toolDenials, m.authServer,
+		m.operation, m.session, m.sessionsActive, m.sessionsAdopt, m.authRequests, m.toolDenials, m.authServer,
 		m.httpInFlight, m.httpRequests, m.httpDuration, m.spans, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
 }
+
+// SessionRebuilt counts one legacy session this replica rebuilt from the
+// shared session store (see mcp.Deps.OnSessionAdopted).
+func (m *Metrics) SessionRebuilt(context.Context) { m.sessionsAdopt.Inc() }
 
 // Handler serves the registry in the Prometheus exposition formats, with
 // gzip when the scraper asks for it (at gzip.BestSpeed, see gzipWriters).

@@ -1,0 +1,265 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+)
+
+// principalHeader names the caller in these tests: their PrincipalKey.
+const principalHeader = "X-Test-Principal"
+
+// replicas are handlers built on one catalog that share a session store,
+// served behind one URL that sends each request to the next replica.
+type replicas struct {
+	hs      []*Handler
+	next    atomic.Int64
+	adopted atomic.Int64
+	url     string
+	// pin, when set, sends every request to that replica.
+	pin atomic.Int64
+}
+
+func newReplicas(t *testing.T, n int, store SessionStore, edit func(*Options)) *replicas {
+	t.Helper()
+	rs := &replicas{}
+	rs.pin.Store(-1)
+	for range n {
+		rs.hs = append(rs.hs, endpoint{sets: []string{"core", "conformance"}, edit: edit, deps: Deps{
+			Sessions:         store,
+			OnSessionAdopted: func(context.Context) { rs.adopted.Add(1) },
+			PrincipalKey:     func(r *http.Request) string { return r.Header.Get(principalHeader) },
+		}}.handler(t))
+	}
+	ts := httptest.NewServer(rs)
+	t.Cleanup(ts.Close)
+	rs.url = ts.URL
+	return rs
+}
+
+func (rs *replicas) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	i := rs.pin.Load()
+	if i < 0 {
+		i = rs.next.Add(1) % int64(len(rs.hs))
+	}
+	rs.hs[i].ServeHTTP(w, r)
+}
+
+// headerTransport adds a principal to every request.
+type headerTransport struct{ principal string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(principalHeader, h.principal)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connectLegacy connects an SDK client of protocol 2025-11-25 to url as
+// principal.
+func connectLegacy(t *testing.T, url, principal string, logs func(*sdk.LoggingMessageRequest)) (*sdk.ClientSession, error) {
+	t.Helper()
+	var opts *sdk.ClientOptions
+	if logs != nil {
+		opts = &sdk.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *sdk.LoggingMessageRequest) { logs(r) }}
+	}
+	ct := &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: headerTransport{principal}}, MaxRetries: -1}
+	return sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, opts).
+		Connect(t.Context(), ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+}
+
+// TestSessionsAcrossReplicas is a legacy session whose requests alternate
+// between two replicas. With a shared store every request succeeds; without
+// one (each replica keeps its own sessions, as before the store) the
+// replica that did not make the session answers 404.
+func TestSessionsAcrossReplicas(t *testing.T) {
+	tests := []struct {
+		name    string
+		store   SessionStore
+		wantErr string
+	}{
+		{name: "shared store", store: NewMemorySessionStore(nil)},
+		{name: "no store", wantErr: "session not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := newReplicas(t, 2, tt.store, nil)
+			cs, err := connectLegacy(t, rs.url, "alice", nil)
+			if err != nil {
+				if tt.wantErr != "" && strings.Contains(err.Error(), tt.wantErr) {
+					return
+				}
+				t.Fatalf("connect: %v", err)
+			}
+			defer cs.Close()
+			ctx := t.Context()
+			calls := []struct {
+				name string
+				call func() error
+			}{
+				{"tools/list", func() error { _, err := cs.ListTools(ctx, nil); return err }},
+				{"tools/call", func() error {
+					res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+					if err == nil && res.IsError {
+						t.Errorf("echo: error result %v", res.Content)
+					}
+					return err
+				}},
+				{"prompts/list", func() error { _, err := cs.ListPrompts(ctx, nil); return err }},
+				{"prompts/get", func() error {
+					_, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "test_simple_prompt"})
+					return err
+				}},
+				{"resources/list", func() error { _, err := cs.ListResources(ctx, nil); return err }},
+				{"resources/read", func() error {
+					_, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "test://static-text"})
+					return err
+				}},
+				{"completion/complete", func() error {
+					_, err := cs.Complete(ctx, &sdk.CompleteParams{
+						Ref:      &sdk.CompleteReference{Type: "ref/prompt", Name: "test_prompt_with_arguments"},
+						Argument: sdk.CompleteParamsArgument{Name: "arg1", Value: "a"},
+					})
+					return err
+				}},
+				{"ping", func() error { return cs.Ping(ctx, nil) }},
+				{"logging/setLevel", func() error { return cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "info"}) }},
+			}
+			var failed error
+			for i := range 20 {
+				c := calls[i%len(calls)]
+				if err := c.call(); err != nil {
+					failed = err
+					if tt.wantErr == "" {
+						t.Errorf("request %d (%s): %v", i+1, c.name, err)
+					}
+				}
+			}
+			if tt.wantErr != "" {
+				if failed == nil || !strings.Contains(failed.Error(), tt.wantErr) {
+					t.Fatalf("without a store: error %v, want one with %q", failed, tt.wantErr)
+				}
+				return
+			}
+			if rs.adopted.Load() == 0 {
+				t.Errorf("no replica adopted the session")
+			}
+		})
+	}
+}
+
+// TestSharedSessionLogLevel sets a level on one replica after the other
+// adopted the session: the other logs at the new level.
+func TestSharedSessionLogLevel(t *testing.T) {
+	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	logged := make(chan sdk.LoggingLevel, 100)
+	rs.pin.Store(0)
+	cs, err := connectLegacy(t, rs.url, "alice", func(r *sdk.LoggingMessageRequest) { logged <- r.Params.Level })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx := t.Context()
+	rs.pin.Store(1)
+	if err := cs.Ping(ctx, nil); err != nil {
+		t.Fatalf("ping on replica 1: %v", err)
+	}
+	rs.pin.Store(0)
+	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatalf("setLevel on replica 0: %v", err)
+	}
+	rs.pin.Store(1)
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "test_tool_with_logging"}); err != nil {
+		t.Fatalf("logging tool on replica 1: %v", err)
+	}
+	// The client handles notifications apart from responses.
+	for i := range 3 {
+		select {
+		case level := <-logged:
+			if level != "info" {
+				t.Errorf("log message %d at level %q, want info", i+1, level)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d log messages arrived from replica 1, want 3", i)
+		}
+	}
+	if n := rs.adopted.Load(); n != 2 {
+		t.Errorf("adoptions = %d, want 2 (the first copy, then one at the new level)", n)
+	}
+}
+
+// TestSharedSessionRefusals presents session ids a caller may not use;
+// every replica refuses each of them the same way.
+func TestSharedSessionRefusals(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	store := NewMemorySessionStore(func() time.Time { return time.Unix(0, clock.Load()) })
+	const idle = time.Minute
+	rs := newReplicas(t, 2, store, func(o *Options) { o.SessionIdleTimeout = idle })
+
+	// initialize makes a session of principal on replica 0.
+	initialize := func(t *testing.T, principal string) string {
+		t.Helper()
+		rs.pin.Store(0)
+		defer rs.pin.Store(-1)
+		r := postTo(t, rs, legacyInit, map[string]string{principalHeader: principal})
+		id := r.header.Get(mcpheader.SessionID)
+		if r.status != http.StatusOK || id == "" {
+			t.Fatalf("initialize: status %d, session %q: %s", r.status, id, r.body)
+		}
+		return id
+	}
+	tests := []struct {
+		name       string
+		session    func(t *testing.T) string // the id presented, as alice
+		wantStatus int
+	}{
+		{name: "random id", session: func(*testing.T) string { return "4Mx9mT2qQpL7vZ0aR8sN1cB6" }, wantStatus: http.StatusNotFound},
+		{name: "another principal's", session: func(t *testing.T) string { return initialize(t, "mallory") }, wantStatus: http.StatusForbidden},
+		{name: "deleted on the other replica", session: func(t *testing.T) string {
+			id := initialize(t, "alice")
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "/mcp", nil)
+			req.Header.Set(mcpheader.SessionID, id)
+			req.Header.Set(principalHeader, "alice")
+			if r := serve(rs.hs[1], req); r.status != http.StatusNoContent {
+				t.Fatalf("DELETE on replica 1: status %d: %s", r.status, r.body)
+			}
+			return id
+		}, wantStatus: http.StatusNotFound},
+		{name: "idle past the timeout", session: func(t *testing.T) string {
+			id := initialize(t, "alice")
+			clock.Add(int64(idle + time.Second))
+			return id
+		}, wantStatus: http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := tt.session(t)
+			for i, h := range rs.hs {
+				for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+					var req *http.Request
+					if method == http.MethodPost {
+						req = newPost(t, "http://example.test/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
+					} else {
+						req = httptest.NewRequestWithContext(t.Context(), method, "/mcp", nil)
+						req.Header.Set("Accept", "text/event-stream")
+					}
+					req.Header.Set(mcpheader.SessionID, id)
+					req.Header.Set(mcpheader.ProtocolVersion, "2025-11-25")
+					req.Header.Set(principalHeader, "alice")
+					if r := serve(h, req); r.status != tt.wantStatus {
+						t.Errorf("replica %d, %s: status %d, want %d: %s", i, method, r.status, tt.wantStatus, r.body)
+					}
+				}
+			}
+		})
+	}
+}
