@@ -81,7 +81,7 @@ var Overrides = []Override{
 	{Key: "redis.sentinel.master_name", ChartOwned: true},
 	{Key: "redis.sentinel.addresses", ChartOwned: true},
 	{Key: "redis.sentinel.password", ChartOwned: true},
-	{Key: "redis.cluster", ChartOwned: true},
+	{Key: "redis.cluster.addresses", ChartOwned: true},
 	{Key: "redis.password", ChartOwned: true},
 	{Key: "redis.tls.ca_file", ChartOwned: true},
 	{Key: "redis", Note: "Its url, sentinel (master name, addresses, password), cluster, password and CA come from the redis values."},
