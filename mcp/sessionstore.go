@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 a legacy session keeps the log level a client of a revision before 2026-07-28 set, which that revision deprecates
+
 package mcp
 
 import (

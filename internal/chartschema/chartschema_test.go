@@ -33,6 +33,8 @@ type testOptions struct {
 }
 
 // testTimeout is the constant testOptions.URL's doc links to.
+//
+//lint:ignore U1000 read from this file's source by the generator, not used by code
 const testTimeout = 10 * time.Second
 
 type testRule struct {
