@@ -41,12 +41,12 @@ var initAllocBytes = func() uint64 {
 // 280 KB of those kept). Lower a budget when a change saves memory; raise
 // it only with a reason in the commit.
 //
-// Measured: shipped, 921–924 KB by initialisation and 866–873 KB live
-// (878–883 KB under -race); as released, 2,016–2,024 KB and 1,234–1,247 KB
+// Measured: shipped, 915–924 KB by initialisation and 860–873 KB live
+// (868–887 KB under -race); as released, 2,016–2,024 KB and 1,234–1,247 KB
 // (1,262–1,271 KB under -race).
 const (
 	initAllocBudgetShipped = 940_000
-	idleHeapBudgetShipped  = 900_000
+	idleHeapBudgetShipped  = 910_000
 	initAllocBudgetStock   = 2_060_000
 	idleHeapBudgetStock    = 1_300_000
 )
@@ -94,8 +94,12 @@ func TestIdleHeapAfterStart(t *testing.T) {
 	if shipped {
 		initBudget, liveBudget, build = initAllocBudgetShipped, idleHeapBudgetShipped, "the shipped build (make build's go.mod, from scripts/sdk-patch.sh)"
 	}
-	t.Logf("%s: initialisation allocates %d bytes (budget %d); the live heap after start is %d bytes (budget %d)",
-		build, initBytes, initBudget, live, liveBudget)
+	judged := ""
+	if race {
+		judged = ", not judged under -race"
+	}
+	t.Logf("%s: initialisation allocates %d bytes (budget %d%s); the live heap after start is %d bytes (budget %d)",
+		build, initBytes, initBudget, judged, live, liveBudget)
 	if initBytes > initBudget && !race {
 		t.Errorf("%s: package initialisation allocates %d bytes, over the budget of %d: a dependency builds state at start (GODEBUG=inittrace=1 bin/portcullis version lists what each package allocates)",
 			build, initBytes, initBudget)
