@@ -25,8 +25,8 @@ ARG REVISION=unknown
 ARG TARGETOS
 ARG TARGETARCH
 # The Makefile's build target: CGO_ENABLED=0, -trimpath, version and
-# revision stamped with -ldflags, and the SDK patches of patches/go-sdk
-# applied by scripts/sdk-patch.sh (which needs patch(1)). GOOS/GOARCH
+# revision stamped with -ldflags, and the patches of patches/go-sdk and
+# patches/fosite applied by scripts/sdk-patch.sh (which needs patch(1)). GOOS/GOARCH
 # cross-compile for the target.
 RUN command -v patch >/dev/null || { apt-get update && apt-get install -y --no-install-recommends patch && rm -rf /var/lib/apt/lists/*; }
 RUN GOOS=$TARGETOS GOARCH=$TARGETARCH make build BIN=/out/portcullis VERSION="$VERSION" REVISION="$REVISION"

@@ -49,16 +49,17 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # The binary we ship (this target, the image, the chart) is built against
-# the SDK with the patches in patches/go-sdk applied, through a generated
-# go.mod (scripts/sdk-patch.sh, -modfile); go.mod itself is untouched, so
-# `go install` and library users get the SDK as released (build-stock
-# builds that). patches/README.md says why and when a patch goes away.
+# the SDK and fosite with the patches in patches/go-sdk and patches/fosite
+# applied, through a generated go.mod (scripts/sdk-patch.sh, -modfile);
+# go.mod itself is untouched, so `go install` and library users get them as
+# released (build-stock builds that). patches/README.md says why and when a
+# patch goes away.
 SDK_PATCH := GO=$(GO) bash scripts/sdk-patch.sh
 
-build: ## Build bin/portcullis as shipped: the SDK patches of patches/go-sdk applied, stamped with the git version, revision and patches.
+build: ## Build bin/portcullis as shipped: the patches of patches/go-sdk and patches/fosite applied, stamped with the git version, revision and patches.
 	modfile="$$($(SDK_PATCH))"; \
 	CGO_ENABLED=0 $(GO) build -modfile "$$modfile" -trimpath -tags '$(BUILDTAGS)' \
-		-ldflags '$(LDFLAGS) -X $(SERVERPKG).sdkPatches='"$$(cat "$$(dirname "$$modfile")/patches")" -o $(BIN) ./cmd/server
+		-ldflags '$(LDFLAGS) -X $(SERVERPKG).sdkPatches='"$$(cat "$$(dirname "$$modfile")/go-sdk.patches")"' -X $(SERVERPKG).fositePatches='"$$(cat "$$(dirname "$$modfile")/fosite.patches")" -o $(BIN) ./cmd/server
 
 build-stock: ## Build bin/portcullis-stock: the same source on the SDK as released, as `go install` and library users get it.
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o bin/portcullis-stock ./cmd/server
@@ -110,10 +111,12 @@ go-test: build image ## Run every Go test with the race detector, end-to-end tes
 go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go test ./...` does and library users build.
 	$(GO) test -count=1 $(GOTESTFLAGS) ./...
 
-sdk-patch-test: ## Run the MCP Go SDK's own test suite on its patched copy (patches/go-sdk).
+sdk-patch-test: ## Run the own test suites of the MCP Go SDK and of fosite on their patched copies (patches/go-sdk, patches/fosite).
 	modfile="$$($(SDK_PATCH))"; \
-	if [ -d "$$(dirname "$$modfile")/go-sdk" ]; then cd "$$(dirname "$$modfile")/go-sdk" && $(GO) test -count=1 ./...; \
-	else echo "sdk-patch-test: no SDK patch for this SDK version"; fi
+	for m in go-sdk fosite; do \
+		if [ -d "$$(dirname "$$modfile")/$$m" ]; then (cd "$$(dirname "$$modfile")/$$m" && $(GO) test -count=1 ./...); \
+		else echo "sdk-patch-test: no $$m patch for the version go.mod requires"; fi; \
+	done
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...

@@ -7,28 +7,33 @@ import (
 )
 
 // Set by the linker: -ldflags "-X github.com/portcullis-mcp/portcullis.version=…"
-// and the same for revision (see the Makefile's LDFLAGS), and sdkPatches
-// to the names of the patches/go-sdk patches the binary was built with
-// (make build, scripts/sdk-patch.sh).
+// and the same for revision (see the Makefile's LDFLAGS), sdkPatches to
+// the names of the patches/go-sdk patches the binary was built with and
+// fositePatches to those of patches/fosite (make build,
+// scripts/sdk-patch.sh).
 var (
-	version    = "dev"
-	revision   = ""
-	sdkPatches = ""
+	version       = "dev"
+	revision      = ""
+	sdkPatches    = ""
+	fositePatches = ""
 )
 
 func versionString() string {
-	sdk := "go-sdk " + sdkVersion()
+	deps := "go-sdk " + depVersion("github.com/modelcontextprotocol/go-sdk")
 	if sdkPatches != "" {
-		sdk += " patched: " + sdkPatches
+		deps += " patched: " + sdkPatches
 	}
-	return fmt.Sprintf("portcullis %s (revision %s, %s, %s)", version, revisionString(), runtime.Version(), sdk)
+	if fositePatches != "" {
+		deps += ", fosite " + depVersion("github.com/ory/fosite") + " patched: " + fositePatches
+	}
+	return fmt.Sprintf("portcullis %s (revision %s, %s, %s)", version, revisionString(), runtime.Version(), deps)
 }
 
-// sdkVersion is the version of the MCP Go SDK in the build info.
-func sdkVersion() string {
+// depVersion is the version of the module path in the build info.
+func depVersion(path string) string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
-			if d.Path == "github.com/modelcontextprotocol/go-sdk" {
+			if d.Path == path {
 				return d.Version
 			}
 		}

@@ -6,7 +6,7 @@
 #                          default runtime, crun, does not run here: the
 #                          tests pass --runtime runc)
 #   qemu-aarch64-static    run the linux/arm64 binary (qemu-user-static)
-#   patch                  apply patches/go-sdk (scripts/sdk-patch.sh)
+#   patch                  apply patches/ (scripts/sdk-patch.sh)
 #   /etc/ssl/certs/ca-certificates.crt
 #                          the CA bundle the image carries (ca-certificates)
 #

@@ -4,9 +4,10 @@
 #
 # `cyclonedx-gomod bin` reads the module graph from the binary's build
 # info (what was linked, with go.sum hashes, the build tags, GOOS/GOARCH,
-# the Go version); scripts/image/sbom then names the MCP Go SDK as the
-# released version go.mod requires with the patches of patches/go-sdk as
-# its pedigree (the build info records only the patched copy's path).
+# the Go version); scripts/image/sbom then names the MCP Go SDK and fosite
+# as the released versions go.mod requires with the patches of
+# patches/go-sdk and patches/fosite as their pedigree (the build info
+# records only the patched copies' paths).
 # No serial number and no timestamp: the same binary gives the same SBOM.
 #
 # Usage: scripts/sbom.sh [IMAGE_DIR]   (default: bin/image, after make image)
@@ -24,26 +25,40 @@ die() { echo "sbom: $*" >&2; exit 1; }
 [[ -x "$tool" ]] || die "$tool missing: run make release-tools (scripts/install-release-tools.sh)"
 version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
 
-sdk_mod="github.com/modelcontextprotocol/go-sdk"
-sdk_version="$("$go" list -m -f '{{.Version}}' "$sdk_mod")"
-sdk_hash="$(awk -v m="$sdk_mod" -v v="$sdk_version" '$1 == m && $2 == v { print $3 }' go.sum)"
-[[ -n "$sdk_hash" ]] || die "go.sum has no hash for $sdk_mod $sdk_version"
-# The path the generated go.mod replaces the SDK with, as the build info
-# records it (scripts/sdk-patch.sh).
+# The patched modules (scripts/sdk-patch.sh): the folder of patches/ and
+# the module path.
+modules=(
+	"go-sdk github.com/modelcontextprotocol/go-sdk"
+	"fosite github.com/ory/fosite"
+)
 modfile="$(GO="$go" bash scripts/sdk-patch.sh)"
-replaced="$("$go" mod edit -modfile "$modfile" -json | sed -n 's/.*"Path": "\(\.[^"]*\)".*/\1/p' | head -n1)"
-[[ -n "$replaced" ]] || die "$modfile replaces $sdk_mod with no local copy"
 shopt -s nullglob
-patches=("$root"/patches/go-sdk/"$sdk_version"-*.patch)
+# One run of scripts/image/sbom per patched module, each with the path the
+# generated go.mod replaces the module with, as the build info records it.
+runs=()
+for m in "${modules[@]}"; do
+	read -r name mod <<<"$m"
+	v="$("$go" list -m -f '{{.Version}}' "$mod")"
+	patches=(patches/"$name"/"$v"-*.patch)
+	((${#patches[@]} > 0)) || continue
+	hash="$(awk -v m="$mod" -v v="$v" '$1 == m && $2 == v { print $3 }' go.sum)"
+	[[ -n "$hash" ]] || die "go.sum has no hash for $mod $v"
+	replaced="$("$go" list -modfile "$modfile" -m -f '{{with .Replace}}{{.Path}}{{end}}' "$mod")"
+	[[ -n "$replaced" ]] || die "$modfile replaces $mod with no local copy"
+	runs+=("-replaced $replaced -dir $name -module $mod -version $v -hash $hash ${patches[*]/#/$root/}")
+done
 
 found=0
 for binary in "$image_dir"/*/portcullis; do
 	out="$(dirname "$binary")/sbom.cdx.json"
 	raw="$(mktemp)"
 	"$tool" bin -json -noserial -notimestamp -version "$version" -output "$raw" "$binary"
-	(cd scripts/image && "$go" run ./sbom -in "$raw" -out "$out" -replaced "$replaced" \
-		-module "$sdk_mod" -version "$sdk_version" -hash "$sdk_hash" "${patches[@]}")
-	rm -f "$raw"
+	for r in "${runs[@]}"; do
+		read -r -a args <<<"$r"
+		(cd scripts/image && "$go" run ./sbom -in "$raw" -out "$raw.next" "${args[@]}")
+		mv "$raw.next" "$raw"
+	done
+	mv "$raw" "$out"
 	echo "$out"
 	found=$((found + 1))
 done

@@ -1,18 +1,19 @@
 // Command sbom completes the CycloneDX SBOM that `cyclonedx-gomod bin`
 // writes for the shipped binary with what the binary's build info cannot
-// say: the MCP Go SDK in it is not the module it names but
-// github.com/modelcontextprotocol/go-sdk at the version go.mod requires,
-// with the patches of patches/go-sdk applied (scripts/sdk-patch.sh builds
-// it from a copy the generated go.mod replaces it with, so the build info
-// records only that copy's path, "(devel)").
+// say: a patched module in it (the MCP Go SDK, fosite) is not the module
+// it names but the module at the version go.mod requires, with the patches
+// of patches/DIR applied (scripts/sdk-patch.sh builds it from a copy the
+// generated go.mod replaces it with, so the build info records only that
+// copy's path, "(devel)").
 //
-// It replaces that component by the SDK at its version, with its go.sum
+// It replaces that component by the module at its version, with its go.sum
 // hash, a pedigree naming the released module as ancestor and each patch
 // (its name and full diff) as an "unofficial" patch, and one property per
-// patch. Everything else is left as the tool wrote it.
+// patch. Everything else is left as the tool wrote it. It completes one
+// module a run:
 //
 //	go run ./sbom -in raw.cdx.json -out sbom.cdx.json \
-//	  -replaced ./.cache/sdk-patched/go-sdk \
+//	  -replaced ./.cache/sdk-patched/go-sdk -dir go-sdk \
 //	  -module github.com/modelcontextprotocol/go-sdk -version v1.8.0 \
 //	  -hash h1:… ../../patches/go-sdk/v1.8.0-*.patch
 //
@@ -41,18 +42,20 @@ func main() {
 	}
 }
 
-// patchProperty names the property that lists one applied patch.
-const patchProperty = "portcullis:go-sdk:patch"
+// patchProperty names the property that lists one patch of patches/dir
+// applied ("portcullis:go-sdk:patch").
+func patchProperty(dir string) string { return "portcullis:" + dir + ":patch" }
 
 func run(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sbom", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	in := fs.String("in", "", "the SBOM cyclonedx-gomod wrote (JSON)")
 	out := fs.String("out", "", "where to write the completed SBOM")
-	replaced := fs.String("replaced", "", "the module path the binary's build info records for the patched SDK")
-	module := fs.String("module", "github.com/modelcontextprotocol/go-sdk", "the SDK's module path")
-	version := fs.String("version", "", "the SDK version go.mod requires")
-	hash := fs.String("hash", "", "the SDK's go.sum hash (h1:…)")
+	replaced := fs.String("replaced", "", "the module path the binary's build info records for the patched module")
+	dir := fs.String("dir", "go-sdk", "the folder of patches/ that holds the module's patches")
+	module := fs.String("module", "github.com/modelcontextprotocol/go-sdk", "the patched module's path")
+	version := fs.String("version", "", "the module version go.mod requires")
+	hash := fs.String("hash", "", "the module's go.sum hash (h1:…)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,7 +75,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("sbom: %w", err)
 	}
-	doc, err := Complete(raw, *replaced, Module{Path: *module, Version: *version, Hash: *hash}, patches)
+	doc, err := Complete(raw, *replaced, Module{Path: *module, Version: *version, Hash: *hash}, *dir, patches)
 	if err != nil {
 		return err
 	}
@@ -106,9 +109,10 @@ func sha256Hex(h1 string) (string, bool) {
 }
 
 // Complete rewrites the SBOM doc: the one component named replaced
-// becomes m with patches as its pedigree, and every reference to it
-// follows. It fails unless exactly one component is named replaced.
-func Complete(doc []byte, replaced string, m Module, patches []Patch) ([]byte, error) {
+// becomes m with patches, those of patches/dir, as its pedigree, and every
+// reference to it follows. It fails unless exactly one component is named
+// replaced.
+func Complete(doc []byte, replaced string, m Module, dir string, patches []Patch) ([]byte, error) {
 	var bom map[string]any
 	if err := json.Unmarshal(doc, &bom); err != nil {
 		return nil, fmt.Errorf("sbom: %w", err)
@@ -138,7 +142,7 @@ func Complete(doc []byte, replaced string, m Module, patches []Patch) ([]byte, e
 	c["version"] = m.Version
 	c["scope"] = "required"
 	c["purl"] = purl(m)
-	c["description"] = fmt.Sprintf("%s %s with %d patches applied (patches/go-sdk)", m.Path, m.Version, len(patches))
+	c["description"] = fmt.Sprintf("%s %s with %d patches applied (patches/%s)", m.Path, m.Version, len(patches), dir)
 	c["externalReferences"] = []any{map[string]any{"type": "vcs", "url": "https://" + m.Path}}
 	ancestor := map[string]any{
 		"bom-ref": purl(m),
@@ -156,10 +160,10 @@ func Complete(doc []byte, replaced string, m Module, patches []Patch) ([]byte, e
 			"type": "unofficial",
 			"diff": map[string]any{
 				"text": map[string]any{"contentType": "text/x-diff", "content": p.Diff},
-				"url":  "https://github.com/portcullis-mcp/portcullis/blob/main/patches/go-sdk/" + m.Version + "-" + p.Name + ".patch",
+				"url":  "https://github.com/portcullis-mcp/portcullis/blob/main/patches/" + dir + "/" + m.Version + "-" + p.Name + ".patch",
 			},
 		})
-		props = append(props, map[string]any{"name": patchProperty, "value": p.Name})
+		props = append(props, map[string]any{"name": patchProperty(dir), "value": p.Name})
 	}
 	pedigree := map[string]any{"ancestors": []any{ancestor}}
 	if len(cdxPatches) > 0 {

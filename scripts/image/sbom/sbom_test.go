@@ -58,66 +58,76 @@ func decode(t *testing.T, doc []byte) bom {
 	return b
 }
 
-// fixture is what cyclonedx-gomod bin writes for a binary whose SDK is a
-// replaced local copy, cut to what matters.
+// fixture is what cyclonedx-gomod bin writes for a binary whose SDK and
+// fosite are replaced local copies, cut to what matters.
 const fixture = `{
   "bomFormat": "CycloneDX", "specVersion": "1.6", "version": 1,
   "metadata": {"component": {"bom-ref": "pkg:golang/example.com/app@v1?type=module", "name": "example.com/app", "version": "v1"}},
   "components": [
     {"bom-ref": "pkg:golang/./.cache/sdk-patched/go-sdk@(devel)?type=module", "type": "library", "name": "./.cache/sdk-patched/go-sdk", "version": "(devel)", "purl": "pkg:golang/./.cache/sdk-patched/go-sdk@(devel)?type=module"},
-    {"bom-ref": "pkg:golang/example.com/other@v2?type=module", "type": "library", "name": "example.com/other", "version": "v2"}
+    {"bom-ref": "pkg:golang/example.com/other@v2?type=module", "type": "library", "name": "example.com/other", "version": "v2"},
+    {"bom-ref": "pkg:golang/./.cache/sdk-patched/fosite@(devel)?type=module", "type": "library", "name": "./.cache/sdk-patched/fosite", "version": "(devel)", "purl": "pkg:golang/./.cache/sdk-patched/fosite@(devel)?type=module"}
   ],
-  "dependencies": [{"ref": "pkg:golang/example.com/app@v1?type=module", "dependsOn": ["pkg:golang/./.cache/sdk-patched/go-sdk@(devel)?type=module", "pkg:golang/example.com/other@v2?type=module"]}]
+  "dependencies": [{"ref": "pkg:golang/example.com/app@v1?type=module", "dependsOn": ["pkg:golang/./.cache/sdk-patched/go-sdk@(devel)?type=module", "pkg:golang/example.com/other@v2?type=module", "pkg:golang/./.cache/sdk-patched/fosite@(devel)?type=module"]}]
 }`
 
 func TestComplete(t *testing.T) {
 	sdk := Module{Path: "github.com/modelcontextprotocol/go-sdk", Version: "v1.8.0", Hash: "h1:KIvahhYqwtbeniWVPsfdNxcQDtvyMS3BHwaTkwCPSvg="}
-	patches := []Patch{{Name: "a", Diff: "--- a/x\n+++ b/x\n"}, {Name: "b", Diff: "--- a/y\n+++ b/y\n"}}
-	out, err := Complete([]byte(fixture), "./.cache/sdk-patched/go-sdk", sdk, patches)
+	fosite := Module{Path: "github.com/ory/fosite", Version: "v0.49.0"}
+	sdkPatches := []Patch{{Name: "a", Diff: "--- a/x\n+++ b/x\n"}, {Name: "b", Diff: "--- a/y\n+++ b/y\n"}}
+	fositePatches := []Patch{{Name: "c", Diff: "--- a/z\n+++ b/z\n"}}
+	out, err := Complete([]byte(fixture), "./.cache/sdk-patched/go-sdk", sdk, "go-sdk", sdkPatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPatched(t, decode(t, out), sdk.Path, "go-sdk", sdk.Version, sdkPatches)
+	out, err = Complete(out, "./.cache/sdk-patched/fosite", fosite, "fosite", fositePatches)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := decode(t, out)
-	checkSDK(t, b, sdk.Version, patches)
+	checkPatched(t, b, sdk.Path, "go-sdk", sdk.Version, sdkPatches)
+	checkPatched(t, b, fosite.Path, "fosite", fosite.Version, fositePatches)
 	if strings.Contains(string(out), "(devel)") || strings.Contains(string(out), "./.cache") {
-		t.Errorf("the completed SBOM still names the local copy:\n%s", out)
+		t.Errorf("the completed SBOM still names a local copy:\n%s", out)
 	}
-	if len(b.Components) != 2 || b.Components[1].Name != "example.com/other" {
+	if len(b.Components) != 3 || b.Components[1].Name != "example.com/other" {
 		t.Errorf("other components changed: %+v", b.Components)
 	}
 
 	t.Run("no such component", func(t *testing.T) {
-		if _, err := Complete([]byte(fixture), "./elsewhere", sdk, patches); err == nil {
+		if _, err := Complete([]byte(fixture), "./elsewhere", sdk, "go-sdk", sdkPatches); err == nil {
 			t.Error("no error when no component is the replaced copy")
 		}
 	})
 }
 
-// checkSDK checks that b names the SDK at version with patches as its
-// pedigree, and that the dependency graph points at it.
-func checkSDK(t *testing.T, b bom, version string, patches []Patch) {
+// checkPatched checks that b names module at version with patches, those
+// of patches/dir, as its pedigree, and that the dependency graph points at
+// it.
+func checkPatched(t *testing.T, b bom, module, dir, version string, patches []Patch) {
 	t.Helper()
-	i := slices.IndexFunc(b.Components, func(c component) bool { return c.Name == "github.com/modelcontextprotocol/go-sdk" })
+	i := slices.IndexFunc(b.Components, func(c component) bool { return c.Name == module })
 	if i < 0 {
-		t.Fatal("the SBOM has no github.com/modelcontextprotocol/go-sdk component")
+		t.Fatalf("the SBOM has no %s component", module)
 	}
 	c := b.Components[i]
-	if c.Version != version || c.PURL != "pkg:golang/github.com/modelcontextprotocol/go-sdk@"+version+"?type=module" {
-		t.Errorf("go-sdk version %q purl %q, want %s", c.Version, c.PURL, version)
+	if c.Version != version || c.PURL != "pkg:golang/"+module+"@"+version+"?type=module" {
+		t.Errorf("%s version %q purl %q, want %s", module, c.Version, c.PURL, version)
 	}
 	if c.Pedigree == nil || len(c.Pedigree.Ancestors) != 1 || c.Pedigree.Ancestors[0].Version != version {
-		t.Fatalf("go-sdk pedigree %+v, want the released %s as ancestor", c.Pedigree, version)
+		t.Fatalf("%s pedigree %+v, want the released %s as ancestor", module, c.Pedigree, version)
 	}
 	if len(c.Pedigree.Patches) != len(patches) {
-		t.Fatalf("go-sdk has %d pedigree patches, want %d", len(c.Pedigree.Patches), len(patches))
+		t.Fatalf("%s has %d pedigree patches, want %d", module, len(c.Pedigree.Patches), len(patches))
 	}
 	for j, p := range patches {
 		got := c.Pedigree.Patches[j]
-		if got.Type != "unofficial" || got.Diff.Text.Content != p.Diff || !strings.HasSuffix(got.Diff.URL, "/"+version+"-"+p.Name+".patch") {
-			t.Errorf("patch %d: type %q, url %q, diff of %d bytes; want %s's %d bytes", j, got.Type, got.Diff.URL, len(got.Diff.Text.Content), p.Name, len(p.Diff))
+		if got.Type != "unofficial" || got.Diff.Text.Content != p.Diff || !strings.HasSuffix(got.Diff.URL, "/patches/"+dir+"/"+version+"-"+p.Name+".patch") {
+			t.Errorf("%s patch %d: type %q, url %q, diff of %d bytes; want %s's %d bytes", module, j, got.Type, got.Diff.URL, len(got.Diff.Text.Content), p.Name, len(p.Diff))
 		}
-		if !slices.Contains(c.Properties, property{Name: patchProperty, Value: p.Name}) {
-			t.Errorf("no property %s=%s", patchProperty, p.Name)
+		if !slices.Contains(c.Properties, property{Name: patchProperty(dir), Value: p.Name}) {
+			t.Errorf("%s: no property %s=%s", module, patchProperty(dir), p.Name)
 		}
 	}
 	var pointed bool
@@ -129,10 +139,18 @@ func checkSDK(t *testing.T, b bom, version string, patches []Patch) {
 	}
 }
 
+// patchedModules are the modules scripts/sdk-patch.sh patches: the folder
+// of patches/ and the module path.
+var patchedModules = []struct{ dir, module string }{
+	{"go-sdk", "github.com/modelcontextprotocol/go-sdk"},
+	{"fosite", "github.com/ory/fosite"},
+}
+
 // TestShippedSBOMs checks the SBOMs `make sbom` wrote for the image's
-// binaries ($PORTCULLIS_IMAGE_DIR/*/sbom.cdx.json): the SDK at the
-// version go.mod requires with every patch of patches/go-sdk, no module
-// left as a local path, the binary's hash and build tags.
+// binaries ($PORTCULLIS_IMAGE_DIR/*/sbom.cdx.json): the SDK and fosite at
+// the versions go.mod requires with every patch of patches/go-sdk and
+// patches/fosite, no module left as a local path, the binary's hash and
+// build tags.
 func TestShippedSBOMs(t *testing.T) {
 	dir := os.Getenv("PORTCULLIS_IMAGE_DIR")
 	if dir == "" {
@@ -142,23 +160,24 @@ func TestShippedSBOMs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\s*github\.com/modelcontextprotocol/go-sdk (v\S+)`).FindSubmatch(gomod)
-	if m == nil {
-		t.Fatal("go.mod requires no github.com/modelcontextprotocol/go-sdk")
-	}
-	version := string(m[1])
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "patches", "go-sdk", version+"-*.patch"))
-	slices.Sort(files)
-	var patches []Patch
-	for _, f := range files {
-		diff, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	versions := map[string]string{}
+	patches := map[string][]Patch{}
+	for _, pm := range patchedModules {
+		m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(pm.module) + ` (v\S+)`).FindSubmatch(gomod)
+		if m == nil {
+			t.Fatalf("go.mod requires no %s", pm.module)
 		}
-		patches = append(patches, Patch{Name: strings.TrimPrefix(strings.TrimSuffix(filepath.Base(f), ".patch"), version+"-"), Diff: string(diff)})
-	}
-	if len(patches) == 0 {
-		t.Logf("patches/go-sdk has no patch for %s", version)
+		version := string(m[1])
+		versions[pm.dir] = version
+		files, _ := filepath.Glob(filepath.Join("..", "..", "..", "patches", pm.dir, version+"-*.patch"))
+		slices.Sort(files)
+		for _, f := range files {
+			diff, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			patches[pm.dir] = append(patches[pm.dir], Patch{Name: strings.TrimPrefix(strings.TrimSuffix(filepath.Base(f), ".patch"), version+"-"), Diff: string(diff)})
+		}
 	}
 	sboms, _ := filepath.Glob(filepath.Join(dir, "*", "sbom.cdx.json"))
 	if len(sboms) != 2 {
@@ -177,7 +196,11 @@ func TestShippedSBOMs(t *testing.T) {
 			if b.Metadata.Component.Name != "github.com/portcullis-mcp/portcullis" || b.Metadata.Component.Version == "" {
 				t.Errorf("main component %q %q", b.Metadata.Component.Name, b.Metadata.Component.Version)
 			}
-			checkSDK(t, b, version, patches)
+			for _, pm := range patchedModules {
+				if len(patches[pm.dir]) > 0 {
+					checkPatched(t, b, pm.module, pm.dir, versions[pm.dir], patches[pm.dir])
+				}
+			}
 			for _, c := range b.Components {
 				if strings.HasPrefix(c.Name, ".") || strings.HasPrefix(c.Name, "/") || c.Version == "(devel)" {
 					t.Errorf("component %s %s is a local path, not a module version", c.Name, c.Version)
