@@ -92,10 +92,16 @@ func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
 				// A plain tool call: only the rate limit touches Redis.
 				start := time.Now()
 				_, err := haCall(ctx, s.MCPURL(), token, "tools/call", "echo", `"name":"echo","arguments":{"text":"hi"}`)
+				if ctx.Err() != nil {
+					return
+				}
 				record(haOp{kind: "echo", start: start, end: time.Now(), err: errText(err)})
 				// A task: created on one replica, read on the other.
 				start = time.Now()
 				res, err := haCall(ctx, s.MCPURL(), token, "tools/call", "slow_compute", `"name":"slow_compute","arguments":{"seconds":0.1,"label":"ha"}`)
+				if ctx.Err() != nil {
+					return // stopped mid-call: not an answer to judge
+				}
 				var handle taskWire
 				if err == nil {
 					if json.Unmarshal(res, &handle) != nil || handle.TaskID == "" {
@@ -111,6 +117,9 @@ func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
 				mu.Unlock()
 				start = time.Now()
 				_, err = haCall(ctx, replicas[(w+i+1)%2].MCPURL(), token, "tasks/get", handle.TaskID, `"taskId":"`+handle.TaskID+`"`)
+				if ctx.Err() != nil {
+					return
+				}
 				record(haOp{kind: "get", start: start, end: time.Now(), err: errText(err)})
 			}
 		})
