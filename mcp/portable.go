@@ -38,6 +38,29 @@ type sharedSessions struct {
 
 	mu    sync.Mutex
 	local map[string]*localSession // by id: the sessions this replica holds
+
+	// failMu guards the counting of store failures, logged at most once
+	// per storeFailureLogEvery so that an outage is not a line per request.
+	failMu      sync.Mutex
+	failures    int       // since the last line logged
+	lastFailLog time.Time // when that line was logged
+}
+
+// storeFailureLogEvery bounds how often a session store outage is logged.
+const storeFailureLogEvery = 30 * time.Second
+
+// storeFailed counts a failure of the store at now and reports whether to
+// log it, with the failures counted since the last line (this one
+// included).
+func (s *sharedSessions) storeFailed(now time.Time) (n int, log bool) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	s.failures++
+	if !s.lastFailLog.IsZero() && now.Sub(s.lastFailLog) < storeFailureLogEvery {
+		return s.failures, false
+	}
+	n, s.failures, s.lastFailLog = s.failures, 0, now
+	return n, true
 }
 
 // localSession is one session this replica holds: made by the SDK handler
@@ -225,7 +248,9 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		// Without the store, serve what this replica holds as it would
 		// without sharing; refuse what it would have to adopt.
-		h.logger.WarnContext(ctx, "session store failed; serving only the sessions this replica holds", "error", err)
+		if n, log := s.storeFailed(time.Now()); log {
+			h.logger.WarnContext(ctx, "session store failed; serving only the sessions this replica holds", "error", err, "failures", n)
+		}
 		if ls == nil || r.Method == http.MethodDelete {
 			limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second, "Service unavailable: the session store did not answer. Retry later.")
 			return

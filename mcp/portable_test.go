@@ -265,3 +265,28 @@ func TestSharedSessionRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A session store outage is logged once per storeFailureLogEvery, with
+// the failures counted since the last line, not once per request.
+func TestSessionStoreFailuresLoggedSparingly(t *testing.T) {
+	s := &sharedSessions{}
+	t0 := time.Unix(1_700_000_000, 0)
+	tests := []struct {
+		name    string
+		at      time.Duration
+		wantN   int
+		wantLog bool
+	}{
+		{name: "the first failure", at: 0, wantN: 1, wantLog: true},
+		{name: "soon after", at: time.Second, wantN: 1, wantLog: false},
+		{name: "still within", at: 29 * time.Second, wantN: 2, wantLog: false},
+		{name: "once the interval passed", at: 30 * time.Second, wantN: 3, wantLog: true},
+		{name: "the next one", at: 31 * time.Second, wantN: 1, wantLog: false},
+	}
+	for _, tt := range tests {
+		n, log := s.storeFailed(t0.Add(tt.at))
+		if n != tt.wantN || log != tt.wantLog {
+			t.Errorf("%s: storeFailed = %d, %v; want %d, %v", tt.name, n, log, tt.wantN, tt.wantLog)
+		}
+	}
+}

@@ -124,7 +124,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameOrigin accepts only a POST from a page of this server: Origin must
-// be the issuer (which has no path, so it is an origin). A browser sends
+// name the issuer's origin (the issuer has no path). A browser sends
 // Origin with every form POST, so an answer without one did not come
 // from the consent page; Sec-Fetch-Site, when sent, must say same-origin
 // too.
@@ -134,7 +134,37 @@ func (s *Server) sameOrigin(r *http.Request) bool {
 	default:
 		return false
 	}
-	return r.Header.Get("Origin") == s.o.Issuer
+	return sameOriginURL(r.Header.Get("Origin"), s.o.Issuer)
+}
+
+// sameOriginURL reports whether origin (an Origin header) names the
+// origin of issuer (an absolute URL without a path): the same scheme and
+// host, case aside, and the same port, a default port (80 for http, 443
+// for https) written or not. "null" and anything unparsable do not match.
+func sameOriginURL(origin, issuer string) bool {
+	o, err := url.Parse(origin)
+	if err != nil || o.Path != "" || o.RawQuery != "" || o.User != nil {
+		return false
+	}
+	i, err := url.Parse(issuer)
+	if err != nil {
+		return false
+	}
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+			return "443"
+		case "http":
+			return "80"
+		}
+		return ""
+	}
+	return o.Scheme != "" && strings.EqualFold(o.Scheme, i.Scheme) &&
+		o.Hostname() != "" && strings.EqualFold(o.Hostname(), i.Hostname()) &&
+		port(o) == port(i)
 }
 
 // consentKey names a user's remembered approval of a client.

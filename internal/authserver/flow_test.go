@@ -701,3 +701,37 @@ func TestRefreshTokensModes(t *testing.T) {
 		})
 	}
 }
+
+// The consent answer's Origin is compared as an origin, not as a string:
+// a default port written or not, and the host's case, do not matter; any
+// other scheme, host or port, a path, or "null" is another origin.
+func TestSameOriginURL(t *testing.T) {
+	tests := []struct {
+		name   string
+		origin string
+		issuer string
+		want   bool
+	}{
+		{name: "exact", origin: "https://as.example.com", issuer: "https://as.example.com", want: true},
+		{name: "default port written in the issuer", origin: "https://as.example.com", issuer: "https://as.example.com:443", want: true},
+		{name: "default port written in the origin", origin: "https://as.example.com:443", issuer: "https://as.example.com", want: true},
+		{name: "host case", origin: "https://AS.example.com", issuer: "https://as.example.com", want: true},
+		{name: "http on 80", origin: "http://127.0.0.1", issuer: "http://127.0.0.1:80", want: true},
+		{name: "explicit port", origin: "http://127.0.0.1:8080", issuer: "http://127.0.0.1:8080", want: true},
+		{name: "other port", origin: "https://as.example.com:8443", issuer: "https://as.example.com", want: false},
+		{name: "other scheme", origin: "http://as.example.com", issuer: "https://as.example.com", want: false},
+		{name: "other host", origin: "https://evil.example.com", issuer: "https://as.example.com", want: false},
+		{name: "suffix host", origin: "https://as.example.com.evil.test", issuer: "https://as.example.com", want: false},
+		{name: "null", origin: "null", issuer: "https://as.example.com", want: false},
+		{name: "empty", origin: "", issuer: "https://as.example.com", want: false},
+		{name: "with a path", origin: "https://as.example.com/x", issuer: "https://as.example.com", want: false},
+		{name: "with a user", origin: "https://u@as.example.com", issuer: "https://as.example.com", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sameOriginURL(tt.origin, tt.issuer); got != tt.want {
+				t.Errorf("sameOriginURL(%q, %q) = %v, want %v", tt.origin, tt.issuer, got, tt.want)
+			}
+		})
+	}
+}
