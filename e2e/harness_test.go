@@ -390,6 +390,16 @@ type rpcMessage struct {
 // (text/event-stream).
 func rpcMessages(t *testing.T, contentType string, body []byte) []rpcMessage {
 	t.Helper()
+	msgs, err := parseRPCMessages(contentType, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// parseRPCMessages is rpcMessages for goroutines other than the test's:
+// it returns the error instead of failing the test.
+func parseRPCMessages(contentType string, body []byte) ([]rpcMessage, error) {
 	var raws [][]byte
 	if strings.HasPrefix(contentType, "text/event-stream") {
 		var data []string
@@ -419,11 +429,11 @@ func rpcMessages(t *testing.T, contentType string, body []byte) []rpcMessage {
 		}
 		var m rpcMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatalf("response (Content-Type %q) is not JSON-RPC: %v\n%s", contentType, err, body)
+			return nil, fmt.Errorf("response (Content-Type %q) is not JSON-RPC: %v\n%s", contentType, err, body)
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs
+	return msgs, nil
 }
 
 // rpcResult returns the result of the response with the given id among

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,27 +195,13 @@ func haCall(ctx context.Context, endpoint, token, method, name, params string) (
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
-	payload := b
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		payload = nil
-		for line := range strings.Lines(string(b)) {
-			if data, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: "); ok {
-				payload = []byte(data) // the last message is the answer
-			}
-		}
+	msgs, err := parseRPCMessages(resp.Header.Get("Content-Type"), b)
+	if err != nil || len(msgs) == 0 {
+		return nil, fmt.Errorf("no JSON-RPC answer (%v): %s", err, b)
 	}
-	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(payload, &env); err != nil {
-		return nil, fmt.Errorf("not a JSON-RPC answer (%v): %s", err, b)
-	}
+	env := msgs[len(msgs)-1] // the last message is the answer
 	if env.Error != nil {
-		return nil, fmt.Errorf("error %s: %s", strconv.Itoa(env.Error.Code), env.Error.Message)
+		return nil, fmt.Errorf("error %d: %s", env.Error.Code, env.Error.Message)
 	}
 	var r struct {
 		IsError bool `json:"isError"`

@@ -77,85 +77,15 @@ func addresses(list []string, defaultPort string) []string {
 	return out
 }
 
-// clientOptions returns the go-redis options for one server (url).
-func clientOptions(o Options) (*redis.Options, error) {
+// universalOptions returns the go-redis options for the deployment o
+// names, in the one form go-redis converts to each client's
+// (Simple, Failover, Cluster).
+func universalOptions(o Options) (*redis.UniversalOptions, error) {
 	o, err := checked(o)
 	if err != nil {
 		return nil, err
 	}
-	if o.Mode() != ModeSingle {
-		return nil, fmt.Errorf("redisconn: clientOptions for a %s deployment", o.Mode())
-	}
-	ep, _ := parseURL(o.URL) // Validate checked it
-	tc, err := tlsConfig(o, ep.tls, ep.host)
-	if err != nil {
-		return nil, err
-	}
-	ro := &redis.Options{
-		Addr:          ep.addr,
-		Username:      ep.user,
-		Password:      o.Password,
-		DB:            ep.db,
-		DialTimeout:   o.DialTimeout,
-		ReadTimeout:   o.ReadTimeout,
-		WriteTimeout:  o.WriteTimeout,
-		PoolSize:      o.PoolSize,
-		DialerRetries: 1,
-		MaxRetries:    singleMaxRetries,
-		// Set no client name and no library identity: CLIENT SETINFO
-		// fails on Redis before 7.2 and on some managed services.
-		DisableIdentity: true,
-		TLSConfig:       tc,
-	}
-	if o.Username != "" {
-		ro.Username = o.Username
-	}
-	return ro, nil
-}
-
-// failoverOptions returns the go-redis options for Sentinel.
-func failoverOptions(o Options) (*redis.FailoverOptions, error) {
-	o, err := checked(o)
-	if err != nil {
-		return nil, err
-	}
-	tc, err := tlsConfig(o, o.TLS.Enabled, "")
-	if err != nil {
-		return nil, err
-	}
-	return &redis.FailoverOptions{
-		MasterName:       o.Sentinel.MasterName,
-		SentinelAddrs:    addresses(o.Sentinel.Addresses, DefaultSentinelPort),
-		SentinelUsername: o.Sentinel.Username,
-		SentinelPassword: o.Sentinel.Password,
-		Username:         o.Username,
-		Password:         o.Password,
-		DB:               o.Sentinel.Database,
-		DialTimeout:      o.DialTimeout,
-		ReadTimeout:      o.ReadTimeout,
-		WriteTimeout:     o.WriteTimeout,
-		PoolSize:         o.PoolSize,
-		DialerRetries:    1,
-		MaxRetries:       haMaxRetries,
-		MinRetryBackoff:  haMinBackoff,
-		MaxRetryBackoff:  haMaxBackoff,
-		DisableIdentity:  true,
-		TLSConfig:        tc,
-	}, nil
-}
-
-// clusterOptions returns the go-redis options for Cluster.
-func clusterOptions(o Options) (*redis.ClusterOptions, error) {
-	o, err := checked(o)
-	if err != nil {
-		return nil, err
-	}
-	tc, err := tlsConfig(o, o.TLS.Enabled, "")
-	if err != nil {
-		return nil, err
-	}
-	return &redis.ClusterOptions{
-		Addrs:           addresses(o.Cluster.Addresses, DefaultPort),
+	uo := &redis.UniversalOptions{
 		Username:        o.Username,
 		Password:        o.Password,
 		DialTimeout:     o.DialTimeout,
@@ -166,9 +96,62 @@ func clusterOptions(o Options) (*redis.ClusterOptions, error) {
 		MaxRetries:      haMaxRetries,
 		MinRetryBackoff: haMinBackoff,
 		MaxRetryBackoff: haMaxBackoff,
+		// Set no client name and no library identity: CLIENT SETINFO
+		// fails on Redis before 7.2 and on some managed services.
 		DisableIdentity: true,
-		TLSConfig:       tc,
-	}, nil
+	}
+	tlsOn, tlsHost := o.TLS.Enabled, ""
+	switch o.Mode() {
+	case ModeSingle:
+		ep, _ := parseURL(o.URL) // Validate checked it
+		uo.Addrs, uo.DB = []string{ep.addr}, ep.db
+		if uo.Username == "" {
+			uo.Username = ep.user
+		}
+		uo.MaxRetries, uo.MinRetryBackoff, uo.MaxRetryBackoff = singleMaxRetries, 0, 0
+		tlsOn, tlsHost = ep.tls, ep.host
+	case ModeSentinel:
+		uo.MasterName = o.Sentinel.MasterName
+		uo.Addrs = addresses(o.Sentinel.Addresses, DefaultSentinelPort)
+		uo.SentinelUsername, uo.SentinelPassword = o.Sentinel.Username, o.Sentinel.Password
+		uo.DB = o.Sentinel.Database
+	case ModeCluster:
+		uo.Addrs = addresses(o.Cluster.Addresses, DefaultPort)
+	}
+	if uo.TLSConfig, err = tlsConfig(o, tlsOn, tlsHost); err != nil {
+		return nil, err
+	}
+	return uo, nil
+}
+
+// clientOptions returns the go-redis options for one server (url).
+func clientOptions(o Options) (*redis.Options, error) {
+	uo, err := universalOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Mode() != ModeSingle {
+		return nil, fmt.Errorf("redisconn: clientOptions for a %s deployment", o.Mode())
+	}
+	return uo.Simple(), nil
+}
+
+// failoverOptions returns the go-redis options for Sentinel.
+func failoverOptions(o Options) (*redis.FailoverOptions, error) {
+	uo, err := universalOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	return uo.Failover(), nil
+}
+
+// clusterOptions returns the go-redis options for Cluster.
+func clusterOptions(o Options) (*redis.ClusterOptions, error) {
+	uo, err := universalOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	return uo.Cluster(), nil
 }
 
 // New returns a client for the Redis o names without reaching it: a server
