@@ -98,6 +98,19 @@ type Deps struct {
 	// OnSessionAdopted is called whenever this replica adopts a session
 	// another replica made (or that it held and closed). Nil means none.
 	OnSessionAdopted func(context.Context)
+	// Events is the log of shared sessions' event streams and the bus
+	// between replicas (see [SessionEvents]): with it, a session's
+	// standalone stream, its Last-Event-ID replay and a client's answer to
+	// a server→client request work on any replica. Nil with Sessions set
+	// keeps them in this process only, as replicas sharing one process do.
+	Events SessionEvents
+	// OnEventsReplayed is called with the number of events a
+	// Last-Event-ID replay wrote. Nil means none.
+	OnEventsReplayed func(ctx context.Context, n int)
+	// OnAnswerForwarded is called whenever a client's answer to a
+	// server→client request, posted here, is handed to the replica whose
+	// call waits for it (itself included). Nil means none.
+	OnAnswerForwarded func(context.Context)
 }
 
 // Server is an MCP server built from a catalog: the SDK server with
