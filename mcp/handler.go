@@ -98,7 +98,11 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 			EventStore:          events,
 		})
 		if shared != nil {
-			shared.events, shared.sdkSide = events, h.stateful
+			if err := shared.listen(context.Background()); err != nil {
+				// Streams still poll the log; answers from other replicas
+				// do not arrive until the bus is back.
+				logger.Error("listening to the session bus", "error", err)
+			}
 			h.shared = shared
 		}
 	}
@@ -120,7 +124,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.shared != nil {
-			h.serveShared(w, r)
+			h.serveShared(w, r, false)
 			return
 		}
 		if r.Method == http.MethodGet {
@@ -192,7 +196,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)
 	case r.Header.Get(mcpheader.SessionID) != "" && h.shared != nil:
-		h.serveShared(w, r)
+		h.serveShared(w, r, allAnswers(msgs))
 	case r.Header.Get(mcpheader.SessionID) != "":
 		h.stateful.ServeHTTP(w, r)
 	case isInitialize(msgs):

@@ -4,8 +4,13 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,24 +25,31 @@ import (
 // sharedSessions makes legacy sessions portable between replicas: every
 // request naming a session is checked against the [SessionStore] (which
 // restarts its idle timeout), and a replica that does not hold the session
-// adopts it: it connects a session of its own to the SDK server, already
-// initialized with the record's parameters, under the same id.
+// adopts it: it connects a copy of its own to the SDK server, already
+// initialized with the record's parameters, under the same id. A session
+// is made the same way: a copy of this replica's, whose initialize writes
+// the record.
 //
-// What is portable is request/response traffic. A server→client request
-// is answered on the replica that sent it, notifications reach the client
-// only through the replica that produced them, and Last-Event-ID replays
-// only the events of the replica that holds the stream.
+// What a session's streams carry is kept in [SessionEvents], shared by
+// every replica: the standalone GET stream is served from there on any
+// replica (sharedstream.go), whichever replica's copy sent a notification,
+// and Last-Event-ID replays on any replica. A client's answer to a
+// server→client request is published to every replica, whose copy of the
+// session hands it to the call that waits for it.
 type sharedSessions struct {
-	store   SessionStore
-	ttl     time.Duration // the idle timeout, of records and adopted copies
-	server  *sdk.Server
-	events  sdk.EventStore // the SDK handler's, set by newHandler
-	sdkSide http.Handler   // the SDK handler, set by newHandler
-	onAdopt func(context.Context)
-	logger  *slog.Logger
+	store    SessionStore
+	ttl      time.Duration // the idle timeout, of records and copies
+	server   *sdk.Server
+	events   SessionEvents
+	sdkStore *sharedEventStore // the SDK's view of events, for every copy
+	onAdopt  func(context.Context)
+	onAnswer func(context.Context)
+	logger   *slog.Logger
 
-	mu    sync.Mutex
-	local map[string]*localSession // by id: the sessions this replica holds
+	mu      sync.Mutex
+	local   map[string]*localSession // by id: the copies this replica holds
+	byKey   map[string]string        // [SessionKey] → id, of local
+	watches map[string]map[*watch]struct{}
 
 	// failMu guards the counting of store failures, logged at most once
 	// per storeFailureLogEvery so that an outage is not a line per request.
@@ -63,20 +75,19 @@ func (s *sharedSessions) storeFailed(now time.Time) (n int, log bool) {
 	return n, true
 }
 
-// localSession is one session this replica holds: made by the SDK handler
-// at initialize, or adopted.
+// localSession is this replica's copy of a session.
 type localSession struct {
-	ss *sdk.ServerSession
-	// transport is the adopted session's; nil for the SDK handler's own.
+	ss        *sdk.ServerSession
 	transport *sdk.StreamableServerTransport
-	next      http.Handler  // what serves it: transport, or the SDK handler
-	principal string        // the record's, for an adopted session
-	ttl       time.Duration // the idle timeout of an adopted session
+	principal string        // the record's
+	ttl       time.Duration // the idle timeout
 
-	mu    sync.Mutex
-	level sdk.LoggingLevel // the level the session logs at
-	posts int              // POSTs in flight
-	timer *time.Timer      // the idle timeout of an adopted session; nil once stopped
+	mu         sync.Mutex
+	level      sdk.LoggingLevel // the level the copy logs at
+	posts      int              // POSTs in flight
+	streams    int              // GET streams open
+	timer      *time.Timer      // the idle timeout; nil once stopped
+	subscribed map[string]bool  // the resources the copy is subscribed to
 }
 
 // principalKeyContext carries the caller's limits key from the HTTP
@@ -87,26 +98,46 @@ func newSharedSessions(store SessionStore, ttl time.Duration, server *sdk.Server
 	if store == nil {
 		return nil
 	}
-	onAdopt := deps.OnSessionAdopted
-	if onAdopt == nil {
-		onAdopt = func(context.Context) {}
+	s := &sharedSessions{
+		store: store, ttl: ttl, server: server, events: deps.Events,
+		onAdopt: deps.OnSessionAdopted, onAnswer: deps.OnAnswerForwarded, logger: deps.Logger,
+		local: map[string]*localSession{}, byKey: map[string]string{}, watches: map[string]map[*watch]struct{}{},
 	}
-	return &sharedSessions{store: store, ttl: ttl, server: server, onAdopt: onAdopt, logger: deps.Logger, local: map[string]*localSession{}}
+	if s.events == nil {
+		s.events = NewMemorySessionEvents(nil, defaultEventsKept)
+	}
+	if s.onAdopt == nil {
+		s.onAdopt = func(context.Context) {}
+	}
+	if s.onAnswer == nil {
+		s.onAnswer = func(context.Context) {}
+	}
+	replayed := deps.OnEventsReplayed
+	if replayed == nil {
+		replayed = func(context.Context, int) {}
+	}
+	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended}
+	return s
 }
 
-// lookup returns the session id this replica holds, or nil.
+// defaultEventsKept is how many events of a stream the in-process log
+// keeps when no [SessionEvents] is given.
+const defaultEventsKept = 1000
+
+// lookup returns the copy of session id this replica holds, or nil.
 func (s *sharedSessions) lookup(id string) *localSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.local[id]
 }
 
-// hold lists ls as held under id until its session ends.
-func (s *sharedSessions) hold(id string, ls *localSession) {
+// lookupKey returns the id and copy of the session keyed key that this
+// replica holds; nil when it holds none.
+func (s *sharedSessions) lookupKey(key string) (string, *localSession) {
 	s.mu.Lock()
-	s.local[id] = ls
-	s.mu.Unlock()
-	go s.forgetAtEnd(id, ls)
+	defer s.mu.Unlock()
+	id := s.byKey[key]
+	return id, s.local[id]
 }
 
 // forgetAtEnd waits for the session of ls to end, then stops holding it.
@@ -122,19 +153,16 @@ func (s *sharedSessions) forget(id string, ls *localSession) {
 	defer s.mu.Unlock()
 	if s.local[id] == ls {
 		delete(s.local, id)
+		delete(s.byKey, SessionKey(id))
 	}
 }
 
-// record writes the record of a session the SDK handler just initialized,
-// before the client gets its id, and holds the session as this replica's.
+// record writes the record of a session that a copy of this replica just
+// initialized, before the client gets its id.
 func (s *sharedSessions) record(ctx context.Context, ss *sdk.ServerSession, params *sdk.InitializeParams, res *sdk.InitializeResult) error {
 	key, _ := ctx.Value(principalKeyContext{}).(string)
 	rec := SessionRecord{Principal: PrincipalHash(key), ProtocolVersion: res.ProtocolVersion, Initialize: params}
-	if err := s.store.Put(ctx, ss.ID(), rec, s.ttl); err != nil {
-		return err
-	}
-	s.hold(ss.ID(), &localSession{ss: ss, next: s.sdkSide})
-	return nil
+	return s.store.Put(ctx, ss.ID(), rec, s.ttl)
 }
 
 // setLevel keeps a level the client set in the session's record, and
@@ -154,57 +182,107 @@ func (s *sharedSessions) setLevel(ctx context.Context, ss *sdk.ServerSession, le
 	return s.store.Put(ctx, id, rec, s.ttl)
 }
 
-// adopt connects a copy of the session of rec under id, unless this
-// replica holds one already, and returns it. The copy ends after the idle
-// timeout without a request here.
-func (s *sharedSessions) adopt(r *http.Request, id string, rec SessionRecord) (*localSession, error) {
+// subscribed keeps in the session's record that its copy ss subscribed to
+// uri (or unsubscribed, when !on), and tells the replicas whose stream of
+// the session must follow it.
+func (s *sharedSessions) subscribed(ctx context.Context, ss *sdk.ServerSession, uri string, on bool) error {
+	id := ss.ID()
+	if ls := s.lookup(id); ls != nil && ls.ss == ss {
+		ls.mu.Lock()
+		if on {
+			ls.subscribed[uri] = true
+		} else {
+			delete(ls.subscribed, uri)
+		}
+		ls.mu.Unlock()
+	}
+	rec, ok, err := s.store.Get(ctx, id, s.ttl)
+	if err != nil || !ok {
+		return err
+	}
+	if slices.Contains(rec.Subscriptions, uri) == on {
+		return nil // a copy following the record
+	}
+	if on {
+		rec.Subscriptions = append(rec.Subscriptions, uri)
+	} else {
+		rec.Subscriptions = slices.DeleteFunc(rec.Subscriptions, func(u string) bool { return u == uri })
+	}
+	if err := s.store.Put(ctx, id, rec, s.ttl); err != nil {
+		return err
+	}
+	return s.publish(ctx, busMessage{Kind: busSubscriptions, Key: SessionKey(id)})
+}
+
+// connect connects a copy of session id under this replica and holds it:
+// initialized with rec's parameters, or, for a nil rec, awaiting its
+// initialize. The copy ends after the idle timeout without a request here.
+// It returns the copy this replica already holds, if any.
+func (s *sharedSessions) connect(ctx context.Context, id, principal string, rec *SessionRecord) (ls *localSession, adopted bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ls := s.local[id]; ls != nil {
-		return ls, nil
+		return ls, false, nil
 	}
-	t := &sdk.StreamableServerTransport{SessionID: id, EventStore: s.events}
-	ss, err := s.server.Connect(r.Context(), t, &sdk.ServerSessionOptions{State: &sdk.ServerSessionState{
-		InitializeParams:          rec.Initialize,
-		InitializedParams:         &sdk.InitializedParams{},
-		NegotiatedProtocolVersion: rec.ProtocolVersion,
-		LogLevel:                  rec.LogLevel,
-	}})
+	t := &sdk.StreamableServerTransport{SessionID: id, EventStore: s.sdkStore}
+	var opts *sdk.ServerSessionOptions
+	var level sdk.LoggingLevel
+	if rec != nil {
+		opts = &sdk.ServerSessionOptions{State: &sdk.ServerSessionState{
+			InitializeParams:          rec.Initialize,
+			InitializedParams:         &sdk.InitializedParams{},
+			NegotiatedProtocolVersion: rec.ProtocolVersion,
+			LogLevel:                  rec.LogLevel,
+		}}
+		level = rec.LogLevel
+	}
+	ss, err := s.server.Connect(ctx, t, opts)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	ls := &localSession{ss: ss, transport: t, next: t, principal: rec.Principal, level: rec.LogLevel, ttl: s.ttl}
+	ls = &localSession{ss: ss, transport: t, principal: principal, level: level, ttl: s.ttl, subscribed: map[string]bool{}}
 	ls.timer = time.AfterFunc(s.ttl, func() { ss.Close() })
 	s.local[id] = ls
+	s.byKey[SessionKey(id)] = id
 	go s.forgetAtEnd(id, ls)
-	s.onAdopt(r.Context())
-	return ls, nil
+	return ls, rec != nil, nil
 }
 
-// ServeHTTP serves a request of the session. An adopted session's idle
-// timeout is paused while a POST runs, as the SDK handler pauses its own.
+// ServeHTTP serves a request of the session. The idle timeout is paused
+// while a request runs, as the SDK handler pauses its own.
 func (ls *localSession) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		ls.next.ServeHTTP(w, r)
-		return
-	}
-	ls.mu.Lock()
-	if ls.timer != nil && ls.posts == 0 {
-		ls.timer.Stop()
-	}
-	ls.posts++
-	ls.mu.Unlock()
-	defer ls.endPOST()
-	ls.next.ServeHTTP(w, r)
+	post := r.Method == http.MethodPost
+	ls.begin(post)
+	defer ls.end(post)
+	ls.transport.ServeHTTP(w, r)
 }
 
-// endPOST ends a POST of the session, restarting an adopted session's
-// idle timeout when it was the last one.
-func (ls *localSession) endPOST() {
+// begin notes a request of the copy in flight (a POST, or a GET stream),
+// pausing its idle timeout.
+func (ls *localSession) begin(post bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.posts--
-	if ls.timer != nil && ls.posts == 0 {
+	if ls.timer != nil && ls.posts+ls.streams == 0 {
+		ls.timer.Stop()
+	}
+	if post {
+		ls.posts++
+	} else {
+		ls.streams++
+	}
+}
+
+// end ends a request begun with begin, restarting the idle timeout when
+// it was the last one.
+func (ls *localSession) end(post bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if post {
+		ls.posts--
+	} else {
+		ls.streams--
+	}
+	if ls.timer != nil && ls.posts+ls.streams == 0 {
 		ls.timer.Reset(ls.ttl)
 	}
 }
@@ -219,26 +297,96 @@ func (ls *localSession) stopTimer() {
 }
 
 // stale reports whether ls logs at another level than want and has no
-// POST in flight, so that it can be closed and adopted again.
+// request in flight, so that it can be closed and adopted again.
 func (ls *localSession) stale(want sdk.LoggingLevel) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return ls.level != want && ls.posts == 0
+	return ls.level != want && ls.posts+ls.streams == 0
+}
+
+// serveSharedInitialize serves a legacy initialize when sessions are
+// shared: a copy of a new session on this replica, whose initialize
+// writes the record (sessionRecordMiddleware).
+func (h *Handler) serveSharedInitialize(w http.ResponseWriter, r *http.Request, key string) string {
+	s := h.shared
+	if !h.sessionRequestValid(w, r) {
+		return ""
+	}
+	id := rand.Text()
+	// The record written at initialize names the caller; the copy's
+	// handlers run in the context it is connected in.
+	r = r.WithContext(context.WithValue(r.Context(), principalKeyContext{}, key))
+	ls, _, err := s.connect(context.WithoutCancel(r.Context()), id, PrincipalHash(key), nil)
+	if err != nil {
+		h.logger.ErrorContext(r.Context(), "connecting a session", "error", err)
+		http.Error(w, "failed connection", http.StatusInternalServerError)
+		return ""
+	}
+	w.Header().Set(mcpheader.SessionID, id)
+	ls.ServeHTTP(w, r)
+	if ls.ss.InitializeParams() == nil {
+		ls.ss.Close() // the initialize failed: no session
+		return ""
+	}
+	return id
+}
+
+// sessionRequestValid checks what the SDK handler checks of a request
+// before it reaches a session's transport, and answers w as it would when
+// the request fails.
+func (h *Handler) sessionRequestValid(w http.ResponseWriter, r *http.Request) bool {
+	// The SDK handler refuses a non-loopback Host on a loopback listener
+	// (DNS rebinding).
+	if addr, ok := r.Context().Value(http.LocalAddrContextKey).(interface{ String() string }); ok && loopback.Host(addr.String()) && !loopback.Host(r.Host) {
+		http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+		return false
+	}
+	accept := strings.Join(r.Header.Values("Accept"), ",")
+	switch r.Method {
+	case http.MethodPost:
+		if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) != "application/json" {
+			http.Error(w, "Content-Type must be 'application/json'", http.StatusUnsupportedMediaType)
+			return false
+		}
+		if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
+			http.Error(w, "Accept must contain both 'application/json' and 'text/event-stream'", http.StatusBadRequest)
+			return false
+		}
+	case http.MethodGet:
+		if !accepts(accept, "text/event-stream") {
+			http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
+			return false
+		}
+	}
+	return true
+}
+
+// accepts reports whether the Accept header value accept names mediaType
+// (or a wildcard covering it).
+func accepts(accept, mediaType string) bool {
+	major, _, _ := strings.Cut(mediaType, "/")
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch strings.TrimSpace(mt) {
+		case mediaType, major + "/*", "*/*":
+			return true
+		}
+	}
+	return false
 }
 
 // serveShared serves a legacy request naming a session (POST, GET or
 // DELETE) when sessions are shared: the record decides, on every replica
 // alike. No record is 404, as the SDK answers an unknown session; a record
 // of another caller is 403, as the SDK answers a session of another user;
-// DELETE removes the record, so that every replica answers 404 next.
-func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request) {
+// DELETE removes the record and the session's events, so that every
+// replica answers 404 next, and ends every replica's copy. answers tells
+// that a POST carries only answers to server→client requests.
+func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, answers bool) {
 	s := h.shared
 	ctx := r.Context()
 	id := r.Header.Get(mcpheader.SessionID)
-	// The SDK handler refuses a non-loopback Host on a loopback listener
-	// (DNS rebinding); the adopted path does not pass through it.
-	if addr, ok := ctx.Value(http.LocalAddrContextKey).(interface{ String() string }); ok && loopback.Host(addr.String()) && !loopback.Host(r.Host) {
-		http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+	if !h.sessionRequestValid(w, r) {
 		return
 	}
 	caller := PrincipalHash(h.principalKey(r))
@@ -251,11 +399,11 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request) {
 		if n, log := s.storeFailed(time.Now()); log {
 			h.logger.WarnContext(ctx, "session store failed; serving only the sessions this replica holds", "error", err, "failures", n)
 		}
-		if ls == nil || r.Method == http.MethodDelete {
+		if ls == nil || r.Method == http.MethodDelete || answers {
 			limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second, "Service unavailable: the session store did not answer. Retry later.")
 			return
 		}
-		if ls.transport != nil && ls.principal != caller {
+		if ls.principal != caller {
 			http.Error(w, "session user mismatch", http.StatusForbidden)
 			return
 		}
@@ -270,27 +418,43 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if r.Method == http.MethodDelete {
-		if err := s.store.Delete(ctx, id); err != nil {
-			h.logger.WarnContext(ctx, "deleting a session record", "error", err)
+	key := SessionKey(id)
+	switch {
+	case r.Method == http.MethodDelete:
+		if err := errors.Join(s.store.Delete(ctx, id), s.events.Delete(ctx, key)); err != nil {
+			h.logger.WarnContext(ctx, "deleting a session", "error", err)
 			limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second, "Service unavailable: the session store did not answer. Retry later.")
 			return
 		}
-		switch {
-		case ls != nil && ls.transport == nil:
-			h.stateful.ServeHTTP(w, r) // closes it and answers
-		case ls != nil:
-			ls.ss.Close()
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			w.WriteHeader(http.StatusNoContent)
+		if err := s.publish(ctx, busMessage{Kind: busEnded, Key: key}); err != nil {
+			h.logger.WarnContext(ctx, "telling replicas a session ended", "error", err)
 		}
+		if ls != nil {
+			ls.ss.Close()
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case answers:
+		// The call waiting for an answer may be on any replica: every
+		// replica's copy of the session gets it, and a copy that sent no
+		// such request drops it.
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = s.publish(ctx, busMessage{Kind: busAnswer, Key: key, Body: body})
+		}
+		if err != nil {
+			h.logger.WarnContext(ctx, "forwarding an answer", "error", err)
+			limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second, "Service unavailable: the answer could not be forwarded. Retry later.")
+			return
+		}
+		s.onAnswer(ctx)
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 
 	// A copy that logs at another level than the client last set (on
 	// another replica) is closed and adopted again at that level, unless
-	// a POST of it is running here. The SDK offers no way to set the
+	// a request of it is running here. The SDK offers no way to set the
 	// level of a session but the client's logging/setLevel.
 	if err == nil && ls != nil && ls.stale(rec.LogLevel) {
 		ls.ss.Close()
@@ -307,7 +471,7 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Method == http.MethodGet {
-		h.serveStream(w, r, ls)
+		h.serveSharedGET(w, r, id, ls)
 		return
 	}
 	ls.ServeHTTP(w, r)
@@ -321,12 +485,15 @@ func (h *Handler) adopt(w http.ResponseWriter, r *http.Request, id string, rec S
 		h.refuseSession(w, r, limit)
 		return nil, nil
 	}
-	ls, err := h.shared.adopt(r, id, rec)
+	ls, adopted, err := h.shared.connect(context.WithoutCancel(r.Context()), id, rec.Principal, &rec)
 	if err != nil {
 		h.sessions.release(key, "")
 		return nil, err
 	}
 	h.sessions.release(key, id)
+	if adopted {
+		h.shared.onAdopt(r.Context())
+	}
 	return ls, nil
 }
 
@@ -356,8 +523,8 @@ func sessionRecordMiddleware(s *sharedSessions) sdk.Middleware {
 			switch r := req.(type) {
 			case *sdk.ServerRequest[*sdk.InitializeParams]:
 				ir, ok := res.(*sdk.InitializeResult)
-				if !ok || s.lookup(ss.ID()) != nil {
-					return res, err // an adopted copy has no initialize
+				if !ok {
+					return res, err
 				}
 				if werr := s.record(ctx, ss, r.Params, ir); werr != nil {
 					s.logger.ErrorContext(ctx, "writing a session record", "error", werr)
@@ -369,6 +536,14 @@ func sessionRecordMiddleware(s *sharedSessions) sdk.Middleware {
 				}
 				if werr := s.setLevel(ctx, ss, r.Params.Level); werr != nil {
 					s.logger.WarnContext(ctx, "keeping a session's log level", "error", werr)
+				}
+			case *sdk.SubscribeRequest:
+				if werr := s.subscribed(ctx, ss, r.Params.URI, true); werr != nil {
+					s.logger.WarnContext(ctx, "keeping a session's subscription", "error", werr)
+				}
+			case *sdk.UnsubscribeRequest:
+				if werr := s.subscribed(ctx, ss, r.Params.URI, false); werr != nil {
+					s.logger.WarnContext(ctx, "keeping a session's subscription", "error", werr)
 				}
 			}
 			return res, err

@@ -34,9 +34,11 @@ func newReplicas(t *testing.T, n int, store SessionStore, edit func(*Options)) *
 	t.Helper()
 	rs := &replicas{}
 	rs.pin.Store(-1)
+	events := NewMemorySessionEvents(nil, 100)
 	for range n {
 		rs.hs = append(rs.hs, endpoint{sets: []string{"core", "conformance"}, edit: edit, deps: Deps{
 			Sessions:         store,
+			Events:           events,
 			OnSessionAdopted: func(context.Context) { rs.adopted.Add(1) },
 			PrincipalKey:     func(r *http.Request) string { return r.Header.Get(principalHeader) },
 		}}.handler(t))

@@ -150,6 +150,17 @@ func idText(id json.RawMessage) string {
 	return string(id)
 }
 
+// allAnswers reports whether msgs are all answers to server→client
+// requests.
+func allAnswers(msgs []envelope) bool {
+	for _, m := range msgs {
+		if m.Method != "" {
+			return false
+		}
+	}
+	return len(msgs) > 0
+}
+
 func isInitialize(msgs []envelope) bool {
 	for _, m := range msgs {
 		if m.Method == "initialize" {

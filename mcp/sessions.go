@@ -168,8 +168,10 @@ func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.shared != nil {
-		// The record written at initialize names the caller.
-		r = r.WithContext(context.WithValue(r.Context(), principalKeyContext{}, key))
+		var id string
+		defer func() { h.sessions.release(key, id) }()
+		id = h.serveSharedInitialize(w, r, key)
+		return
 	}
 	rec := &sessionIDRecorder{ResponseWriter: w}
 	defer func() { h.sessions.release(key, rec.id) }()

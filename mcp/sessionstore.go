@@ -46,6 +46,9 @@ type SessionRecord struct {
 	// LogLevel is the level the client last set with logging/setLevel;
 	// empty until it sets one.
 	LogLevel sdk.LoggingLevel `json:"logLevel,omitempty"`
+	// Subscriptions are the URIs of the resources the client subscribed
+	// to, on any replica, and has not unsubscribed from.
+	Subscriptions []string `json:"subscriptions,omitempty"`
 }
 
 // SessionKey is the key a [SessionStore] files session id under: the

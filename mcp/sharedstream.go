@@ -1,0 +1,356 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+)
+
+// The kinds of [busMessage].
+const (
+	busEvent         = "event"         // an event was appended to the session's standalone stream
+	busAnswer        = "answer"        // Body holds a client's answers to server→client requests
+	busSubscriptions = "subscriptions" // the session's subscriptions changed
+	busEnded         = "ended"         // the session was deleted
+)
+
+// busMessage is what replicas tell each other of a session on the
+// [SessionEvents] bus. It names the session by its [SessionKey] only.
+type busMessage struct {
+	Kind string          `json:"kind"`
+	Key  string          `json:"key"`
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// watch is a standalone stream open on this replica, woken by what the bus
+// says of its session.
+type watch struct {
+	events chan struct{} // an event was appended
+	subs   chan struct{} // the subscriptions changed
+}
+
+func (s *sharedSessions) publish(ctx context.Context, m busMessage) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return s.events.Publish(ctx, b)
+}
+
+// appended tells every replica that the standalone stream of the session
+// keyed key has a new event.
+func (s *sharedSessions) appended(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.publish(ctx, busMessage{Kind: busEvent, Key: key}); err != nil {
+		// The streams poll too: the event is late, not lost.
+		s.logger.Warn("telling replicas of a session event", "error", err)
+	}
+}
+
+// listen delivers what the bus says to this replica's copies and streams,
+// until ctx ends.
+func (s *sharedSessions) listen(ctx context.Context) error {
+	return s.events.Listen(ctx, func(b []byte) {
+		var m busMessage
+		if json.Unmarshal(b, &m) != nil {
+			return
+		}
+		switch m.Kind {
+		case busEvent, busSubscriptions:
+			s.wake(m.Key, m.Kind)
+		case busAnswer:
+			if id, ls := s.lookupKey(m.Key); ls != nil {
+				go s.hand(id, ls, m.Body)
+			}
+		case busEnded:
+			if _, ls := s.lookupKey(m.Key); ls != nil {
+				ls.ss.Close()
+			}
+		}
+	})
+}
+
+// wake wakes this replica's streams of the session keyed key.
+func (s *sharedSessions) wake(key, kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.watches[key] {
+		c := w.events
+		if kind == busSubscriptions {
+			c = w.subs
+		}
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *sharedSessions) addWatch(key string) *watch {
+	w := &watch{events: make(chan struct{}, 1), subs: make(chan struct{}, 1)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watches[key] == nil {
+		s.watches[key] = map[*watch]struct{}{}
+	}
+	s.watches[key][w] = struct{}{}
+	return w
+}
+
+func (s *sharedSessions) dropWatch(key string, w *watch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.watches[key], w)
+	if len(s.watches[key]) == 0 {
+		delete(s.watches, key)
+	}
+}
+
+// hand hands body, a client's answers, to the copy ls of session id, as a
+// POST of the client's would.
+func (s *sharedSessions) hand(id string, ls *localSession, body []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code := s.inject(ctx, id, ls, body); code != http.StatusAccepted {
+		s.logger.Warn("handing an answer to a session", "status", code)
+	}
+}
+
+// inject serves body as a POST of session id's client to its copy ls, and
+// returns the status the copy answered.
+func (s *sharedSessions) inject(ctx context.Context, id string, ls *localSession, body []byte) int {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/", bytes.NewReader(body))
+	if err != nil {
+		return http.StatusInternalServerError
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	r.Header.Set(mcpheader.SessionID, id)
+	w := &discardWriter{header: http.Header{}, code: http.StatusOK}
+	ls.ServeHTTP(w, r)
+	return w.code
+}
+
+// discardWriter is the [http.ResponseWriter] of a request this replica
+// serves to itself: it keeps the status only.
+type discardWriter struct {
+	header http.Header
+	code   int
+	wrote  bool
+}
+
+func (d *discardWriter) Header() http.Header { return d.header }
+func (d *discardWriter) WriteHeader(code int) {
+	if !d.wrote {
+		d.code, d.wrote = code, true
+	}
+}
+func (d *discardWriter) Write(b []byte) (int, error) {
+	d.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+func (d *discardWriter) Flush() {}
+
+// streamPoll is how often an open standalone stream reads the log without
+// being woken, so that an event whose bus message was lost is late, not
+// lost; and how often it renews the session's idle timeout.
+const streamPoll = 10 * time.Second
+
+// streamRetry is the reconnection delay a standalone stream ended by a
+// drain asks the client for.
+const streamRetry = time.Second
+
+// serveSharedGET serves a GET of session id when sessions are shared. A
+// Last-Event-ID of a request's stream is replayed by the copy ls from the
+// log; the standalone stream is served from the log here, so that what
+// any replica's copy sent reaches it, and a stream resumed on any replica
+// goes on from the event it names. A drain ends it with a retry hint.
+func (h *Handler) serveSharedGET(w http.ResponseWriter, r *http.Request, id string, ls *localSession) {
+	last := -1
+	resumed := false
+	if v := r.Header.Values("Last-Event-ID"); len(v) > 0 {
+		stream, n, ok := parseEventID(v[0])
+		if !ok {
+			http.Error(w, fmt.Sprintf("malformed Last-Event-ID %q", v[0]), http.StatusBadRequest)
+			return
+		}
+		if stream != "" {
+			ls.ServeHTTP(w, r)
+			return
+		}
+		last, resumed = n, true
+	}
+	h.serveStream(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.streamShared(w, r, id, ls, last, resumed)
+	}))
+}
+
+// streamShared writes the standalone stream of session id after event
+// last (resumed), or from now on, until the client goes, the session ends
+// or the replica drains.
+func (h *Handler) streamShared(w http.ResponseWriter, r *http.Request, id string, ls *localSession, last int, resumed bool) {
+	s := h.shared
+	ctx := r.Context()
+	key := SessionKey(id)
+	wt := s.addWatch(key)
+	defer s.dropWatch(key, wt)
+	if !resumed {
+		n, err := s.events.Last(ctx, key, "")
+		if err != nil {
+			h.logger.WarnContext(ctx, "reading a session's stream", "error", err)
+			http.Error(w, "Service unavailable: the session's events could not be read.", http.StatusServiceUnavailable)
+			return
+		}
+		last = n
+	}
+	evs, err := s.events.After(ctx, key, "", last)
+	if err != nil {
+		// Not 404: that would tell the client the session is gone.
+		http.Error(w, "failed to replay events", http.StatusBadRequest)
+		return
+	}
+	ls.begin(false)
+	defer func() { ls.end(false) }()
+	h.syncSubscriptions(ctx, id, ls)
+
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: %d\n\n", streamRetry.Milliseconds())
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	if resumed && len(evs) > 0 {
+		s.sdkStore.replayed(ctx, len(evs))
+	}
+
+	poll := time.NewTicker(streamPoll)
+	defer poll.Stop()
+	for {
+		for _, d := range evs {
+			last++
+			if len(d) == 0 {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "event: message\nid: _%d\ndata: %s\n\n", last, d); err != nil {
+				return
+			}
+		}
+		if len(evs) > 0 {
+			if rc.Flush() != nil {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if h.isDraining() {
+				// Ended by the drain: the client reconnects, with the id
+				// of the last event, to another replica.
+				fmt.Fprintf(w, "retry: %d\n\n", streamRetry.Milliseconds())
+				_ = rc.Flush()
+			}
+			return
+		case <-wt.events:
+		case <-wt.subs:
+			h.syncSubscriptions(ctx, id, ls)
+			continue
+		case <-poll.C:
+			// The stream keeps the session: its record's idle timeout
+			// restarts, and a copy closed meanwhile is adopted again.
+			rec, ok, err := s.store.Get(ctx, id, s.ttl)
+			switch {
+			case err != nil:
+			case !ok:
+				return // deleted or expired
+			case s.lookup(id) != ls:
+				nls, _, cerr := s.connect(context.WithoutCancel(ctx), id, rec.Principal, &rec)
+				if cerr != nil {
+					return
+				}
+				ls.end(false)
+				ls = nls
+				ls.begin(false)
+				h.syncSubscriptions(ctx, id, ls)
+			}
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+		evs, err = s.events.After(ctx, key, "", last)
+		if errors.Is(err, ErrEventsDropped) {
+			return // the client reconnects and starts over
+		}
+		if err != nil {
+			evs = nil
+		}
+	}
+}
+
+// syncSubscriptions subscribes the copy ls of session id to the resources
+// its record names, and unsubscribes it from those it no longer names, as
+// the client would: the stream on this replica then carries their updates
+// even when the client subscribed on another.
+func (h *Handler) syncSubscriptions(ctx context.Context, id string, ls *localSession) {
+	s := h.shared
+	rec, ok, err := s.store.Get(ctx, id, s.ttl)
+	if err != nil || !ok {
+		return
+	}
+	ls.mu.Lock()
+	var add, drop []string
+	for _, u := range rec.Subscriptions {
+		if !ls.subscribed[u] {
+			add = append(add, u)
+		}
+	}
+	for u := range ls.subscribed {
+		if !slices.Contains(rec.Subscriptions, u) {
+			drop = append(drop, u)
+		}
+	}
+	ls.mu.Unlock()
+	for i, u := range append(add, drop...) {
+		method := "resources/subscribe"
+		if i >= len(add) {
+			method = "resources/unsubscribe"
+		}
+		body, _ := json.Marshal(map[string]any{
+			"jsonrpc": "2.0", "id": "portcullis-sync-" + strconv.Itoa(i),
+			"method": method, "params": map[string]string{"uri": u},
+		})
+		if code := s.inject(ctx, id, ls, body); code != http.StatusOK {
+			h.logger.WarnContext(ctx, "following a session's subscription", "uri", u, "status", code)
+		}
+	}
+}
+
+// parseEventID parses an event id as the SDK writes them, stream and
+// number joined by "_"; the standalone stream's are "_n".
+func parseEventID(id string) (stream string, n int, ok bool) {
+	stream, num, found := strings.Cut(id, "_")
+	if !found || strings.Contains(num, "_") {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return stream, n, true
+}
+
+// isDraining reports whether Drain was called.
+func (h *Handler) isDraining() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.draining
+}
