@@ -28,6 +28,8 @@ type replicas struct {
 	url     string
 	// pin, when set, sends every request to that replica.
 	pin atomic.Int64
+	// route, when set, picks the replica of each request, pin or not.
+	route func(*http.Request) int
 }
 
 func newReplicas(t *testing.T, n int, store SessionStore, edit func(*Options)) *replicas {
@@ -51,6 +53,9 @@ func newReplicas(t *testing.T, n int, store SessionStore, edit func(*Options)) *
 
 func (rs *replicas) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	i := rs.pin.Load()
+	if rs.route != nil {
+		i = int64(rs.route(r))
+	}
 	if i < 0 {
 		i = rs.next.Add(1) % int64(len(rs.hs))
 	}
