@@ -175,8 +175,8 @@ func (s *sharedSessions) setLevel(ctx context.Context, ss *sdk.ServerSession, le
 		ls.mu.Unlock()
 	}
 	rec, ok, err := s.store.Get(ctx, id, s.ttl)
-	if err != nil || !ok {
-		return err
+	if err != nil || !ok || rec.LogLevel == level {
+		return err // a copy following the record, or nothing to keep
 	}
 	rec.LogLevel = level
 	return s.store.Put(ctx, id, rec, s.ttl)
@@ -294,14 +294,6 @@ func (ls *localSession) stopTimer() {
 		ls.timer.Stop()
 		ls.timer = nil
 	}
-}
-
-// stale reports whether ls logs at another level than want and has no
-// request in flight, so that it can be closed and adopted again.
-func (ls *localSession) stale(want sdk.LoggingLevel) bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.level != want && ls.posts+ls.streams == 0
 }
 
 // serveSharedInitialize serves a legacy initialize when sessions are
@@ -452,15 +444,6 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, answers bo
 		return
 	}
 
-	// A copy that logs at another level than the client last set (on
-	// another replica) is closed and adopted again at that level, unless
-	// a request of it is running here. The SDK offers no way to set the
-	// level of a session but the client's logging/setLevel.
-	if err == nil && ls != nil && ls.stale(rec.LogLevel) {
-		ls.ss.Close()
-		s.forget(id, ls)
-		ls = nil
-	}
 	if ls == nil {
 		if ls, err = h.adopt(w, r, id, rec); ls == nil {
 			if err != nil {
@@ -470,8 +453,11 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, answers bo
 			return
 		}
 	}
+	if err == nil {
+		h.syncLevel(ctx, id, ls, rec.LogLevel)
+	}
 	if r.Method == http.MethodGet {
-		h.serveSharedGET(w, r, id, ls)
+		h.serveSharedGET(w, r, id, ls, rec.ProtocolVersion)
 		return
 	}
 	ls.ServeHTTP(w, r)

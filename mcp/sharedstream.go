@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 a legacy session keeps the log level a client of a revision before 2026-07-28 set, which that revision deprecates
+
 package mcp
 
 import (
@@ -11,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
@@ -175,7 +179,7 @@ const streamRetry = time.Second
 // log; the standalone stream is served from the log here, so that what
 // any replica's copy sent reaches it, and a stream resumed on any replica
 // goes on from the event it names. A drain ends it with a retry hint.
-func (h *Handler) serveSharedGET(w http.ResponseWriter, r *http.Request, id string, ls *localSession) {
+func (h *Handler) serveSharedGET(w http.ResponseWriter, r *http.Request, id string, ls *localSession, version string) {
 	last := -1
 	resumed := false
 	if v := r.Header.Values("Last-Event-ID"); len(v) > 0 {
@@ -191,14 +195,14 @@ func (h *Handler) serveSharedGET(w http.ResponseWriter, r *http.Request, id stri
 		last, resumed = n, true
 	}
 	h.serveStream(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.streamShared(w, r, id, ls, last, resumed)
+		h.streamShared(w, r, id, ls, last, resumed, version)
 	}))
 }
 
 // streamShared writes the standalone stream of session id after event
 // last (resumed), or from now on, until the client goes, the session ends
 // or the replica drains.
-func (h *Handler) streamShared(w http.ResponseWriter, r *http.Request, id string, ls *localSession, last int, resumed bool) {
+func (h *Handler) streamShared(w http.ResponseWriter, r *http.Request, id string, ls *localSession, last int, resumed bool, version string) {
 	s := h.shared
 	ctx := r.Context()
 	key := SessionKey(id)
@@ -227,7 +231,14 @@ func (h *Handler) streamShared(w http.ResponseWriter, r *http.Request, id string
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, "retry: %d\n\n", streamRetry.Milliseconds())
+	if version >= "2025-11-25" {
+		// A priming event (SEP-1699): a client that loses the stream
+		// before any event resumes from here, not from whatever is last
+		// when it reconnects.
+		fmt.Fprintf(w, "event: prime\nid: _%d\nretry: %d\ndata: \n\n", last, streamRetry.Milliseconds())
+	} else {
+		fmt.Fprint(w, ": ok\n\n")
+	}
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	if resumed && len(evs) > 0 {
@@ -282,6 +293,9 @@ func (h *Handler) streamShared(w http.ResponseWriter, r *http.Request, id string
 				ls.begin(false)
 				h.syncSubscriptions(ctx, id, ls)
 			}
+			if ok {
+				h.syncLevel(ctx, id, ls, rec.LogLevel)
+			}
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}
@@ -335,17 +349,38 @@ func (h *Handler) syncSubscriptions(ctx context.Context, id string, ls *localSes
 }
 
 // parseEventID parses an event id as the SDK writes them, stream and
-// number joined by "_"; the standalone stream's are "_n".
+// number joined by "_"; the standalone stream's are "_n", and its priming
+// event before any other is "_-1".
 func parseEventID(id string) (stream string, n int, ok bool) {
 	stream, num, found := strings.Cut(id, "_")
 	if !found || strings.Contains(num, "_") {
 		return "", 0, false
 	}
 	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
+	if err != nil || n < -1 || (n == -1 && stream != "") {
 		return "", 0, false
 	}
 	return stream, n, true
+}
+
+// syncLevel sets the level of the copy ls of session id to level, the
+// record's, as the client's logging/setLevel would, when the client set
+// another on another replica. The SDK offers no other way to set a
+// session's level.
+func (h *Handler) syncLevel(ctx context.Context, id string, ls *localSession, level sdk.LoggingLevel) {
+	ls.mu.Lock()
+	same := ls.level == level
+	ls.mu.Unlock()
+	if same || level == "" {
+		return
+	}
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": "portcullis-sync-level",
+		"method": "logging/setLevel", "params": map[string]any{"level": level},
+	})
+	if code := h.shared.inject(ctx, id, ls, body); code != http.StatusOK {
+		h.logger.WarnContext(ctx, "following a session's log level", "level", level, "status", code)
+	}
 }
 
 // isDraining reports whether Drain was called.

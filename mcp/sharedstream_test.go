@@ -176,7 +176,7 @@ func TestSharedStreamResumption(t *testing.T) {
 			sc := bufio.NewScanner(resp.Body)
 			var got []string
 			for len(got) < len(tt.want) && sc.Scan() {
-				if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && d != "" {
 					got = append(got, d)
 				}
 			}
@@ -186,5 +186,51 @@ func TestSharedStreamResumption(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSharedSessionSubscriptions: the client subscribes through replica 0
+// and holds its stream on replica 1; replica 1's copy follows the
+// subscription, so that an update replica 1 observes reaches the client
+// after replica 0's copy is gone.
+func TestSharedSessionSubscriptions(t *testing.T) {
+	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs.route = byMethod
+	const uri = "test://static-text"
+	updated := make(chan string, 10)
+	ct := &sdk.StreamableClientTransport{Endpoint: rs.url, HTTPClient: &http.Client{Transport: headerTransport{"alice"}}, MaxRetries: -1}
+	c := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+	})
+	cs, err := c.Connect(t.Context(), ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	waitFor(t, func() bool { return watching(rs.hs[1], cs.ID()) })
+	if err := cs.Subscribe(t.Context(), &sdk.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	copyOn := func(i int) *localSession { return rs.hs[i].shared.lookup(cs.ID()) }
+	waitFor(t, func() bool {
+		ls := copyOn(1)
+		if ls == nil {
+			return false
+		}
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		return ls.subscribed[uri]
+	})
+	copyOn(0).ss.Close()
+	if err := rs.hs[1].shared.server.ResourceUpdated(t.Context(), &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-updated:
+		if got != uri {
+			t.Errorf("update of %q, want %q", got, uri)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the update replica 1 observed did not reach the client")
 	}
 }
