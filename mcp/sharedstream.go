@@ -217,10 +217,11 @@ func (h *Handler) streamShared(w http.ResponseWriter, r *http.Request, id string
 		}
 		last = n
 	}
-	evs, err := s.events.After(ctx, key, "", last)
+	evs, err := s.after(ctx, key, &last)
 	if err != nil {
 		// Not 404: that would tell the client the session is gone.
-		http.Error(w, "failed to replay events", http.StatusBadRequest)
+		h.logger.WarnContext(ctx, "reading a session's stream", "error", err)
+		http.Error(w, "Service unavailable: the session's events could not be read.", http.StatusServiceUnavailable)
 		return
 	}
 	ls.begin(false)
@@ -300,14 +301,29 @@ func (h *Handler) streamShared(w http.ResponseWriter, r *http.Request, id string
 				return
 			}
 		}
-		evs, err = s.events.After(ctx, key, "", last)
-		if errors.Is(err, ErrEventsDropped) {
-			return // the client reconnects and starts over
-		}
-		if err != nil {
-			evs = nil
+		if evs, err = s.after(ctx, key, &last); err != nil {
+			evs = nil // read again at the next wake or poll
 		}
 	}
+}
+
+// after returns the events of the standalone stream of the session keyed
+// key after number *last. When some of them are no longer kept (the client
+// was away longer than the log keeps them), it skips to the newest: the
+// standalone stream carries notifications that something changed, and a
+// client that reconnects fares better with the next of them than with an
+// error; *last is moved accordingly.
+func (s *sharedSessions) after(ctx context.Context, key string, last *int) ([][]byte, error) {
+	evs, err := s.events.After(ctx, key, "", *last)
+	if !errors.Is(err, ErrEventsDropped) {
+		return evs, err
+	}
+	n, err := s.events.Last(ctx, key, "")
+	if err != nil {
+		return nil, err
+	}
+	*last = n
+	return nil, nil
 }
 
 // syncSubscriptions subscribes the copy ls of session id to the resources

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,51 @@ func TestSharedSessionSubscriptions(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the update replica 1 observed did not reach the client")
 	}
+}
+
+// TestSharedStreamResumedPastTheLog: a client that resumes from an event
+// the log no longer keeps gets the stream from the newest event on, not an
+// error that would end its session.
+func TestSharedStreamResumedPastTheLog(t *testing.T) {
+	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs.pin.Store(0)
+	r := postTo(t, rs, legacyInit, map[string]string{principalHeader: "alice"})
+	id := r.header.Get(mcpheader.SessionID)
+	for i := range 150 { // the log keeps 100
+		if err := rs.hs[0].shared.sdkStore.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":`+strconv.Itoa(i)+`}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rs.url, nil)
+	rs.pin.Store(1)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(mcpheader.SessionID, id)
+	req.Header.Set(principalHeader, "alice")
+	req.Header.Set("Last-Event-ID", "_3")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d, want 200: %s", resp.StatusCode, b)
+	}
+	if err := rs.hs[0].shared.sdkStore.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"next"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		d, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || d == "" {
+			continue
+		}
+		if !strings.Contains(d, `"next"`) {
+			t.Fatalf("first event %s, want the one appended after the client resumed", d)
+		}
+		return
+	}
+	t.Fatal("the stream ended without the next event")
 }
