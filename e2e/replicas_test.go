@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,11 +148,16 @@ func (rs *replicaSet) kill(i int) {
 }
 
 // TestRollingRestartBehindLoadBalancer: three replicas sharing Redis
-// behind HAProxy (round robin, no affinity), and go-sdk clients calling
-// tools without pause: two holding 2025-11-25 sessions (each request of a
-// session lands on another replica than the last) and one on 2026-07-28.
-// Each replica in turn is sent SIGTERM and replaced: no call fails. Then
-// one is killed with SIGKILL: only calls in flight on it may fail.
+// behind HAProxy (round robin, no affinity), and real clients calling the
+// echo tool without pause: go-sdk holding two 2025-11-25 sessions (each
+// request of a session lands on another replica than the last) and one on
+// 2026-07-28; the TypeScript SDK v1 and v2 each holding a 2025-11-25
+// session with its GET stream open (e2e/tsclient/call-loop.mjs); and the
+// MCP Inspector's CLI, one session per call. Each replica in turn is sent
+// SIGTERM and replaced: no call fails, no TypeScript client reports a
+// transport error, and each still holds a GET stream. Then one is killed
+// with SIGKILL: only the calls in flight on it may fail, one per client,
+// and the TypeScript sessions hold a GET stream again.
 func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	idp := startIdP(t)
 	rdb := redistest.Start(t)
@@ -164,29 +168,26 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	})
 	rs := startReplicaSet(t, cfg, 3)
 	lb := startHAProxy(t, rs.addrs)
+	endpoint := lb.URL + "/mcp"
 	token := idp.ClientCredentialsToken(t, idpClient, idpClientSecret, resource, "mcp:tools")
 
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	type result struct {
-		client string
-		at     time.Time
-		err    error
-	}
+	calls := newCallLog()
 	var (
-		mu      sync.Mutex
-		results []result
-		calls   atomic.Int64
+		clients []string
+		wg      sync.WaitGroup
 	)
-	var wg sync.WaitGroup
 	for _, c := range []struct{ name, version string }{
-		{"legacy-a", "2025-11-25"}, {"legacy-b", "2025-11-25"}, {"modern", "2026-07-28"},
+		{"go-legacy-a", "2025-11-25"}, {"go-legacy-b", "2025-11-25"}, {"go-modern", "2026-07-28"},
 	} {
-		tr := &sdk.StreamableClientTransport{Endpoint: lb.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token}}}
+		tr := &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{token}}}
 		cs := connectSDK(t, ctx, tr, c.version)
+		clients = append(clients, c.name)
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				text := fmt.Sprintf("%s-%d", c.name, i)
+				started := time.Now()
 				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
 				cancel()
@@ -196,56 +197,98 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 				if err == nil && (res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, text)) {
 					err = fmt.Errorf("unexpected result %+v", res.Content)
 				}
-				calls.Add(1)
-				if err != nil {
-					mu.Lock()
-					results = append(results, result{client: c.name, at: time.Now(), err: err})
-					mu.Unlock()
-				}
+				calls.add(callRecord{client: c.name, started: started, at: time.Now(), err: err})
 			}
 		})
 	}
-	failures := func() []result {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]result(nil), results...)
+	ts := []*tsCallLoop{
+		startTSCallLoop(t, calls, "ts-v1", "v1", endpoint, token),
+		startTSCallLoop(t, calls, "ts-v2", "v2", endpoint, token),
 	}
-	waitCalls := func(n int64) {
+	stopInspector := startInspectorLoop(t, ctx, calls, "inspector", endpoint, token)
+	clients = append(clients, "ts-v1", "ts-v2", "inspector")
+	defer func() {
+		for _, c := range ts {
+			t.Logf("%s reported (successful calls left out):", c.name)
+			for _, ev := range c.Events() {
+				t.Logf("  %v", ev)
+			}
+		}
+	}()
+	mark := func(what string) time.Time {
+		now := time.Now()
+		t.Logf("%s %s", now.Format("15:04:05.000"), what)
+		return now
+	}
+	// holdStreams checks that each TypeScript session holds a GET stream
+	// again: the SDKs reopen one a second or the server's retry hint after
+	// it ended, twice at most.
+	holdStreams := func(when string) {
 		t.Helper()
-		target := calls.Load() + n
-		pollUntil(t, 30*time.Second, func() string {
-			if got := calls.Load(); got < target {
-				return fmt.Sprintf("%d calls, waiting for %d", got, target)
+		deadline := time.Now().Add(10 * time.Second)
+		for _, c := range ts {
+			if !c.waitStream(deadline) {
+				t.Errorf("%s: no GET stream open 10s after %s", c.name, when)
 			}
-			return ""
-		})
-	}
-
-	waitCalls(100)
-	for i := range rs.procs {
-		rs.replace(i)
-		waitCalls(100) // the new replica in the rotation, calls going on
-	}
-	if f := failures(); len(f) > 0 {
-		for _, r := range f {
-			t.Errorf("%s: a call failed during the rolling restart: %v", r.client, r.err)
 		}
 	}
-	rolled := calls.Load()
+	reportFailures := func(f []callRecord, when string) {
+		t.Helper()
+		for _, r := range f {
+			t.Errorf("%s: a call failed %s (started %s, ended %s): %v", r.client, when, r.started.Format("15:04:05.000"), r.at.Format("15:04:05.000"), r.err)
+		}
+	}
+
+	calls.waitCalls(t, 45*time.Second, 100, clients)
+	rollStart := mark("rolling restart")
+	for i := range rs.procs {
+		mark(fmt.Sprintf("replica %d: SIGTERM", i))
+		rs.replace(i)
+		mark(fmt.Sprintf("replica %d: replaced", i))
+		calls.waitCalls(t, 45*time.Second, 100, clients) // the new replica in the rotation, calls going on
+	}
+	holdStreams("the rolling restart")
+	rollEnd := mark("rolling restart done")
+	rolledFailures := calls.failed()
+	reportFailures(rolledFailures, "during the rolling restart")
+	for _, c := range ts {
+		for _, ev := range c.TransportErrors(rollStart, rollEnd) {
+			t.Errorf("%s: transport error during the rolling restart: %v", c.name, ev)
+		}
+	}
+	rolled, _ := calls.counts()
 
 	// SIGKILL: what was in flight on that replica may fail, nothing else.
+	mark("replica 1: SIGKILL")
 	rs.kill(1)
-	waitCalls(200)
+	mark("replica 1: restarted")
+	calls.waitCalls(t, 45*time.Second, 200, clients)
+	holdStreams("the SIGKILL")
+	mark("stopping the clients")
 	stop()
 	wg.Wait()
-	f := failures()
-	if len(f) > 3 {
-		t.Errorf("%d calls failed after one replica was killed, want at most the 3 clients' calls in flight:", len(f))
-		for _, r := range f {
-			t.Logf("  %s: %v", r.client, r.err)
+	stopInspector()
+	for _, c := range ts {
+		c.stop(t)
+		for _, ev := range c.TransportErrors(rollEnd, time.Now()) {
+			t.Logf("%s: after the SIGKILL: %v", c.name, ev)
 		}
 	}
-	t.Logf("%d calls through the rolling restart, %d in all; %d failed after the SIGKILL", rolled, calls.Load(), len(f))
+	killed := calls.failed()[len(rolledFailures):]
+	perClient := map[string]int{}
+	for _, r := range killed {
+		perClient[r.client]++
+	}
+	for client, n := range perClient {
+		if n > 1 {
+			t.Errorf("%s: %d calls failed after one replica was killed, want at most its call in flight:", client, n)
+		}
+	}
+	for _, r := range killed {
+		t.Logf("  after the SIGKILL, %s: a call failed (started %s, ended %s): %v", r.client, r.started.Format("15:04:05.000"), r.at.Format("15:04:05.000"), r.err)
+	}
+	total, per := calls.counts()
+	t.Logf("%d calls through the rolling restart, %d in all (per client %v); %d failed after the SIGKILL", rolled, total, per, len(killed))
 
 	var rebuilt float64
 	for _, p := range rs.procs {
