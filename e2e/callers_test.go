@@ -91,6 +91,26 @@ func (l *callLog) waitCalls(t *testing.T, timeout time.Duration, n int, clients 
 	})
 }
 
+// shownPerClient is how many failed calls of a client, or TypeScript
+// transport errors, a test shows; it counts the others.
+const shownPerClient = 5
+
+// reportCalls reports the failed calls f through report (t.Errorf or
+// t.Logf), shownPerClient of each client and how many more.
+func reportCalls(report func(string, ...any), f []callRecord, when string) {
+	per := map[string]int{}
+	for _, r := range f {
+		if per[r.client]++; per[r.client] <= shownPerClient {
+			report("%s: a call failed %s (started %s, ended %s): %v", r.client, when, r.started.Format("15:04:05.000"), r.at.Format("15:04:05.000"), r.err)
+		}
+	}
+	for client, n := range per {
+		if n > shownPerClient {
+			report("%s: %d more calls failed %s", client, n-shownPerClient, when)
+		}
+	}
+}
+
 // tsLoopEvent is a line e2e/tsclient/call-loop.mjs writes.
 type tsLoopEvent struct {
 	At                           time.Time `json:"at"`
@@ -281,6 +301,27 @@ func (c *tsCallLoop) Events() []tsLoopEvent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.events)
+}
+
+// logEvents logs what the client reported but its successful calls:
+// every change of its GET streams, and shownPerClient of its failed calls
+// and of its transport errors.
+func (c *tsCallLoop) logEvents(t *testing.T) {
+	t.Helper()
+	hidden := map[string]int{}
+	for _, ev := range c.Events() {
+		if ev.Event == "call" || ev.Event == "transport-error" {
+			if hidden[ev.Event]++; hidden[ev.Event] > shownPerClient {
+				continue
+			}
+		}
+		t.Logf("  %v", ev)
+	}
+	for kind, n := range hidden {
+		if n > shownPerClient {
+			t.Logf("  and %d more %s events", n-shownPerClient, kind)
+		}
+	}
 }
 
 // TransportErrors returns the transport errors the SDK reported between

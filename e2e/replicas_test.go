@@ -210,9 +210,7 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	defer func() {
 		for _, c := range ts {
 			t.Logf("%s reported (successful calls left out):", c.name)
-			for _, ev := range c.Events() {
-				t.Logf("  %v", ev)
-			}
+			c.logEvents(t)
 		}
 	}()
 	mark := func(what string) time.Time {
@@ -232,13 +230,6 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 			}
 		}
 	}
-	reportFailures := func(f []callRecord, when string) {
-		t.Helper()
-		for _, r := range f {
-			t.Errorf("%s: a call failed %s (started %s, ended %s): %v", r.client, when, r.started.Format("15:04:05.000"), r.at.Format("15:04:05.000"), r.err)
-		}
-	}
-
 	calls.waitCalls(t, 45*time.Second, 100, clients)
 	rollStart := mark("rolling restart")
 	for i := range rs.procs {
@@ -250,10 +241,14 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	holdStreams("the rolling restart")
 	rollEnd := mark("rolling restart done")
 	rolledFailures := calls.failed()
-	reportFailures(rolledFailures, "during the rolling restart")
+	reportCalls(t.Errorf, rolledFailures, "during the rolling restart")
 	for _, c := range ts {
-		for _, ev := range c.TransportErrors(rollStart, rollEnd) {
+		errs := c.TransportErrors(rollStart, rollEnd)
+		for _, ev := range errs[:min(len(errs), shownPerClient)] {
 			t.Errorf("%s: transport error during the rolling restart: %v", c.name, ev)
+		}
+		if len(errs) > shownPerClient {
+			t.Errorf("%s: %d more transport errors during the rolling restart", c.name, len(errs)-shownPerClient)
 		}
 	}
 	rolled, _ := calls.counts()
@@ -284,9 +279,7 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 			t.Errorf("%s: %d calls failed after one replica was killed, want at most its call in flight:", client, n)
 		}
 	}
-	for _, r := range killed {
-		t.Logf("  after the SIGKILL, %s: a call failed (started %s, ended %s): %v", r.client, r.started.Format("15:04:05.000"), r.at.Format("15:04:05.000"), r.err)
-	}
+	reportCalls(t.Logf, killed, "after the SIGKILL")
 	total, per := calls.counts()
 	t.Logf("%d calls through the rolling restart, %d in all (per client %v); %d failed after the SIGKILL", rolled, total, per, len(killed))
 

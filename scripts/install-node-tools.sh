@@ -31,8 +31,9 @@ INSPECTOR_PKG="@modelcontextprotocol/inspector@2.12.0"
 # The reference MCP server the upstream e2e tests put behind Portcullis,
 # over stdio and Streamable HTTP (node dist/index.js stdio|streamableHttp).
 EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
-# The TypeScript SDKs whose OAuth clients the authorization-server e2e tests
-# run (e2e/tsclient): v1 and v2's client package. Both also arrive with the
+# The TypeScript SDKs whose clients the e2e tests run (e2e/tsclient: the
+# authorization server's OAuth clients, the replica tests' call loops): v1
+# and v2's client package. Both also arrive with the
 # tools above; pinned here so that the tests do not change when a tool's
 # own dependency moves.
 SDK_V1_PKG="@modelcontextprotocol/sdk@1.32.2"
