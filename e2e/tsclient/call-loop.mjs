@@ -23,7 +23,8 @@
 //       its state: open, end (the server ended it), error (it broke; error
 //       says how), refused (status: not 2xx), failed (no response; error),
 //       cancelled (the SDK let it go); when it ends, what it carried:
-//       messages (data lines), lastIdSeen (the last event id) and retry
+//       messages (data lines not empty: a priming event has none),
+//       lastIdSeen (the last event id) and retry
 //       (the last retry hint, in ms)
 //   {"event":"connected","protocolVersion":"2025-11-25","sessionId":"…"}
 //       once initialized and a GET stream is open
@@ -114,7 +115,7 @@ async function tracked(input, init) {
   streamsOpen++;
   streamOpened();
   // What the stream carried, reported when it ends: its messages, the
-  // last event id and the retry hint the server sent.
+  // last event id and the last retry hint the server sent.
   const seen = { messages: 0, lastId: undefined, retry: undefined };
   const decoder = new TextDecoder();
   let partial = '';
@@ -126,7 +127,7 @@ async function tracked(input, init) {
       const value = rest.join(':').replace(/^ /, '');
       if (field === 'id') seen.lastId = value;
       else if (field === 'retry') seen.retry = Number(value);
-      else if (field === 'data') seen.messages++;
+      else if (field === 'data' && value !== '') seen.messages++;
     }
   };
   let settled = false;
