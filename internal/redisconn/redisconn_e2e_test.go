@@ -315,10 +315,18 @@ func awaitChecks(t *testing.T, checks <-chan bool, n int) {
 	}
 }
 
-// noMoreFailovers fails the test if failovers reports anything by the time
-// a few more checks have passed.
-func noMoreFailovers(t *testing.T, failovers <-chan string, checks <-chan bool) {
+// awaitFailover waits for failovers to report want, and then for a few
+// more checks without another report.
+func awaitFailover(t *testing.T, failovers <-chan string, checks <-chan bool, want string) {
 	t.Helper()
+	select {
+	case got := <-failovers:
+		if got != want {
+			t.Errorf("failover %s, want %s", got, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no failover reported within 30s, want %s", want)
+	}
 	awaitChecks(t, checks, 5)
 	select {
 	case s := <-failovers:
@@ -356,16 +364,7 @@ func TestWatcherSeesSentinelFailover(t *testing.T) {
 	awaitChecks(t, checks, 1)
 
 	d.KillPrimary()
-	want := d.Primary.Addr + " -> " + d.Replica.Addr
-	select {
-	case got := <-failovers:
-		if got != want {
-			t.Errorf("failover %s, want %s", got, want)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no failover reported within 30s of the promotion, want %s", want)
-	}
-	noMoreFailovers(t, failovers, checks)
+	awaitFailover(t, failovers, checks, d.Primary.Addr+" -> "+d.Replica.Addr)
 }
 
 // A Watcher of a Cluster reports a replica's takeover of its primary's
@@ -386,14 +385,5 @@ func TestWatcherSeesClusterFailover(t *testing.T) {
 	awaitChecks(t, checks, 2)
 
 	c.Failover(t, replica)
-	want := c.Nodes[1].Addr + " -> " + replica.Addr
-	select {
-	case got := <-failovers:
-		if got != want {
-			t.Errorf("failover %s, want %s", got, want)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no failover reported within 30s of the takeover, want %s", want)
-	}
-	noMoreFailovers(t, failovers, checks)
+	awaitFailover(t, failovers, checks, c.Nodes[1].Addr+" -> "+replica.Addr)
 }
