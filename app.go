@@ -117,7 +117,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
 	})
-	rdb, err := openRedis(ctx, cfg, logger)
+	rdb, err := openRedis(ctx, cfg, metrics, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -210,5 +212,36 @@ func TestConfigReference(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s is stale: run go generate . (make generate) and commit it\n%s", referencePath, firstDiff(got, want))
+	}
+}
+
+// TestChartDrainDefaults: the chart's check of terminationGracePeriodSeconds
+// assumes the binary's defaults for server.drain_delay and
+// server.shutdown_grace when they are unset.
+func TestChartDrainDefaults(t *testing.T) {
+	tpl, err := os.ReadFile("helm/portcullis/templates/_helpers.tpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		want time.Duration
+	}{
+		{name: "drain_delay", want: defaultDrainDelay},
+		{name: "shutdown_grace", want: defaultShutdownGrace},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := regexp.MustCompile(`\$server\.` + tt.name + ` \| default "([^"]*)"`).FindSubmatch(tpl)
+			if m == nil {
+				t.Fatalf("_helpers.tpl has no default for $server.%s", tt.name)
+			}
+			got, err := time.ParseDuration(string(m[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("the chart assumes %s defaults to %v, the binary to %v", tt.name, got, tt.want)
+			}
+		})
 	}
 }

@@ -636,7 +636,7 @@ func TestReadyzHidesIssuerErrors(t *testing.T) {
 	var stdout, stderr syncbuf.Buffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, noDrainDelay, strings.NewReader(""), &stdout, &stderr)
 	}()
 	defer func() { cancel(); <-exited }()
 	base := "http://" + listenAddr(t, &stderr, exited)
@@ -691,7 +691,7 @@ func TestWeakeningKnobsWarn(t *testing.T) {
 	var stdout, stderr syncbuf.Buffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, strings.NewReader(""), &stdout, &stderr)
+		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, noDrainDelay, strings.NewReader(""), &stdout, &stderr)
 	}()
 	defer func() { cancel(); <-exited }()
 	listenAddr(t, &stderr, exited) // the warnings come before this line
@@ -778,6 +778,11 @@ func TestDevIssuerMountedLoopbackOnly(t *testing.T) {
 		})
 	}
 }
+
+// noDrainDelay is the environment of a test server that is stopped by
+// cancelling its context: it stops at once rather than after the default
+// server.drain_delay.
+var noDrainDelay = []string{"PORTCULLIS_SERVER_DRAIN_DELAY=0s"}
 
 // run runs args as the binary does, with environ as the environment and
 // the given streams, printing a failure on stderr; it returns the exit code.

@@ -93,11 +93,38 @@ type serverOptions struct {
 	// MaxHeaderBytes bounds request headers. Default 64 KiB.
 	MaxHeaderBytes int `yaml:"max_header_bytes" schema:"min=0"`
 	// DrainDelay is how long readiness fails before the listener closes on
-	// SIGTERM, so load balancers stop routing first. Default 0.
-	DrainDelay time.Duration `yaml:"drain_delay"`
-	// ShutdownGrace bounds how long calls in flight may take to finish after
-	// SIGTERM. Default 25s (under Kubernetes' default 30s grace period).
+	// SIGTERM, so load balancers stop routing first. Unset means 5s, what
+	// the Helm chart sets too: Kubernetes takes a deleted pod out of its
+	// Service's endpoints at once, but kube-proxy on each node and ingress
+	// controllers apply that a few seconds later, and until then they
+	// still send connections, which a closed listener refuses. A balancer
+	// that checks /readyz itself stops routing after its check interval
+	// times its failure threshold: set drain_delay above that. 0s closes
+	// the listener at once. With --dev (loopback only, no balancer), unset
+	// means 0s.
+	DrainDelay *time.Duration `yaml:"drain_delay"`
+	// ShutdownGrace bounds how long calls in flight may take to finish
+	// once the listener has closed. Default 20s, so that drain_delay's
+	// default 5s and this end within Kubernetes' default 30s grace period
+	// (terminationGracePeriodSeconds) with time to spare: the kubelet kills
+	// the process when that runs out, cutting off what is still running.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+}
+
+// The defaults of server.drain_delay (outside --dev) and
+// server.shutdown_grace. The chart's portcullis.validate assumes them for
+// keys left unset.
+const (
+	defaultDrainDelay    = 5 * time.Second
+	defaultShutdownGrace = 20 * time.Second
+)
+
+// drainDelay returns DrainDelay, or its default when it is unset.
+func (s serverOptions) drainDelay() time.Duration {
+	if s.DrainDelay == nil {
+		return defaultDrainDelay
+	}
+	return *s.DrainDelay
 }
 
 // logOptions configures the structured log on stderr.
@@ -126,8 +153,12 @@ func (c *configFile) defaults() {
 	if s.MaxHeaderBytes == 0 {
 		s.MaxHeaderBytes = 64 << 10
 	}
+	if s.DrainDelay == nil {
+		d := defaultDrainDelay
+		s.DrainDelay = &d
+	}
 	if s.ShutdownGrace == 0 {
-		s.ShutdownGrace = 25 * time.Second
+		s.ShutdownGrace = defaultShutdownGrace
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
@@ -172,7 +203,7 @@ func (c *configFile) Validate() error {
 			add(key+": ", errors.New("must be positive"))
 		}
 	}
-	if s.DrainDelay < 0 {
+	if s.drainDelay() < 0 {
 		add("server.drain_delay: ", errors.New("must not be negative"))
 	}
 	if s.MaxHeaderBytes < 0 {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/portcullis-mcp/portcullis/mcp"
 )
@@ -65,6 +66,56 @@ func TestAuthorizationServerAloneValidates(t *testing.T) {
 			}
 			if err != nil && !strings.Contains(err.Error(), "auth.required_scopes") {
 				t.Errorf("error %q does not name auth.required_scopes", err)
+			}
+		})
+	}
+}
+
+// TestDrainDefaults: left unset, server.drain_delay is 5s and
+// server.shutdown_grace 20s, which together stay under Kubernetes' default
+// 30s grace period; an explicit 0s still means no delay, from the file or
+// the environment; --dev, loopback only, waits for no balancer unless told.
+func TestDrainDefaults(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		yaml      string
+		env       []string
+		dev       bool
+		wantDrain time.Duration
+	}{
+		{name: "unset", yaml: "log:\n  level: info\n", wantDrain: 5 * time.Second},
+		{name: "explicit zero", yaml: "server:\n  drain_delay: 0s\n", wantDrain: 0},
+		{name: "explicit", yaml: "server:\n  drain_delay: 12s\n", wantDrain: 12 * time.Second},
+		{name: "null keeps the default", yaml: "server:\n  drain_delay:\n", wantDrain: 5 * time.Second},
+		{name: "zero from the environment", yaml: "server:\n  drain_delay: 12s\n", env: []string{"PORTCULLIS_SERVER_DRAIN_DELAY=0s"}, wantDrain: 0},
+		{name: "dev unset", yaml: "log:\n  level: info\n", dev: true, wantDrain: 0},
+		{name: "dev explicit", yaml: "server:\n  drain_delay: 3s\n", dev: true, wantDrain: 3 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "portcullis.yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f := newFlags("serve", io.Discard, true)
+			var args []string
+			if tt.dev {
+				args = append(args, "--dev")
+			}
+			if err := f.parse(args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := loadConfig(path, tt.env, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Server.drainDelay(); got != tt.wantDrain {
+				t.Errorf("drain_delay = %v, want %v", got, tt.wantDrain)
+			}
+			if got, want := cfg.Server.ShutdownGrace, 20*time.Second; got != want {
+				t.Errorf("shutdown_grace = %v, want %v", got, want)
+			}
+			if sum := cfg.Server.drainDelay() + cfg.Server.ShutdownGrace; !tt.dev && tt.wantDrain == 5*time.Second && sum >= 30*time.Second {
+				t.Errorf("drain_delay + shutdown_grace = %v, not under Kubernetes' default 30s grace period", sum)
 			}
 		})
 	}

@@ -23,7 +23,7 @@ func startServe(t *testing.T, args ...string) (base string, stdout *syncbuf.Buff
 	done := make(chan struct{}) // closed on return, even when listenAddr took the code
 	go func() {
 		defer close(done)
-		exited <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...), nil, strings.NewReader(""), stdout, &stderr)
+		exited <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...), noDrainDelay, strings.NewReader(""), stdout, &stderr)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return "http://" + listenAddr(t, &stderr, exited), stdout

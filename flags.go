@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/config"
 )
@@ -49,6 +50,12 @@ func (f *commonFlags) apply(c *configFile) {
 	}
 	if f.metrics != "" {
 		c.Server.MetricsListen = f.metrics
+	}
+	// --dev serves only on loopback, where no balancer needs time to stop
+	// routing: stopping a dev server does not wait for one.
+	if f.dev && c.Server.DrainDelay == nil {
+		var none time.Duration
+		c.Server.DrainDelay = &none
 	}
 }
 

@@ -20,8 +20,10 @@ import (
 // openRedis returns a client for the configured Redis, or nil when none is
 // configured. A Redis that does not answer at start is logged, not fatal:
 // the task store and the shared rate limits reach it once it is up, and
-// degrade until then (see docs/tasks.md).
-func openRedis(ctx context.Context, cfg *configFile, logger *slog.Logger) (redis.UniversalClient, error) {
+// degrade until then (see docs/tasks.md). Until the client is closed, a
+// redisconn.Watcher checks that Redis answers and counts primary switches
+// in metrics (portcullis_redis_up, portcullis_redis_failovers_total).
+func openRedis(ctx context.Context, cfg *configFile, metrics *observability.Metrics, logger *slog.Logger) (redis.UniversalClient, error) {
 	if !cfg.Redis.Enabled() {
 		return nil, nil
 	}
@@ -35,12 +37,43 @@ func openRedis(ctx context.Context, cfg *configFile, logger *slog.Logger) (redis
 	if err != nil {
 		return nil, err
 	}
-	if err := redisconn.Ping(ctx, client, cfg.Redis); err != nil {
+	err = redisconn.Ping(ctx, client, cfg.Redis)
+	if err != nil {
 		logger.Warn("redis unreachable at start; task tools degrade and rate limits are per replica until it answers", "redis", cfg.Redis, "error", err)
 	} else {
 		logger.Info("redis reachable", "redis", cfg.Redis)
 	}
+	obs := metrics.Redis(cfg.Redis.Mode())
+	obs.SetUp(err == nil)
+	// The watch outlives ctx, which ends when draining starts: it ends when
+	// the client is closed, after the drain.
+	go redisWatcher(obs, cfg.Redis.Mode(), err == nil, logger).Run(context.WithoutCancel(ctx), client, cfg.Redis)
 	return client, nil
+}
+
+// redisWatcher returns the watcher of the Redis deployment of mode, which
+// records in obs and logs each failover and each change between
+// answering and not (up is the state at start).
+func redisWatcher(obs *observability.RedisMetrics, mode string, up bool, logger *slog.Logger) redisconn.Watcher {
+	var wasUp atomic.Bool
+	wasUp.Store(up)
+	return redisconn.Watcher{
+		OnCheck: func(up bool) {
+			obs.SetUp(up)
+			switch {
+			case wasUp.Swap(up) == up:
+			case up:
+				logger.Info("redis answers again")
+			default:
+				logger.Warn("redis does not answer; tasks, shared sessions, the authorization server and shared rate limits degrade until it does (see docs/runbook.md#portcullisredisdown)")
+			}
+		},
+		OnFailover: func(from, to string) {
+			obs.Failover()
+			logger.Warn("redis primary switched", "mode", mode, "from", from, "to", to)
+		},
+		Logger: logger,
+	}
 }
 
 // redisLogger is go-redis's logger, writing to ours at debug level: the

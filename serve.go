@@ -128,10 +128,11 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	a.logger.Info("draining", "drain_delay", s.DrainDelay, "shutdown_grace", s.ShutdownGrace)
+	drain := s.drainDelay()
+	a.logger.Info("draining", "drain_delay", drain, "shutdown_grace", s.ShutdownGrace)
 	health.SetDraining()
-	if s.DrainDelay > 0 {
-		t := time.NewTimer(s.DrainDelay)
+	if drain > 0 {
+		t := time.NewTimer(drain)
 		<-t.C
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)

@@ -145,10 +145,19 @@ func (s *server) Signal(t *testing.T, sig os.Signal) {
 // variables env ("KEY=value") and waits for its "listening" log line.
 // On cleanup it sends SIGTERM and waits for the process (killing it if it
 // hangs), and logs its stderr if the test failed.
+//
+// No balancer routes to a test's server, so it stops without the default
+// server.drain_delay: noDrainDelay comes before env, and a test of the
+// drain sets PORTCULLIS_SERVER_DRAIN_DELAY in env (the later value wins,
+// and the environment overrides a config file's drain_delay).
 func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	return runServer(t, env, append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...)...)
+	return runServer(t, append([]string{noDrainDelay}, env...), append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...)...)
 }
+
+// noDrainDelay is the environment variable that stops a server without
+// the default server.drain_delay.
+const noDrainDelay = "PORTCULLIS_SERVER_DRAIN_DELAY=0s"
 
 // runServer is startServer with exactly the arguments argv, the command
 // included (e.g. what a Helm chart renders).

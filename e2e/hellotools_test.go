@@ -90,7 +90,7 @@ func TestHelloToolsExample(t *testing.T) {
 	})
 
 	t.Run("conformance", func(t *testing.T) {
-		srv := runBinary(t, bin, []string{"PORTCULLIS_TOOLS_TOOLSETS=conformance"},
+		srv := runBinary(t, bin, []string{noDrainDelay, "PORTCULLIS_TOOLS_TOOLSETS=conformance"},
 			"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0")
 		conformanceRequirements(t, srv.MCPURL(), t.Logf)
 	})

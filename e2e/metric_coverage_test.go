@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/redistest"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -278,9 +279,11 @@ func TestDashboardAndAlertsQueryOnlyExportedMetrics(t *testing.T) {
 	}
 
 	// With one upstream MCP server (the go-sdk's everything-server over
-	// stdio), so that the upstream panels' series are in the scrape too.
+	// stdio) and a Redis, so that the upstream and Redis panels' series
+	// are in the scrape too.
 	cfg := writeUpstreamConfig(t, fmt.Sprintf("upstreams:\n  - name: gosdk\n    transport: stdio\n    command: %q\n    required: true\n", goEverythingServer(t)))
-	srv := startServer(t, []string{"PORTCULLIS_TOOLS_TOOLSETS=core"}, "--config", cfg)
+	rdb := redistest.Start(t)
+	srv := startServer(t, []string{"PORTCULLIS_TOOLS_TOOLSETS=core", "PORTCULLIS_REDIS_URL=redis://" + rdb.Addr}, "--config", cfg)
 	exercise(t, srv)
 	metricsURL := srv.MetricsURL(t)
 

@@ -172,6 +172,16 @@ func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
 	if len(before) == 0 {
 		t.Fatal("no task was created before the failover")
 	}
+
+	// Each replica saw the switch once, and finds Redis up after it.
+	for i, s := range replicas {
+		const failovers, up = `portcullis_redis_failovers_total{mode="sentinel"}`, "portcullis_redis_up"
+		if !poll(10*time.Second, 100*time.Millisecond, func() bool {
+			return scrapeValue(t, s, failovers) == 1 && scrapeValue(t, s, up) == 1
+		}) {
+			t.Errorf("replica %d: %s = %v and %s = %v, want 1 and 1", i, failovers, scrapeValue(t, s, failovers), up, scrapeValue(t, s, up))
+		}
+	}
 }
 
 // haCall posts one 2026-07-28 request (the tasks _meta included) and

@@ -270,9 +270,11 @@ upstreams:
     allow: [echo]
 `, scopeEcho, upstreamURL)
 	}
+	// No balancer routes to these servers: they stop without a drain delay.
 	return fmt.Sprintf(`server:
   listen: %[1]s
   metrics_listen: %[2]s
+  drain_delay: 0s
 tools:
   toolsets: [core]
 auth:

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -255,4 +256,134 @@ func TestCluster(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the cluster of "+c.Nodes[0].Addr) || strings.Contains(err.Error(), secret) {
 		t.Fatalf("Ping with a primary down = %v, want an error naming the cluster, without the password", err)
 	}
+}
+
+// watch runs a Watcher on client until the test ends and returns what it
+// reports: each failover as "from -> to", each check's result, and each
+// log record's message.
+func watch(t *testing.T, client redis.UniversalClient, o redisconn.Options) (failovers <-chan string, checks <-chan bool, logs <-chan string) {
+	t.Helper()
+	f, c, l := make(chan string, 10), make(chan bool, 1000), make(chan string, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		redisconn.Watcher{
+			Interval:   100 * time.Millisecond,
+			OnFailover: func(from, to string) { f <- from + " -> " + to },
+			OnCheck: func(up bool) {
+				select {
+				case c <- up:
+				default:
+				}
+			},
+			Logger: slog.New(chanHandler(l)),
+		}.Run(ctx, client, o)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return f, c, l
+}
+
+// chanHandler is a slog.Handler that sends each record's message on a
+// channel, dropping it when the channel is full.
+type chanHandler chan<- string
+
+func (h chanHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h <- r.Message:
+	default:
+	}
+	return nil
+}
+func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h chanHandler) WithGroup(string) slog.Handler      { return h }
+
+// awaitChecks waits for n checks that found Redis up.
+func awaitChecks(t *testing.T, checks <-chan bool, n int) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for n > 0 {
+		select {
+		case up := <-checks:
+			if up {
+				n--
+			}
+		case <-timeout:
+			t.Fatalf("the watcher did not find Redis up %d more times within 30s", n)
+		}
+	}
+}
+
+// awaitFailover waits for failovers to report want, and then for a few
+// more checks without another report.
+func awaitFailover(t *testing.T, failovers <-chan string, checks <-chan bool, want string) {
+	t.Helper()
+	select {
+	case got := <-failovers:
+		if got != want {
+			t.Errorf("failover %s, want %s", got, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no failover reported within 30s, want %s", want)
+	}
+	awaitChecks(t, checks, 5)
+	select {
+	case s := <-failovers:
+		t.Errorf("one failover reported twice, or one that did not happen: %s", s)
+	default:
+	}
+}
+
+// A Watcher of a Sentinel deployment reports the primary's failover once,
+// from the killed primary to the promoted replica, and finds Redis up
+// again after it.
+func TestWatcherSeesSentinelFailover(t *testing.T) {
+	const secret = "sentinel-data-pass"
+	d := redistest.StartSentinel(t, "--requirepass", secret, "--masterauth", secret)
+	o := redisconn.Options{
+		Sentinel:    redisconn.SentinelOptions{MasterName: redistest.SentinelMaster, Addresses: d.Addrs()},
+		Password:    secret,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+	}
+	client, err := redisconn.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	failovers, checks, logs := watch(t, client, o)
+	// The watcher listens before the kill, or it could not tell a switch.
+	for listening := false; !listening; {
+		select {
+		case msg := <-logs:
+			listening = strings.Contains(msg, "listening to a sentinel")
+		case <-time.After(30 * time.Second):
+			t.Fatal("the watcher did not listen to a sentinel within 30s")
+		}
+	}
+	awaitChecks(t, checks, 1)
+
+	d.KillPrimary()
+	awaitFailover(t, failovers, checks, d.Primary.Addr+" -> "+d.Replica.Addr)
+}
+
+// A Watcher of a Cluster reports a replica's takeover of its primary's
+// slots once, from the old primary to the replica.
+func TestWatcherSeesClusterFailover(t *testing.T) {
+	const secret = "cluster-pass"
+	c := redistest.StartCluster(t, 3, "--requirepass", secret)
+	replica := c.AddReplica(t, 1)
+	o := redisconn.Options{Cluster: redisconn.ClusterOptions{Addresses: c.Addrs()[:1]}, Password: secret}
+	client, err := redisconn.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	failovers, checks, _ := watch(t, client, o)
+	// Two checks: the first read of CLUSTER NODES, which follows the first
+	// check, is done.
+	awaitChecks(t, checks, 2)
+
+	c.Failover(t, replica)
+	awaitFailover(t, failovers, checks, c.Nodes[1].Addr+" -> "+replica.Addr)
 }

@@ -191,10 +191,15 @@ func (d *Sentinel) KillPrimary() time.Duration {
 	}
 }
 
-// Cluster is a Redis Cluster started by [StartCluster]: primaries only,
-// the hash slots split evenly between them.
+// Cluster is a Redis Cluster started by [StartCluster]: primaries, the
+// hash slots split evenly between them, and the replicas
+// [Cluster.AddReplica] adds.
 type Cluster struct {
+	// Nodes are the primaries as started.
 	Nodes []*Server
+
+	extra    []string // more arguments of every node
+	password string   // --requirepass of extra, if any
 }
 
 // StartCluster starts n Redis Cluster nodes (three at least) on free ports
@@ -207,14 +212,9 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	if err != nil {
 		t.Fatalf("redis-cli not found on PATH: run `make tools` (scripts/install-redis.sh installs Debian's redis-tools package): %v", err)
 	}
-	c := &Cluster{}
+	c := &Cluster{extra: extra, password: argValue(extra, "--requirepass")}
 	for range n {
-		dir := t.TempDir()
-		c.Nodes = append(c.Nodes, Start(t, append([]string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "2000",
-		}, extra...)...))
+		c.Nodes = append(c.Nodes, c.startNode(t))
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
@@ -243,6 +243,118 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 		nc.Close()
 	}
 	return c
+}
+
+// startNode starts one node of c, not yet part of the cluster.
+func (c *Cluster) startNode(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	return Start(t, append(append([]string{
+		"--cluster-enabled", "yes",
+		"--cluster-config-file", filepath.Join(t.TempDir(), "nodes.conf"),
+		"--cluster-node-timeout", "2000",
+	}, c.extra...), extra...)...)
+}
+
+// nodeClient returns a client of one node alone (not a cluster client).
+func (c *Cluster) nodeClient(s *Server) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr, Password: c.password, DialTimeout: time.Second, ReadTimeout: time.Second, DisableIdentity: true})
+}
+
+// AddReplica starts a node, joins it to the cluster as a replica of
+// c.Nodes[i], and waits until it has copied its primary and every node
+// knows it as that primary's replica (so that it can be failed over to).
+func (c *Cluster) AddReplica(t testing.TB, i int) *Server {
+	t.Helper()
+	var extra []string
+	if c.password != "" {
+		extra = []string{"--masterauth", c.password}
+	}
+	r := c.startNode(t, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	defer cancel()
+	pc, rc := c.nodeClient(c.Nodes[i]), c.nodeClient(r)
+	defer pc.Close()
+	defer rc.Close()
+	primaryID, err := pc.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER MYID on %s: %v", c.Nodes[i].Addr, err)
+	}
+	replicaID, err := rc.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER MYID on %s: %v", r.Addr, err)
+	}
+	host, port, _ := net.SplitHostPort(c.Nodes[i].Addr)
+	if err := rc.ClusterMeet(ctx, host, port).Err(); err != nil {
+		t.Fatalf("redistest: CLUSTER MEET from %s: %v", r.Addr, err)
+	}
+	// CLUSTER REPLICATE fails until the new node has learned of the
+	// primary through the handshake.
+	c.await(ctx, t, "replicating "+c.Nodes[i].Addr, func() (bool, string) {
+		err := rc.ClusterReplicate(ctx, primaryID).Err()
+		return err == nil, fmt.Sprint(err)
+	})
+	c.await(ctx, t, "in sync with "+c.Nodes[i].Addr, func() (bool, string) {
+		info, err := rc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up"), info + fmt.Sprint(err)
+	})
+	for _, n := range c.Nodes {
+		nc := c.nodeClient(n)
+		c.await(ctx, t, n.Addr+" knowing "+r.Addr+" as a replica", func() (bool, string) {
+			nodes, err := nc.ClusterNodes(ctx).Result()
+			for line := range strings.Lines(nodes) {
+				f := strings.Fields(line)
+				if len(f) > 3 && f[0] == replicaID && strings.Contains(f[2], "slave") && f[3] == primaryID {
+					return true, ""
+				}
+			}
+			return false, nodes + fmt.Sprint(err)
+		})
+		nc.Close()
+	}
+	return r
+}
+
+// Failover makes replica, added by [Cluster.AddReplica], take over from
+// its primary with CLUSTER FAILOVER (the manual failover, which waits
+// until the replica has every write the primary took), and waits until
+// the replica is a primary and every node reports the cluster ok.
+func (c *Cluster) Failover(t testing.TB, replica *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	defer cancel()
+	rc := c.nodeClient(replica)
+	defer rc.Close()
+	if err := rc.ClusterFailover(ctx).Err(); err != nil {
+		t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica.Addr, err)
+	}
+	c.await(ctx, t, replica.Addr+" promoted", func() (bool, string) {
+		role, err := rc.Do(ctx, "ROLE").Slice()
+		return err == nil && len(role) > 0 && role[0] == "master", fmt.Sprint(role, err)
+	})
+	for _, n := range append([]*Server{replica}, c.Nodes...) {
+		nc := c.nodeClient(n)
+		c.await(ctx, t, n.Addr+" reporting the cluster ok", func() (bool, string) {
+			info, err := nc.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok"), info + fmt.Sprint(err)
+		})
+		nc.Close()
+	}
+}
+
+// await polls ok until it holds or ctx ends, then fails the test with
+// what, and the last state ok described.
+func (c *Cluster) await(ctx context.Context, t testing.TB, what string, ok func() (bool, string)) {
+	t.Helper()
+	for {
+		done, state := ok()
+		if done {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: not %s within %v: %s", what, haTimeout, state)
+		}
+		time.Sleep(50 * time.Millisecond) // polling real processes
+	}
 }
 
 // Addrs returns the nodes' addresses.

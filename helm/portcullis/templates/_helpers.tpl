@@ -268,8 +268,8 @@ naming the values key to change.
 {{- fail (printf "redis.tls.enabled: redis.url %q must start with rediss:// to connect over TLS" $redis.url) }}
 {{- end }}
 {{- $server := .Values.config.server | default dict }}
-{{- $drain := include "portcullis.seconds" ($server.drain_delay | default "0s") | atoi }}
-{{- $grace := include "portcullis.seconds" ($server.shutdown_grace | default "25s") | atoi }}
+{{- $drain := include "portcullis.seconds" ($server.drain_delay | default "5s") | atoi }}
+{{- $grace := include "portcullis.seconds" ($server.shutdown_grace | default "20s") | atoi }}
 {{- if le (int .Values.terminationGracePeriodSeconds) (add $drain $grace) }}
 {{- fail (printf "terminationGracePeriodSeconds: %d must exceed config.server.drain_delay (%ds) + config.server.shutdown_grace (%ds) = %ds, or Kubernetes kills pods while calls are still finishing" (int .Values.terminationGracePeriodSeconds) $drain $grace (add $drain $grace)) }}
 {{- end }}
