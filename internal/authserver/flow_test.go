@@ -170,8 +170,8 @@ func TestStoreHoldsNoTokenMaterial(t *testing.T) {
 	ts := startServer(t)
 	b := newBrowser(t)
 	authURL, verifier := ts.authorizeURL(nil)
-	resp, page := ts.signIn(b, authURL)
-	resp, _ = ts.approve(b, page, "approve")
+	_, page := ts.signIn(b, authURL)
+	resp, _ := ts.approve(b, page, "approve")
 	code := ts.codeFrom(t, resp)
 	status, first := ts.exchange(t, code, verifier)
 	if status != http.StatusOK {
