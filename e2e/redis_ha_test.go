@@ -56,8 +56,10 @@ func TestAuthServerAndSessionsOnRedisCluster(t *testing.T) {
 	defer cancel()
 	held := p.hold(t, ctx)
 	p.checkHeld(t, ctx, held)
-	task := (&taskClient{t: t, endpoint: p.a.MCPURL(), token: p.ccToken(t, idpClient, idpClientSecret)}).start("slow_compute", `{"seconds":0.1,"label":"cluster"}`)
-	if w := (&taskClient{t: t, endpoint: p.b.MCPURL(), token: p.ccToken(t, idpClient, idpClientSecret)}).await(task.TaskID, 30*time.Second); w.Status != "completed" {
+	// A task too, so that the scan below reads a task record.
+	token := p.ccToken(t, idpClient, idpClientSecret)
+	task := (&taskClient{t: t, endpoint: p.a.MCPURL(), token: token}).start("slow_compute", `{"seconds":0.1,"label":"cluster"}`)
+	if w := (&taskClient{t: t, endpoint: p.b.MCPURL(), token: token}).await(task.TaskID, 30*time.Second); w.Status != "completed" {
 		t.Errorf("a task created on A, through B: %s, want completed", w.Status)
 	}
 	checkSharedRate(t, p.ccToken(t, idpLimitedClient, idpLimitedClientSecret), []*server{p.a, p.b}, rate, burst)
@@ -240,7 +242,7 @@ func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
 	}
 	total := len(ops)
 	mu.Unlock()
-	t.Logf("%d calls, %d under way during the switch (the primary killed, the replica promoted %v later, %v allowed for the client to follow): %d failed, %d task tools answered at once, without a task",
+	t.Logf("%d calls, %d under way during the switch (the primary killed, the replica promoted %v later, %v allowed for the client to follow): %d failed, %d task-tool calls answered at once without a task",
 		total, inSwitch, took.Round(time.Millisecond), settle, failed, inline)
 
 	// Nothing created before the kill is lost: each task is there and
