@@ -83,10 +83,10 @@ func asKeysFile(t *testing.T) string {
 // startASIdP starts the IdP (profile "" is the default one) with
 // Portcullis registered as its relying party (idpRP), whose redirect URI
 // is origin/oauth/callback: origin is Portcullis's public origin, known
-// before it starts.
-func startASIdP(t *testing.T, profile, origin string) *IdP {
+// before it starts. extra is more of the IdP's environment.
+func startASIdP(t *testing.T, profile, origin string, extra ...string) *IdP {
 	t.Helper()
-	env := idpRP{RedirectURIs: []string{origin + "/oauth/callback"}}.Env()
+	env := append(idpRP{RedirectURIs: []string{origin + "/oauth/callback"}}.Env(), extra...)
 	if profile == "" {
 		return startIdP(t, env...)
 	}
@@ -354,10 +354,12 @@ func (b *signInBrowser) CodeFetcher(scopes *[]string) auth.AuthorizationCodeFetc
 	}
 }
 
-// asApp is a hand-written public client of Portcullis (asAppClient): PKCE
-// S256, resource, its loopback redirect URI on some port.
+// asApp is a hand-written public client of Portcullis (asAppClient, or
+// the one clientID names): PKCE S256, resource, its loopback redirect URI
+// on some port.
 type asApp struct {
 	issuer, resource string
+	clientID         string
 	redirect         string
 	verifier, state  string
 	challenge, scope string
@@ -368,6 +370,7 @@ func newASApp(t *testing.T, issuer, resource, scope string) *asApp {
 	sum := sha256.Sum256([]byte(verifier))
 	return &asApp{
 		issuer: issuer, resource: resource, scope: scope,
+		clientID:  asAppClient,
 		redirect:  "http://" + freeLoopbackAddr(t) + "/callback",
 		verifier:  verifier,
 		challenge: base64.RawURLEncoding.EncodeToString(sum[:]),
@@ -380,7 +383,7 @@ func newASApp(t *testing.T, issuer, resource, scope string) *asApp {
 func (a *asApp) AuthURL(base string) string {
 	q := url.Values{
 		"response_type":         {"code"},
-		"client_id":             {asAppClient},
+		"client_id":             {a.clientID},
 		"redirect_uri":          {a.redirect},
 		"scope":                 {a.scope},
 		"state":                 {a.state},
@@ -414,7 +417,7 @@ func (a *asApp) Exchange(t *testing.T, base, code string) (int, tokenResponse) {
 		"grant_type":    {"authorization_code"},
 		"code":          {code},
 		"redirect_uri":  {a.redirect},
-		"client_id":     {asAppClient},
+		"client_id":     {a.clientID},
 		"code_verifier": {a.verifier},
 		"resource":      {a.resource},
 	})
@@ -426,7 +429,7 @@ func (a *asApp) Refresh(t *testing.T, base, refresh string) (int, tokenResponse)
 	return asTokenRequest(t, base, url.Values{
 		"grant_type":    {"refresh_token"},
 		"refresh_token": {refresh},
-		"client_id":     {asAppClient},
+		"client_id":     {a.clientID},
 		"resource":      {a.resource},
 	})
 }
@@ -975,6 +978,58 @@ func (l *lb) To(s *server) {
 	l.mu.Unlock()
 }
 
+// lbSignIn runs br's sign-in for app through front, each step on the
+// replica of replicas named in route (authorize, callback, consent page,
+// answer; the last two only when the user's consent is not remembered),
+// and returns the redirect to the client.
+func lbSignIn(t *testing.T, ctx context.Context, front *lb, replicas map[string]*server, br *signInBrowser, app *asApp, route [4]string) *url.URL {
+	t.Helper()
+	front.To(replicas[route[0]])
+	idpURL, err := br.Start(ctx, app.AuthURL(front.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := br.SignIn(ctx, idpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front.To(replicas[route[1]])
+	p, err := br.do(ctx, http.MethodGet, cb.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status != http.StatusSeeOther || p.Location == nil {
+		t.Fatalf("callback on %s: status %d, Location %v; want 303 to the consent page or the client\n%s", route[1], p.Status, p.Location, p.Body)
+	}
+	if p.Location.Path != "/oauth/consent" {
+		return p.Location // consent remembered
+	}
+	front.To(replicas[route[2]])
+	target, fields, err := br.Consent(ctx, p.Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front.To(replicas[route[3]])
+	p, err = br.Answer(ctx, target, fields, "approve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status != http.StatusSeeOther || p.Location == nil {
+		t.Fatalf("consent answer on %s: status %d; want 303 to the client\n%s", route[3], p.Status, p.Body)
+	}
+	return p.Location
+}
+
+// acceptedOn fails the test unless /mcp of every replica accepts token.
+func acceptedOn(t *testing.T, token string, replicas map[string]*server) {
+	t.Helper()
+	for name, s := range replicas {
+		if st := pingWith(t, s.MCPURL(), token); st != http.StatusOK {
+			t.Errorf("/mcp of %s: status %d, want 200", name, st)
+		}
+	}
+}
+
 // TestAuthServerReplicasRedis runs two replicas behind one public origin
 // sharing one real Redis and one keys file. A sign-in crosses replicas at
 // every step (authorize on A, callback on B, consent page on A, answer on
@@ -1024,54 +1079,13 @@ func testReplicasRedis(t *testing.T, persist bool) {
 	b := startServer(t, nil, "--config", cfg)
 	replicas := map[string]*server{"A": a, "B": b}
 
-	// signIn runs a sign-in through the load balancer, each step on the
-	// replica named in route (authorize, callback, consent page, answer;
-	// the last two only when the user's consent is not remembered).
 	signIn := func(t *testing.T, app *asApp, user string, route [4]string) *url.URL {
 		t.Helper()
-		br := newSignInBrowser(idp, user)
-		front.To(replicas[route[0]])
-		idpURL, err := br.Start(ctx, app.AuthURL(front.URL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cb, err := br.SignIn(ctx, idpURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		front.To(replicas[route[1]])
-		p, err := br.do(ctx, http.MethodGet, cb.String(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Status != http.StatusSeeOther || p.Location == nil {
-			t.Fatalf("callback on %s: status %d, Location %v; want 303 to the consent page or the client\n%s", route[1], p.Status, p.Location, p.Body)
-		}
-		if p.Location.Path != "/oauth/consent" {
-			return p.Location // consent remembered
-		}
-		front.To(replicas[route[2]])
-		target, fields, err := br.Consent(ctx, p.Location)
-		if err != nil {
-			t.Fatal(err)
-		}
-		front.To(replicas[route[3]])
-		p, err = br.Answer(ctx, target, fields, "approve")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Status != http.StatusSeeOther || p.Location == nil {
-			t.Fatalf("consent answer on %s: status %d; want 303 to the client\n%s", route[3], p.Status, p.Body)
-		}
-		return p.Location
+		return lbSignIn(t, ctx, front, replicas, newSignInBrowser(idp, user), app, route)
 	}
 	bothAccept := func(t *testing.T, token string) {
 		t.Helper()
-		for name, s := range replicas {
-			if st := pingWith(t, s.MCPURL(), token); st != http.StatusOK {
-				t.Errorf("/mcp of %s: status %d, want 200", name, st)
-			}
-		}
+		acceptedOn(t, token, replicas)
 	}
 
 	app := newASApp(t, issuer, resource, "mcp:tools")

@@ -217,6 +217,30 @@ func (p *IdP) Register(t *testing.T, bearer string, metadata map[string]any) (in
 // Stderr returns what the IdP wrote to stderr so far.
 func (p *IdP) Stderr() string { return p.stderr.String() }
 
+// IssuedTokens returns every token the IdP's token endpoint has issued so
+// far (access, ID and refresh tokens), in order: what an IdP started with
+// IDP_LOG_TOKENS=1 logs. Others log none.
+func (p *IdP) IssuedTokens(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for line := range strings.Lines(p.stderr.String()) {
+		raw, ok := strings.CutPrefix(strings.TrimSpace(line), "idp: issued ")
+		if !ok {
+			continue
+		}
+		var tr tokenResponse
+		if err := json.Unmarshal([]byte(raw), &tr); err != nil {
+			t.Fatalf("IdP log line %q: %v", line, err)
+		}
+		for _, tok := range []string{tr.AccessToken, tr.IDToken, tr.RefreshToken} {
+			if tok != "" {
+				out = append(out, tok)
+			}
+		}
+	}
+	return out
+}
+
 // idpPaths returns the Node 22 binary, e2e/idp/idp.mjs and the folder
 // holding the IdP's node_modules. It fails the test, with how to install
 // them, when they are missing.

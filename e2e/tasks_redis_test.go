@@ -47,13 +47,19 @@ func taskReplicaConfigWith(t *testing.T, idp *IdP, resource string, redisSection
 			"required_scopes":  []string{"mcp:tools"},
 		},
 		"tools": map[string]any{"toolsets": []string{"core", "conformance"}},
-		"tasks": map[string]any{"store": "redis", "lease": taskLease.String(), "poll_interval": "200ms"},
+		"tasks": redisTasksSection(),
 		"redis": redisSection,
 	}
 	for _, e := range extra {
 		maps.Copy(cfg, e)
 	}
 	return writeConfigFile(t, cfg)
+}
+
+// redisTasksSection is the tasks: section of replicas sharing tasks in
+// Redis: the short lease, a poll interval to match.
+func redisTasksSection() map[string]any {
+	return map[string]any{"store": "redis", "lease": taskLease.String(), "poll_interval": "200ms"}
 }
 
 // TestTasksAcrossReplicas runs two Portcullis processes sharing one real

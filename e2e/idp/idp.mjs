@@ -34,6 +34,11 @@
 //   IDP_INITIAL_ACCESS_TOKEN     okta and keycloak: the bearer token dynamic
 //                                client registration wants (default
 //                                <profile>-initial-access-token)
+//   IDP_LOG_TOKENS=1             write every token the token endpoint issues
+//                                to stderr, one line each:
+//                                idp: issued {"access_token":…,"id_token":…,"refresh_token":…}
+//                                (for tests that look for them where they
+//                                must not be)
 //
 // When listening it prints one JSON line on stdout:
 //   {"issuer":"http://127.0.0.1:PORT","profile":"default"}
@@ -688,6 +693,16 @@ if (profile === 'entra' || profile === 'google') {
   });
 }
 
+if (process.env.IDP_LOG_TOKENS === '1') {
+  provider.use(async (ctx, next) => {
+    await next();
+    const body = ctx.body;
+    if (ctx.method === 'POST' && ctx.path === '/token' && ctx.status === 200 && body && typeof body === 'object') {
+      const { access_token, id_token, refresh_token } = body;
+      process.stderr.write(`idp: issued ${JSON.stringify({ access_token, id_token, refresh_token })}\n`);
+    }
+  });
+}
 
 // Log server-side errors: a failing test shows them with the IdP's stderr.
 provider.on('server_error', (ctx, err) => process.stderr.write(`idp: server_error ${ctx.method} ${ctx.path}: ${err.stack}\n`));

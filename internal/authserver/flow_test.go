@@ -160,6 +160,50 @@ func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {
 	}
 }
 
+// TestStoreHoldsNoTokenMaterial: after a code exchange and a refresh,
+// neither a key nor a value of the store holds a code, an access token or
+// a refresh token, whole or its signature part (a JWT's last part, the
+// HMAC of fosite's opaque tokens): whoever reads the store (a Redis
+// shared by replicas) learns nothing a token could be rebuilt or matched
+// from.
+func TestStoreHoldsNoTokenMaterial(t *testing.T) {
+	ts := startServer(t)
+	b := newBrowser(t)
+	authURL, verifier := ts.authorizeURL(nil)
+	_, page := ts.signIn(b, authURL)
+	resp, _ := ts.approve(b, page, "approve")
+	code := ts.codeFrom(t, resp)
+	status, first := ts.exchange(t, code, verifier)
+	if status != http.StatusOK {
+		t.Fatalf("token: %d %v", status, first)
+	}
+	status, second := ts.refresh(t, first["refresh_token"].(string))
+	if status != http.StatusOK {
+		t.Fatalf("refresh: %d %v", status, second)
+	}
+	secrets := map[string]string{"code": code}
+	for name, tok := range map[string]map[string]any{"first": first, "refreshed": second} {
+		for _, kind := range []string{"access_token", "refresh_token"} {
+			v := tok[kind].(string)
+			secrets[name+" "+kind] = v
+			secrets[name+" "+kind+"'s signature"] = v[strings.LastIndexByte(v, '.')+1:]
+		}
+	}
+	kv := ts.Server.kv.(*memoryKV)
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	if len(kv.m) == 0 {
+		t.Fatal("the store holds nothing: nothing was checked")
+	}
+	for key, e := range kv.m {
+		for what, secret := range secrets {
+			if strings.Contains(key, secret) || strings.Contains(string(e.value), secret) {
+				t.Errorf("the %s is in the store under %q: %s", what, key, e.value)
+			}
+		}
+	}
+}
+
 // TestCodeIsSingleUseAndReplayRevokesItsTokens: a replayed code revokes
 // the grant it was exchanged for, and withdraws the user's consent to the
 // client.

@@ -39,24 +39,27 @@ const (
 	kAccess    = "at"         // access token signature → storedRequest
 	kRefresh   = "rt"         // refresh token signature → storedRequest
 	kFamily    = "family"     // request id → "revoked"
-	kRefreshOf = "rt-current" // request id → current refresh signature
+	kRefreshOf = "rt-current" // request id → the current refresh token's key
 )
 
 // storedRequest is a fosite request as the store keeps it. Only the
 // request form's non-secret parameters are kept: never a code, verifier,
-// refresh token, assertion or client secret.
+// refresh token, assertion or client secret, nor a token's signature
+// (tokens are named by their hashKey).
 type storedRequest struct {
-	ID              string          `json:"id"`
-	RequestedAt     time.Time       `json:"requested_at"`
-	ClientID        string          `json:"client_id"`
-	RequestedScope  []string        `json:"requested_scope,omitempty"`
-	GrantedScope    []string        `json:"granted_scope,omitempty"`
-	RequestedAud    []string        `json:"requested_aud,omitempty"`
-	GrantedAud      []string        `json:"granted_aud,omitempty"`
-	Form            url.Values      `json:"form,omitempty"`
-	Session         json.RawMessage `json:"session"`
-	Active          bool            `json:"active"`
-	AccessSignature string          `json:"access_signature,omitempty"`
+	ID             string          `json:"id"`
+	RequestedAt    time.Time       `json:"requested_at"`
+	ClientID       string          `json:"client_id"`
+	RequestedScope []string        `json:"requested_scope,omitempty"`
+	GrantedScope   []string        `json:"granted_scope,omitempty"`
+	RequestedAud   []string        `json:"requested_aud,omitempty"`
+	GrantedAud     []string        `json:"granted_aud,omitempty"`
+	Form           url.Values      `json:"form,omitempty"`
+	Session        json.RawMessage `json:"session"`
+	Active         bool            `json:"active"`
+	// AccessKey is, in a refresh token's record, the hashKey of the
+	// access token issued with it.
+	AccessKey string `json:"access_key,omitempty"`
 }
 
 // keptForm are the request parameters a stored request keeps: what the
@@ -65,7 +68,11 @@ type storedRequest struct {
 var keptForm = []string{"client_id", "redirect_uri", "response_type", "grant_type", "scope", "resource", "code_challenge", "code_challenge_method"}
 
 // hashKey names a token signature in the KV by its SHA-256, so that the
-// store's keys are not token material.
+// store's keys are not token material. Where one record points at
+// another token's (a refresh token's at its access token's, a grant's at
+// its current refresh token's), it holds this key too, never the
+// signature: a JWT's signature is its last part, the HMAC of fosite's
+// opaque tokens is theirs, and neither may be read out of the store.
 func hashKey(kind, signature string) string {
 	sum := sha256.Sum256([]byte(signature))
 	return joinKey(kind, hex.EncodeToString(sum[:]))
@@ -133,15 +140,17 @@ func (s *store) decode(ctx context.Context, b []byte, into fosite.Session) (*fos
 	return req, &sr, nil
 }
 
-func (s *store) put(ctx context.Context, key string, r fosite.Requester, active bool, ttl time.Duration, access string) error {
+// put stores r under key; accessKey, when set, is the hashKey of the
+// access token issued with a refresh token.
+func (s *store) put(ctx context.Context, key string, r fosite.Requester, active bool, ttl time.Duration, accessKey string) error {
 	b, err := s.encode(r, active)
 	if err != nil {
 		return err
 	}
-	if access != "" {
+	if accessKey != "" {
 		var sr storedRequest
 		_ = json.Unmarshal(b, &sr)
-		sr.AccessSignature = access
+		sr.AccessKey = accessKey
 		if b, err = json.Marshal(sr); err != nil {
 			return err
 		}
@@ -233,10 +242,15 @@ func (s *store) DeleteAccessTokenSession(ctx context.Context, signature string) 
 // Refresh tokens.
 
 func (s *store) CreateRefreshTokenSession(ctx context.Context, signature, accessSignature string, r fosite.Requester) error {
-	if err := s.put(ctx, hashKey(kRefresh, signature), r, true, s.o.RefreshTokenTTL, accessSignature); err != nil {
+	var accessKey string
+	if accessSignature != "" {
+		accessKey = hashKey(kAccess, accessSignature)
+	}
+	key := hashKey(kRefresh, signature)
+	if err := s.put(ctx, key, r, true, s.o.RefreshTokenTTL, accessKey); err != nil {
 		return err
 	}
-	return s.kv.Set(ctx, joinKey(kRefreshOf, r.GetID()), []byte(signature), s.o.RefreshTokenTTL)
+	return s.kv.Set(ctx, joinKey(kRefreshOf, r.GetID()), []byte(key), s.o.RefreshTokenTTL)
 }
 
 // GetRefreshTokenSession returns the refresh token's request, with
@@ -292,8 +306,8 @@ func (s *store) RotateRefreshToken(ctx context.Context, requestID, signature str
 	if err := s.kv.Set(ctx, key, b, s.o.RefreshTokenTTL); err != nil {
 		return err
 	}
-	if sr.AccessSignature != "" {
-		return s.kv.Del(ctx, hashKey(kAccess, sr.AccessSignature))
+	if sr.AccessKey != "" {
+		return s.kv.Del(ctx, sr.AccessKey)
 	}
 	return nil
 }
@@ -319,8 +333,8 @@ func (s *store) RevokeRefreshToken(ctx context.Context, requestID string) error 
 	if err := s.kv.Set(ctx, joinKey(kFamily, requestID), []byte("revoked"), s.o.RefreshTokenTTL); err != nil {
 		return err
 	}
-	if sig, err := s.kv.Get(ctx, joinKey(kRefreshOf, requestID)); err == nil {
-		if req, _, err := s.load(ctx, hashKey(kRefresh, string(sig)), nil); err == nil {
+	if key, err := s.kv.Get(ctx, joinKey(kRefreshOf, requestID)); err == nil {
+		if req, _, err := s.load(ctx, string(key), nil); err == nil {
 			if sess, ok := req.GetSession().(*Session); ok {
 				_ = s.kv.Del(ctx, consentKey(sess.User, req.GetClient().GetID()))
 			}
