@@ -35,8 +35,9 @@ const sessionEventsKept = 1000
 //     an earlier stream of the same name, deleted or expired, does not
 //     coalesce now), and the token and number of its last Append (so that
 //     a retried Append adds nothing twice). It lives as long as the
-//     longest-lived of the session's lists; a field whose list has
-//     expired is dropped when a later stream begins;
+//     longest-lived of the session's lists; as a stream begins, two
+//     fields drawn at random are dropped if their lists have expired, so
+//     that the hash does not keep every stream a long session had;
 //   - "c:" sha256(data) ":" inc: present (PX coalesce) while an Append of
 //     data to that incarnation coalesces.
 //
@@ -59,6 +60,7 @@ func (e *redisSessionEvents) base(key string) string {
 	return e.prefix + "events:{" + key + "}:"
 }
 
+// channel is the Pub/Sub channel of every replica's messages.
 func (e *redisSessionEvents) channel() string { return e.prefix + "session-events" }
 
 // appendScript adds an event at the end of a stream, or nothing when the
@@ -86,8 +88,8 @@ if n > 0 then
   end
   if last == token then return lastidx end
 else
-  -- A stream begins: drop the fields of two streams that have expired,
-  -- so that the hash does not grow with every stream a session had.
+  -- A stream begins: drop the fields of two streams drawn at random if
+  -- they have expired.
   for _, f in ipairs(redis.call('HRANDFIELD', streams, 2)) do
     if f ~= stream and redis.call('EXISTS', ARGV[8] .. f) == 0 then redis.call('HDEL', streams, f) end
   end
