@@ -125,7 +125,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := newSessionStore(cfg, rdb)
+	sessions, events, err := newSessionStore(cfg, rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +150,11 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Sessions:         sessions,
 		OnSessionAdopted: metrics.SessionRebuilt,
 		StepUp:           stepUp(cfg.Auth, cfg.authOn()),
+		// The shared sessions' streams, and what crosses replicas, with
+		// the session store.
+		Events:            events,
+		OnEventsReplayed:  metrics.EventsReplayed,
+		OnAnswerForwarded: metrics.AnswerForwarded,
 	})
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
 	return a, nil

@@ -60,14 +60,15 @@ func (s *redisSessionStore) Delete(ctx context.Context, id string) error {
 }
 
 // newSessionStore returns the legacy session store cfg.MCP.SessionStore
-// names: Redis when it says so, or by default when Redis is configured;
+// names, and the log of the sessions' event streams that goes with it:
+// both in Redis when it says so, or by default when Redis is configured;
 // nil for memory, where each session stays on the replica that made it.
-func newSessionStore(cfg *configFile, rdb redis.UniversalClient) (mcp.SessionStore, error) {
+func newSessionStore(cfg *configFile, rdb redis.UniversalClient) (mcp.SessionStore, mcp.SessionEvents, error) {
 	switch {
 	case cfg.MCP.SessionStore == "memory", cfg.MCP.SessionStore == "" && rdb == nil:
-		return nil, nil
+		return nil, nil, nil
 	case rdb == nil:
-		return nil, fmt.Errorf("mcp.session_store: redis needs a Redis (redis.url, redis.sentinel or redis.cluster)")
+		return nil, nil, fmt.Errorf("mcp.session_store: redis needs a Redis (redis.url, redis.sentinel or redis.cluster)")
 	}
-	return &redisSessionStore{rdb: rdb, prefix: cfg.Redis.KeyPrefix}, nil
+	return &redisSessionStore{rdb: rdb, prefix: cfg.Redis.KeyPrefix}, newRedisSessionEvents(rdb, cfg.Redis.KeyPrefix), nil
 }

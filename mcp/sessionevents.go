@@ -54,6 +54,7 @@ type MemorySessionEvents struct {
 
 	mu        sync.Mutex
 	streams   map[[2]string]*memoryStream // by session key and stream
+	sweepAt   int                         // how many streams make Append drop the expired ones
 	listeners []func([]byte)
 }
 
@@ -88,10 +89,28 @@ func (m *MemorySessionEvents) stream(key, stream string, create bool) *memoryStr
 	return s
 }
 
+// sweep drops the expired streams once there are twice as many streams
+// as the last sweep left (and 64 at least): a stream nobody reads after
+// it expired (every request's stream, once answered) would otherwise stay
+// for ever, and the cost per Append stays constant on average.
+func (m *MemorySessionEvents) sweep() {
+	if len(m.streams) < m.sweepAt {
+		return
+	}
+	now := m.now()
+	for k, s := range m.streams {
+		if !now.Before(s.expires) {
+			delete(m.streams, k)
+		}
+	}
+	m.sweepAt = max(2*len(m.streams), 64)
+}
+
 // Append implements [SessionEvents].
 func (m *MemorySessionEvents) Append(_ context.Context, key, stream string, data []byte, ttl, coalesce time.Duration) (int, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.sweep()
 	s := m.stream(key, stream, true)
 	now := m.now()
 	s.expires = now.Add(ttl)

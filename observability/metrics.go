@@ -62,6 +62,8 @@ type Metrics struct {
 	session        *prometheus.HistogramVec
 	sessionsActive prometheus.Gauge
 	sessionsAdopt  prometheus.Counter
+	eventsReplayed prometheus.Counter
+	answersFwd     prometheus.Counter
 	// afterSessionEnd, when set (by tests), runs after a session's end is
 	// recorded, which happens on a goroutine of its own.
 	afterSessionEnd func()
@@ -105,6 +107,14 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 		sessionsAdopt: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "portcullis_mcp_sessions_rebuilt_total",
 			Help: "Legacy (stateful) MCP sessions this replica rebuilt from the shared session store to serve a request, because another replica made them or its own copy had ended.",
+		}),
+		eventsReplayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "portcullis_mcp_session_events_replayed_total",
+			Help: "Events of legacy sessions' streams this replica replayed from the shared event log to a client resuming a stream with Last-Event-ID.",
+		}),
+		answersFwd: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "portcullis_mcp_session_answers_forwarded_total",
+			Help: "Clients' answers to server-to-client requests of legacy sessions (sampling, elicitation, roots) posted to this replica and handed to the replica whose call waits for them, itself included.",
 		}),
 		authRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_auth_requests_total",
@@ -150,7 +160,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.conns = m.limitCounters.forConns()
 	reg.MustRegister(m.rateLimited, m.limitRejections, m.idleClosed)
 	reg.MustRegister(
-		m.operation, m.session, m.sessionsActive, m.sessionsAdopt, m.authRequests, m.toolDenials, m.authServer,
+		m.operation, m.session, m.sessionsActive, m.sessionsAdopt, m.eventsReplayed, m.answersFwd, m.authRequests, m.toolDenials, m.authServer,
 		m.httpInFlight, m.httpRequests, m.httpDuration, m.spans, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -161,6 +171,15 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 // SessionRebuilt counts one legacy session this replica rebuilt from the
 // shared session store (see mcp.Deps.OnSessionAdopted).
 func (m *Metrics) SessionRebuilt(context.Context) { m.sessionsAdopt.Inc() }
+
+// EventsReplayed counts n events of a legacy session's stream replayed
+// from the shared event log (see mcp.Deps.OnEventsReplayed).
+func (m *Metrics) EventsReplayed(_ context.Context, n int) { m.eventsReplayed.Add(float64(n)) }
+
+// AnswerForwarded counts one client's answer to a server-to-client request
+// handed to the replica whose call waits for it (see
+// mcp.Deps.OnAnswerForwarded).
+func (m *Metrics) AnswerForwarded(context.Context) { m.answersFwd.Inc() }
 
 // Handler serves the registry in the Prometheus exposition formats, with
 // gzip when the scraper asks for it (at gzip.BestSpeed, see gzipWriters).

@@ -550,3 +550,32 @@ func TestAuditLine(t *testing.T) {
 		t.Errorf("arguments_bytes = %v", got)
 	}
 }
+
+// TestSharedSessionCounters checks that the hooks of sessions shared
+// between replicas count what they are told: sessions rebuilt, events
+// replayed (by the number of events) and answers forwarded.
+func TestSharedSessionCounters(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, BuildInfo{})
+	ctx := context.Background()
+	m.SessionRebuilt(ctx)
+	m.EventsReplayed(ctx, 3)
+	m.EventsReplayed(ctx, 2)
+	m.AnswerForwarded(ctx)
+	m.AnswerForwarded(ctx)
+	want := `
+# HELP portcullis_mcp_session_answers_forwarded_total Clients' answers to server-to-client requests of legacy sessions (sampling, elicitation, roots) posted to this replica and handed to the replica whose call waits for them, itself included.
+# TYPE portcullis_mcp_session_answers_forwarded_total counter
+portcullis_mcp_session_answers_forwarded_total 2
+# HELP portcullis_mcp_session_events_replayed_total Events of legacy sessions' streams this replica replayed from the shared event log to a client resuming a stream with Last-Event-ID.
+# TYPE portcullis_mcp_session_events_replayed_total counter
+portcullis_mcp_session_events_replayed_total 5
+# HELP portcullis_mcp_sessions_rebuilt_total Legacy (stateful) MCP sessions this replica rebuilt from the shared session store to serve a request, because another replica made them or its own copy had ended.
+# TYPE portcullis_mcp_sessions_rebuilt_total counter
+portcullis_mcp_sessions_rebuilt_total 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"portcullis_mcp_sessions_rebuilt_total", "portcullis_mcp_session_events_replayed_total", "portcullis_mcp_session_answers_forwarded_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,663 @@
+//go:build e2e
+
+package portcullis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/portcullis-mcp/portcullis/internal/redistest"
+	"github.com/portcullis-mcp/portcullis/mcp"
+)
+
+// eventsStep is one call of a [mcp.SessionEvents] test, or time passing,
+// with what it must give.
+type eventsStep struct {
+	op            string // "append", "after", "last", "delete", "advance"
+	session       string // "a" or "b"
+	stream, data  string
+	ttl, coalesce time.Duration
+	index         int           // after: the number asked after; append, last: the number wanted (-1: coalesced, none)
+	want          []string      // after: the events wanted
+	err           error         // after: the error wanted
+	d             time.Duration // advance
+}
+
+func appendEv(session, stream, data string, ttl, coalesce time.Duration, want int) eventsStep {
+	return eventsStep{op: "append", session: session, stream: stream, data: data, ttl: ttl, coalesce: coalesce, index: want}
+}
+
+func afterEv(session, stream string, index int, want ...string) eventsStep {
+	return eventsStep{op: "after", session: session, stream: stream, index: index, want: want}
+}
+
+func droppedEv(session, stream string, index int) eventsStep {
+	return eventsStep{op: "after", session: session, stream: stream, index: index, err: mcp.ErrEventsDropped}
+}
+
+func lastEv(session, stream string, want int) eventsStep {
+	return eventsStep{op: "last", session: session, stream: stream, index: want}
+}
+
+func deleteEv(session string) eventsStep { return eventsStep{op: "delete", session: session} }
+
+func advance(d time.Duration) eventsStep { return eventsStep{op: "advance", d: d} }
+
+// eventsKept is the events kept per stream in the semantics test.
+const eventsKept = 3
+
+// eventsCases are the semantics every [mcp.SessionEvents] has, as
+// [mcp.MemorySessionEvents] defines them. Times are minutes apart, so that
+// what a real Redis takes to answer cannot move a step across a deadline.
+var eventsCases = []struct {
+	name  string
+	steps []eventsStep
+}{
+	{
+		name: "numbered from 0 per stream, read after a number",
+		steps: []eventsStep{
+			appendEv("a", "s1", "x", time.Hour, 0, 0),
+			appendEv("a", "s1", "y", time.Hour, 0, 1),
+			appendEv("a", "", "z", time.Hour, 0, 0),
+			lastEv("a", "s1", 1), lastEv("a", "", 0), lastEv("a", "s3", -1),
+			afterEv("a", "s1", -1, "x", "y"),
+			afterEv("a", "s1", 0, "y"),
+			afterEv("a", "s1", 1),
+			afterEv("a", "s1", 7),
+			afterEv("a", "", -1, "z"),
+		},
+	},
+	{
+		name: "a stream that never was",
+		steps: []eventsStep{
+			afterEv("a", "s", -1), droppedEv("a", "s", 0), droppedEv("a", "s", 5), lastEv("a", "s", -1),
+		},
+	},
+	{
+		name: "trimmed to the newest kept",
+		steps: []eventsStep{
+			appendEv("a", "s", "a", time.Hour, 0, 0),
+			appendEv("a", "s", "b", time.Hour, 0, 1),
+			appendEv("a", "s", "c", time.Hour, 0, 2),
+			appendEv("a", "s", "d", time.Hour, 0, 3),
+			appendEv("a", "s", "e", time.Hour, 0, 4),
+			lastEv("a", "s", 4),
+			droppedEv("a", "s", -1), droppedEv("a", "s", 0), droppedEv("a", "s", -5),
+			afterEv("a", "s", 1, "c", "d", "e"),
+			afterEv("a", "s", 3, "e"),
+			afterEv("a", "s", 4),
+		},
+	},
+	{
+		name: "the same data coalesces within the window",
+		steps: []eventsStep{
+			appendEv("a", "", "n", time.Hour, time.Minute, 0),
+			advance(30 * time.Second),
+			appendEv("a", "", "n", time.Hour, time.Minute, -1),
+			appendEv("a", "", "m", time.Hour, time.Minute, 1),
+			appendEv("a", "", "n", time.Hour, 0, 2), // no window: never coalesces
+			advance(31 * time.Second),               // 61 s after the first n
+			appendEv("a", "", "n", time.Hour, time.Minute, 3),
+			appendEv("a", "", "n", time.Hour, time.Minute, -1),
+			lastEv("a", "", 3),
+			afterEv("a", "", 0, "m", "n", "n"),
+		},
+	},
+	{
+		name: "coalescing is per stream and per session",
+		steps: []eventsStep{
+			appendEv("a", "", "n", time.Hour, time.Minute, 0),
+			appendEv("a", "s", "n", time.Hour, time.Minute, 0),
+			appendEv("b", "", "n", time.Hour, time.Minute, 0),
+			appendEv("b", "", "n", time.Hour, time.Minute, -1),
+		},
+	},
+	{
+		name: "a stream expires ttl after its last append",
+		steps: []eventsStep{
+			appendEv("a", "s", "x", 10*time.Minute, 0, 0),
+			advance(6 * time.Minute),
+			appendEv("a", "s", "y", 10*time.Minute, 0, 1),
+			advance(6 * time.Minute),
+			lastEv("a", "s", 1), afterEv("a", "s", -1, "x", "y"),
+			advance(5 * time.Minute),
+			lastEv("a", "s", -1), afterEv("a", "s", -1), droppedEv("a", "s", 0),
+			appendEv("a", "s", "z", 10*time.Minute, 0, 0),
+			afterEv("a", "s", -1, "z"),
+		},
+	},
+	{
+		name: "each stream expires on its own, numbers kept",
+		steps: []eventsStep{
+			appendEv("a", "long", "a", 30*time.Minute, 0, 0),
+			appendEv("a", "long", "b", 30*time.Minute, 0, 1),
+			appendEv("a", "long", "c", 30*time.Minute, 0, 2),
+			appendEv("a", "long", "d", 30*time.Minute, 0, 3),
+			appendEv("a", "short", "x", 10*time.Minute, 0, 0),
+			advance(15 * time.Minute),
+			lastEv("a", "short", -1),
+			lastEv("a", "long", 3),
+			droppedEv("a", "long", -1),
+			afterEv("a", "long", 1, "c", "d"),
+			appendEv("a", "long", "e", 30*time.Minute, 0, 4),
+		},
+	},
+	{
+		name: "a coalesced append restarts the stream's expiry",
+		steps: []eventsStep{
+			appendEv("a", "", "n", 10*time.Minute, time.Minute, 0),
+			advance(50 * time.Second),
+			appendEv("a", "", "n", 10*time.Minute, time.Minute, -1),
+			advance(9*time.Minute + 30*time.Second),
+			lastEv("a", "", 0),
+			advance(time.Minute),
+			lastEv("a", "", -1),
+		},
+	},
+	{
+		name: "coalescing ends with the stream's expiry",
+		steps: []eventsStep{
+			appendEv("a", "", "n", time.Minute, 5*time.Minute, 0),
+			advance(2 * time.Minute),
+			lastEv("a", "", -1),
+			appendEv("a", "", "n", time.Minute, 5*time.Minute, 0),
+			appendEv("a", "", "n", time.Minute, 5*time.Minute, -1),
+		},
+	},
+	{
+		name: "delete drops every stream of the session and only those",
+		steps: []eventsStep{
+			appendEv("a", "s1", "x", time.Hour, 0, 0),
+			appendEv("a", "", "y", time.Hour, 0, 0),
+			appendEv("b", "s1", "z", time.Hour, 0, 0),
+			deleteEv("a"),
+			lastEv("a", "s1", -1), lastEv("a", "", -1), lastEv("b", "s1", 0),
+			droppedEv("a", "s1", 0), afterEv("a", "s1", -1),
+			afterEv("b", "s1", -1, "z"),
+			appendEv("a", "s1", "w", time.Hour, 0, 0),
+			deleteEv("a"), deleteEv("a"),
+		},
+	},
+	{
+		name: "coalescing ends with delete",
+		steps: []eventsStep{
+			appendEv("a", "", "n", time.Hour, time.Minute, 0),
+			deleteEv("a"),
+			appendEv("a", "", "x", time.Hour, 0, 0),
+			appendEv("a", "", "n", time.Hour, time.Minute, 1),
+			appendEv("a", "", "n", time.Hour, time.Minute, -1),
+		},
+	},
+}
+
+// eventsSubject is a [mcp.SessionEvents] under test, fresh for each case,
+// and how to move its clock.
+type eventsSubject struct {
+	events  mcp.SessionEvents
+	advance func(t *testing.T, d time.Duration)
+}
+
+// TestSessionEventsAgree runs the semantics of [mcp.MemorySessionEvents]
+// against it and against the Redis log on one server and on a
+// three-primary Cluster, so that they provably agree. On Redis time
+// passes by shortening every key's TTL, which is all the time the log
+// depends on.
+func TestSessionEventsAgree(t *testing.T) {
+	srv := redistest.Start(t)
+	cluster := redistest.StartCluster(t, 3)
+	deployments := []struct {
+		name string
+		new  func(t *testing.T, i int) eventsSubject
+	}{
+		{name: "memory", new: func(*testing.T, int) eventsSubject {
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			return eventsSubject{
+				events:  mcp.NewMemorySessionEvents(func() time.Time { return now }, eventsKept),
+				advance: func(_ *testing.T, d time.Duration) { now = now.Add(d) },
+			}
+		}},
+		{name: "redis", new: func(t *testing.T, i int) eventsSubject {
+			return redisSubject(srv.Client(t), fmt.Sprintf("t%d:", i))
+		}},
+		{name: "cluster", new: func(t *testing.T, i int) eventsSubject {
+			return redisSubject(cluster.Client(t, ""), fmt.Sprintf("t%d:", i))
+		}},
+	}
+	for _, dep := range deployments {
+		t.Run(dep.name, func(t *testing.T) {
+			for i, tc := range eventsCases {
+				t.Run(tc.name, func(t *testing.T) {
+					s := dep.new(t, i)
+					for j, st := range tc.steps {
+						runEventsStep(t, s, fmt.Sprintf("step %d (%s %s/%q)", j, st.op, st.session, st.stream), st)
+					}
+				})
+			}
+		})
+	}
+}
+
+// redisSubject is the Redis log on rdb under prefix, keeping eventsKept.
+func redisSubject(rdb redis.UniversalClient, prefix string) eventsSubject {
+	return eventsSubject{
+		events:  &redisSessionEvents{rdb: rdb, prefix: prefix, keep: eventsKept},
+		advance: func(t *testing.T, d time.Duration) { shortenTTLs(t, rdb, prefix, d) },
+	}
+}
+
+// shortenTTLs makes d pass for the keys under prefix: a key with less than
+// d to live is deleted, the others live d less. A key without a TTL is
+// left as it is, as it would be.
+func shortenTTLs(t *testing.T, rdb redis.UniversalClient, prefix string, d time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	for _, k := range redisKeys(t, rdb, prefix) {
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ttl < 0: // no TTL (-1), or gone (-2)
+		case ttl <= d:
+			err = rdb.Del(ctx, k).Err()
+		default:
+			err = rdb.PExpire(ctx, k, ttl-d).Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// redisKeys returns the keys under prefix, on every primary of a Cluster.
+func redisKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	ctx := t.Context()
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		keys, err := rdb.Keys(ctx, prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	var mu sync.Mutex
+	var keys []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		ks, err := c.Keys(ctx, prefix+"*").Result()
+		mu.Lock()
+		keys = append(keys, ks...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// runEventsStep runs st on s and checks what it gives.
+func runEventsStep(t *testing.T, s eventsSubject, where string, st eventsStep) {
+	t.Helper()
+	ctx := t.Context()
+	key := mcp.SessionKey("session " + st.session)
+	switch st.op {
+	case "append":
+		n, ok, err := s.events.Append(ctx, key, st.stream, []byte(st.data), st.ttl, st.coalesce)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		if st.index < 0 && (ok || n != 0) || st.index >= 0 && (!ok || n != st.index) {
+			t.Fatalf("%s: Append = %d, %v; want %d (-1: coalesced)", where, n, ok, st.index)
+		}
+	case "after":
+		evs, err := s.events.After(ctx, key, st.stream, st.index)
+		if !errors.Is(err, st.err) || st.err != nil && evs != nil {
+			t.Fatalf("%s: After(%d) = %q, %v; want error %v", where, st.index, evs, err, st.err)
+		}
+		var got []string
+		for _, e := range evs {
+			got = append(got, string(e))
+		}
+		if !slices.Equal(got, st.want) {
+			t.Fatalf("%s: After(%d) = %q, want %q", where, st.index, got, st.want)
+		}
+	case "last":
+		n, err := s.events.Last(ctx, key, st.stream)
+		if err != nil || n != st.index {
+			t.Fatalf("%s: Last = %d, %v; want %d", where, n, err, st.index)
+		}
+	case "delete":
+		if err := s.events.Delete(ctx, key); err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+	case "advance":
+		s.advance(t, st.d)
+	default:
+		t.Fatalf("%s: no such step", where)
+	}
+}
+
+// TestRedisSessionEventsLayout checks where the log keeps a session's
+// events: every key under the prefix and the session's hash tag, so in one
+// Cluster slot, and neither a key nor a value holding the raw session id.
+func TestRedisSessionEventsLayout(t *testing.T) {
+	srv := redistest.Start(t)
+	cluster := redistest.StartCluster(t, 3)
+	for _, tc := range []struct {
+		name string
+		rdb  redis.UniversalClient
+	}{
+		{name: "one server", rdb: srv.Client(t)},
+		{name: "cluster", rdb: cluster.Client(t, "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			const id = "sEsSiOnIdThAtMuStNoTlEaK"
+			key := mcp.SessionKey(id)
+			e := newRedisSessionEvents(tc.rdb, "test:")
+			for _, a := range []struct {
+				stream   string
+				coalesce time.Duration
+			}{{"", time.Minute}, {"", 0}, {"s1", 0}} {
+				if _, _, err := e.Append(ctx, key, a.stream, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`), time.Hour, a.coalesce); err != nil {
+					t.Fatal(err)
+				}
+			}
+			base := "test:events:{" + key + "}:"
+			keys := redisKeys(t, tc.rdb, "test:")
+			var kinds []string
+			for _, k := range keys {
+				if !strings.HasPrefix(k, base) {
+					t.Errorf("key %q is not under %q", k, base)
+					continue
+				}
+				kinds = append(kinds, strings.SplitN(strings.TrimPrefix(k, base), ":", 2)[0])
+				if strings.Contains(k, id) {
+					t.Errorf("key %q holds the session id", k)
+				}
+				for _, v := range redisValues(t, tc.rdb, k) {
+					if strings.Contains(v, id) {
+						t.Errorf("key %q holds the session id: %q", k, v)
+					}
+				}
+				if cc, ok := tc.rdb.(*redis.ClusterClient); ok {
+					slot, err := cc.ClusterKeySlot(ctx, k).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := cc.ClusterKeySlot(ctx, base+"streams").Val(); slot != want {
+						t.Errorf("key %q in slot %d, the session's in %d", k, slot, want)
+					}
+				}
+				if ttl := tc.rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+					t.Errorf("key %q has TTL %v, want one", k, ttl)
+				}
+			}
+			slices.Sort(kinds)
+			if want := []string{"c", "s", "s", "streams"}; !slices.Equal(kinds, want) {
+				t.Errorf("keys %q: kinds %q, want %q", keys, kinds, want)
+			}
+			if err := e.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			// What stays is the coalescing key, until its window ends.
+			if keys := redisKeys(t, tc.rdb, "test:"); len(keys) != 1 || !strings.HasPrefix(keys[0], base+"c:") {
+				t.Errorf("keys after Delete %q, want the coalescing key only", keys)
+			}
+		})
+	}
+}
+
+// redisValues returns what key holds, whatever its type.
+func redisValues(t *testing.T, rdb redis.UniversalClient, key string) []string {
+	t.Helper()
+	ctx := t.Context()
+	switch typ := rdb.Type(ctx, key).Val(); typ {
+	case "string":
+		return []string{rdb.Get(ctx, key).Val()}
+	case "list":
+		return rdb.LRange(ctx, key, 0, -1).Val()
+	case "hash":
+		var out []string
+		for f, v := range rdb.HGetAll(ctx, key).Val() {
+			out = append(out, f, v)
+		}
+		return out
+	default:
+		t.Fatalf("key %q is a %s", key, typ)
+		return nil
+	}
+}
+
+// TestRedisSessionEventsRetriedAppend: an Append that Redis ran but whose
+// reply was lost, tried again with its token (as go-redis does), adds
+// nothing and answers the same number; another Append in between makes
+// the retry a new event, which is the price of remembering one token.
+func TestRedisSessionEventsRetriedAppend(t *testing.T) {
+	ctx := t.Context()
+	e := newRedisSessionEvents(redistest.Start(t).Client(t), "test:")
+	key := mcp.SessionKey("s")
+	for i, want := range []int{0, 0, 1, 1} {
+		token := fmt.Sprintf("%016x", i/2+1)
+		n, ok, err := e.append(ctx, key, "", []byte("x"), time.Hour, 0, token)
+		if err != nil || !ok || n != want {
+			t.Fatalf("append %d with token %s = %d, %v, %v; want %d", i, token, n, ok, err, want)
+		}
+	}
+	if evs, err := e.After(ctx, key, "", -1); err != nil || len(evs) != 2 {
+		t.Fatalf("After = %q, %v; want two events", evs, err)
+	}
+}
+
+// TestRedisSessionEventsForgetsExpiredStreams: the session's hash of
+// streams drops a stream's field once its list has expired, when another
+// stream begins, so that a long session does not grow it with every
+// request it made.
+func TestRedisSessionEventsForgetsExpiredStreams(t *testing.T) {
+	ctx := t.Context()
+	rdb := redistest.Start(t).Client(t)
+	s := redisSubject(rdb, "test:")
+	key := mcp.SessionKey("s")
+	hash := "test:events:{" + key + "}:streams"
+	if _, _, err := s.events.Append(ctx, key, "", []byte("x"), time.Hour, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, _, err := s.events.Append(ctx, key, fmt.Sprint("req", i), []byte("x"), time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+		if n := rdb.HLen(ctx, hash).Val(); n != 2 {
+			t.Fatalf("after stream %d began: %d streams in the hash, want 2 (the standalone one and it)", i, n)
+		}
+		s.advance(t, 2*time.Minute)
+	}
+}
+
+// TestRedisSessionEventsBus publishes from two replicas, each on its own
+// client, and checks that every listener gets every message in order, on
+// one server, Sentinel and Cluster; and that a listener whose context
+// ends stops listening.
+func TestRedisSessionEventsBus(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		clients func(t *testing.T) (a, b redis.UniversalClient)
+	}{
+		{name: "one server", clients: func(t *testing.T) (redis.UniversalClient, redis.UniversalClient) {
+			srv := redistest.Start(t)
+			return srv.Client(t), srv.Client(t)
+		}},
+		{name: "sentinel", clients: func(t *testing.T) (redis.UniversalClient, redis.UniversalClient) {
+			d := redistest.StartSentinel(t)
+			return d.Client(t, ""), d.Client(t, "")
+		}},
+		{name: "cluster", clients: func(t *testing.T) (redis.UniversalClient, redis.UniversalClient) {
+			c := redistest.StartCluster(t, 3)
+			return c.Client(t, ""), c.Client(t, "")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, cb := tc.clients(t)
+			a, b := newRedisSessionEvents(ca, "test:"), newRedisSessionEvents(cb, "test:")
+			ctxB, stopB := context.WithCancel(t.Context())
+			defer stopB()
+			gotA, gotB := listenFor(t, t.Context(), a), listenFor(t, ctxB, b)
+			if n := subscribers(t, ca, a.channel()); n != 2 {
+				t.Fatalf("%d subscribers once both listen, want 2", n)
+			}
+			for _, p := range []struct {
+				from *redisSessionEvents
+				msg  string
+			}{{a, "1"}, {a, "2"}, {b, "3"}, {a, "4"}} {
+				if err := p.from.Publish(t.Context(), []byte(p.msg)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := []string{"1", "2", "3", "4"}
+			gotA.wait(t, "a", want)
+			gotB.wait(t, "b", want)
+
+			stopB()
+			if err := a.Publish(t.Context(), []byte("5")); err != nil {
+				t.Fatal(err)
+			}
+			gotA.wait(t, "a", append(want, "5"))
+			if got := gotB.list(); len(got) != len(want) {
+				t.Errorf("b got %q after its context ended, want %q", got, want)
+			}
+			waitFor(t, "b's subscription to end", func() bool { return subscribers(t, ca, a.channel()) == 1 })
+		})
+	}
+}
+
+// TestRedisSessionEventsListenOutlivesRedis checks that a listener gets
+// what is published after its Redis restarted (one server) or failed over
+// (Sentinel): go-redis subscribes again by itself.
+func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) (rdb redis.UniversalClient, fail func())
+	}{
+		{name: "one server restarted", start: func(t *testing.T) (redis.UniversalClient, func()) {
+			srv := redistest.Start(t)
+			return srv.Client(t), srv.Restart
+		}},
+		{name: "sentinel failover", start: func(t *testing.T) (redis.UniversalClient, func()) {
+			d := redistest.StartSentinel(t)
+			return d.Client(t, ""), func() { d.KillPrimary() }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, fail := tc.start(t)
+			e := newRedisSessionEvents(rdb, "test:")
+			got := listenFor(t, t.Context(), e)
+			if err := e.Publish(t.Context(), []byte("before")); err != nil {
+				t.Fatal(err)
+			}
+			got.wait(t, "the listener", []string{"before"})
+			fail()
+			// Published while the listener has not subscribed again, a
+			// message is lost: publish until one arrives.
+			waitFor(t, "a message after the failure", func() bool {
+				_ = e.Publish(t.Context(), []byte("after"))
+				return slices.Contains(got.list(), "after")
+			})
+		})
+	}
+}
+
+// received collects what a listener delivers.
+type received struct {
+	mu   sync.Mutex
+	msgs []string
+	more chan struct{} // signalled on each message
+}
+
+func (r *received) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
+}
+
+// wait waits until r holds at least len(want) messages, and checks that
+// they are want.
+func (r *received) wait(t *testing.T, who string, want []string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		got := r.list()
+		if len(got) >= len(want) {
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s got %q, want %q", who, got, want)
+			}
+			return
+		}
+		select {
+		case <-r.more:
+		case <-deadline:
+			t.Fatalf("%s got %q within 10s, want %q", who, got, want)
+		}
+	}
+}
+
+// listenFor listens on e until ctx ends, collecting what arrives.
+func listenFor(t *testing.T, ctx context.Context, e *redisSessionEvents) *received {
+	t.Helper()
+	r := &received{more: make(chan struct{}, 1)}
+	err := e.Listen(ctx, func(msg []byte) {
+		r.mu.Lock()
+		r.msgs = append(r.msgs, string(msg))
+		r.mu.Unlock()
+		select {
+		case r.more <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// subscribers returns how many connections subscribe to channel, on every
+// primary of a Cluster (each counts its own).
+func subscribers(t *testing.T, rdb redis.UniversalClient, channel string) int64 {
+	t.Helper()
+	ctx := t.Context()
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb.PubSubNumSub(ctx, channel).Val()[channel]
+	}
+	var mu sync.Mutex
+	var n int64
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		m, err := c.PubSubNumSub(ctx, channel).Result()
+		mu.Lock()
+		n += m[channel]
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond, a state of real processes, for up to 30 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30s", what)
+		}
+		time.Sleep(100 * time.Millisecond) // polling real processes
+	}
+}
