@@ -99,9 +99,7 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 		})
 		if shared != nil {
 			if err := shared.listen(context.Background()); err != nil {
-				// Streams still poll the log; answers from other replicas
-				// do not arrive until the bus is back.
-				logger.Error("listening to the session bus", "error", err)
+				go shared.listenUntilListening(context.Background(), err)
 			}
 			h.shared = shared
 		}

@@ -84,6 +84,24 @@ func (s *sharedSessions) listen(ctx context.Context) error {
 	})
 }
 
+// listenUntilListening listens to the bus after a first try failed with
+// err, trying again with a growing delay (up to 30 s) while that fails, as
+// when Redis is down at start.
+// Until it listens, streams still poll the log, and answers posted to
+// other replicas do not reach this one's calls.
+func (s *sharedSessions) listenUntilListening(ctx context.Context, err error) {
+	delay := time.Second
+	for ; err != nil; err = s.listen(ctx) {
+		s.logger.Error("listening to the session bus; trying again", "error", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
 // wake wakes this replica's streams of the session keyed key.
 func (s *sharedSessions) wake(key, kind string) {
 	s.mu.Lock()
