@@ -122,7 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.shared != nil {
-			h.serveShared(w, r, false)
+			h.serveShared(w, r, sharedRequest{})
 			return
 		}
 		if r.Method == http.MethodGet {
@@ -194,7 +194,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)
 	case r.Header.Get(mcpheader.SessionID) != "" && h.shared != nil:
-		h.serveShared(w, r, allAnswers(msgs))
+		h.serveShared(w, r, sharedRequest{answers: allAnswers(msgs), initialized: onlyInitialized(msgs)})
 	case r.Header.Get(mcpheader.SessionID) != "":
 		h.stateful.ServeHTTP(w, r)
 	case isInitialize(msgs):

@@ -367,14 +367,21 @@ func accepts(accept, mediaType string) bool {
 	return false
 }
 
+// sharedRequest is what the handler found in the body of a POST to a
+// shared session.
+type sharedRequest struct {
+	answers     bool // only answers to server→client requests
+	initialized bool // the initialized notification alone
+}
+
 // serveShared serves a legacy request naming a session (POST, GET or
 // DELETE) when sessions are shared: the record decides, on every replica
 // alike. No record is 404, as the SDK answers an unknown session; a record
 // of another caller is 403, as the SDK answers a session of another user;
 // DELETE removes the record and the session's events, so that every
-// replica answers 404 next, and ends every replica's copy. answers tells
-// that a POST carries only answers to server→client requests.
-func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, answers bool) {
+// replica answers 404 next, and ends every replica's copy.
+func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, kind sharedRequest) {
+	answers := kind.answers
 	s := h.shared
 	ctx := r.Context()
 	id := r.Header.Get(mcpheader.SessionID)
@@ -444,6 +451,13 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, answers bo
 		return
 	}
 
+	if ls == nil && kind.initialized {
+		// A copy made here from the record is initialized already: the
+		// client's initialized notification is for the copy that answered
+		// its initialize, on whichever replica.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	if ls == nil {
 		if ls, err = h.adopt(w, r, id, rec); ls == nil {
 			if err != nil {

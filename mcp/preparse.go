@@ -150,6 +150,12 @@ func idText(id json.RawMessage) string {
 	return string(id)
 }
 
+// onlyInitialized reports whether msgs are the initialized notification
+// alone.
+func onlyInitialized(msgs []envelope) bool {
+	return len(msgs) == 1 && msgs[0].Method == "notifications/initialized" && len(msgs[0].ID) == 0
+}
+
 // allAnswers reports whether msgs are all answers to server→client
 // requests.
 func allAnswers(msgs []envelope) bool {

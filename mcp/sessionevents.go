@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"iter"
 	"sync"
@@ -232,22 +231,15 @@ type sharedEventStore struct {
 	appended func(key string)
 }
 
-// coalesceWindow is how long an identical notification on a session's
-// standalone stream is taken as the same one: every replica holding a copy
-// of the session sends a list_changed it observes, and once is enough.
-const coalesceWindow = 2 * time.Second
-
 // Open implements [sdk.EventStore]; a stream needs no opening.
 func (*sharedEventStore) Open(context.Context, string, string) error { return nil }
 
 // Append implements [sdk.EventStore].
 func (e *sharedEventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
-	var coalesce time.Duration
-	if streamID == "" && coalescible(data) {
-		coalesce = coalesceWindow
-	}
+	// No coalescing: an identical list_changed may be a second change,
+	// made on another replica, that the client must not miss.
 	key := SessionKey(sessionID)
-	_, ok, err := e.events.Append(ctx, key, streamID, data, e.ttl, coalesce)
+	_, ok, err := e.events.Append(ctx, key, streamID, data, e.ttl, 0)
 	if err != nil {
 		return err
 	}
@@ -274,23 +266,6 @@ func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string
 			}
 		}
 	}
-}
-
-// coalescible reports whether data is a notification that says only that
-// something changed, so that two alike are one.
-func coalescible(data []byte) bool {
-	var m struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(data, &m) != nil {
-		return false
-	}
-	switch m.Method {
-	case "notifications/tools/list_changed", "notifications/resources/list_changed",
-		"notifications/prompts/list_changed", "notifications/resources/updated":
-		return true
-	}
-	return false
 }
 
 // SessionClosed implements [sdk.EventStore]. It keeps the streams: one
