@@ -1,6 +1,6 @@
-//lint:file-ignore SA1019 a legacy session's client answers sampling requests, which the 2026-07-28 revision deprecates
-
 //go:build e2e
+
+//lint:file-ignore SA1019 a legacy session's client answers sampling requests, which the 2026-07-28 revision deprecates
 
 package e2e
 
