@@ -233,6 +233,11 @@ func TestSharedSessionRefusals(t *testing.T) {
 	}{
 		{name: "random id", session: func(*testing.T) string { return "4Mx9mT2qQpL7vZ0aR8sN1cB6" }, wantStatus: http.StatusNotFound},
 		{name: "another principal's", session: func(t *testing.T) string { return initialize(t, "mallory") }, wantStatus: http.StatusForbidden},
+		{name: "tampered", session: func(t *testing.T) string {
+			id := []byte(initialize(t, "alice"))
+			id[len(id)/2] ^= 1 // one bit of a real id
+			return string(id)
+		}, wantStatus: http.StatusNotFound},
 		{name: "deleted on the other replica", session: func(t *testing.T) string {
 			id := initialize(t, "alice")
 			req := httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "/mcp", nil)
@@ -253,19 +258,31 @@ func TestSharedSessionRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := tt.session(t)
 			for i, h := range rs.hs {
-				for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+				// What a caller can do with a session: a request, an answer
+				// to a server→client request, the stream, its replay, the
+				// end.
+				for _, k := range []struct{ what, method, body, lastEventID string }{
+					{what: "request", method: http.MethodPost, body: `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`},
+					{what: "answer", method: http.MethodPost, body: `{"jsonrpc":"2.0","id":1,"result":{"action":"accept","content":{"username":"mallory"}}}`},
+					{what: "stream", method: http.MethodGet},
+					{what: "replay", method: http.MethodGet, lastEventID: "_-1"},
+					{what: "delete", method: http.MethodDelete},
+				} {
 					var req *http.Request
-					if method == http.MethodPost {
-						req = newPost(t, "http://example.test/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
+					if k.method == http.MethodPost {
+						req = newPost(t, "http://example.test/mcp", k.body, nil)
 					} else {
-						req = httptest.NewRequestWithContext(t.Context(), method, "/mcp", nil)
+						req = httptest.NewRequestWithContext(t.Context(), k.method, "/mcp", nil)
 						req.Header.Set("Accept", "text/event-stream")
+					}
+					if k.lastEventID != "" {
+						req.Header.Set("Last-Event-ID", k.lastEventID)
 					}
 					req.Header.Set(mcpheader.SessionID, id)
 					req.Header.Set(mcpheader.ProtocolVersion, "2025-11-25")
 					req.Header.Set(principalHeader, "alice")
 					if r := serve(h, req); r.status != tt.wantStatus {
-						t.Errorf("replica %d, %s: status %d, want %d: %s", i, method, r.status, tt.wantStatus, r.body)
+						t.Errorf("replica %d, %s: status %d, want %d: %s", i, k.what, r.status, tt.wantStatus, r.body)
 					}
 				}
 			}
