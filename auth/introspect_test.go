@@ -109,7 +109,7 @@ func introspectionOptions(t *testing.T, f *fakeIntrospection, method string) Opt
 	}
 	o := Options{Resource: testResource, Introspection: IntrospectionOptions{
 		URL: f.srv.URL + "/introspect", ClientID: "portcullis", ClientSecretFile: secret,
-		AuthMethod: method, TokenURL: f.srv.URL + "/token", Timeout: 100 * time.Millisecond,
+		AuthMethod: method, TokenURL: f.srv.URL + "/token", Timeout: 10 * time.Second,
 	}}
 	o.Defaults()
 	return o
@@ -130,7 +130,8 @@ func TestIntrospection(t *testing.T) {
 		{name: "inactive", token: "opaque-revoked", wantReason: ReasonInactive},
 		{name: "wrong audience", token: "opaque-other-aud", wantReason: ReasonWrongAudience},
 		{name: "endpoint error", token: "opaque-500", wantReason: ReasonIntrospectionFailed},
-		{name: "endpoint timeout", token: "opaque-hang", wantReason: ReasonIntrospectionFailed},
+		{name: "endpoint timeout", token: "opaque-hang", wantReason: ReasonIntrospectionFailed,
+			mutate: func(o *Options) { o.Introspection.Timeout = 100 * time.Millisecond }},
 
 		// The audience: a string or an array, one of the accepted values.
 		{name: "aud missing", answer: activeAnswer(map[string]any{"aud": nil}), wantReason: ReasonWrongAudience},
