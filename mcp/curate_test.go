@@ -26,10 +26,10 @@ import (
 // spy is the upstream "up" (prefix up): its tool search records the
 // arguments that reach it, through the SDK server or directly.
 type spy struct {
-	mu       sync.Mutex
-	args     []string // each call's arguments, normalized
-	direct   int
-	outInput json.RawMessage
+	mu     sync.Mutex
+	args   []string // each call's arguments, normalized
+	direct int
+	quiet  bool // records nothing (benchmarks)
 }
 
 const spySearchSchema = `{"type":"object","properties":{"q":{"type":"string","description":"the query"},"org":{"type":"string","enum":["acme","beta"]}},"required":["q","org"]}`
@@ -38,6 +38,9 @@ func (s *spy) record(req *sdk.CallToolRequest, direct bool) string {
 	var v any
 	_ = json.Unmarshal(req.Params.Arguments, &v)
 	b, _ := json.Marshal(v)
+	if s.quiet {
+		return string(b)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.args = append(s.args, string(b))

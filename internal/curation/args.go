@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 )
 
 // Call sets a curated tool's fixed arguments and defaults on the
@@ -21,7 +20,7 @@ type Call struct {
 // preset is an argument set by Portcullis: its name and the JSON member
 // ("name":value) that sets it.
 type preset struct {
-	name   string
+	name   []byte
 	member []byte
 }
 
@@ -66,7 +65,7 @@ func newPreset(name string, v any) (preset, error) {
 		return preset{}, err
 	}
 	m := append(mustJSON(name), ':')
-	return preset{name: name, member: append(m, value...)}, nil
+	return preset{name: []byte(name), member: append(m, value...)}, nil
 }
 
 // Arguments returns the arguments a call with args (a JSON object, or
@@ -75,63 +74,108 @@ func newPreset(name string, v any) (preset, error) {
 //
 // A call that names a fixed argument, by its exact name or by one that
 // differs only in letter case (as decoders that match names without
-// regard to case would read it), is refused with an error wrapping
-// [ErrFixedArgument]: the tool never sees the caller's value. Arguments
-// are read from args alone: a value in the request's _meta is no
-// argument.
+// regard to case would read it), escaped or not, is refused with an error
+// wrapping [ErrFixedArgument]: the tool never sees the caller's value.
+// Arguments are read from args alone: a value in the request's _meta is
+// no argument.
 func (c *Call) Arguments(args json.RawMessage) (json.RawMessage, error) {
 	if c == nil {
 		return args, nil
 	}
-	trimmed := bytes.TrimSpace(args)
-	var keys map[string]json.RawMessage
-	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
-		if trimmed[0] != '{' || json.Unmarshal(trimmed, &keys) != nil {
-			return nil, ErrArgumentsNotObject
-		}
+	obj := bytes.TrimSpace(args)
+	if len(obj) == 0 || bytes.Equal(obj, []byte("null")) {
+		obj = []byte("{}")
 	}
-	for key := range keys {
+	if obj[0] != '{' || !json.Valid(obj) {
+		return nil, ErrArgumentsNotObject
+	}
+	var present uint64 // bit i: defaults[i] is given (at most 64 are looked for)
+	keys := 0
+	for key, i := nextKey(obj, 0); i >= 0; key, i = nextKey(obj, i) {
+		keys++
 		for _, f := range c.fixed {
-			if strings.EqualFold(key, f.name) {
+			if bytes.EqualFold(key, f.name) {
 				return nil, fmt.Errorf("%w: %q is set by the server for this tool and cannot be given in a call; leave it out", ErrFixedArgument, key)
 			}
 		}
-	}
-	var b bytes.Buffer
-	if len(keys) == 0 {
-		b.WriteByte('{')
-	} else {
-		b.Grow(len(trimmed) + 64)
-		b.Write(trimmed[:len(trimmed)-1]) // without its closing brace
-	}
-	n := len(keys)
-	add := func(p preset) {
-		if n > 0 {
-			b.WriteByte(',')
+		for j, d := range c.defaults {
+			if j < 64 && bytes.EqualFold(key, d.name) {
+				present |= 1 << j
+			}
 		}
-		b.Write(p.member)
-		n++
+	}
+	size := len(obj)
+	for _, p := range c.fixed {
+		size += len(p.member) + 1
+	}
+	for _, p := range c.defaults {
+		size += len(p.member) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, obj[:bytes.LastIndexByte(obj, '}')]...)
+	add := func(p preset) {
+		if keys > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, p.member...)
+		keys++
 	}
 	for _, f := range c.fixed {
 		add(f)
 	}
-	for _, d := range c.defaults {
-		if !hasFold(keys, d.name) {
+	for j, d := range c.defaults {
+		if j >= 64 || present&(1<<j) == 0 {
 			add(d)
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(out, '}'), nil
 }
 
-// hasFold reports whether keys has name, in any letter case.
-func hasFold(keys map[string]json.RawMessage, name string) bool {
-	if _, ok := keys[name]; ok {
-		return true
+// nextKey returns the next key of the JSON object obj (valid JSON) at or
+// after position i, unquoted, and the position after it; i is -1 when
+// there is none. Keys of nested objects are skipped.
+func nextKey(obj []byte, i int) (key []byte, next int) {
+	depth := 0
+	if i > 0 {
+		depth = 1
 	}
-	for k := range keys {
-		if strings.EqualFold(k, name) {
-			return true
+	for ; i < len(obj); i++ {
+		switch obj[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			end := i + 1
+			escaped := false
+			for ; obj[end] != '"'; end++ {
+				if obj[end] == '\\' {
+					escaped = true
+					end++
+				}
+			}
+			if depth == 1 && colonFollows(obj, end+1) {
+				if !escaped {
+					return obj[i+1 : end], end + 1
+				}
+				var k string
+				_ = json.Unmarshal(obj[i:end+1], &k) // valid: obj is
+				return []byte(k), end + 1
+			}
+			i = end
+		}
+	}
+	return nil, -1
+}
+
+// colonFollows reports whether the first byte at or after i that is not
+// white space is a colon: the string before i is a key.
+func colonFollows(obj []byte, i int) bool {
+	for ; i < len(obj); i++ {
+		switch obj[i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return obj[i] == ':'
 		}
 	}
 	return false

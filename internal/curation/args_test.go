@@ -31,7 +31,11 @@ func TestCallArguments(t *testing.T) {
 			want: `{"UNIT":"f","kind":{"a":1},"region":"eu"}`},
 		{name: "_meta in the arguments is an argument like any other, and sets nothing", sel: fixed,
 			args: `{"_meta":{"region":"us"}}`, want: `{"_meta":{"region":"us"},"kind":{"a":1},"region":"eu","unit":"c"}`},
+		{name: "a nested key or a value like a fixed argument's name is no argument", sel: fixed, args: `{"city":{"region":"us"},"unit":"region"}`,
+			want: `{"city":{"region":"us"},"kind":{"a":1},"region":"eu","unit":"region"}`},
 		{name: "naming a fixed argument is refused", sel: fixed, args: `{"region":"us"}`, wantErr: ErrFixedArgument},
+		{name: "with white space around it", sel: fixed, args: ` { "city" : [1, {"x":"}"}] , "Region"	:	"us" } `, wantErr: ErrFixedArgument},
+		{name: "after an escaped quote", sel: fixed, args: `{"a\"b":"c\"","region":1}`, wantErr: ErrFixedArgument},
 		{name: "in another case too", sel: fixed, args: `{"city":"x","Region":"us"}`, wantErr: ErrFixedArgument},
 		{name: "in upper case", sel: fixed, args: `{"REGION":"us"}`, wantErr: ErrFixedArgument},
 		{name: "escaped", sel: fixed, args: `{"\u0072egion":"us"}`, wantErr: ErrFixedArgument},
@@ -39,6 +43,7 @@ func TestCallArguments(t *testing.T) {
 		{name: "given twice", sel: fixed, args: `{"city":"x","city":"y","region":null}`, wantErr: ErrFixedArgument},
 		{name: "arguments that are not an object", sel: fixed, args: `["region"]`, wantErr: ErrArgumentsNotObject},
 		{name: "a string", sel: fixed, args: `"region"`, wantErr: ErrArgumentsNotObject},
+		{name: "not JSON", sel: fixed, args: `{"region":}`, wantErr: ErrArgumentsNotObject},
 		{name: "a tool without fixed arguments or defaults passes arguments on as they are", sel: &ToolSelection{ExposeAs: "x"},
 			args: `["anything"]`, want: `["anything"]`},
 	}
@@ -79,5 +84,22 @@ func TestNewCall(t *testing.T) {
 	}
 	if _, err := NewCall(&ToolSelection{Arguments: map[string]Argument{"a": {Default: make(chan int)}}}); err == nil {
 		t.Error("NewCall with a default that is not JSON: no error")
+	}
+}
+
+// BenchmarkCallArguments measures what a curated call adds to each call
+// of a tool with a fixed argument: the caller's arguments checked and
+// the fixed one set.
+func BenchmarkCallArguments(b *testing.B) {
+	c, err := NewCall(&ToolSelection{FixedArguments: map[string]any{"org": "acme"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := json.RawMessage(`{"q":"portcullis","limit":20,"sort":"stars"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Arguments(args); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
