@@ -71,6 +71,12 @@ func (s *spy) set() catalog.Set {
 				return &catalog.RawToolResult{JSON: b}, nil
 			},
 		}, {
+			// Renamed by the view; its argument is bound to a header.
+			Tool: &sdk.Tool{Name: "up_locate", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
+			Handler: func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s.record(req, false)}}}, nil
+			},
+		}, {
 			Tool: &sdk.Tool{Name: "up_delete", InputSchema: json.RawMessage(`{"type":"object"}`)},
 			Handler: func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "deleted " + s.record(req, false)}}}, nil
@@ -120,13 +126,14 @@ func curatedView() *curation.View {
 			{Source: "up", Name: "search", ExposeAs: "find", FixedArguments: map[string]any{"org": "acme"},
 				Arguments: map[string]curation.Argument{"q": {Description: "Query"}}},
 			{Source: "core", Name: "time"},
+			{Source: "up", Name: "locate", ExposeAs: "where"},
 		},
 		Resources: []curation.ResourceSelection{{Source: curation.SourceDeclared, URI: "file:///handbook", ExposeAs: "Handbook"}},
 		Prompts:   []curation.PromptSelection{{Source: "up", Name: "review", ExposeAs: "review_pr", Description: "Review a PR of ours"}},
 	}
 }
 
-var exposedTools = []string{"add", "find", "say", "time"}
+var exposedTools = []string{"add", "find", "say", "time", "where"}
 
 // connectEra connects an SDK client of protocol version era to a server
 // of cat with view, over Streamable HTTP.
@@ -373,6 +380,10 @@ func TestCuratedHeaders(t *testing.T) {
 		{name: "the original in the header, exposed in the body", header: "up_search", body: "find", args: `{"q":"x"}`, wantErr: "up_search"},
 		{name: "another case in the header", header: "FIND", body: "find", args: `{"q":"x"}`, wantErr: "FIND"},
 		{name: "a fixed argument", header: "find", body: "find", args: `{"q":"x","org":"beta"}`, status: http.StatusBadRequest, wantErr: "is set by the server"},
+		// The server has up_locate, whose argument the SDK would check
+		// against a header the call lacks: it answers as a tool that
+		// exists nowhere all the same.
+		{name: "the original of a tool that binds headers", header: "up_locate", body: "up_locate", args: `{"region":"eu"}`, wantErr: `Unknown tool: "up_locate"`},
 	}
 	for _, withPolicy := range []bool{false, true} {
 		name := "no policy"

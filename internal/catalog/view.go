@@ -54,7 +54,6 @@ type ViewTool struct {
 
 	sel    *curation.ToolSelection // nil: exposed as it is
 	call   *curation.Call          // nil: arguments pass as they are
-	def    *sdk.Tool               // a source's tool; nil for the catalog's own
 	listed atomic.Pointer[listedTool]
 }
 
@@ -332,9 +331,6 @@ func (v *ServerView) refresh() {
 	for _, p := range picks {
 		in := it.tools[p.item]
 		t := &ViewTool{Name: p.exposed, Original: in.name}
-		if in.reg.own == nil {
-			t.def = in.reg.set.Tool
-		}
 		if sel := &v.sel.Tools[p.sel]; p.single && sel.Curated() {
 			call, err := curation.NewCall(sel)
 			if err != nil {
