@@ -49,14 +49,16 @@ type directCalls struct {
 	impl    *sdk.Implementation // the server's, named in each result
 }
 
-// newDirectCalls returns the direct calls of cat, run through mws
-// (outermost first, as the SDK server applies them), by the server impl.
-func newDirectCalls(cat *catalog.Catalog, mws []sdk.Middleware, impl *sdk.Implementation) *directCalls {
+// newDirectCalls returns the direct calls of the tools lookup finds (by
+// the name callers call them, as support answers for them), run through
+// mws (outermost first, as the SDK server applies them), by the server
+// impl.
+func newDirectCalls(lookup func(name string) catalog.DirectHandler, support func(name string) tasks.ToolTasks, mws []sdk.Middleware, impl *sdk.Implementation) *directCalls {
 	var h sdk.MethodHandler = callDirect
 	for i := len(mws) - 1; i >= 0; i-- {
 		h = mws[i](h)
 	}
-	return &directCalls{lookup: cat.Direct, support: cat.TaskSupport, chain: h, impl: impl}
+	return &directCalls{lookup: lookup, support: support, chain: h, impl: impl}
 }
 
 type directKey struct{}

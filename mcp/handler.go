@@ -37,7 +37,7 @@ type Handler struct {
 	origins   []string
 	maxBody   int64
 	logger    *slog.Logger
-	gate      *toolGate // nil without a policy
+	gate      *toolGate // nil without a policy or a view
 	stepUp    func(w http.ResponseWriter, r *http.Request, scopes []string)
 	sessions  *sessionCap
 	limitHook limits.Hook
@@ -88,6 +88,12 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 	if deps.Policy != nil {
 		h.gate = gate
 		h.stepUp = deps.StepUp
+	}
+	if deps.View != nil {
+		// A view hides tools the server has (the original names of
+		// renamed ones): the SDK's header checks of a 2026-07-28 call
+		// would tell them from tools that do not exist.
+		h.gate = gate
 	}
 	if opts.Sessions == nil || *opts.Sessions {
 		events := sdk.NewMemoryEventStore(nil)

@@ -73,6 +73,15 @@ func (o *Options) validateLimits() []error {
 // except a direct call's (see direct.go), which forwards the call with
 // the context it is given and so returns when that is cancelled.
 func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, hook limits.Hook, logger *slog.Logger) sdk.Middleware {
+	return toolTimeoutLookupMiddleware(def, func(tool string) (time.Duration, bool) {
+		d, ok := perTool[tool]
+		return d, ok
+	}, hook, logger)
+}
+
+// toolTimeoutLookupMiddleware is toolTimeoutMiddleware with the timeouts
+// of the tools that have their own looked up by perTool.
+func toolTimeoutLookupMiddleware(def time.Duration, perTool func(tool string) (time.Duration, bool), hook limits.Hook, logger *slog.Logger) sdk.Middleware {
 	if hook == nil {
 		hook = func(context.Context, limits.Event) {}
 	}
@@ -91,7 +100,7 @@ func toolTimeoutMiddleware(def time.Duration, perTool map[string]time.Duration, 
 				return next(ctx, method, req)
 			}
 			name := r.Params.Name
-			d, ok := perTool[name]
+			d, ok := perTool(name)
 			if !ok {
 				d = def
 			}

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
@@ -111,13 +113,21 @@ type Deps struct {
 	// server→client request, posted here, is handed to the replica whose
 	// call waits for it (itself included). Nil means none.
 	OnAnswerForwarded func(context.Context)
+	// View is what the server serves of the catalog, and how (see
+	// [curation.View]): a virtual server's tools, resources and prompts,
+	// renamed and curated. Its callers see and call them by the names the
+	// view exposes, everywhere: lists, calls, the tool gate and Policy
+	// (which name exposed names), Mcp-Name, direct calls (curate.go).
+	// Nil serves the whole catalog as it is, as the root server does.
+	View *curation.View
 }
 
 // Server is an MCP server built from a catalog: the SDK server with
 // Portcullis's middleware, and, for [HTTP], the /mcp handler around it.
 type Server struct {
 	sdk     *sdk.Server
-	handler *Handler // nil for Stdio
+	handler *Handler            // nil for Stdio
+	view    *catalog.ServerView // nil without Deps.View
 }
 
 // New builds the server that offers everything in cat, configured by opts
@@ -155,10 +165,33 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 		Version: deps.Version,
 	}
 	s := sdk.NewServer(impl, sopts)
-	cat.Register(s)
+	// What the tool gate, tasks, timeouts and direct calls ask about a
+	// tool, by the name callers call it.
+	var (
+		view       *catalog.ServerView
+		tools      Tools = cat
+		support          = cat.TaskSupport
+		direct           = cat.Direct
+		timeouts         = toolTimeoutMap(opts.ToolTimeouts)
+		timeoutFor       = func(tool string) (time.Duration, bool) { d, ok := timeouts[tool]; return d, ok }
+	)
+	if deps.View != nil {
+		view = cat.RegisterView(s, *deps.View)
+		tools, support, direct = view, view.TaskSupport, view.Direct
+		timeoutFor = func(tool string) (time.Duration, bool) {
+			if d, ok := timeouts[tool]; ok {
+				return d, ok
+			}
+			// A tool's timeout follows it under another name.
+			d, ok := timeouts[view.Original(tool)]
+			return d, ok
+		}
+	} else {
+		cat.Register(s)
+	}
 
 	// One gate, for the SDK middleware here and the HTTP handler.
-	gate := newToolGate(deps.Policy, cat, deps.OnDenied, deps.Transport == HTTP && deps.StepUp != nil)
+	gate := newToolGate(deps.Policy, tools, deps.OnDenied, deps.Transport == HTTP && deps.StepUp != nil)
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
 	mws := append([]sdk.Middleware{}, deps.Middleware...)
@@ -172,18 +205,27 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	mws = append(mws,
 		gateToolsMiddleware(gate),
 		filterToolsMiddleware(gate),
-		taskMiddleware(deps.Tasks, cat.TaskSupport, deps.Transport, newRemoteTasks(deps)),
+		taskMiddleware(deps.Tasks, support, deps.Transport, newRemoteTasks(deps)),
 		sealStateMiddleware(deps.Sealer, deps.Logger),
-		toolTimeoutMiddleware(opts.ToolTimeout, toolTimeoutMap(opts.ToolTimeouts), deps.LimitHook, deps.Logger),
+		toolTimeoutLookupMiddleware(opts.ToolTimeout, timeoutFor, deps.LimitHook, deps.Logger),
 		recoverMiddleware(deps.Logger),
 	)
+	if view != nil {
+		// Innermost: every layer above sees the names callers use.
+		mws = append(mws, curateMiddleware(view))
+	}
 	s.AddReceivingMiddleware(mws...)
-	srv := &Server{sdk: s}
+	srv := &Server{sdk: s, view: view}
 	if deps.Transport == HTTP {
-		srv.handler = newHandler(s, opts, gate, newDirectCalls(cat, mws, impl), shared, deps)
+		srv.handler = newHandler(s, opts, gate, newDirectCalls(direct, support, mws, impl), shared, deps)
 	}
 	return srv
 }
+
+// View returns the view the server serves of its catalog (see
+// [Deps.View]), which maps the names callers use to the catalog's; nil
+// for a server without one.
+func (s *Server) View() *catalog.ServerView { return s.view }
 
 // SDK returns the SDK server, for what works on it directly (the catalog
 // sends list-changed notifications through it, see [catalog.Catalog.Run]).

@@ -66,6 +66,9 @@ func (u *upstream) setSource(set catalog.Set) (skipped []string, err error) {
 			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", u.opts.Name, p)
 		}
 	}()
+	// Views select the upstream's tools and prompts by its name, and
+	// match their names without the prefix.
+	set.Origin, set.Prefix = u.opts.Name, u.prefix
 	return u.cat.SetSource("upstream "+u.opts.Name, set)
 }
 

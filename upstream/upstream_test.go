@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
@@ -308,6 +309,14 @@ func TestAggregation(t *testing.T) {
 	}
 	if !slices.Contains(f.cat.ToolNames(), "be_add") {
 		t.Errorf("ToolNames() = %v, want be_add in it", f.cat.ToolNames())
+	}
+	// A view selects the upstream's tools by its name, and their names
+	// without the prefix.
+	if ps := f.cat.ValidateView(curation.View{Tools: []curation.ToolSelection{{Source: "be", Name: "add"}}}, nil); len(ps) != 0 {
+		t.Errorf("a view of be's add: %v, want no problem", ps)
+	}
+	if ps := f.cat.ValidateView(curation.View{Tools: []curation.ToolSelection{{Source: "be", Name: "be_add"}}}, nil); len(ps) != 1 || !ps[0].Warning {
+		t.Errorf("a view of be's be_add: %v, want a warning: the prefix is not part of the name", ps)
 	}
 	if got := text(f.call(t, "be_echo", "x")); got != "echo:x" {
 		t.Errorf("be_echo = %q, want echo:x", got)

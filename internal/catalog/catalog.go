@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
@@ -40,6 +42,9 @@ type Catalog struct {
 
 	logger *slog.Logger
 
+	// origin is the source of what is added from now on (see SetOrigin).
+	origin string
+
 	// names holds the names of tools, for HasTool. running holds those of
 	// tools added to a server while it serves (see addRunningTool), and
 	// sources what sources outside the catalog offer (see SetSource): their
@@ -48,8 +53,13 @@ type Catalog struct {
 	names   map[string]bool
 	mu      sync.RWMutex
 	running map[string]bool
-	sources map[string]*source
-	servers []*sdk.Server
+	// runningOn holds the names of the tools added to each server while
+	// it serves, for the views (see ServerView.HasTool).
+	runningOn map[*sdk.Server]map[string]bool
+	sources   map[string]*source
+	servers   []*sdk.Server
+	// views are the views RegisterView made, which SetSource updates.
+	views []*ServerView
 	// forwardToSources: see ForwardToSources.
 	forwardToSources bool
 	// taskTools is how tools' calls may run as tasks, where that is set
@@ -66,21 +76,31 @@ type Tool struct {
 	Name  string
 	Add   func(s *sdk.Server)
 	Tasks tasks.ToolTasks
+
+	// sources are the sources the tool belongs to, set when it is added to
+	// a catalog: one, or more when toolsets share the tool.
+	sources []string
+	// input returns the tool's input schema as the SDK serves it; nil when
+	// not known (a Tool made without NewTool).
+	input func() (any, error)
 }
 
 type resource struct {
-	r *sdk.Resource
-	h sdk.ResourceHandler
+	r      *sdk.Resource
+	h      sdk.ResourceHandler
+	source string
 }
 
 type resourceTemplate struct {
-	t *sdk.ResourceTemplate
-	h sdk.ResourceHandler
+	t      *sdk.ResourceTemplate
+	h      sdk.ResourceHandler
+	source string
 }
 
 type prompt struct {
-	p *sdk.Prompt
-	h sdk.PromptHandler
+	p      *sdk.Prompt
+	h      sdk.PromptHandler
+	source string
 }
 
 type completionKey struct {
@@ -93,7 +113,24 @@ type completionKey struct {
 // [encodedInputSchema]).
 func NewTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) Tool {
 	t = encodedInputSchema(t)
-	return Tool{Name: t.Name, Add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }}
+	tl := Tool{Name: t.Name, Add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }, input: inferredInput[In]}
+	if schema := t.InputSchema; schema != nil {
+		tl.input = func() (any, error) { return schema, nil }
+	}
+	return tl
+}
+
+// inferredInput returns the input schema the SDK infers for a tool whose
+// handler takes In and that gives none (see [sdk.AddTool]).
+func inferredInput[In any]() (any, error) {
+	rt := reflect.TypeFor[In]()
+	if rt == reflect.TypeFor[any]() {
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	if rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	return jsonschema.ForType(rt, &jsonschema.ForOptions{})
 }
 
 // NewTaskTool is NewTool for a tool whose calls may run as tasks.
@@ -112,21 +149,37 @@ func New(logger *slog.Logger) *Catalog {
 	return &Catalog{
 		completions: map[completionKey][]string{},
 		logger:      logger,
+		origin:      curation.SourceProgram,
 		names:       map[string]bool{},
 		running:     map[string]bool{},
+		runningOn:   map[*sdk.Server]map[string]bool{},
 		sources:     map[string]*source{},
 	}
 }
 
+// SetOrigin makes name the source of the tools, resources, templates and
+// prompts added to c from now on, which views select them by (see
+// [curation.ToolSelection.Source]), and returns the source it replaces.
+// Until it is called, the source is [curation.SourceProgram].
+func (c *Catalog) SetOrigin(name string) (previous string) {
+	previous, c.origin = c.origin, name
+	return previous
+}
+
 // Add adds ts to c. A tool whose name c already has is skipped: two
-// toolsets may share one (the calculator).
+// toolsets may share one (the calculator), which then belongs to both.
 func (c *Catalog) Add(ts ...Tool) {
 	for _, t := range ts {
-		if !c.names[t.Name] {
-			c.names[t.Name] = true
-			c.tools = append(c.tools, t)
-			c.declareTasks(t)
+		if c.names[t.Name] {
+			if i := slices.IndexFunc(c.tools, func(x Tool) bool { return x.Name == t.Name }); i >= 0 && !slices.Contains(c.tools[i].sources, c.origin) {
+				c.tools[i].sources = append(c.tools[i].sources, c.origin)
+			}
+			continue
 		}
+		c.names[t.Name] = true
+		t.sources = []string{c.origin}
+		c.tools = append(c.tools, t)
+		c.declareTasks(t)
 	}
 }
 
@@ -141,7 +194,9 @@ func AddTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]
 		panic(fmt.Sprintf("catalog: AddTool: a tool named %q is already in the catalog", t.Name))
 	}
 	c.names[t.Name] = true
-	c.tools = append(c.tools, NewTool(t, h))
+	tl := NewTool(t, h)
+	tl.sources = []string{c.origin}
+	c.tools = append(c.tools, tl)
 }
 
 // AddTaskTool adds a tool whose calls may run as tasks (see [tasks.Support])
@@ -160,19 +215,19 @@ func AddTaskTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, 
 // AddResource adds a resource, read by h, to c. Like [AddTool], call it
 // before building servers from c.
 func (c *Catalog) AddResource(r *sdk.Resource, h sdk.ResourceHandler) {
-	c.resources = append(c.resources, resource{r: r, h: h})
+	c.resources = append(c.resources, resource{r: r, h: h, source: c.origin})
 }
 
 // AddPrompt adds a prompt, rendered by h, to c. Like [AddTool], call it
 // before building servers from c.
 func (c *Catalog) AddPrompt(p *sdk.Prompt, h sdk.PromptHandler) {
-	c.prompts = append(c.prompts, prompt{p: p, h: h})
+	c.prompts = append(c.prompts, prompt{p: p, h: h, source: c.origin})
 }
 
 // AddTemplate adds a resource template, read by h, to c. Like [AddTool],
 // call it before building servers from c.
 func (c *Catalog) AddTemplate(t *sdk.ResourceTemplate, h sdk.ResourceHandler) {
-	c.templates = append(c.templates, resourceTemplate{t: t, h: h})
+	c.templates = append(c.templates, resourceTemplate{t: t, h: h, source: c.origin})
 }
 
 // Watch lets clients subscribe to resources and makes [Catalog.Run]
@@ -188,6 +243,10 @@ func (c *Catalog) Watch(uri string, interval time.Duration) {
 func AddRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
 	c.mu.Lock()
 	c.running[t.Name] = true
+	if c.runningOn[s] == nil {
+		c.runningOn[s] = map[string]bool{}
+	}
+	c.runningOn[s][t.Name] = true
 	c.mu.Unlock()
 	sdk.AddTool(s, t, h)
 }

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,14 @@ type Set struct {
 	// Complete, they are used only after [Catalog.ForwardToSources].
 	Subscribe   func(ctx context.Context, uri string) error
 	Unsubscribe func(ctx context.Context, uri string) error
+	// Origin is the source's name in views (an upstream's name, see
+	// [curation.ToolSelection.Source]); empty means the name given to
+	// [Catalog.SetSource].
+	Origin string
+	// Prefix is what the set's tool and prompt names start with, followed
+	// by "_" (an upstream's prefix), and views' name patterns leave out;
+	// empty means none.
+	Prefix string
 }
 
 // SetTool is a tool of a [Set] with its raw handler. The handler validates
@@ -134,6 +143,7 @@ var ErrClash = errors.New("name clash")
 
 // source is a Set as the catalog holds it, keyed by name (or URI).
 type source struct {
+	origin, prefix         string
 	subscribe, unsubscribe func(ctx context.Context, uri string) error
 	complete               func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 	tools                  map[string]SetTool
@@ -143,8 +153,10 @@ type source struct {
 	prompts                map[string]SetPrompt
 }
 
-func newSource(s Set) *source {
+func newSource(name string, s Set) *source {
 	src := &source{
+		origin:      cmp.Or(s.Origin, name),
+		prefix:      s.Prefix,
 		complete:    s.Complete,
 		subscribe:   s.Subscribe,
 		unsubscribe: s.Unsubscribe,
@@ -175,7 +187,8 @@ func newSource(s Set) *source {
 }
 
 // SetSource makes set what the source called name offers, on every server
-// registered with c (see [Catalog.Register]) and on those registered later:
+// registered with c (see [Catalog.Register]) and on those registered later,
+// and on the servers of views (see [Catalog.RegisterView]) that select it:
 // what the source offered before and set lacks is removed, the rest added
 // or replaced, and the SDK tells the servers' clients that their lists
 // changed. Its tools are catalog tools: [Catalog.HasTool] and
@@ -194,14 +207,17 @@ func (c *Catalog) SetSource(name string, set Set) (skipped []string, err error) 
 		return nil, err
 	}
 	set, skipped = c.withoutTakenURIs(name, set)
-	next := newSource(set)
+	next := newSource(name, set)
 	prev := c.sources[name]
 	if prev == nil {
-		prev = newSource(Set{})
+		prev = newSource(name, Set{})
 	}
 	c.sources[name] = next
 	for _, s := range c.servers {
 		applySource(s, prev, next)
+	}
+	for _, v := range c.views {
+		v.refresh()
 	}
 	return skipped, nil
 }
@@ -217,7 +233,10 @@ func (c *Catalog) RemoveSource(name string) {
 	}
 	delete(c.sources, name)
 	for _, s := range c.servers {
-		applySource(s, prev, newSource(Set{}))
+		applySource(s, prev, newSource(name, Set{}))
+	}
+	for _, v := range c.views {
+		v.refresh()
 	}
 }
 
@@ -414,6 +433,9 @@ func (c *Catalog) subscribeToSource(ctx context.Context, uri string, unsub bool)
 func (c *Catalog) ResourceUpdated(ctx context.Context, uri string) {
 	c.mu.RLock()
 	servers := slices.Clone(c.servers)
+	for _, v := range c.views {
+		servers = append(servers, v.s)
+	}
 	c.mu.RUnlock()
 	for _, s := range servers {
 		if err := s.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {

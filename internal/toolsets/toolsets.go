@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 )
 
 // New returns a catalog holding what opts describe: [Add] on a new catalog.
@@ -18,14 +19,19 @@ func New(opts Options, deps Deps) (*catalog.Catalog, error) {
 
 // Add adds to c the toolsets opts enables and the resources and prompts
 // it declares. opts should have passed [Options.Validate]; Add repeats the
-// checks it depends on.
+// checks it depends on. What a toolset adds has the toolset's name as its
+// source, the declared resources and prompts [curation.SourceDeclared];
+// what c adds afterwards has the source it had before.
 func Add(c *catalog.Catalog, opts Options, deps Deps) error {
 	opts.Defaults()
 	if err := opts.Validate(); err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
 	deps = deps.withDefaults()
+	prev := c.SetOrigin("")
+	defer c.SetOrigin(prev)
 	for _, set := range opts.Toolsets {
+		c.SetOrigin(set)
 		switch set {
 		case ToolsetCore:
 			c.Add(coreTools(deps)...)
@@ -36,6 +42,7 @@ func Add(c *catalog.Catalog, opts Options, deps Deps) error {
 			addConformanceContent(c)
 		}
 	}
+	c.SetOrigin(curation.SourceDeclared)
 	if err := addDeclared(c, opts.Resources, opts.Prompts); err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
