@@ -550,3 +550,27 @@ func TestServersCurationDecoded(t *testing.T) {
 		t.Errorf("tool selection\n got  %s\n want %s", g, w)
 	}
 }
+
+// TestServersDocExample: the complete example of docs/servers.md has no
+// problem in its servers list (the files it names are not on this
+// machine, so other sections may have).
+func TestServersDocExample(t *testing.T) {
+	md, err := os.ReadFile("docs/servers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, ok := strings.Cut(string(md), "```yaml\n")
+	if !ok {
+		t.Fatal("docs/servers.md has no yaml example")
+	}
+	example, _, _ = strings.Cut(example, "```")
+	if !strings.Contains(example, "servers:") {
+		t.Fatal("the first example of docs/servers.md has no servers list")
+	}
+	_, err = loadServers(t, "log: {level: info}\n", example, false)
+	for _, line := range problemLines(err) {
+		if strings.HasPrefix(line, "servers") {
+			t.Errorf("docs/servers.md: %s", line)
+		}
+	}
+}
