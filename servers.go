@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -277,8 +276,20 @@ func resourceAt(root, path string) string {
 	return ""
 }
 
-// validServerName is the rule for a virtual server's name.
-var validServerName = regexp.MustCompile(`^[a-z0-9-]{1,63}$`)
+// validServerName reports whether name is 1 to 63 lowercase letters,
+// digits and '-'. (A loop, not a regexp: a package-level regexp is built
+// at every start, and {1,63} would be compiled as 63 copies.)
+func validServerName(name string) bool {
+	if len(name) == 0 || len(name) > 63 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // reservedPaths are paths of the MCP listener no virtual server may be
 // served at, nor under: the public endpoints, the authorization server's
@@ -304,7 +315,7 @@ func (c *configFile) validateServers() error {
 			errs = append(errs, fmt.Errorf("servers[%d].%s: "+format, append([]any{i, key}, args...)...))
 		}
 		switch j, dup := names[s.Name]; {
-		case !validServerName.MatchString(s.Name):
+		case !validServerName(s.Name):
 			at("name", "%q must be 1 to 63 lowercase letters, digits and '-'", s.Name)
 		case s.Name == rootServerName:
 			at("name", "%q is the name of the root server at %s", s.Name, mcpPath)
