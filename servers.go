@@ -363,71 +363,78 @@ func (c *configFile) validateServers() error {
 		for _, err := range unjoin(lim.Validate()) {
 			errs = append(errs, fmt.Errorf("servers[%d].limits.%w", i, err))
 		}
-		exposed := map[string]string{} // a single tool's exposed name → its key
-		for j, t := range s.Tools {
-			k := fmt.Sprintf("tools[%d]", j)
-			tat := func(key, format string, args ...any) { at(k+"."+key, format, args...) }
-			up, ok := sources.check(t.Source, tat)
-			if err := checkPattern(t.Name); err != nil {
-				tat("name", "%v", err)
-				continue
-			}
-			if isPattern(t.Name) {
-				for _, key := range t.curated() {
-					tat(key, "applies to one tool, but name %q is a pattern", t.Name)
-				}
-				continue
-			}
-			if t.ExposeAs != "" && !mcpname.Valid(t.ExposeAs) {
-				tat("expose_as", "%q must be 1 to %d letters, digits, '_', '-' or '.'", t.ExposeAs, mcpname.MaxLen)
-			}
-			t.checkArguments(tat)
-			if name := exposedName(t.ExposeAs, t.Name, up); ok {
-				noteExposed(exposed, name, k, t.ExposeAs != "", tat, "tool")
-			}
-		}
-		for j, r := range s.Resources {
-			k := fmt.Sprintf("resources[%d]", j)
-			rat := func(key, format string, args ...any) { at(k+"."+key, format, args...) }
-			sources.check(r.Source, rat)
-			if err := checkPattern(r.URI); err != nil {
-				rat("uri", "%v", err)
-				continue
-			}
-			if isPattern(r.URI) {
-				for _, key := range curated(r.ExposeAs, r.Title, r.Description) {
-					rat(key, "applies to one resource, but uri %q is a pattern", r.URI)
-				}
-				continue
-			}
-			if r.ExposeAs != "" && strings.TrimSpace(r.ExposeAs) == "" {
-				rat("expose_as", "must not be blank")
-			}
-		}
-		exposed = map[string]string{}
-		for j, p := range s.Prompts {
-			k := fmt.Sprintf("prompts[%d]", j)
-			pat := func(key, format string, args ...any) { at(k+"."+key, format, args...) }
-			up, ok := sources.check(p.Source, pat)
-			if err := checkPattern(p.Name); err != nil {
-				pat("name", "%v", err)
-				continue
-			}
-			if isPattern(p.Name) {
-				for _, key := range curated(p.ExposeAs, p.Title, p.Description) {
-					pat(key, "applies to one prompt, but name %q is a pattern", p.Name)
-				}
-				continue
-			}
-			if p.ExposeAs != "" && !mcpname.Valid(p.ExposeAs) {
-				pat("expose_as", "%q must be 1 to %d letters, digits, '_', '-' or '.'", p.ExposeAs, mcpname.MaxLen)
-			}
-			if name := exposedName(p.ExposeAs, p.Name, up); ok {
-				noteExposed(exposed, name, k, p.ExposeAs != "", pat, "prompt")
-			}
-		}
+		sources.checkSelections(s, at)
 	}
 	return errors.Join(errs...)
+}
+
+// checkSelections reports the static problems of the server's tool,
+// resource and prompt selections, through at (which prefixes the
+// server's key).
+func (src selectionSources) checkSelections(s *virtualServer, at func(key, format string, args ...any)) {
+	exposed := map[string]string{} // a single tool's exposed name → its key
+	for j, t := range s.Tools {
+		k := fmt.Sprintf("tools[%d]", j)
+		tat := func(key, format string, args ...any) { at(k+"."+key, format, args...) }
+		up, ok := src.check(t.Source, tat)
+		if err := checkPattern(t.Name); err != nil {
+			tat("name", "%v", err)
+			continue
+		}
+		if isPattern(t.Name) {
+			for _, key := range t.curated() {
+				tat(key, "applies to one tool, but name %q is a pattern", t.Name)
+			}
+			continue
+		}
+		if t.ExposeAs != "" && !mcpname.Valid(t.ExposeAs) {
+			tat("expose_as", "%q must be 1 to %d letters, digits, '_', '-' or '.'", t.ExposeAs, mcpname.MaxLen)
+		}
+		t.checkArguments(tat)
+		if ok {
+			noteExposed(exposed, exposedName(t.ExposeAs, t.Name, up), k, t.ExposeAs != "", tat, "tool")
+		}
+	}
+	for j, r := range s.Resources {
+		k := fmt.Sprintf("resources[%d]", j)
+		rat := func(key, format string, args ...any) { at(k+"."+key, format, args...) }
+		src.check(r.Source, rat)
+		if err := checkPattern(r.URI); err != nil {
+			rat("uri", "%v", err)
+			continue
+		}
+		if isPattern(r.URI) {
+			for _, key := range curated(r.ExposeAs, r.Title, r.Description) {
+				rat(key, "applies to one resource, but uri %q is a pattern", r.URI)
+			}
+			continue
+		}
+		if r.ExposeAs != "" && strings.TrimSpace(r.ExposeAs) == "" {
+			rat("expose_as", "must not be blank")
+		}
+	}
+	exposed = map[string]string{}
+	for j, p := range s.Prompts {
+		k := fmt.Sprintf("prompts[%d]", j)
+		pat := func(key, format string, args ...any) { at(k+"."+key, format, args...) }
+		up, ok := src.check(p.Source, pat)
+		if err := checkPattern(p.Name); err != nil {
+			pat("name", "%v", err)
+			continue
+		}
+		if isPattern(p.Name) {
+			for _, key := range curated(p.ExposeAs, p.Title, p.Description) {
+				pat(key, "applies to one prompt, but name %q is a pattern", p.Name)
+			}
+			continue
+		}
+		if p.ExposeAs != "" && !mcpname.Valid(p.ExposeAs) {
+			pat("expose_as", "%q must be 1 to %d letters, digits, '_', '-' or '.'", p.ExposeAs, mcpname.MaxLen)
+		}
+		if ok {
+			noteExposed(exposed, exposedName(p.ExposeAs, p.Name, up), k, p.ExposeAs != "", pat, "prompt")
+		}
+	}
 }
 
 // checkServerPath reports what is wrong with a virtual server's path.
