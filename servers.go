@@ -148,10 +148,10 @@ func (a toolAnnotations) set() bool {
 type argumentCuration struct {
 	// Description replaces the argument's description. Empty keeps it.
 	Description string `yaml:"description"`
-	// Default is the argument's default value, as a JSON value the
-	// argument's schema accepts (a hint to the caller; a call without the
-	// argument still reaches the tool without it). Unset keeps the
-	// schema's.
+	// Default is the argument's default, a JSON value the argument's
+	// schema accepts: shown as its default in the input schema, and set
+	// on every call that leaves the argument out. Unset keeps the
+	// schema's, and sets nothing.
 	Default json.RawMessage `yaml:"default"`
 }
 
@@ -160,7 +160,7 @@ type argumentCuration struct {
 // shows it.
 type resourceSelection struct {
 	// Source is where the resources come from: a built-in toolset enabled
-	// in tools.toolsets, "config" for tools.resources, "program" for the
+	// in tools.toolsets, "declared" for tools.resources, "program" for the
 	// resources a Go program adds with the library, or the name of an
 	// upstream.
 	Source string `yaml:"source" schema:"required"`
@@ -182,7 +182,7 @@ type resourceSelection struct {
 // for a single prompt, how the server shows it.
 type promptSelection struct {
 	// Source is where the prompts come from: a built-in toolset enabled in
-	// tools.toolsets, "config" for tools.prompts, "program" for the
+	// tools.toolsets, "declared" for tools.prompts, "program" for the
 	// prompts a Go program adds with the library, or the name of an
 	// upstream.
 	Source string `yaml:"source" schema:"required"`
@@ -205,9 +205,9 @@ type promptSelection struct {
 const (
 	// sourceProgram is what a Go program adds with the library.
 	sourceProgram = "program"
-	// sourceConfig is the resources and prompts of tools.resources and
-	// tools.prompts.
-	sourceConfig = "config"
+	// sourceDeclared is the resources and prompts declared in
+	// tools.resources and tools.prompts.
+	sourceDeclared = "declared"
 )
 
 // rootServerName is the server label of the root server at /mcp, which
@@ -590,10 +590,10 @@ func (c *configFile) selectionSources() selectionSources {
 // whether source is valid.
 func (s selectionSources) check(source string, at func(key, format string, args ...any)) (*upstream.Options, bool) {
 	up := s.upstreams[source]
-	builtin := slices.Contains(builtinToolsets, source) || source == sourceProgram || source == sourceConfig
+	builtin := slices.Contains(builtinToolsets, source) || source == sourceProgram || source == sourceDeclared
 	switch {
 	case source == "":
-		at("source", "required: a toolset (%s), %s, %s, or an upstream's name", strings.Join(builtinToolsets, ", "), sourceConfig, sourceProgram)
+		at("source", "required: a toolset (%s), %s, %s, or an upstream's name", strings.Join(builtinToolsets, ", "), sourceDeclared, sourceProgram)
 	case builtin && up != nil:
 		at("source", "%q names both a built-in source and an upstream; rename the upstream", source)
 	case up != nil:
@@ -603,7 +603,7 @@ func (s selectionSources) check(source string, at func(key, format string, args 
 	case builtin:
 		return nil, true
 	default:
-		known := append(slices.Clone(builtinToolsets), sourceConfig, sourceProgram)
+		known := append(slices.Clone(builtinToolsets), sourceDeclared, sourceProgram)
 		for name := range s.upstreams {
 			known = append(known, name)
 		}

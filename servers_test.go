@@ -87,7 +87,7 @@ servers:
         annotations: {read_only_hint: true}
         arguments: {query: {description: What to look for., default: "lang:go"}}
       - {source: jira, name: search, expose_as: jira_search}
-    prompts: [{source: config, name: greet, expose_as: hello}]
+    prompts: [{source: declared, name: greet, expose_as: hello}]
     auth:
       required_scopes: [platform]
       policy: [{tool: code_search, scopes: [code]}]
@@ -219,13 +219,13 @@ servers:
       - {source: github}
       - {source: jira}
       - {source: program}
-      - {source: config}
+      - {source: declared}
     resources: [{source: nowhere}, {source: conformance}]
     prompts: [{source: ""}]
 `),
 			want: []want{
 				{"servers[0].tools[0].source", "required"},
-				{"servers[0].tools[1].source", `unknown source "gihub": want one of config, conformance, core, github, jira, program, workshop`},
+				{"servers[0].tools[1].source", `unknown source "gihub": want one of conformance, core, declared, github, jira, program, workshop`},
 				{"servers[0].tools[2].source", "the workshop toolset is not enabled: add it to tools.toolsets"},
 				{"servers[0].tools[3].source", `"core" names both a built-in source and an upstream`},
 				{"servers[0].resources[0].source", `unknown source "nowhere"`},
@@ -288,8 +288,8 @@ servers:
       - {source: core, name: calculator, expose_as: calc}
     prompts:
       - {source: github, name: summarize}
-      - {source: config, name: greet, expose_as: github_summarize}
-      - {source: config, name: bye, expose_as: "bad/name"}
+      - {source: declared, name: greet, expose_as: github_summarize}
+      - {source: declared, name: bye, expose_as: "bad/name"}
 `),
 			want: []want{
 				{"servers[0].tools[1].expose_as", `two tools named "github_search" (tools[0] exposes one)`},
@@ -466,15 +466,15 @@ func TestServersDefaults(t *testing.T) {
   - name: a
     path: /a
     tools: [{source: core}, {source: core, name: echo}]
-    resources: [{source: config}]
-    prompts: [{source: config}]
+    resources: [{source: declared}]
+    prompts: [{source: declared}]
     limits: {rate_per_principal: 2}
 `,
 			want: []virtualServer{{
 				Name: "a", Path: "/a",
 				Tools:     []toolSelection{{Source: "core", Name: "*"}, {Source: "core", Name: "echo"}},
-				Resources: []resourceSelection{{Source: "config"}},
-				Prompts:   []promptSelection{{Source: "config", Name: "*"}},
+				Resources: []resourceSelection{{Source: "declared"}},
+				Prompts:   []promptSelection{{Source: "declared", Name: "*"}},
 				Limits:    virtualServerLimits{RatePerPrincipal: 2, BurstPerPrincipal: 9},
 			}},
 		},
