@@ -132,6 +132,11 @@ func TestCheckConfig(t *testing.T) {
 			args:     []string{"--dev"},
 			wantCode: 0, want: []string{"configuration OK"},
 		},
+		{
+			name:     "virtual servers' problems, all at once",
+			config:   "servers:\n  - {name: a, path: /oauth/a}\n  - {name: b, path: /mcp/b, tools: [{source: nowhere}]}\n",
+			wantCode: 1, want: []string{"servers[0].path: \"/oauth/a\" collides with /oauth", `servers[1].tools[0].source: unknown source "nowhere"`},
+		},
 		{name: "missing file", args: []string{"--config", "/nonexistent/portcullis.yaml"}, wantCode: 1, want: []string{"/nonexistent/portcullis.yaml"}},
 		{name: "stray argument", args: []string{"extra"}, wantCode: 2, want: []string{"unexpected arguments"}},
 		{name: "keys", args: []string{"--keys"}, wantCode: 0, want: []string{"server.read_header_timeout", "PORTCULLIS_SERVER_READ_HEADER_TIMEOUT", "PORTCULLIS_TOOLS_WEATHER_BASE_URL"}},

@@ -63,6 +63,13 @@ type configFile struct {
 	// Redis is the Redis that replicas share: the task store with
 	// tasks.store redis, and the per-caller rate limits. Empty url: none.
 	Redis redisconn.Options `yaml:"redis"`
+	// Servers are virtual MCP servers on the MCP listener besides the root
+	// server at /mcp: each at its own path with its own resource (token
+	// audience), exposing the tools, resources and prompts it selects from
+	// the built-in toolsets, the program's tools and the upstreams,
+	// renamed and described for its users, with its own policy and limits.
+	// One connector per team on one Portcullis; see docs/servers.md.
+	Servers []virtualServer `yaml:"servers"`
 }
 
 // serverOptions configures the HTTP listener and its lifecycle.
@@ -169,6 +176,7 @@ func (c *configFile) defaults() {
 	c.AuthorizationServer.Defaults(c.Auth.Resource)
 	c.Limits.Defaults()
 	c.Redis.Defaults()
+	c.serversDefaults()
 }
 
 // Validate reports every problem at once, each naming its key.
@@ -220,6 +228,7 @@ func (c *configFile) Validate() error {
 	add("limits.", c.Limits.Validate())
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
+	add("", c.validateServers())
 	if c.Tasks.Store == "redis" && !c.Redis.Enabled() {
 		errs = append(errs, errors.New("tasks.store: redis needs a Redis every replica shares (redis.url, redis.sentinel.master_name or redis.cluster.addresses)"))
 	}

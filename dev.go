@@ -25,6 +25,7 @@ func setupDev(cfg *configFile, addr string) (*devIssuer, error) {
 	if cfg.Auth.Resource == "" {
 		cfg.Auth.Resource = "http://" + addr + mcpPath
 	}
+	cfg.defaultServerResources()
 	dev.DefaultAudience = cfg.Auth.Resource
 	cfg.Auth.Issuers = append(cfg.Auth.Issuers, dev.IssuerOptions())
 	if err := cfg.Validate(); err != nil {
@@ -75,19 +76,27 @@ More tokens: curl -s -d grant_type=client_credentials -d client_id=me -d resourc
 // a token for anyone who asks, so a resource reached through a proxy or
 // tunnel would be open to everyone who can reach that.
 func (c *configFile) validateDev() error {
-	var resourceErr error
-	if u, err := url.Parse(c.Auth.Resource); c.Auth.Resource != "" && err == nil && u.Host != "" && !loopback.Host(u.Hostname()) {
-		resourceErr = fmt.Errorf("auth.resource: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave auth.resource unset, or run without --dev)", c.Auth.Resource)
+	var resourceErrs []error
+	notLoopback := func(key, resource string) {
+		if u, err := url.Parse(resource); resource != "" && err == nil && u.Host != "" && !loopback.Host(u.Hostname()) {
+			resourceErrs = append(resourceErrs, fmt.Errorf("%s: %q is not on a loopback host: --dev's embedded issuer mints tokens for anyone who asks, so it guards only a loopback resource (leave %s unset, or run without --dev)", key, resource, key))
+		}
+	}
+	notLoopback("auth.resource", c.Auth.Resource)
+	for i, s := range c.Servers {
+		notLoopback(fmt.Sprintf("servers[%d].resource", i), s.Resource)
 	}
 	if checkAddr(c.Server.Listen) != nil || !loopback.Host(c.Server.Listen) {
 		// Reported by Validate, or --dev refuses it itself: no dev issuer
 		// is made for it.
-		return errors.Join(resourceErr, c.Validate())
+		return errors.Join(append(resourceErrs, c.Validate())...)
 	}
 	d := *c
 	d.Auth.Issuers = append(slices.Clone(c.Auth.Issuers), auth.IssuerOptions{Issuer: "http://" + c.Server.Listen + devIssuerPath})
 	if d.Auth.Resource == "" {
 		d.Auth.Resource = "http://" + c.Server.Listen + mcpPath
 	}
-	return errors.Join(resourceErr, d.Validate())
+	d.Servers = slices.Clone(c.Servers)
+	d.defaultServerResources()
+	return errors.Join(append(resourceErrs, d.Validate())...)
 }

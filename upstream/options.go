@@ -242,6 +242,20 @@ func (o *Options) namespace() string {
 	return *o.Prefix
 }
 
+// ServedName returns the name the upstream's tool or prompt called name
+// is served under on /mcp: "<prefix>_<name>", or name when the prefix is
+// empty.
+func (o *Options) ServedName(name string) string {
+	return servedName(o.namespace(), name)
+}
+
+func servedName(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "_" + name
+}
+
 // Validate reports every problem of the list at once, as an [errors.Join]
 // of errors whose text starts with the key path ("[1].url: …"); the caller
 // prefixes the section name ("upstreams").

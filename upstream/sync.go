@@ -189,10 +189,7 @@ func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor s
 
 // prefixed is name as served: under the upstream's prefix, if it has one.
 func (u *upstream) prefixed(name string) string {
-	if u.prefix == "" {
-		return name
-	}
-	return u.prefix + "_" + name
+	return servedName(u.prefix, name)
 }
 
 // tool returns the served form of an upstream tool: namespaced, with its

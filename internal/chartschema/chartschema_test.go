@@ -288,3 +288,33 @@ func TestGenerateErrors(t *testing.T) {
 		t.Errorf("Reference with a doc link to a type: %v, want an error containing %q", err, wantLink)
 	}
 }
+
+// TestTypeOf: the type column of the reference, for maps and JSON values
+// among the rest; a section (additionalProperties false) is no map.
+func TestTypeOf(t *testing.T) {
+	str := &jsonschema.Schema{Type: "string"}
+	obj := &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+	tests := []struct {
+		name  string
+		p     *jsonschema.Schema
+		want  string
+		isMap bool
+	}{
+		{name: "JSON value", p: &jsonschema.Schema{}, want: "JSON value"},
+		{name: "map of strings", p: &jsonschema.Schema{Type: "object", AdditionalProperties: str}, want: "mapping of names to strings", isMap: true},
+		{name: "map of JSON values", p: &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{}}, want: "mapping of names to JSON values", isMap: true},
+		{name: "map of objects", p: &jsonschema.Schema{Type: "object", AdditionalProperties: obj}, want: "mapping of names to objects", isMap: true},
+		{name: "section", p: obj, want: "object"},
+		{name: "list of strings", p: &jsonschema.Schema{Type: "array", Items: str}, want: "list of strings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := typeOf(tt.p); got != tt.want {
+				t.Errorf("typeOf = %q, want %q", got, tt.want)
+			}
+			if got := isMap(tt.p); got != tt.isMap {
+				t.Errorf("isMap = %v, want %v", got, tt.isMap)
+			}
+		})
+	}
+}

@@ -121,7 +121,7 @@ func (r *refWriter) rows(path string, obj *jsonschema.Schema) {
 			q.Description = "See `" + path + "." + prev + "`."
 			p = &q
 		}
-		r.row(path+"."+name, p, strings.Contains(path, "[]"))
+		r.row(path+"."+name, p, strings.Contains(path, "[]") || strings.Contains(path, config.MapKey))
 		prev = name
 	}
 }
@@ -129,7 +129,7 @@ func (r *refWriter) rows(path string, obj *jsonschema.Schema) {
 // row writes the row of the key at path and, for a section or a list of
 // structs, the rows of the keys inside it.
 func (r *refWriter) row(path string, p *jsonschema.Schema, inList bool) {
-	if p.Type == "object" {
+	if p.Type == "object" && !isMap(p) {
 		fmt.Fprintf(&r.b, "| `%s` | section | | %s |\n", path, cell(p.Description, r.notes[path]))
 		r.rows(path, p)
 		return
@@ -146,6 +146,16 @@ func (r *refWriter) row(path string, p *jsonschema.Schema, inList bool) {
 	if p.Type == "array" && p.Items != nil && p.Items.Type == "object" {
 		r.rows(path+"[]", p.Items)
 	}
+	if isMap(p) && p.AdditionalProperties.Type == "object" {
+		r.rows(path+"."+config.MapKey, p.AdditionalProperties)
+	}
+}
+
+// isMap reports whether the object schema p is a mapping of names (a Go
+// map), whose entries have the schema of its additionalProperties, rather
+// than a section, whose additionalProperties are false.
+func isMap(p *jsonschema.Schema) bool {
+	return p.Type == "object" && p.AdditionalProperties != nil && p.AdditionalProperties.Not == nil
 }
 
 // order returns the property names of obj in declaration order.
@@ -175,6 +185,15 @@ func typeOf(p *jsonschema.Schema) string {
 		t = "duration"
 	case p.Type == "string" && (p.Pattern == config.URLPattern || p.Pattern == config.OriginPattern):
 		t = "URL"
+	case isMap(p):
+		switch v := p.AdditionalProperties; {
+		case v.Type == "object" && !isMap(v):
+			t = "mapping of names to objects"
+		default:
+			t = "mapping of names to " + typeOf(v) + "s"
+		}
+	case p.Type == "" && len(p.Types) == 0:
+		t = "JSON value"
 	case p.Type == "array" && p.Items != nil:
 		switch it := typeOf(p.Items); {
 		case p.Items.Type == "object":

@@ -40,8 +40,9 @@
 //
 // Supported field types are string, bool, all integer and float kinds,
 // [time.Duration], types whose pointer implements [encoding.TextUnmarshaler],
-// nested structs, slices of scalars or of structs, and pointers to any of
-// those. A
+// nested structs, slices of scalars or of structs, maps with string keys
+// whose values are scalars, structs or JSON values, [encoding/json.RawMessage]
+// (any value, converted to JSON), and pointers to any of those. A
 // field is named by its yaml tag, or by its lower-cased Go name without one;
 // `yaml:"-"` skips it and `yaml:",inline"` flattens an embedded struct into
 // its parent.
@@ -51,8 +52,16 @@
 // or carry a 0x, 0o or 0b prefix; durations are Go duration strings such as
 // "10s" or "5m" (a bare number is an error).
 //
-// A list from the file or the environment replaces the default list rather
-// than appending to it. A pointer to a struct that already has a value is
+// A map is written as a mapping of names; a problem inside one names the
+// entry ("servers[0].tools[1].fixed_arguments.region"). A
+// [encoding/json.RawMessage] takes whatever the YAML holds, converted to
+// JSON: a mapping's keys are taken as strings, a number must be finite, a
+// scalar JSON has no type for (a timestamp, binary data) is the text
+// written, and null (or an empty value) is JSON null rather than "keep the
+// default".
+//
+// A list or a map from the file or the environment replaces the default
+// one rather than adding to it. A pointer to a struct that already has a value is
 // copied before keys inside it are set, so a default shared between structs
 // is never changed; a nil one is allocated. In the file, an empty value
 // (`key:` or `key: null`) leaves the default alone, except that it sets a
@@ -68,7 +77,7 @@
 // rather than split apart. A variable that carries the prefix but matches no
 // key is a [Problem] that suggests the closest name. Lists are written
 // comma-separated (spaces around items are trimmed and empty items dropped).
-// Slices of structs can be set only in the file. A variable that is set but
+// Slices of structs, maps and JSON values can be set only in the file. A variable that is set but
 // empty sets the value to empty (an empty string, an empty list), which is an
 // error for numbers, bools and durations. An empty prefix turns the
 // environment layer off.

@@ -26,7 +26,7 @@ func (s *schema) applyEnv(root reflect.Value, environ []string) []*Problem {
 		l, ok := s.env[name]
 		if !ok {
 			if path, ok := s.fileOnly[name]; ok {
-				problems = append(problems, &Problem{Key: path, Source: source, Err: errors.New("a list of mappings can be set only in the config file")})
+				problems = append(problems, &Problem{Key: path, Source: source, Err: errors.New("a list of mappings, a mapping of names or a JSON value can be set only in the config file")})
 				continue
 			}
 			if s.ignored(name) {

@@ -38,7 +38,9 @@ type SchemaOptions struct {
 // same rules: keys come from yaml tags (inline structs flattened, `yaml:"-"`
 // skipped), pointers are followed, every struct is an object with
 // additionalProperties false, and a slice is an array of its elements
-// (objects for a slice of structs). Scalars map to JSON types: strings and
+// (objects for a slice of structs), a map an object whose
+// additionalProperties are its values, and a [json.RawMessage] any JSON
+// value (the empty schema). Scalars map to JSON types: strings and
 // types whose pointer implements [encoding.TextUnmarshaler] to string,
 // [time.Duration] to a string matching [DurationPattern], bool to boolean,
 // integers to integer (unsigned ones with minimum 0), floats to number.
@@ -135,8 +137,12 @@ func (g *schemaGen) object(t reflect.Type, path string) *jsonschema.Schema {
 func (g *schemaGen) value(t reflect.Type, path string) *jsonschema.Schema {
 	t = deref(t)
 	switch {
+	case t == rawJSONType:
+		return &jsonschema.Schema{} // any JSON value
 	case isScalar(t):
 		return scalarSchema(t)
+	case t.Kind() == reflect.Map:
+		return &jsonschema.Schema{Type: "object", AdditionalProperties: g.value(t.Elem(), path+"."+MapKey)}
 	case t.Kind() == reflect.Slice:
 		et := deref(t.Elem())
 		if isScalar(et) {

@@ -243,7 +243,7 @@ func TestJSONSchemaErrors(t *testing.T) {
 		{name: "not a struct", dst: 3, wantErr: "needs a struct"},
 		{name: "nil", dst: nil, wantErr: "needs a struct"},
 		{name: "unsupported type", dst: struct {
-			M map[string]string `yaml:"m"`
+			M map[string][]string `yaml:"m"`
 		}{}, wantErr: "unsupported field type"},
 		{name: "unknown option", dst: struct {
 			S string `yaml:"s" schema:"enums=a"`

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -14,7 +15,7 @@ type Key struct {
 	Path string
 	// Env is the environment variable that sets the key, such as
 	// "PORTCULLIS_SERVER_LISTEN". It is empty for a key that can be set only
-	// in the file (a slice of structs).
+	// in the file (a slice of structs, a map, a JSON value).
 	Env string
 }
 
@@ -22,9 +23,9 @@ type Key struct {
 // e.g. "server.listen") and the environment variable name for each (prefix +
 // path upper-cased with '.' → '_'), in field order, for docs and tests. dst
 // may be a struct or a pointer to one; for anything else Keys returns nil.
-// Slices of structs are not settable from the environment (only from the
-// file) and are listed without a variable; the keys inside their elements
-// are not listed.
+// Slices of structs, maps and JSON values are not settable from the
+// environment (only from the file) and are listed without a variable; the
+// keys inside their elements are not listed.
 func Keys(dst any, prefix string) []Key {
 	t := reflect.TypeOf(dst)
 	for t != nil && t.Kind() == reflect.Pointer {
@@ -100,6 +101,8 @@ func (s *schema) walkStruct(t reflect.Type, path string, index [][]int, keyed bo
 func (s *schema) walkField(t reflect.Type, path string, index [][]int, keyed bool) {
 	bt := deref(t)
 	switch {
+	case bt == rawJSONType:
+		s.addFileOnly(path, keyed)
 	case isScalar(bt):
 		s.addKey(path, index, t, keyed)
 	case bt.Kind() == reflect.Slice:
@@ -108,18 +111,37 @@ func (s *schema) walkField(t reflect.Type, path string, index [][]int, keyed boo
 		case isScalar(et):
 			s.addKey(path, index, t, keyed)
 		case et.Kind() == reflect.Struct:
-			if keyed {
-				s.keys = append(s.keys, Key{Path: path})
-				s.fileOnly[envName(s.prefix, path)] = path
-			}
+			s.addFileOnly(path, keyed)
 			s.walkStruct(et, path+"[]", nil, false)
 		default:
 			s.problem(path, "unsupported field type %s: list elements must be scalars or structs", t)
+		}
+	case bt.Kind() == reflect.Map:
+		et := deref(bt.Elem())
+		switch {
+		case bt.Key().Kind() != reflect.String:
+			s.problem(path, "unsupported field type %s: a mapping's keys must be strings", t)
+		case et == rawJSONType || isScalar(et):
+			s.addFileOnly(path, keyed)
+		case et.Kind() == reflect.Struct:
+			s.addFileOnly(path, keyed)
+			s.walkStruct(et, path+"."+MapKey, nil, false)
+		default:
+			s.problem(path, "unsupported field type %s: a mapping's values must be scalars, structs or JSON values", t)
 		}
 	case bt.Kind() == reflect.Struct:
 		s.walkStruct(bt, path, index, keyed)
 	default:
 		s.problem(path, "unsupported field type %s", t)
+	}
+}
+
+// addFileOnly records the key at path, which only the file can set (a
+// list of mappings, a mapping of names, a JSON value).
+func (s *schema) addFileOnly(path string, keyed bool) {
+	if keyed {
+		s.keys = append(s.keys, Key{Path: path})
+		s.fileOnly[envName(s.prefix, path)] = path
 	}
 }
 
@@ -226,7 +248,13 @@ func deref(t reflect.Type) reflect.Type {
 var (
 	durationType        = reflect.TypeFor[time.Duration]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	rawJSONType         = reflect.TypeFor[json.RawMessage]()
 )
+
+// MapKey stands for the names of a mapping's entries in the key paths of
+// what they hold, such as "tools.prompts.<name>.text", where a path to a
+// list's elements has "[]".
+const MapKey = "<name>"
 
 // isScalar reports whether a value of non-pointer type t is written as one
 // YAML scalar.

@@ -79,7 +79,8 @@ func TestLoadRejectsBadTypes(t *testing.T) {
 		} `yaml:"a_b"`
 	}
 	type unsupported struct {
-		M  map[string]string    `yaml:"m"`
+		M  map[int]string       `yaml:"m"`
+		MS map[string][]string  `yaml:"ms"`
 		L  []struct{ F func() } `yaml:"l"`
 		LL [][]string           `yaml:"ll"`
 	}
@@ -108,7 +109,8 @@ func TestLoadRejectsBadTypes(t *testing.T) {
 		{name: "pointer to non-struct", dst: new(string), want: []wantProblem{{"", "", "got *string"}}},
 		{name: "two keys map to one env name", dst: &collide{}, want: []wantProblem{{"a_b.c", "", "keys a.b_c and a_b.c both map to environment variable P_A_B_C"}}},
 		{name: "unsupported field types", dst: &unsupported{}, want: []wantProblem{
-			{"m", "", "unsupported field type map[string]string"},
+			{"m", "", "unsupported field type map[int]string: a mapping's keys must be strings"},
+			{"ms", "", "a mapping's values must be scalars, structs or JSON values"},
 			{"l[].f", "", "unsupported field type func()"},
 			{"ll", "", "list elements must be scalars or structs"},
 		}},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -102,6 +103,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	line := n.Line
 	n = resolve(n)
+	if v.Type() == rawJSONType {
+		// A JSON value: null is a value like any other, not "keep the
+		// default".
+		var b bytes.Buffer
+		before := len(d.problems)
+		d.json(n, &b, path)
+		if len(d.problems) == before {
+			v.SetBytes(b.Bytes())
+		}
+		return
+	}
 	if isNull(n) {
 		// An empty value keeps the default, except that it clears a pointer.
 		if v.Kind() == reflect.Pointer {
@@ -144,6 +156,45 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		d.mapping(n, v, path)
+	case t.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.problem(path, line, fmt.Errorf("expected a mapping of names, got %s", nodeDesc(n)))
+			return
+		}
+		m := reflect.MakeMapWithSize(t, len(n.Content)/2)
+		d.pairs(n, path, func(key string, _ int, vn *yaml.Node) {
+			e := reflect.New(t.Elem()).Elem()
+			d.decode(vn, e, joinPath(path, key))
+			m.SetMapIndex(reflect.ValueOf(key).Convert(t.Key()), e)
+		})
+		v.Set(m)
+	}
+}
+
+// pairs calls f with each key of the mapping node n, found at path, its
+// line and its value node, in order, after recording a problem for each
+// key that is not a string, a merge key or a duplicate (which f never
+// sees).
+func (d *decoder) pairs(n *yaml.Node, path string, f func(key string, line int, v *yaml.Node)) {
+	seen := map[string]int{} // key → line
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := resolve(n.Content[i]), n.Content[i+1]
+		line := n.Content[i].Line
+		if kn.Kind != yaml.ScalarNode {
+			d.problem(path, line, fmt.Errorf("a key must be a string, not %s", nodeDesc(kn)))
+			continue
+		}
+		key := kn.Value
+		if kn.ShortTag() == "!!merge" {
+			d.problem(path, line, errors.New("merge keys (<<) are not supported; write the keys out"))
+			continue
+		}
+		if first, ok := seen[key]; ok {
+			d.problem(joinPath(path, key), line, fmt.Errorf("duplicate key; first set on line %d", first))
+			continue
+		}
+		seen[key] = line
+		f(key, line, vn)
 	}
 }
 
@@ -156,34 +207,78 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		byName[f.name] = f
 		names[i] = f.name
 	}
-	seen := map[string]int{} // key → line
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, vn := resolve(n.Content[i]), n.Content[i+1]
-		if kn.Kind != yaml.ScalarNode {
-			d.problem(path, n.Content[i].Line, fmt.Errorf("a key must be a string, not %s", nodeDesc(kn)))
-			continue
-		}
-		key := kn.Value
+	d.pairs(n, path, func(key string, line int, vn *yaml.Node) {
 		kpath := joinPath(path, key)
-		if kn.ShortTag() == "!!merge" {
-			d.problem(path, n.Content[i].Line, errors.New("merge keys (<<) are not supported; write the keys out"))
-			continue
-		}
-		if first, ok := seen[key]; ok {
-			d.problem(kpath, n.Content[i].Line, fmt.Errorf("duplicate key; first set on line %d", first))
-			continue
-		}
-		seen[key] = n.Content[i].Line
 		f, ok := byName[key]
 		if !ok {
 			msg := "unknown key"
 			if s := suggest(key, names); s != "" {
 				msg += fmt.Sprintf("; did you mean %s?", joinPath(path, s))
 			}
-			d.problem(kpath, n.Content[i].Line, errors.New(msg))
-			continue
+			d.problem(kpath, line, errors.New(msg))
+			return
 		}
 		d.decode(vn, v.FieldByIndex(f.index), kpath)
+	})
+}
+
+// json writes the YAML node n, found at path, to b as JSON, recording a
+// problem for what JSON cannot hold. Keys are strings (a scalar key is
+// taken as written); a number must be finite; a scalar JSON has no type
+// for (a timestamp, binary data, a custom tag) is the string written, so
+// that a date stays the text "2025-01-31".
+func (d *decoder) json(n *yaml.Node, b *bytes.Buffer, path string) {
+	if d.visits++; d.visits > maxVisits {
+		if d.visits == maxVisits+1 {
+			d.problem(path, n.Line, errors.New("the document expands to too many values through aliases"))
+		}
+		return
+	}
+	line := n.Line
+	n = resolve(n)
+	switch n.Kind {
+	case yaml.MappingNode:
+		b.WriteByte('{')
+		first := true
+		d.pairs(n, path, func(key string, _ int, vn *yaml.Node) {
+			if !first {
+				b.WriteByte(',')
+			}
+			first = false
+			k, _ := json.Marshal(key)
+			b.Write(k)
+			b.WriteByte(':')
+			d.json(vn, b, joinPath(path, key))
+		})
+		b.WriteByte('}')
+	case yaml.SequenceNode:
+		b.WriteByte('[')
+		for i, e := range n.Content {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			d.json(e, b, fmt.Sprintf("%s[%d]", path, i))
+		}
+		b.WriteByte(']')
+	case yaml.ScalarNode:
+		var v any = n.Value
+		switch n.ShortTag() {
+		case "!!null":
+			v = nil
+		case "!!bool", "!!int", "!!float":
+			if err := n.Decode(&v); err != nil {
+				d.problem(path, line, err)
+				return
+			}
+		}
+		out, err := json.Marshal(v)
+		if err != nil {
+			d.problem(path, line, fmt.Errorf("%s is not a JSON value (JSON has no infinity or NaN)", nodeDesc(n)))
+			return
+		}
+		b.Write(out)
+	default:
+		d.problem(path, line, fmt.Errorf("expected a JSON value, got %s", nodeDesc(n)))
 	}
 }
 

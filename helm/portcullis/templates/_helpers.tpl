@@ -295,3 +295,32 @@ naming the values key to change.
 {{- fail "autoscaling.minReplicas: must not exceed autoscaling.maxReplicas" }}
 {{- end }}
 {{- end }}
+
+{{/*
+portcullis.unroutedPaths lists, one per line, the paths of the virtual
+servers (config.servers) and of their Protected Resource Metadata
+(/.well-known/oauth-protected-resource followed by the server's path) that
+none of .paths routes: [{path, pathType}], a pathType of Prefix (the
+default) routing the path and everything under it element by element, as
+Ingress and HTTPRoute prefixes do, and any other only the path itself.
+.root is the chart's context.
+*/}}
+{{- define "portcullis.unroutedPaths" -}}
+{{- $listed := .paths }}
+{{- range (.root.Values.config.servers | default list) }}
+{{- range $want := list .path (printf "/.well-known/oauth-protected-resource%s" .path) }}
+{{- $routed := false }}
+{{- range $listed }}
+{{- $path := .path | default "/" }}
+{{- if eq (.pathType | default "Prefix") "Prefix" }}
+{{- $base := trimSuffix "/" $path }}
+{{- if or (eq $base "") (eq $want $base) (hasPrefix (printf "%s/" $base) $want) }}{{ $routed = true }}{{ end }}
+{{- else if eq $path $want }}{{ $routed = true }}
+{{- end }}
+{{- end }}
+{{- if not $routed }}
+{{ $want }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
