@@ -38,6 +38,8 @@ type app struct {
 	tasks *tasks.Manager
 	// redis is the Redis replicas share (tasks, rate limits); nil if none.
 	redis redis.UniversalClient
+	// virtual are the virtual servers (servers), each on its own path.
+	virtual []*virtualApp
 	// authServer is the authorization server; nil unless
 	// authorization_server.enabled (see setupAuthServer).
 	authServer atomic.Pointer[authserver.Server]
@@ -133,7 +135,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if ups != nil {
 		remoteTasks = ups.RouteTask // an upstream's tasks pass through
 	}
-	server := mcp.New(cat, cfg.MCP, mcp.Deps{
+	deps := mcp.Deps{
 		Transport: transport,
 		Version:   version,
 		Logger:    logger,
@@ -155,7 +157,13 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Events:            events,
 		OnEventsReplayed:  metrics.EventsReplayed,
 		OnAnswerForwarded: metrics.AnswerForwarded,
-	})
+	}
+	server := mcp.New(cat, cfg.MCP, deps)
+	if transport == mcp.HTTP {
+		if a.virtual, err = newVirtualServers(cfg, cat, deps, logger); err != nil {
+			return nil, err
+		}
+	}
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
 	return a, nil
 }

@@ -19,6 +19,19 @@ type chainParts struct {
 	health       *observability.Health
 	dev          *devIssuer         // nil unless --dev
 	authServer   *authserver.Server // nil unless authorization_server.enabled
+	virtual      []virtualRoute     // the virtual servers (servers)
+}
+
+// virtualRoute is what a virtual server's chain is built from: the same
+// steps as /mcp's, with the server's own handler, auth (its resource and
+// scopes), limits and metadata.
+type virtualRoute struct {
+	path     string
+	mcp      *mcp.Handler
+	auth     func(http.Handler) http.Handler
+	limits   func(http.Handler) http.Handler
+	metadata http.Handler // nil with auth off
+	resource string
 }
 
 // buildHandler returns the MCP listener's handler: every route behind the
@@ -46,6 +59,17 @@ func (a *app) buildHandler(p chainParts) http.Handler {
 			mux.Handle("OPTIONS "+path, meta)
 		}
 	}
+	for _, v := range p.virtual {
+		vp := p
+		vp.mcp, vp.auth, vp.limits = v.mcp, v.auth, v.limits
+		mux.Handle(v.path, a.buildChain(vp, v.path))
+		if v.metadata != nil {
+			meta := a.buildPublicChain("metadata", v.metadata)
+			path := auth.MetadataPath(v.resource)
+			mux.Handle("GET "+path, meta)
+			mux.Handle("OPTIONS "+path, meta)
+		}
+	}
 	if p.dev != nil {
 		mux.Handle(devIssuerPath+"/", a.buildPublicChain("dev_issuer", p.dev.Handler()))
 	}
@@ -63,13 +87,19 @@ func (a *app) buildHandler(p chainParts) http.Handler {
 // auth, refusals, limits, the MCP handler. Auth failures and refusals by a limit are
 // therefore counted, traced and logged like any other response.
 func (a *app) buildMCPChain(p chainParts) http.Handler {
+	return a.buildChain(p, mcpPath)
+}
+
+// buildChain returns the chain of an MCP endpoint at path (/mcp or a
+// virtual server's) from p's parts.
+func (a *app) buildChain(p chainParts, path string) http.Handler {
 	var h http.Handler = p.mcp
 	h = p.limits(h)
 	h = p.refusals(h)
 	h = p.auth(h)
 	h = p.mcp.OriginGuard(h)
 	h = observability.AccessLog(a.logger, h)
-	return a.inst().TracedRoute("mcp", mcpPath, h)
+	return a.inst().TracedRoute("mcp", path, h)
 }
 
 // buildPublicChain returns the chain of a route that needs no token: route

@@ -82,8 +82,13 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	if a.redis != nil {
 		defer a.redis.Close()
 	}
+	virtual, err := a.virtualRoutes(ctx, health, hook)
+	if err != nil {
+		return err
+	}
 	metricsSrv := a.metricsServer()
 	chain := chainParts{
+		virtual:      virtual,
 		bodyDeadline: limits.BodyDeadline(s.ReadBodyTimeout, hook),
 		mcp:          mcpHandler,
 		auth:         guard,
@@ -101,6 +106,9 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	go a.catalog.Run(bg, a.server.SDK())
+	for _, v := range a.virtual {
+		go a.catalog.Run(bg, v.server.SDK())
+	}
 	go a.tasks.Run(bg)
 
 	errc := make(chan error, 2)
@@ -138,6 +146,9 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
 	defer cancel()
 	mcpHandler.Drain()
+	for _, v := range a.virtual {
+		v.server.Handler().Drain()
+	}
 	// The metrics listener closes last, so the drain itself can be scraped.
 	defer metricsSrv.Close()
 	// Tasks still running when the grace ends are failed, so that their

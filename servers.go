@@ -1,9 +1,12 @@
 package portcullis
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/url"
 	"path"
@@ -11,9 +14,13 @@ import (
 	"strings"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
@@ -628,4 +635,141 @@ func (c *configFile) serverAuth(s *virtualServer) *auth.Options {
 		}
 	}
 	return o
+}
+
+// virtualApp is one virtual server as the program serves it.
+type virtualApp struct {
+	cfg    *virtualServer
+	server *mcp.Server
+}
+
+// newVirtualServers builds the servers of cfg.Servers on cat, each with
+// root's deps but its own view, policy, title and instructions. It checks
+// each view against the catalog as built: what no source offers fails the
+// start, with every problem at once, except what an upstream not listed yet
+// may still offer, which is logged.
+func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, logger *slog.Logger) ([]*virtualApp, error) {
+	upstreams := make([]string, 0, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		upstreams = append(upstreams, u.Name)
+	}
+	var (
+		out      []*virtualApp
+		problems []error
+	)
+	for i := range cfg.Servers {
+		vs := &cfg.Servers[i]
+		view, err := vs.view()
+		if err != nil {
+			problems = append(problems, fmt.Errorf("servers[%d]: %w", i, err))
+			continue
+		}
+		for _, p := range cat.ValidateView(view, upstreams) {
+			key := fmt.Sprintf("servers[%d].%s", i, p.Key)
+			if p.Warning {
+				logger.Warn("a virtual server names what its upstream does not offer yet", "key", key, "problem", p.Message)
+				continue
+			}
+			problems = append(problems, fmt.Errorf("%s: %s", key, p.Message))
+		}
+		deps := root
+		deps.View = &view
+		deps.Title = vs.Title
+		deps.Instructions = vs.Instructions
+		o := cfg.Auth
+		o.Policy = vs.Auth.Policy
+		deps.Policy = toolPolicy(o)
+		deps.StepUp = nil
+		if deps.Policy != nil {
+			o.Resource, o.RequiredScopes = vs.Resource, vs.Auth.RequiredScopes
+			deps.StepUp = stepUp(o, cfg.authOn())
+		}
+		out = append(out, &virtualApp{cfg: vs, server: mcp.New(cat, cfg.MCP, deps)})
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, fmt.Errorf("servers: %w", err)
+	}
+	return out, nil
+}
+
+// view returns the server's selections as the curation mechanism takes
+// them.
+func (s *virtualServer) view() (curation.View, error) {
+	var v curation.View
+	for i, t := range s.Tools {
+		sel := curation.ToolSelection{Source: t.Source, Name: t.Name, ExposeAs: t.ExposeAs, Title: t.Title, Description: t.Description}
+		if t.Annotations.set() {
+			sel.Annotations = &curation.Annotations{
+				ReadOnlyHint: t.Annotations.ReadOnlyHint, DestructiveHint: t.Annotations.DestructiveHint,
+				IdempotentHint: t.Annotations.IdempotentHint, OpenWorldHint: t.Annotations.OpenWorldHint,
+			}
+		}
+		for name, a := range t.Arguments {
+			arg := curation.Argument{Description: a.Description}
+			if len(a.Default) > 0 {
+				if err := json.Unmarshal(a.Default, &arg.Default); err != nil {
+					return v, fmt.Errorf("tools[%d].arguments.%s.default: %w", i, name, err)
+				}
+			}
+			if sel.Arguments == nil {
+				sel.Arguments = map[string]curation.Argument{}
+			}
+			sel.Arguments[name] = arg
+		}
+		for name, raw := range t.FixedArguments {
+			var val any
+			if err := json.Unmarshal(raw, &val); err != nil {
+				return v, fmt.Errorf("tools[%d].fixed_arguments.%s: %w", i, name, err)
+			}
+			if sel.FixedArguments == nil {
+				sel.FixedArguments = map[string]any{}
+			}
+			sel.FixedArguments[name] = val
+		}
+		v.Tools = append(v.Tools, sel)
+	}
+	for _, r := range s.Resources {
+		v.Resources = append(v.Resources, curation.ResourceSelection{Source: r.Source, URI: r.URI, ExposeAs: r.ExposeAs, Title: r.Title, Description: r.Description})
+	}
+	for _, p := range s.Prompts {
+		v.Prompts = append(v.Prompts, curation.PromptSelection{Source: p.Source, Name: p.Name, ExposeAs: p.ExposeAs, Title: p.Title, Description: p.Description})
+	}
+	return v, nil
+}
+
+// virtualRoutes builds the auth, limits and metadata of each virtual
+// server. A server's token audience is its resource alone: the issuers'
+// extra audiences (auth.issuers[].audiences, auth.introspection.audiences)
+// stand for /mcp, and accepting them here would let a token for one server
+// in at every other.
+func (a *app) virtualRoutes(ctx context.Context, health *observability.Health, hook limits.Hook) ([]virtualRoute, error) {
+	var out []virtualRoute
+	for _, v := range a.virtual {
+		o := a.cfg.Auth
+		o.Resource, o.RequiredScopes, o.Policy = v.cfg.Resource, v.cfg.Auth.RequiredScopes, v.cfg.Auth.Policy
+		o.ResourceName = cmp.Or(v.cfg.Title, o.ResourceName)
+		o.Issuers = slices.Clone(o.Issuers)
+		for i := range o.Issuers {
+			o.Issuers[i].Audiences = nil
+		}
+		o.Introspection.Audiences = nil
+		guard, err := authGuard(ctx, o, a.metrics, a.logger, health)
+		if err != nil {
+			return nil, fmt.Errorf("servers: %s: %w", v.cfg.Name, err)
+		}
+		lo := a.cfg.Limits
+		lo.RatePerPrincipal, lo.BurstPerPrincipal = v.cfg.Limits.RatePerPrincipal, v.cfg.Limits.BurstPerPrincipal
+		limiter, err := limits.New(lo, limits.Deps{Key: principalKey, Hook: hook})
+		if err != nil {
+			return nil, fmt.Errorf("servers: %s: %w", v.cfg.Name, err)
+		}
+		// Each server's rate buckets are its own, in Redis too.
+		shareRateLimits(limiter, a.redis, a.cfg.Redis.KeyPrefix+"server:"+v.cfg.Name+":", a.logger)
+		r := virtualRoute{path: v.cfg.Path, mcp: v.server.Handler(), auth: guard, limits: limiter.Middleware, resource: v.cfg.Resource}
+		if o.Enabled() {
+			r.metadata = auth.MetadataHandler(o)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

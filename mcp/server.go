@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,6 +46,9 @@ type Deps struct {
 	Version string
 	// Instructions are sent to clients in the initialize result.
 	Instructions string
+	// Title is the server's human-readable name in its serverInfo; empty
+	// means "Portcullis".
+	Title string
 	// Logger receives server-side errors (panics, sealing failures).
 	// Nil means discard.
 	Logger *slog.Logger
@@ -161,7 +165,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	cat.Apply(sopts)
 	impl := &sdk.Implementation{
 		Name:    "portcullis",
-		Title:   "Portcullis",
+		Title:   cmp.Or(deps.Title, "Portcullis"),
 		Version: deps.Version,
 	}
 	s := sdk.NewServer(impl, sopts)

@@ -1,0 +1,148 @@
+package portcullis
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tokenTransport adds a token to every request.
+type tokenTransport string
+
+func (b tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestVirtualServersServed runs serve --dev with two virtual servers next
+// to /mcp: each lists exactly its own tools, as curated, in both eras; a
+// fixed argument is set on every call and a caller's attempt to set it is
+// refused; a token for one server is refused at the others; each server's
+// metadata names its own resource.
+func TestVirtualServersServed(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "portcullis.yaml")
+	if err := os.WriteFile(cfg, []byte(`
+servers:
+  - name: math
+    path: /mcp/math
+    title: Math tools
+    tools:
+      - source: core
+        name: calculator
+        expose_as: add_numbers
+        description: Adds two numbers.
+        fixed_arguments: {operation: add}
+  - name: talk
+    path: /mcp/talk
+    tools:
+      - source: core
+        name: echo
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, issuer, _ := startDevMetrics(t, "--config", cfg)
+	tokens := map[string]string{}
+	for _, p := range []string{"/mcp", "/mcp/math", "/mcp/talk"} {
+		tokens[p] = devToken(t, issuer, "virtual-test", base+p, "mcp:tools")
+	}
+	connect := func(t *testing.T, path, version string) *sdk.ClientSession {
+		t.Helper()
+		tr := &sdk.StreamableClientTransport{Endpoint: base + path, HTTPClient: &http.Client{Transport: tokenTransport(tokens[path])}, MaxRetries: -1, DisableStandaloneSSE: true}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(t.Context(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("connect to %s (%s): %v", path, version, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			ctx := t.Context()
+			math, talk := connect(t, "/mcp/math", version), connect(t, "/mcp/talk", version)
+			tests := []struct {
+				name string
+				cs   *sdk.ClientSession
+				want []string
+			}{
+				{name: "math", cs: math, want: []string{"add_numbers"}},
+				{name: "talk", cs: talk, want: []string{"echo"}},
+			}
+			for _, tt := range tests {
+				res, err := tt.cs.ListTools(ctx, nil)
+				if err != nil {
+					t.Fatalf("%s: tools/list: %v", tt.name, err)
+				}
+				var names []string
+				for _, tl := range res.Tools {
+					names = append(names, tl.Name)
+				}
+				if !slices.Equal(names, tt.want) {
+					t.Errorf("%s lists %q, want %q", tt.name, names, tt.want)
+				}
+				if tt.name == "math" && len(res.Tools) == 1 {
+					tl := res.Tools[0]
+					schema, _ := json.Marshal(tl.InputSchema)
+					if tl.Description != "Adds two numbers." || strings.Contains(string(schema), "operation") {
+						t.Errorf("add_numbers: description %q, schema %s; want the curated description and no operation", tl.Description, schema)
+					}
+				}
+			}
+			res, err := math.CallTool(ctx, &sdk.CallToolParams{Name: "add_numbers", Arguments: map[string]any{"a": 2, "b": 3}})
+			if err != nil || res.IsError {
+				t.Fatalf("add_numbers: %v %+v", err, res)
+			}
+			if got, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(got), `"result":5`) {
+				t.Errorf("add_numbers(2, 3) = %s, want result 5: the fixed operation did not reach the tool", got)
+			}
+			for _, args := range []map[string]any{
+				{"a": 2, "b": 3, "operation": "multiply"},
+				{"a": 2, "b": 3, "Operation": "multiply"},
+			} {
+				res, err := math.CallTool(ctx, &sdk.CallToolParams{Name: "add_numbers", Arguments: args})
+				if err == nil && !res.IsError {
+					t.Errorf("add_numbers with %v: answered %+v, want a refusal", args, res.StructuredContent)
+				}
+			}
+			for _, name := range []string{"calculator", "echo"} {
+				if res, err := math.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": "x"}}); err == nil && !res.IsError {
+					t.Errorf("math server answered %s, which it does not expose", name)
+				}
+			}
+		})
+	}
+
+	t.Run("audience", func(t *testing.T) {
+		for _, tc := range []struct{ token, at string }{
+			{"/mcp/math", "/mcp/talk"}, {"/mcp/math", "/mcp"}, {"/mcp", "/mcp/math"}, {"/mcp/talk", "/mcp/math"},
+		} {
+			resp := mcpPost(t, base+tc.at, tokens[tc.token], "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a token for %s at %s: status %d, want 401", tc.token, tc.at, resp.StatusCode)
+			}
+		}
+	})
+	t.Run("metadata", func(t *testing.T) {
+		for _, p := range []string{"/mcp/math", "/mcp/talk"} {
+			resp, err := http.Get(base + "/.well-known/oauth-protected-resource" + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var meta struct {
+				Resource string `json:"resource"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&meta)
+			resp.Body.Close()
+			if err != nil || meta.Resource != base+p {
+				t.Errorf("metadata of %s: resource %q (%v), want %q", p, meta.Resource, err, base+p)
+			}
+		}
+	})
+}
