@@ -104,8 +104,8 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("only %q", c.only)
 			}
 		}},
-		{name: "only the rows of portable sessions", args: []string{"-only", "portcullis,portcullis-redis,portcullis-replicas"}, check: func(t *testing.T, c *config) {
-			if !slices.Equal(c.only, []string{"portcullis", redisRowName, replicasRowName}) {
+		{name: "only the rows of portable sessions", args: []string{"-only", "portcullis,portcullis-redis,portcullis-affinity,portcullis-replicas"}, check: func(t *testing.T, c *config) {
+			if !slices.Equal(c.only, []string{"portcullis", redisRowName, affinityRowName, replicasRowName}) {
 				t.Errorf("only %q", c.only)
 			}
 		}},
@@ -205,12 +205,15 @@ func TestPortcullisConfigReplica(t *testing.T) {
 		o            pcOptions
 		wantResource string
 		wantRedis    string
+		wantStore    string
 	}{
 		{name: "alone", o: pcOptions{addr: "127.0.0.1:1"}, wantResource: "http://127.0.0.1:1/mcp"},
 		{name: "sessions in Redis", o: pcOptions{addr: "127.0.0.1:1", redisURL: "redis://127.0.0.1:6/0"},
 			wantResource: "http://127.0.0.1:1/mcp", wantRedis: "redis://127.0.0.1:6/0"},
 		{name: "a replica behind a balancer", o: pcOptions{addr: "127.0.0.1:1", resource: "http://127.0.0.1:5/mcp", redisURL: "redis://127.0.0.1:6/0"},
 			wantResource: "http://127.0.0.1:5/mcp", wantRedis: "redis://127.0.0.1:6/0"},
+		{name: "a replica with affinity", o: pcOptions{addr: "127.0.0.1:1", resource: "http://127.0.0.1:5/mcp", redisURL: "redis://127.0.0.1:6/0", sessionStore: "memory"},
+			wantResource: "http://127.0.0.1:5/mcp", wantRedis: "redis://127.0.0.1:6/0", wantStore: "memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,12 +230,16 @@ func TestPortcullisConfigReplica(t *testing.T) {
 				Redis struct {
 					URL string `yaml:"url"`
 				} `yaml:"redis"`
+				MCP struct {
+					SessionStore string `yaml:"session_store"`
+				} `yaml:"mcp"`
 			}
 			if err := yaml.Unmarshal([]byte(data), &c); err != nil {
 				t.Fatal(err)
 			}
-			if c.Auth.Resource != tt.wantResource || c.Redis.URL != tt.wantRedis {
-				t.Errorf("resource %q, redis.url %q; want %q, %q", c.Auth.Resource, c.Redis.URL, tt.wantResource, tt.wantRedis)
+			if c.Auth.Resource != tt.wantResource || c.Redis.URL != tt.wantRedis || c.MCP.SessionStore != tt.wantStore {
+				t.Errorf("resource %q, redis.url %q, mcp.session_store %q; want %q, %q, %q",
+					c.Auth.Resource, c.Redis.URL, c.MCP.SessionStore, tt.wantResource, tt.wantRedis, tt.wantStore)
 			}
 		})
 	}
@@ -245,6 +252,7 @@ func TestReplicasTable(t *testing.T) {
 			{server: "portcullis", path: pathLegacy, conc: 16, requests: 1000, elapsed: sec, cpuTicks: 30},
 			{server: redisRowName, path: pathLegacy, conc: 16, requests: 900, elapsed: sec, cpuTicks: 30, storeCPUTicks: 9},
 			{server: replicasRowName, path: pathLegacy, conc: 16, requests: replicated, elapsed: sec, cpuTicks: 40, storeCPUTicks: 8, lbCPUTicks: 8},
+			{server: affinityRowName, path: pathLegacy, conc: 16, requests: 850, elapsed: sec, cpuTicks: 34},
 		}
 	}
 	tests := []struct {
@@ -260,6 +268,8 @@ func TestReplicasTable(t *testing.T) {
 			"| 500 | 100 | 100 | 700 |",
 			"rebuilt from their records over the run: 16",
 			"(2025-11-25, c=16): 80.0 % (800 of 1000 req/s), met",
+			"| 2025-11-25 | 16 | 3 × portcullis behind HAProxy, affinity, sessions in memory | 850 | 0.85 |",
+			"with affinity and their sessions in memory (2025-11-25, c=16): 94.1 % (800 of 850 req/s)",
 		}},
 		{name: "not kept", replicated: 799, rebuilt: 16, want: []string{"79.9 % (799 of 1000 req/s), **missed**"}},
 		{name: "sessions that never moved", replicated: 800, wantErr: "rebuilt no session"},

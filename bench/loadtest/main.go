@@ -163,7 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 // rowServers are the names of the servers whose rows are measured, in
 // the order they are measured.
-var rowServers = []string{"refserver", "mcp-go", "ts-sdk", "portcullis", stockName, upstreamName, proxiedName, redisRowName, replicasRowName}
+var rowServers = []string{"refserver", "mcp-go", "ts-sdk", "portcullis", stockName, upstreamName, proxiedName, redisRowName, affinityRowName, replicasRowName}
 
 // CPUs the servers and the client are pinned to with -pin.
 const (
@@ -284,6 +284,9 @@ type pcOptions struct {
 	// redisURL, if set, is the redis.url of the configuration: legacy
 	// sessions (and the rate buckets) are kept there.
 	redisURL string
+	// sessionStore, if set, is mcp.session_store ("memory": the sessions
+	// stay in the process even with Redis).
+	sessionStore string
 }
 
 // portcullisConfig is the full-stack configuration: JWT auth against the
@@ -295,7 +298,8 @@ type pcOptions struct {
 // o.upstreamURL adds one Streamable HTTP upstream there, named ref, whose
 // echo tool is served as ref_echo under the same policy as echo; a
 // non-empty o.redisURL adds the redis section, which puts the legacy
-// sessions' records, the rate buckets and the tasks in that Redis.
+// sessions' records (unless o.sessionStore says memory), the rate buckets
+// and the tasks in that Redis.
 func portcullisConfig(o pcOptions, metricsAddr, issuerURL string) string {
 	up := ""
 	if o.upstreamURL != "" {
@@ -311,6 +315,9 @@ upstreams:
 	}
 	if o.redisURL != "" {
 		up += "redis:\n  url: " + o.redisURL + "\n"
+	}
+	if o.sessionStore != "" {
+		up += "mcp:\n  session_store: " + o.sessionStore + "\n"
 	}
 	resource := o.resource
 	if resource == "" {

@@ -135,14 +135,19 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer pr.stop()
-	prs, err := h.startReplicas(ctx, rdb)
+	pa, err := h.startReplicas(ctx, affinityRowName, rdb, true)
+	if err != nil {
+		return nil, err
+	}
+	defer pa.stop()
+	prs, err := h.startReplicas(ctx, replicasRowName, rdb, false)
 	if err != nil {
 		return nil, err
 	}
 	defer prs.stop()
 	if _, _, err := pc.scrapeMem(); err != nil {
 		h.logf("Portcullis serves no metrics (%v): its bytes and allocations per request are not reported", err)
-		for _, s := range append([]*server{pc, pp, pu, pr}, prs.replicas...) {
+		for _, s := range slices.Concat([]*server{pc, pp, pu, pr}, pa.replicas, prs.replicas) {
 			s.metricsURL = ""
 		}
 		rep.noMetrics = true
@@ -153,13 +158,13 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	if pp.tokens, err = h.mintTokens(pp.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
 		return nil, err
 	}
-	for _, s := range []*server{pu, pr, prs} {
+	for _, s := range []*server{pu, pr, pa, prs} {
 		if s.tokens, err = h.mintTokens(s.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
 			return nil, err
 		}
 	}
 	time.Sleep(h.settle())
-	servers := []*server{ref, mg, ts, pc, pp, up, pu, pr, prs}
+	servers := []*server{ref, mg, ts, pc, pp, up, pu, pr, pa, prs}
 	for _, s := range servers {
 		if rep.idleRSS[s.name], err = s.rssKiB(); err != nil {
 			return nil, err
@@ -193,7 +198,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		rep.rebuiltKnown = true
 	}
 	// SIGTERM flushes the spans still batched in the exporter.
-	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop(), pu.stop(), up.stop(), pr.stop(), prs.stop(), rdb.stop()); err != nil {
+	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop(), pu.stop(), up.stop(), pr.stop(), pa.stop(), prs.stop(), rdb.stop()); err != nil {
 		return nil, err
 	}
 	rep.spanPosts, rep.spanBytes, rep.badSpanPosts = h.sink.requests.Load(), h.sink.bytes.Load(), h.sink.bad.Load()

@@ -19,10 +19,14 @@ import (
 // The rows of portable legacy sessions: Portcullis with its sessions in a
 // real Redis, one process called directly, and three behind HAProxy
 // (round robin, no affinity), so that each request of a session lands on
-// another replica than the last.
+// another replica than the last. Beside them, the way replicas are run
+// without portable sessions: three behind HAProxy with affinity on
+// Mcp-Session-Id, each keeping its sessions in memory (and its rate
+// buckets in the same Redis, as the portable replicas do).
 const (
 	redisRowName    = "portcullis-redis"
 	replicasRowName = "portcullis-replicas"
+	affinityRowName = "portcullis-affinity"
 	replicaCount    = 3
 )
 
@@ -76,32 +80,42 @@ func redisUsedMemory(ctx context.Context, s *server) (int64, error) {
 }
 
 // startRedisRow starts the one-replica row: Portcullis with its legacy
-// sessions in rdb, called directly, on the 2025-11-25 path only (the
-// 2026-07-28 path keeps no session).
+// sessions (and rate buckets) in rdb, called directly. On the 2026-07-28
+// path, which keeps no session, it shows what the rate buckets in Redis
+// cost.
 func (h *harness) startRedisRow(ctx context.Context, rdb *server) (*server, error) {
 	s, _, err := h.startPortcullisWith(ctx, pcOptions{name: redisRowName, redisURL: "redis://" + rdb.addr() + "/0"})
 	if err != nil {
 		return nil, err
 	}
-	s.store, s.paths = rdb, []string{pathLegacy}
+	s.store = rdb
 	return s, nil
 }
 
-// startReplicas starts replicaCount Portcullis processes sharing their
-// legacy sessions in rdb, and HAProxy in front of them (round robin, no
-// affinity, connections to the replicas kept alive), and returns the
-// balancer's row: its base URL is HAProxy's, its counters the replicas'.
-// The replicas' resource is the balancer's URL, as behind a Service.
-func (h *harness) startReplicas(ctx context.Context, rdb *server) (*server, error) {
+// startReplicas starts replicaCount Portcullis processes with their rate
+// buckets in rdb, and HAProxy in front of them (connections to the
+// replicas kept alive), and returns the balancer's row named name: its
+// base URL is HAProxy's, its counters the replicas'. The replicas'
+// resource is the balancer's URL, as behind a Service. Without affinity
+// the replicas share their legacy sessions in rdb and HAProxy balances
+// round robin; with it they keep their sessions in memory and HAProxy
+// sends a session's requests to the replica that made it, and the row is
+// measured on the 2025-11-25 path only (on the other, it is the same as
+// the replicas without affinity).
+func (h *harness) startReplicas(ctx context.Context, name string, rdb *server, affinity bool) (*server, error) {
 	front, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	g := &server{name: replicasRowName, base: "http://" + front, store: rdb}
+	g := &server{name: name, base: "http://" + front, store: rdb}
+	store := ""
+	if affinity {
+		g.paths, store = []string{pathLegacy}, "memory"
+	}
 	var addrs []string
 	for i := range replicaCount {
-		r, _, err := h.startPortcullisWith(ctx, pcOptions{name: fmt.Sprintf("%s-%d", replicasRowName, i),
-			resource: g.base + "/mcp", redisURL: "redis://" + rdb.addr() + "/0"})
+		r, _, err := h.startPortcullisWith(ctx, pcOptions{name: fmt.Sprintf("%s-%d", name, i),
+			resource: g.base + "/mcp", redisURL: "redis://" + rdb.addr() + "/0", sessionStore: store})
 		if err != nil {
 			g.stopReplicas()
 			return nil, err
@@ -109,15 +123,15 @@ func (h *harness) startReplicas(ctx context.Context, rdb *server) (*server, erro
 		g.replicas = append(g.replicas, r)
 		addrs = append(addrs, r.addr())
 	}
-	cfgPath := filepath.Join(h.dir, "haproxy.cfg")
-	cfg := haproxytest.Config{Front: front, Backends: addrs, KeepAlive: true}.String()
+	cfgPath := filepath.Join(h.dir, name+"-haproxy.cfg")
+	cfg := haproxytest.Config{Front: front, Backends: addrs, KeepAlive: true, SessionAffinity: affinity}.String()
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		g.stopReplicas()
 		return nil, err
 	}
 	// SIGUSR1 is HAProxy's graceful stop, which exits 0; SIGTERM exits 143.
-	spec := serverSpec{name: "haproxy", bin: h.cfg.haproxy, args: []string{"-f", cfgPath, "-db"}, env: serverEnv(),
-		addr: front, logPath: filepath.Join(h.dir, "haproxy.log"), stopSignal: syscall.SIGUSR1}
+	spec := serverSpec{name: name + "-haproxy", bin: h.cfg.haproxy, args: []string{"-f", cfgPath, "-db"}, env: serverEnv(),
+		addr: front, logPath: filepath.Join(h.dir, name+"-haproxy.log"), stopSignal: syscall.SIGUSR1}
 	if h.cfg.pin {
 		spec.cpu = serverCPU
 	}

@@ -64,6 +64,8 @@ func label(server string) string {
 		return "portcullis, sessions in Redis"
 	case replicasRowName:
 		return "3 × portcullis behind HAProxy, sessions in Redis"
+	case affinityRowName:
+		return "3 × portcullis behind HAProxy, affinity, sessions in memory"
 	}
 	return server
 }
@@ -281,10 +283,10 @@ func (rep *report) upstreamTable(b *strings.Builder) {
 }
 
 // replicasTable writes the rows of portable sessions next to Portcullis
-// alone: the share of its throughput they keep, and the CPU per call of
-// Portcullis (the replicas' summed), Redis and HAProxy. On the 2026-07-28
-// path, which keeps no session, the replicated row shows what the
-// balancer and the Redis rate buckets cost.
+// alone and to replicas with affinity: the share of its throughput each
+// keeps, and the CPU per call of Portcullis (the replicas' summed), Redis
+// and HAProxy. On the 2026-07-28 path, which keeps no session, the rows
+// show what the Redis rate buckets, the balancer and three processes cost.
 func (rep *report) replicasTable(b *strings.Builder) {
 	var lines []string
 	portable := false // a row of portable sessions was measured
@@ -294,7 +296,7 @@ func (rep *report) replicasTable(b *strings.Builder) {
 			if !ok || one.rps() == 0 {
 				continue
 			}
-			for _, name := range []string{"portcullis", redisRowName, replicasRowName} {
+			for _, name := range []string{"portcullis", redisRowName, affinityRowName, replicasRowName} {
 				r, ok := rep.find(name, path, conc)
 				if !ok || r.requests == 0 {
 					continue
@@ -324,6 +326,10 @@ func (rep *report) replicasTable(b *strings.Builder) {
 		kept := rs.rps() / one.rps()
 		fmt.Fprintf(b, "- %d replicas behind HAProxy sharing their sessions in Redis keep ≥ %.0f %% of one replica's throughput (2025-11-25, c=16): %.1f %% (%.0f of %.0f req/s), %s\n",
 			replicaCount, 100*targetReplicasKept, 100*kept, rs.rps(), one.rps(), yes(kept >= targetReplicasKept))
+		if af, ok := rep.find(affinityRowName, pathLegacy, 16); ok && af.rps() > 0 {
+			fmt.Fprintf(b, "- against the same replicas with affinity and their sessions in memory (2025-11-25, c=16): %.1f %% (%.0f of %.0f req/s)\n",
+				100*rs.rps()/af.rps(), rs.rps(), af.rps())
+		}
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package haproxytest configures a real HAProxy (Debian's haproxy) in
 // front of Portcullis replicas as a Kubernetes Service or an ingress puts
-// one there: round robin, no affinity, each replica health-checked on
-// /readyz. The end-to-end tests and the load harness (bench/loadtest) run
+// one there: round robin, no affinity unless asked, each replica
+// health-checked on /readyz. The end-to-end tests and the load harness (bench/loadtest) run
 // it, each with its own process handling:
 //
 //	bin, err := haproxytest.Binary()
@@ -47,6 +47,12 @@ type Config struct {
 	// connection to a replica, so that no reused connection can be closed
 	// under a request while a replica stops: what a rolling restart wants.
 	KeepAlive bool
+	// SessionAffinity sends each request naming a legacy session (its
+	// Mcp-Session-Id header) to the replica whose answer gave the session
+	// its id, as affinity on Mcp-Session-Id does: how replicas that keep
+	// their sessions in memory are run. Other requests are balanced round
+	// robin.
+	SessionAffinity bool
 }
 
 // String returns the configuration file's text.
@@ -75,6 +81,12 @@ backend replicas
   http-check expect status 200
   default-server inter 200ms fall 1 rise 1
 `, c.Front)
+	if c.SessionAffinity {
+		b.WriteString(`  stick-table type string len 128 size 100k expire 30m
+  stick match req.hdr(Mcp-Session-Id)
+  stick store-response res.hdr(Mcp-Session-Id)
+`)
+	}
 	for i, be := range c.Backends {
 		fmt.Fprintf(&b, "  server r%d %s check\n", i, be)
 	}

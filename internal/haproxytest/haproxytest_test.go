@@ -19,6 +19,11 @@ func TestConfig(t *testing.T) {
 				"option http-server-close\n", "server r0 127.0.0.1:2 check\n", "server r1 127.0.0.1:3 check\n"},
 		},
 		{
+			name: "session affinity",
+			cfg:  Config{Front: "127.0.0.1:1", Backends: []string{"127.0.0.1:2"}, SessionAffinity: true},
+			want: []string{"balance roundrobin\n", "stick match req.hdr(Mcp-Session-Id)\n", "stick store-response res.hdr(Mcp-Session-Id)\n"},
+		},
+		{
 			name:    "keep-alive",
 			cfg:     Config{Front: "127.0.0.1:1", Backends: []string{"127.0.0.1:2"}, KeepAlive: true},
 			want:    []string{"bind 127.0.0.1:1\n", "server r0 127.0.0.1:2 check\n"},
@@ -37,6 +42,9 @@ func TestConfig(t *testing.T) {
 				if strings.Contains(got, w) {
 					t.Errorf("config has %q:\n%s", w, got)
 				}
+			}
+			if tt.cfg.SessionAffinity {
+				return
 			}
 			for _, w := range []string{"cookie", "stick", "balance source", "hash-type"} {
 				if strings.Contains(got, w) {
