@@ -292,7 +292,7 @@ bench-sessions: bench-bin ## Measure portable 2025-11-25 sessions: Portcullis al
 		$(LOADTEST) -pin -paths 2025-11-25 -concurrency 16 -only portcullis,portcullis-redis,portcullis-affinity,portcullis-replicas \
 			-startups 0 -out results/bench-sessions-$$i.md $(BENCHFLAGS) >/dev/null || exit 1; \
 	done
-	@for f in results/bench-sessions-*.md; do echo "$$f:"; sed -n -e '/^| portable sessions/,/keep ≥/p' -e '/idle 2025-11-25 sessions\|per idle session/p' "$$f"; done
+	@for f in results/bench-sessions-*.md; do echo "$$f:"; sed -n -e '/^| portable sessions/,/^| collections/{/^| collections/!p}' -e '/idle 2025-11-25 sessions\|per idle session/p' "$$f"; done
 	$(GO) test -run '^$$' -bench IdleSessionMemory -benchtime 3000x ./mcp/
 
 bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row and server, peers included (seconds); fails on any wrong response.
