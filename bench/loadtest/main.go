@@ -10,14 +10,20 @@
 //   - (c) a second reference server called directly, and a Portcullis with
 //     the stack of (b) that has it as its HTTP upstream, the calls going to
 //     ref_echo, reading the upstream's CPU over that row too,
+//   - (d) portable legacy sessions: (b) with its sessions in a real
+//     redis-server, and three replicas of (b) behind a real HAProxy, with
+//     affinity and their sessions in memory, and round robin sharing their
+//     sessions in Redis (replicas.go), reading Redis's and HAProxy's CPU
+//     over those rows too,
 //
 // on both protocol paths (2026-07-28, stateless; 2025-11-25 with a session)
 // at each concurrency, checking every response. It reports req/s, p50/p99
 // latency, server CPU per request (/proc/PID/stat), bytes and allocations
 // per request (the servers' Go runtime counters), RSS, the ratio of (b) to
-// (a) per row, RSS with 1,000 idle legacy sessions and startup-to-ready
-// time, as a Markdown table it prints and writes to results/. It exits
-// non-zero if any response was wrong.
+// (a) per row and of (d) to (b), RSS with 1,000 idle legacy sessions (kept
+// in memory, then in Redis) and startup-to-ready time, as a Markdown table
+// it prints and writes to results/. It exits non-zero if any response was
+// wrong.
 //
 // It is a development tool, never part of the Portcullis binary.
 package main
