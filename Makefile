@@ -43,7 +43,7 @@ IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools browser-tools \
 	obs-tools obs-check haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
-	fuzz bench bench-bin bench-smoke bench-go soak soak-smoke
+	fuzz bench bench-bin bench-sessions bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -278,6 +278,22 @@ bench-bin: build build-stock
 bench: bench-bin ## Load-test the built binary (full stack) against the bare go-sdk, mcp-go and TypeScript SDK and against itself on the SDK as released, unpinned then pinned; writes results/bench.md and results/bench-pinned.md.
 	$(LOADTEST) $(BENCHFLAGS)
 	$(LOADTEST) -pin $(BENCHFLAGS)
+
+# bench-sessions measures the goal of portable legacy sessions: the
+# 2025-11-25 rows of Portcullis alone, with its sessions in Redis, three
+# replicas behind HAProxy with affinity (sessions in memory), and three
+# round robin sharing them in Redis (pinned, c=16), BENCH_SESSIONS_RUNS
+# times, one run after the other, then the idle-session memory benchmark.
+BENCH_SESSIONS_RUNS ?= 3
+
+bench-sessions: bench-bin ## Measure portable 2025-11-25 sessions: Portcullis alone, with Redis, 3 replicas behind HAProxy with affinity and without (pinned, c=16, BENCH_SESSIONS_RUNS runs; results/bench-sessions-N.md), then BenchmarkIdleSessionMemory.
+	@rm -f results/bench-sessions-*.md
+	@for i in $$(seq $(BENCH_SESSIONS_RUNS)); do \
+		$(LOADTEST) -pin -paths 2025-11-25 -concurrency 16 -only portcullis,portcullis-redis,portcullis-affinity,portcullis-replicas \
+			-startups 0 -out results/bench-sessions-$$i.md $(BENCHFLAGS) >/dev/null || exit 1; \
+	done
+	@for f in results/bench-sessions-*.md; do echo "$$f:"; sed -n -e '/^| portable sessions/,/^| collections/{/^| collections/!p}' -e '/idle 2025-11-25 sessions\|per idle session/p' "$$f"; done
+	$(GO) test -run '^$$' -bench IdleSessionMemory -benchtime 3000x ./mcp/
 
 bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row and server, peers included (seconds); fails on any wrong response.
 	$(LOADTEST) -smoke $(BENCHFLAGS)

@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/haproxytest"
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
@@ -31,47 +32,16 @@ type haproxy struct {
 }
 
 // startHAProxy runs haproxy on a free port in front of the replicas at
-// backends (host:port). A replica whose /readyz fails is out of the
-// rotation within 200 ms, and back as soon as it answers; a request whose
-// connection to a replica fails is sent to another.
+// backends (host:port), configured as [haproxytest.Config] says, one
+// request per connection to a replica.
 func startHAProxy(t *testing.T, backends []string) *haproxy {
 	t.Helper()
-	bin, err := exec.LookPath("haproxy")
+	bin, err := haproxytest.Binary()
 	if err != nil {
-		bin = "/usr/sbin/haproxy" // Debian's place, off a non-root PATH
-		if _, statErr := os.Stat(bin); statErr != nil {
-			t.Fatalf("haproxy not found: run `make tools` (scripts/install-haproxy.sh installs Debian's haproxy): %v", err)
-		}
+		t.Fatal(err)
 	}
 	front := freeAddrs(t, 1)[0]
-	var servers strings.Builder
-	for i, b := range backends {
-		fmt.Fprintf(&servers, "  server r%d %s check\n", i, b)
-	}
-	cfg := `global
-  maxconn 2000
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 120s
-  timeout server 120s
-  # A connection a draining replica refuses is retried on another; a
-  # request it took is never sent twice.
-  retries 3
-  option redispatch 1
-  retry-on conn-failure
-  # One request per connection to a replica: no reused connection can be
-  # closed under a request while a replica stops.
-  option http-server-close
-frontend mcp
-  bind ` + front + `
-  default_backend replicas
-backend replicas
-  balance roundrobin
-  option httpchk GET /readyz
-  http-check expect status 200
-  default-server inter 200ms fall 1 rise 1
-` + servers.String()
+	cfg := haproxytest.Config{Front: front, Backends: backends}.String()
 	file := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func (e endpoint) start(t *testing.T) (*httptest.Server, *Handler) {
 
 // handler builds e's handler without serving it, for tests that call it
 // directly (inside a synctest bubble, where a real listener cannot run).
-func (e endpoint) handler(t *testing.T) *Handler {
+func (e endpoint) handler(t testing.TB) *Handler {
 	t.Helper()
 	sets := e.sets
 	if sets == nil {

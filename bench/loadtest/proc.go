@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat. It
@@ -40,6 +42,24 @@ type server struct {
 	// upstream, if set, is the server this one proxies the calls to; its
 	// CPU is read over the row too.
 	upstream *server
+	// store, if set, is the Redis this server keeps its legacy sessions
+	// in; its CPU is read over the row too. It is not the server's own:
+	// stopping the server leaves it running.
+	store *server
+	// balancer and replicas, if set, make this server a load balancer in
+	// front of Portcullis replicas, with no process of its own: the row's
+	// CPU, allocations, collections and RSS are the replicas', summed,
+	// and the balancer's CPU is read beside them. Stopping the server
+	// stops the balancer, then the replicas.
+	balancer *server
+	replicas []*server
+	// paths, if set, are the only protocol paths its rows are measured on.
+	paths []string
+	// stopSignal ends the process; zero means SIGTERM.
+	stopSignal syscall.Signal
+	// rdb is a client of a Redis server (startRedis); nil for the others.
+	rdb *redis.Client
+
 	logFile  *os.File
 	exited   chan struct{} // closed when the process has been waited for
 	stopOnce sync.Once
@@ -56,6 +76,11 @@ type serverSpec struct {
 	metricsURL string
 	logPath    string // stdout and stderr go here
 	cpu        string // taskset CPU list; empty means not pinned
+	// ready reports whether the started server answers; nil means its
+	// /readyz answers 200.
+	ready func() bool
+	// stopSignal ends the process; zero means SIGTERM.
+	stopSignal syscall.Signal
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
@@ -90,8 +115,19 @@ func startServer(ctx context.Context, spec serverSpec) (*server, time.Duration, 
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	s := &server{name: spec.name, cmd: cmd, base: "http://" + spec.addr, metricsURL: spec.metricsURL,
-		logPath: spec.logPath, logFile: logFile, exited: exited}
-	client := &http.Client{Timeout: time.Second}
+		logPath: spec.logPath, logFile: logFile, exited: exited, stopSignal: spec.stopSignal}
+	ready := spec.ready
+	if ready == nil {
+		client := &http.Client{Timeout: time.Second}
+		ready = func() bool {
+			resp, err := client.Get(s.base + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
@@ -102,12 +138,8 @@ func startServer(ctx context.Context, spec serverSpec) (*server, time.Duration, 
 			return nil, 0, ctx.Err()
 		default:
 		}
-		resp, err := client.Get(s.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, time.Since(start), nil
-			}
+		if ready() {
+			return s, time.Since(start), nil
 		}
 		if time.Now().After(deadline) {
 			s.stop()
@@ -117,16 +149,34 @@ func startServer(ctx context.Context, spec serverSpec) (*server, time.Duration, 
 	}
 }
 
-// stop sends SIGTERM (so Portcullis flushes its spans) and waits up to 10s.
-// Later calls return the first call's result.
+// stop sends SIGTERM, or the server's stopSignal (so Portcullis flushes
+// its spans), and waits up to 10s. A balancer stops itself and then its
+// replicas. Later calls return the first call's result.
 func (s *server) stop() error {
-	s.stopOnce.Do(func() { s.stopErr = s.terminate() })
+	s.stopOnce.Do(func() {
+		if s.cmd == nil {
+			errs := []error{s.balancer.stop()}
+			for _, r := range s.replicas {
+				errs = append(errs, r.stop())
+			}
+			s.stopErr = errors.Join(errs...)
+			return
+		}
+		s.stopErr = s.terminate()
+	})
 	return s.stopErr
 }
 
 func (s *server) terminate() error {
 	defer s.logFile.Close()
-	s.cmd.Process.Signal(syscall.SIGTERM)
+	if s.rdb != nil {
+		s.rdb.Close()
+	}
+	sig := s.stopSignal
+	if sig == 0 {
+		sig = syscall.SIGTERM
+	}
+	s.cmd.Process.Signal(sig)
 	select {
 	case <-s.exited:
 		if !s.cmd.ProcessState.Success() {
@@ -136,15 +186,35 @@ func (s *server) terminate() error {
 	case <-time.After(10 * time.Second):
 		s.cmd.Process.Kill()
 		<-s.exited
-		return fmt.Errorf("%s did not stop within 10s of SIGTERM", s.name)
+		return fmt.Errorf("%s did not stop within 10s of %v", s.name, sig)
 	}
+}
+
+// sumOver adds f over the replicas of a balancer.
+func sumOver(rs []*server, f func(*server) (int64, error)) (int64, error) {
+	var total int64
+	for _, r := range rs {
+		v, err := f(r)
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	}
+	return total, nil
 }
 
 // pid is the server's own pid (taskset execs it in place).
 func (s *server) pid() int { return s.cmd.Process.Pid }
 
-// cpuTicks returns utime+stime of the process, in clock ticks.
+// cpuTicks returns utime+stime of the process, in clock ticks; of a
+// balancer, its replicas' summed; of none (nil), 0.
 func (s *server) cpuTicks() (int64, error) {
+	if s == nil {
+		return 0, nil
+	}
+	if s.replicas != nil {
+		return sumOver(s.replicas, (*server).cpuTicks)
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid()))
 	if err != nil {
 		return 0, err
@@ -167,8 +237,12 @@ func (s *server) cpuTicks() (int64, error) {
 	return u + st, nil
 }
 
-// rssKiB returns VmRSS of the process.
+// rssKiB returns VmRSS of the process; of a balancer, its replicas'
+// summed.
 func (s *server) rssKiB() (int64, error) {
+	if s.replicas != nil {
+		return sumOver(s.replicas, (*server).rssKiB)
+	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.pid()))
 	if err != nil {
 		return 0, err
@@ -187,8 +261,20 @@ func (s *server) rssKiB() (int64, error) {
 type memCounters struct{ bytes, objects float64 }
 
 // scrapeMem reads go_memstats_alloc_bytes_total and go_memstats_mallocs_total
-// from the server's /metrics. ok is false when the server has no metrics.
+// from the server's /metrics (a balancer's replicas', summed). ok is false
+// when the server has no metrics.
 func (s *server) scrapeMem() (memCounters, bool, error) {
+	if s.replicas != nil {
+		var total memCounters
+		for _, r := range s.replicas {
+			m, ok, err := r.scrapeMem()
+			if err != nil || !ok {
+				return memCounters{}, false, err
+			}
+			total.bytes, total.objects = total.bytes+m.bytes, total.objects+m.objects
+		}
+		return total, true, nil
+	}
 	if s.metricsURL == "" {
 		return memCounters{}, false, nil
 	}
@@ -211,8 +297,22 @@ const (
 	gcSum   = "go_gc_duration_seconds_sum"
 )
 
-// scrapeGC reads the GC pause summary; ok is false for a server without it.
+// scrapeGC reads the GC pause summary (a balancer's replicas', summed);
+// ok is false for a server without it.
 func (s *server) scrapeGC() (map[string]float64, bool) {
+	if s.replicas != nil {
+		total := map[string]float64{}
+		for _, r := range s.replicas {
+			vals, ok := r.scrapeGC()
+			if !ok {
+				return nil, false
+			}
+			for k, v := range vals {
+				total[k] += v
+			}
+		}
+		return total, true
+	}
 	if s.metricsURL == "" {
 		return nil, false
 	}

@@ -60,6 +60,12 @@ func label(server string) string {
 		return "upstream direct"
 	case proxiedName:
 		return "portcullis → upstream"
+	case redisRowName:
+		return "portcullis, sessions in Redis"
+	case replicasRowName:
+		return "3 × portcullis behind HAProxy, sessions in Redis"
+	case affinityRowName:
+		return "3 × portcullis behind HAProxy, affinity, sessions in memory"
 	}
 	return server
 }
@@ -80,22 +86,6 @@ func (rep *report) medianStartup() time.Duration {
 	s := slices.Clone(rep.startups)
 	slices.Sort(s)
 	return s[(len(s)-1)/2]
-}
-
-// perSessionKiB is the RSS growth per idle session.
-func (rep *report) perSessionKiB() float64 {
-	if rep.sessions == 0 {
-		return 0
-	}
-	return float64(rep.sessRSS-rep.sessBaseRSS) / float64(rep.sessions)
-}
-
-// liveKiBPerSession is the live-heap growth per idle session.
-func (rep *report) liveKiBPerSession() float64 {
-	if rep.sessions == 0 {
-		return 0
-	}
-	return rep.sessLiveBytes / 1024 / float64(rep.sessions)
 }
 
 func mib(kib int64) string { return fmt.Sprintf("%.1f", float64(kib)/1024) }
@@ -161,6 +151,7 @@ func (rep *report) markdown() string {
 			r.path, r.conc, name, r.rps(), ms(r.p50), ms(r.p99), r.cpuPerReq(), kib, allocs, mib(r.rssKiB), ratio, cpuRatio)
 	}
 	rep.upstreamTable(&b)
+	rep.replicasTable(&b)
 	b.WriteString("\n| collections during the row | conc | server | calls per collection | STW pause per collection, µs | STW pause per call, µs |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|\n")
 	for _, r := range rep.rows {
@@ -199,10 +190,19 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, " %s |", mib(rep.loadRSS[n]))
 	}
 	b.WriteString("\n")
-	if rep.sessions > 0 {
-		fmt.Fprintf(&b, "| fresh process: RSS idle → before → with %d idle 2025-11-25 sessions, MiB | | | | %s → %s → %s (%.1f KiB per session) | |\n",
-			rep.sessions, mib(rep.sessIdleRSS), mib(rep.sessBaseRSS), mib(rep.sessRSS), rep.perSessionKiB())
-		fmt.Fprintf(&b, "| live heap (after a GC) + goroutine stacks per idle session, KiB | | | | %.1f | |\n", rep.liveKiBPerSession())
+	for _, t := range []struct {
+		s     idleSessions
+		where string
+	}{{rep.sess, ""}, {rep.sessRedis, ", sessions in Redis"}} {
+		if t.s.n == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| fresh process%s: RSS idle → before → with %d idle 2025-11-25 sessions, MiB | | | | %s → %s → %s (%.1f KiB per session) | |\n",
+			t.where, t.s.n, mib(t.s.idleRSS), mib(t.s.baseRSS), mib(t.s.rss), t.s.rssKiB())
+		fmt.Fprintf(&b, "| live heap (after a GC) + goroutine stacks per idle session%s, KiB | | | | %.1f | |\n", t.where, t.s.liveKiB())
+	}
+	if rep.sessRedis.n > 0 {
+		fmt.Fprintf(&b, "| Redis used_memory per idle session, KiB | | | | %.1f | |\n", rep.sessRedis.redisKiB())
 	}
 	if len(rep.startups) > 0 {
 		fmt.Fprintf(&b, "| start to ready (`serve --dev`, /readyz 200), median of %d | | | | %.1f ms (max %.1f ms) | |\n",
@@ -230,9 +230,9 @@ func (rep *report) markdown() string {
 	}
 	idle := rep.idleRSS["portcullis"]
 	fmt.Fprintf(&b, "| idle RSS ≤ %d MiB | %s MiB | %s | %s MiB |\n", targetIdleRSSKiB>>10, mib(idle), yes(idle <= targetIdleRSSKiB), mib(rep.idleRSS[stockName]))
-	if rep.sessions > 0 {
-		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (RSS) | %.1f KiB | %s | |\n", targetSessionKiB, rep.perSessionKiB(), yes(rep.perSessionKiB() <= targetSessionKiB))
-		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap + stacks) | %.1f KiB | %s | |\n", targetSessionKiB, rep.liveKiBPerSession(), yes(rep.liveKiBPerSession() <= targetSessionKiB))
+	if rep.sess.n > 0 {
+		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (RSS) | %.1f KiB | %s | |\n", targetSessionKiB, rep.sess.rssKiB(), yes(rep.sess.rssKiB() <= targetSessionKiB))
+		fmt.Fprintf(&b, "| ≤ %d KiB per idle legacy session (live heap + stacks) | %.1f KiB | %s | |\n", targetSessionKiB, rep.sess.liveKiB(), yes(rep.sess.liveKiB() <= targetSessionKiB))
 	}
 	if len(rep.startups) > 0 {
 		fmt.Fprintf(&b, "| start to ready ≤ %s | %.1f ms | %s | |\n", targetStartup, ms(rep.medianStartup()), yes(rep.medianStartup() <= targetStartup))
@@ -282,6 +282,57 @@ func (rep *report) upstreamTable(b *strings.Builder) {
 	}
 }
 
+// replicasTable writes the rows of portable sessions next to Portcullis
+// alone and to replicas with affinity: the share of its throughput each
+// keeps, and the CPU per call of Portcullis (the replicas' summed), Redis
+// and HAProxy. On the 2026-07-28 path, which keeps no session, the rows
+// show what the Redis rate buckets, the balancer and three processes cost.
+func (rep *report) replicasTable(b *strings.Builder) {
+	var lines []string
+	portable := false // a row of portable sessions was measured
+	for _, path := range rep.cfg.paths {
+		for _, conc := range rep.cfg.conc {
+			one, ok := rep.find("portcullis", path, conc)
+			if !ok || one.rps() == 0 {
+				continue
+			}
+			for _, name := range []string{"portcullis", redisRowName, affinityRowName, replicasRowName} {
+				r, ok := rep.find(name, path, conc)
+				if !ok || r.requests == 0 {
+					continue
+				}
+				portable = portable || name != "portcullis"
+				lines = append(lines, fmt.Sprintf("| %s | %d | %s | %.0f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %.0f |\n",
+					path, conc, label(name), r.rps(), r.rps()/one.rps(), ms(r.p50), ms(r.p99),
+					r.cpuPerReq(), r.storeCPUPerReq(), r.lbCPUPerReq(), r.cpuPerReq()+r.storeCPUPerReq()+r.lbCPUPerReq()))
+			}
+		}
+	}
+	if !portable {
+		return
+	}
+	b.WriteString("\n| portable sessions | conc | server | req/s | ÷ portcullis | p50 ms | p99 ms | Portcullis CPU µs/call | Redis CPU µs/call | HAProxy CPU µs/call | server side CPU µs/call |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, l := range lines {
+		b.WriteString(l)
+	}
+	b.WriteString("\n")
+	if rep.rebuiltKnown {
+		fmt.Fprintf(b, "- sessions the replicas rebuilt from their records over the run: %.0f\n", rep.rebuilt)
+	}
+	one, ok1 := rep.find("portcullis", pathLegacy, 16)
+	rs, ok2 := rep.find(replicasRowName, pathLegacy, 16)
+	if ok1 && ok2 && one.rps() > 0 {
+		kept := rs.rps() / one.rps()
+		fmt.Fprintf(b, "- %d replicas behind HAProxy sharing their sessions in Redis keep ≥ %.0f %% of one replica's throughput (2025-11-25, c=16): %.1f %% (%.0f of %.0f req/s), %s\n",
+			replicaCount, 100*targetReplicasKept, 100*kept, rs.rps(), one.rps(), yes(kept >= targetReplicasKept))
+		if af, ok := rep.find(affinityRowName, pathLegacy, 16); ok && af.rps() > 0 {
+			fmt.Fprintf(b, "- against the same replicas with affinity and their sessions in memory (2025-11-25, c=16): %.1f %% (%.0f of %.0f req/s)\n",
+				100*rs.rps()/af.rps(), rs.rps(), af.rps())
+		}
+	}
+}
+
 // ratio is a/b, or 0 when b is 0 (no CPU tick was seen).
 func ratio(a, b float64) float64 {
 	if b == 0 {
@@ -290,9 +341,15 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// check fails a run whose telemetry did not work: a Portcullis that serves
-// metrics also exports traces, and the sink must have seen them.
+// check fails a run whose telemetry did not work (a Portcullis that
+// serves metrics also exports traces, and the sink must have seen them),
+// and one whose replicas behind the balancer served their sessions'
+// requests without rebuilding any: the balancer kept each session on one
+// replica, and the row did not measure portable sessions.
 func (rep *report) check() error {
+	if rep.rebuiltKnown && rep.rebuilt == 0 {
+		return fmt.Errorf("the %d replicas behind HAProxy rebuilt no session (%s): the 2025-11-25 requests did not move between replicas", replicaCount, sessionsRebuilt)
+	}
 	if rep.badSpanPosts > 0 {
 		return fmt.Errorf("OTLP sink refused %d requests that were not protobuf POSTs", rep.badSpanPosts)
 	}
