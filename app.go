@@ -110,7 +110,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	}
 	// The catalog knows tools that upstreams add while serving too.
 	known := cat.HasTool
-	telemetry := observability.MCPMiddleware(observability.MCPOptions{
+	telemetryOpts := observability.MCPOptions{
 		Metrics:         metrics,
 		Tracing:         tracing,
 		Logger:          logger,
@@ -118,7 +118,8 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Identity:        identity,
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
-	})
+	}
+	telemetry := observability.MCPMiddleware(telemetryOpts)
 	rdb, err := openRedis(ctx, cfg, metrics, logger)
 	if err != nil {
 		return nil, err
@@ -160,7 +161,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	}
 	server := mcp.New(cat, cfg.MCP, deps)
 	if transport == mcp.HTTP {
-		if a.virtual, err = newVirtualServers(cfg, cat, deps, logger); err != nil {
+		if a.virtual, err = newVirtualServers(cfg, cat, deps, telemetryOpts, logger); err != nil {
 			return nil, err
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/curation"
@@ -644,11 +646,13 @@ type virtualApp struct {
 }
 
 // newVirtualServers builds the servers of cfg.Servers on cat, each with
-// root's deps but its own view, policy, title and instructions. It checks
+// root's deps but its own view, policy, title and instructions, and its
+// own telemetry middleware (telemetry, naming the server and the tools by
+// the names it exposes, with their root names). It checks
 // each view against the catalog as built: what no source offers fails the
 // start, with every problem at once, except what an upstream not listed yet
 // may still offer, which is logged.
-func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, logger *slog.Logger) ([]*virtualApp, error) {
+func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, telemetry observability.MCPOptions, logger *slog.Logger) ([]*virtualApp, error) {
 	upstreams := make([]string, 0, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
 		upstreams = append(upstreams, u.Name)
@@ -684,7 +688,14 @@ func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, log
 			o.Resource, o.RequiredScopes = vs.Resource, vs.Auth.RequiredScopes
 			deps.StepUp = stepUp(o, cfg.authOn())
 		}
-		out = append(out, &virtualApp{cfg: vs, server: mcp.New(cat, cfg.MCP, deps)})
+		var srv *mcp.Server // set before the server serves
+		tel := telemetry
+		tel.Server = vs.Name
+		tel.KnownTool = func(name string) bool { return srv.View().HasTool(name) }
+		tel.OriginalTool = func(name string) string { return srv.View().Original(name) }
+		deps.Middleware = append([]sdk.Middleware{observability.MCPMiddleware(tel)}, root.Middleware[1:]...)
+		srv = mcp.New(cat, cfg.MCP, deps)
+		out = append(out, &virtualApp{cfg: vs, server: srv})
 	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, fmt.Errorf("servers: %w", err)

@@ -35,6 +35,10 @@ const (
 	attrGenAIOperationName = attribute.Key("gen_ai.operation.name")
 	attrGenAIPromptName    = attribute.Key("gen_ai.prompt.name")
 	attrRPCResponseStatus  = attribute.Key("rpc.response.status_code")
+	// Portcullis's own: the virtual server, and a curated tool's name on
+	// the root server.
+	attrServer       = attribute.Key("portcullis.server")
+	attrToolOriginal = attribute.Key("portcullis.tool.original")
 )
 
 // ErrorTypeTool is the error_type of a tools/call whose result has isError
@@ -78,6 +82,15 @@ type MCPOptions struct {
 	RecordEnduserID bool
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
+	// Server names the virtual server the middleware serves, for the
+	// audit line (server) and spans (portcullis.server); empty for the
+	// root server at /mcp.
+	Server string
+	// OriginalTool returns the name a virtual server's tool has on the
+	// root server, when the server exposes it under another name, for the
+	// audit line (tool_original) and spans (portcullis.tool.original);
+	// empty when the name is the same. Nil means never.
+	OriginalTool func(exposed string) string
 }
 
 // TelemetryOptions is the `telemetry:` section of the configuration: what
@@ -253,7 +266,7 @@ func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 }
 
 // maxSpanAttrs is the most attributes [mcpTelemetry.attributes] sets.
-const maxSpanAttrs = 9
+const maxSpanAttrs = 11
 
 // transport is the network.transport of a request. Requests that came
 // over HTTP carry its header, which has a Content-Type: the SDK serves only
@@ -270,10 +283,16 @@ func transport(req sdk.Request) string {
 func (t *mcpTelemetry) attributes(method string, c call, req sdk.Request) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, maxSpanAttrs)
 	attrs = append(attrs, attrMCPMethodName.String(c.methodLabel), semconv.NetworkTransportKey.String(transport(req)))
+	if t.Server != "" {
+		attrs = append(attrs, attrServer.String(t.Server))
+	}
 	switch r := req.(type) {
 	case *sdk.CallToolRequest:
 		if r.Params != nil {
 			attrs = append(attrs, attrGenAIToolName.String(c.name), attrGenAIOperationName.String("execute_tool"))
+			if orig := t.original(c.name); orig != "" {
+				attrs = append(attrs, attrToolOriginal.String(orig))
+			}
 		}
 	case *sdk.GetPromptRequest:
 		if r.Params != nil {
@@ -428,6 +447,18 @@ func classify(res sdk.Result, err error) (errType, desc string) {
 	}
 }
 
+// original returns the root server's name of a curated tool exposed as
+// name; empty when it has none other.
+func (t *mcpTelemetry) original(name string) string {
+	if t.OriginalTool == nil || name == "" {
+		return ""
+	}
+	if orig := t.OriginalTool(name); orig != name {
+		return orig
+	}
+	return ""
+}
+
 func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errType, desc string, d time.Duration) {
 	argBytes := 0
 	if r, ok := req.(*sdk.CallToolRequest); ok && r.Params != nil {
@@ -451,6 +482,12 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 		// grows the stack of the SDK's fresh per-request goroutine.
 		slog.Int64("duration_us", d.Microseconds()),
 		slog.Int("arguments_bytes", argBytes),
+	}
+	if t.Server != "" {
+		attrs = append(attrs, slog.String("server", t.Server))
+	}
+	if orig := t.original(c.name); orig != "" {
+		attrs = append(attrs, slog.String("tool_original", orig))
 	}
 	if errType != "" {
 		attrs = append(attrs, slog.String("error_type", errType))

@@ -551,6 +551,32 @@ func TestAuditLine(t *testing.T) {
 	}
 }
 
+// TestAuditLineOfVirtualServer: a virtual server's audit line names the
+// server, and the root name of a tool it exposes under another name.
+func TestAuditLineOfVirtualServer(t *testing.T) {
+	var logs syncbuf.Buffer
+	logger, err := NewLogger(&logs, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, newServer(t, MCPOptions{Logger: logger, Server: "team-a", OriginalTool: func(name string) string {
+		return map[string]string{"echo": "team_echo_root"}[name]
+	}}))
+	if _, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "tool call" {
+			line = m
+		}
+	}
+	if line["server"] != "team-a" || line["tool"] != "echo" || line["tool_original"] != "team_echo_root" {
+		t.Errorf("audit line %v, want server team-a, tool echo, tool_original team_echo_root", line)
+	}
+}
+
 // TestSharedSessionCounters checks that the hooks of sessions shared
 // between replicas count what they are told: sessions rebuilt, events
 // replayed (by the number of events) and answers forwarded.
