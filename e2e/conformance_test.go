@@ -162,3 +162,29 @@ func (r conformanceReport) summary(run toolRun) string {
 	}
 	return out
 }
+
+// TestConformanceOnVirtualServers runs both requirement sets against two
+// virtual servers of one process that expose the conformance toolset
+// whole, one under each path: a server with a view passes what /mcp passes.
+func TestConformanceOnVirtualServers(t *testing.T) {
+	all := map[string]any{"source": "conformance"}
+	server := func(name string) map[string]any {
+		return map[string]any{
+			"name": name, "path": "/mcp/" + name, "title": "Conformance " + name,
+			"tools": []any{all}, "resources": []any{all}, "prompts": []any{all},
+		}
+	}
+	cfg := writeConfigFile(t, map[string]any{
+		"tools":   map[string]any{"toolsets": []string{"conformance"}},
+		"servers": []any{server("conf-a"), server("conf-b")},
+	})
+	srv := startServer(t, nil, "--config", cfg)
+	for _, name := range []string{"conf-a", "conf-b"} {
+		t.Run(name, func(t *testing.T) {
+			conformanceRequirements(t, srv.BaseURL+"/mcp/"+name, func(format string, args ...any) {
+				t.Helper()
+				t.Logf(name+": "+format, args...)
+			})
+		})
+	}
+}

@@ -375,10 +375,11 @@ func TestCuratedHeaders(t *testing.T) {
 		{name: "exposed in both, via the SDK", header: "say", body: "say", args: `{}`, status: http.StatusOK},
 		{name: "the original in both", header: "up_search", body: "up_search", args: `{"q":"x","org":"beta"}`, wantErr: `Unknown tool: "up_search"`},
 		{name: "exposed in the header, the original in the body", header: "find", body: "up_search", args: `{"q":"x","org":"beta"}`, status: http.StatusBadRequest, wantErr: "mismatch"},
-		// Without a policy the SDK refuses the mismatch; with one, the
-		// handler first refuses the header's tool as unknown.
-		{name: "the original in the header, exposed in the body", header: "up_search", body: "find", args: `{"q":"x"}`, wantErr: "up_search"},
-		{name: "another case in the header", header: "FIND", body: "find", args: `{"q":"x"}`, wantErr: "FIND"},
+		// A header naming another tool than the body is a mismatch,
+		// with a policy or without: the conformance suite's
+		// sep-2243-server-reject-invalid-headers.
+		{name: "the original in the header, exposed in the body", header: "up_search", body: "find", args: `{"q":"x"}`, status: http.StatusBadRequest, wantErr: "mismatch"},
+		{name: "another case in the header", header: "FIND", body: "find", args: `{"q":"x"}`, status: http.StatusBadRequest, wantErr: "mismatch"},
 		{name: "a fixed argument", header: "find", body: "find", args: `{"q":"x","org":"beta"}`, status: http.StatusBadRequest, wantErr: "is set by the server"},
 		// The server has up_locate, whose argument the SDK would check
 		// against a header the call lacks: it answers as a tool that

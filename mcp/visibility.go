@@ -172,10 +172,20 @@ func (h *Handler) gateTools(w http.ResponseWriter, r *http.Request, msgs []envel
 		return true
 	}
 	if tool := headerToolName(r.Header); tool != "" && len(msgs) == 1 {
-		// The SDK holds a single message to its headers (a body naming
-		// another tool is refused alike whichever tools exist), so the
-		// body need not be decoded again.
-		return len(msgs[0].ID) == 0 || deny(msgs[0].ID, tool)
+		if len(msgs[0].ID) == 0 {
+			return true
+		}
+		// The SDK holds a single message to its headers: a body naming
+		// another tool than Mcp-Name is its to refuse, with 400 and
+		// HeaderMismatch whichever tools exist, not the gate's as an
+		// unknown tool.
+		var p struct {
+			Name string `json:"name"`
+		}
+		if msgs[0].Method == "tools/call" && (decode(msgs[0].Params, &p) != nil || p.Name != tool) {
+			return true
+		}
+		return deny(msgs[0].ID, tool)
 	}
 	for _, m := range msgs {
 		if m.Method != "tools/call" || len(m.ID) == 0 {
