@@ -100,6 +100,9 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err := ext.Apply(cat); err != nil {
 		return nil, err
 	}
+	if err := ext.addServerTools(cfg); err != nil {
+		return nil, err
+	}
 	// Upstream MCP servers: the one hook (see upstream.go). The
 	// authorization server, when on, is set up after the app exists, so
 	// the subject-token hook looks it up when called.

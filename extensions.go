@@ -1,7 +1,9 @@
 package portcullis
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/tools"
@@ -15,6 +17,44 @@ type extensions struct {
 	// toolsets the configuration enables and before any server is built
 	// from it, in order. An error stops the server from starting.
 	Register []func(*tools.Catalog) error
+	// servers are the tools the program adds to named virtual servers
+	// (see ServerTools), filled as Register runs; nil when it adds none.
+	servers *serverTools
+}
+
+// serverTools is what ServerTools adds: the names of the tools for each
+// virtual server, in the order added.
+type serverTools struct {
+	names map[string][]string // by server name
+	order []string            // the servers, first added first
+}
+
+func (st *serverTools) add(server, tool string) {
+	if _, ok := st.names[server]; !ok {
+		st.order = append(st.order, server)
+	}
+	st.names[server] = append(st.names[server], tool)
+}
+
+// addServerTools adds to each virtual server of cfg the tools the program
+// added for it, as selections of source "program"; a server cfg does not
+// have is an error.
+func (e extensions) addServerTools(cfg *configFile) error {
+	if e.servers == nil {
+		return nil
+	}
+	var problems []error
+	for _, name := range e.servers.order {
+		i := slices.IndexFunc(cfg.Servers, func(s virtualServer) bool { return s.Name == name })
+		if i < 0 {
+			problems = append(problems, fmt.Errorf("portcullis.ServerTools: no virtual server named %q in servers", name))
+			continue
+		}
+		for _, tool := range e.servers.names[name] {
+			cfg.Servers[i].Tools = append(cfg.Servers[i].Tools, toolSelection{Source: sourceProgram, Name: tool})
+		}
+	}
+	return errors.Join(problems...)
 }
 
 // Apply runs every Register function on cat, seen as the tools.Catalog

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -167,6 +168,39 @@ func Toolset(name string, opts ...Option) Option {
 		s.register(func(c *tools.Catalog) error {
 			if err := inner.ext.apply(c); err != nil {
 				return fmt.Errorf("toolset %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+}
+
+// ServerTools adds the tools of opts, as [Toolset] does, and exposes each
+// of them on the virtual server named server (an entry of the
+// configuration's servers list) as well as on /mcp: a team's program adds
+// its tools to its own connector. The configuration can curate them there
+// further (a selection of source "program" naming the tool). A server the
+// configuration does not have stops the server from starting.
+func ServerTools(server string, opts ...Option) Option {
+	return func(s *settings) {
+		inner := &settings{}
+		for _, o := range opts {
+			if o != nil {
+				o(inner)
+			}
+		}
+		if s.ext.servers == nil {
+			s.ext.servers = &serverTools{names: map[string][]string{}}
+		}
+		st := s.ext.servers
+		s.register(func(c *tools.Catalog) error {
+			before := c.ToolNames()
+			if err := inner.ext.apply(c); err != nil {
+				return fmt.Errorf("server %s: %w", server, err)
+			}
+			for _, name := range c.ToolNames() {
+				if !slices.Contains(before, name) {
+					st.add(server, name)
+				}
 			}
 			return nil
 		})

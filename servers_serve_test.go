@@ -1,6 +1,7 @@
 package portcullis
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
 
 // tokenTransport adds a token to every request.
@@ -143,6 +146,62 @@ servers:
 			if err != nil || meta.Resource != base+p {
 				t.Errorf("metadata of %s: resource %q (%v), want %q", p, meta.Resource, err, base+p)
 			}
+		}
+	})
+}
+
+// TestServerTools: a program's tools added with ServerTools are served on
+// the virtual server it names, as well as on /mcp; a server the
+// configuration lacks stops the start.
+func TestServerTools(t *testing.T) {
+	type in struct {
+		Customer string `json:"customer"`
+	}
+	invoice := ServerTools("billing", Tool(&sdk.Tool{Name: "invoice", Description: "Returns a customer's last invoice."},
+		func(_ context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "invoice of " + a.Customer}}}, nil, nil
+		}))
+	start := func(t *testing.T, servers string) (base string, exited chan int, stderr *syncbuf.Buffer) {
+		cfg := filepath.Join(t.TempDir(), "portcullis.yaml")
+		if err := os.WriteFile(cfg, []byte(servers), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		stderr = &syncbuf.Buffer{}
+		exited = make(chan int, 1)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			args := []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
+			err := execute(ctx, process{args: args, environ: noDrainDelay, stdin: strings.NewReader(""), stdout: &syncbuf.Buffer{}, stderr: stderr}, newSettings([]Option{invoice, Environ(nil)}).ext)
+			if err != nil {
+				stderr.Write([]byte(err.Error() + "\n"))
+			}
+			exited <- exitCode(err)
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		return "", exited, stderr
+	}
+	t.Run("served on its server", func(t *testing.T) {
+		_, exited, stderr := start(t, "servers:\n  - name: billing\n    path: /mcp/billing\n")
+		base := "http://" + listenAddr(t, stderr, exited)
+		for _, path := range []string{"/mcp/billing", "/mcp"} {
+			tr := &sdk.StreamableClientTransport{Endpoint: base + path, MaxRetries: -1, DisableStandaloneSSE: true}
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(t.Context(), tr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "invoice", Arguments: map[string]any{"customer": "acme"}})
+			cs.Close()
+			if err != nil || res.IsError || res.Content[0].(*sdk.TextContent).Text != "invoice of acme" {
+				t.Errorf("invoice on %s: %v %+v", path, err, res)
+			}
+		}
+	})
+	t.Run("no such server", func(t *testing.T) {
+		_, exited, stderr := start(t, "servers:\n  - name: support\n    path: /mcp/support\n")
+		if code := <-exited; code == 0 || !strings.Contains(stderr.String(), `no virtual server named "billing"`) {
+			t.Errorf("exit %d, stderr:\n%s\nwant a failed start naming the server", code, stderr.String())
 		}
 	})
 }
