@@ -163,6 +163,17 @@ func (s *sharedSessions) inject(ctx context.Context, id string, ls *localSession
 	return w.code
 }
 
+// request serves a request of method with params to the copy ls of
+// session id, as its client would send it, and returns the status the copy
+// answered.
+func (s *sharedSessions) request(ctx context.Context, id string, ls *localSession, method string, params map[string]any) int {
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "portcullis-sync", "method": method, "params": params})
+	if err != nil {
+		return http.StatusInternalServerError
+	}
+	return s.inject(ctx, id, ls, body)
+}
+
 // discardWriter is the [http.ResponseWriter] of a request this replica
 // serves to itself: it keeps the status only.
 type discardWriter struct {
@@ -372,11 +383,7 @@ func (h *Handler) syncSubscriptions(ctx context.Context, id string, ls *localSes
 		if i >= len(add) {
 			method = "resources/unsubscribe"
 		}
-		body, _ := json.Marshal(map[string]any{
-			"jsonrpc": "2.0", "id": "portcullis-sync-" + strconv.Itoa(i),
-			"method": method, "params": map[string]string{"uri": u},
-		})
-		if code := s.inject(ctx, id, ls, body); code != http.StatusOK {
+		if code := s.request(ctx, id, ls, method, map[string]any{"uri": u}); code != http.StatusOK {
 			h.logger.WarnContext(ctx, "following a session's subscription", "uri", u, "status", code)
 		}
 	}
@@ -408,11 +415,7 @@ func (h *Handler) syncLevel(ctx context.Context, id string, ls *localSession, le
 	if same || level == "" {
 		return
 	}
-	body, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0", "id": "portcullis-sync-level",
-		"method": "logging/setLevel", "params": map[string]any{"level": level},
-	})
-	if code := h.shared.inject(ctx, id, ls, body); code != http.StatusOK {
+	if code := h.shared.request(ctx, id, ls, "logging/setLevel", map[string]any{"level": level}); code != http.StatusOK {
 		h.logger.WarnContext(ctx, "following a session's log level", "level", level, "status", code)
 	}
 }

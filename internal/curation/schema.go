@@ -2,6 +2,7 @@ package curation
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,35 +64,28 @@ func Tool(t *sdk.Tool, s *ToolSelection) (*sdk.Tool, error) {
 // and described, with its URI. r is not changed.
 func Resource(r *sdk.Resource, s *ResourceSelection) *sdk.Resource {
 	out := *r
-	out.Name = cmpOr(s.ExposeAs, r.Name)
-	out.Title = cmpOr(s.Title, r.Title)
-	out.Description = cmpOr(s.Description, r.Description)
+	out.Name = cmp.Or(s.ExposeAs, r.Name)
+	out.Title = cmp.Or(s.Title, r.Title)
+	out.Description = cmp.Or(s.Description, r.Description)
 	return &out
 }
 
 // Template returns t as a caller sees it curated by s, as [Resource].
 func Template(t *sdk.ResourceTemplate, s *ResourceSelection) *sdk.ResourceTemplate {
 	out := *t
-	out.Name = cmpOr(s.ExposeAs, t.Name)
-	out.Title = cmpOr(s.Title, t.Title)
-	out.Description = cmpOr(s.Description, t.Description)
+	out.Name = cmp.Or(s.ExposeAs, t.Name)
+	out.Title = cmp.Or(s.Title, t.Title)
+	out.Description = cmp.Or(s.Description, t.Description)
 	return &out
 }
 
 // Prompt returns p as a caller sees it curated by s. p is not changed.
 func Prompt(p *sdk.Prompt, s *PromptSelection) *sdk.Prompt {
 	out := *p
-	out.Name = cmpOr(s.ExposeAs, p.Name)
-	out.Title = cmpOr(s.Title, p.Title)
-	out.Description = cmpOr(s.Description, p.Description)
+	out.Name = cmp.Or(s.ExposeAs, p.Name)
+	out.Title = cmp.Or(s.Title, p.Title)
+	out.Description = cmp.Or(s.Description, p.Description)
 	return &out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Schema returns the input schema schema (JSON, or a value that encodes
