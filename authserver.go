@@ -10,8 +10,10 @@ import (
 // setupAuthServer builds the authorization server of
 // authorization_server (nil when off) and makes its issuer the first of
 // auth.issuers, verified with its in-process keys: the Protected Resource
-// Metadata then names it first, and /mcp verifies its tokens like any
-// issuer's. Its state is in Redis when redis.url is set (every replica
+// Metadata of /mcp and of every virtual server (built after this) then
+// names it first, and they verify its tokens like any issuer's. It issues
+// tokens for the root server and each virtual server, each token for one
+// of them (authServerResources). Its state is in Redis when redis.url is set (every replica
 // shares sign-ins, codes and refresh tokens), else in memory.
 func (a *app) setupAuthServer() (*authserver.Server, error) {
 	o := a.cfg.AuthorizationServer
@@ -19,9 +21,9 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 		return nil, nil
 	}
 	deps := authserver.Deps{
-		Resource: a.cfg.Auth.Resource,
-		Scopes:   authServerScopes(a.cfg.Auth),
-		Logger:   a.logger,
+		Resources: authServerResources(a.cfg),
+		Scopes:    authServerScopes(a.cfg),
+		Logger:    a.logger,
 		Observe: func(e authserver.Event) {
 			a.metrics.AuthServerEvent(e.Endpoint, e.Grant, e.Outcome, e.Reason)
 		},
@@ -45,10 +47,24 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 	return s, nil
 }
 
+// authServerResources are the servers the authorization server issues
+// tokens for: the root server at /mcp (auth.resource, by
+// auth.resource_name, the name its metadata gives it) and each virtual
+// server (its resource, name and title).
+func authServerResources(cfg *configFile) []authserver.Resource {
+	out := []authserver.Resource{{URL: cfg.Auth.Resource, Name: rootServerName, Title: cfg.Auth.ResourceName}}
+	for _, s := range cfg.Servers {
+		out = append(out, authserver.Resource{URL: s.Resource, Name: s.Name, Title: s.Title})
+	}
+	return out
+}
+
 // authServerScopes are the scopes clients may ask the authorization
 // server for: auth.scopes_supported, auth.required_scopes and every scope
-// auth.policy names.
-func authServerScopes(o auth.Options) []string {
+// auth.policy names, and each virtual server's required scopes and the
+// scopes its policy names.
+func authServerScopes(cfg *configFile) []string {
+	o := cfg.Auth
 	var out []string
 	add := func(ss []string) {
 		for _, s := range ss {
@@ -61,6 +77,12 @@ func authServerScopes(o auth.Options) []string {
 	add(o.RequiredScopes)
 	for _, p := range o.Policy {
 		add(p.Scopes)
+	}
+	for _, s := range cfg.Servers {
+		add(s.Auth.RequiredScopes)
+		for _, p := range s.Auth.Policy {
+			add(p.Scopes)
+		}
 	}
 	return out
 }

@@ -752,7 +752,9 @@ func (s *virtualServer) view() (curation.View, error) {
 // server. A server's token audience is its resource alone: the issuers'
 // extra audiences (auth.issuers[].audiences, auth.introspection.audiences)
 // stand for /mcp, and accepting them here would let a token for one server
-// in at every other.
+// in at every other. With authorization_server on, the issuers hold its
+// issuer (setupAuthServer runs before serve builds these), so each
+// server's metadata names it and its guard verifies its tokens.
 func (a *app) virtualRoutes(ctx context.Context, health *observability.Health, hook limits.Hook) ([]virtualRoute, error) {
 	var out []virtualRoute
 	for _, v := range a.virtual {

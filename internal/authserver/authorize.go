@@ -22,7 +22,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.refuseAuthorize(w, r, ar, fosite.ErrUnsupportedResponseMode.WithHint("This server answers in the query only (response_mode query)."), "response_mode")
 		return
 	}
-	if res := form["resource"]; len(res) != 1 || res[0] != s.resource {
+	if _, ok := s.requestedResource(form["resource"]); !ok {
 		s.refuseAuthorize(w, r, ar, s.errInvalidTarget(), "invalid_target")
 		return
 	}
@@ -99,12 +99,23 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 		s.refuseAuthorize(w, r, ar, err, "invalid_request")
 		return
 	}
+	res, ok := s.requestedResource(ar.GetRequestForm()["resource"])
+	if !ok {
+		// Checked at the authorization endpoint; the servers changed since.
+		s.refuseAuthorize(w, r, ar, s.errInvalidTarget(), "invalid_target")
+		return
+	}
 	for _, sc := range ar.GetRequestedScopes() {
 		if s.mayGrant(*l.User, sc) {
 			ar.GrantScope(sc)
 		}
 	}
-	ar.GrantAudience(s.resource)
+	// The code is for this resource alone: the token endpoint reads it
+	// from the requested audience (fosite carries that, not the granted
+	// one, from the code to the token request) and grants it to the
+	// tokens.
+	ar.SetRequestedAudience(fosite.Arguments{res.URL})
+	ar.GrantAudience(res.URL)
 	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sessionFor(*l.User, l.ClientID, s.keys.signer().KeyID))
 	if err != nil {
 		s.logger.Warn("authorization server: authorization refused", "client_id", l.ClientID, "error", err)
@@ -113,7 +124,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 		return
 	}
 	s.clients.touch(ctx, ar.GetClient())
-	s.logger.Info("audit", "event", "code_issued", "client_id", l.ClientID, "sub", l.User.Subject, "scope", strings.Join(ar.GetGrantedScopes(), " "))
+	s.logger.Info("audit", "event", "code_issued", "client_id", l.ClientID, "sub", l.User.Subject, "resource", res.URL, "scope", strings.Join(ar.GetGrantedScopes(), " "))
 	s.writeAuthorizeResponse(w, ar, resp)
 }
 

@@ -60,7 +60,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	s.observe(Event{Endpoint: "callback", Outcome: "ok"})
 	l.User = &u
 	scopes := strings.Fields(l.Form.Get("scope"))
-	if s.consented(ctx, u, l.ClientID, scopes) {
+	if s.consented(ctx, u, l.ClientID, l.Form.Get("resource"), scopes) {
 		_ = s.kv.Del(ctx, joinKey("login", l.ID))
 		s.finish(w, r, l)
 		return

@@ -32,12 +32,13 @@ const (
 // clients, then the registered ones (in the KV), then Client ID Metadata
 // Documents.
 type clientRegistry struct {
-	static   map[string]*client
-	resource string
-	scopes   []string
-	kv       KV
-	regTTL   time.Duration
-	fetcher  *clientreg.Fetcher // nil: documents off
+	static map[string]*client
+	// resources are the audiences every client may get tokens for.
+	resources []string
+	scopes    []string
+	kv        KV
+	regTTL    time.Duration
+	fetcher   *clientreg.Fetcher // nil: documents off
 	// httpDocuments: an http:// client_id names a document too
 	// (client_metadata_documents.insecure_allow_http).
 	httpDocuments bool
@@ -54,8 +55,8 @@ type client struct {
 	origin string
 }
 
-func newClientRegistry(o Options, resource string, scopes []string, kv KV, fetcher *clientreg.Fetcher) *clientRegistry {
-	r := &clientRegistry{static: map[string]*client{}, resource: resource, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher, jwtBearer: len(o.EnterpriseIdPs) > 0,
+func newClientRegistry(o Options, resources, scopes []string, kv KV, fetcher *clientreg.Fetcher) *clientRegistry {
+	r := &clientRegistry{static: map[string]*client{}, resources: resources, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher, jwtBearer: len(o.EnterpriseIdPs) > 0,
 		httpDocuments: o.ClientMetadataDocuments.InsecureAllowHTTP}
 	for _, c := range o.Clients {
 		r.static[c.ClientID] = r.client(c.ClientID, c.Name, originConfig, c.RedirectURIs)
@@ -65,8 +66,8 @@ func newClientRegistry(o Options, resource string, scopes []string, kv KV, fetch
 
 // client builds a public client of this server: authorization code with
 // PKCE and refresh tokens (and an enterprise IdP's ID-JAG when
-// enterprise_idps are configured), for the one resource, with the
-// server's scopes.
+// enterprise_idps are configured), for any of the server's resources
+// (one per grant), with the server's scopes.
 func (r *clientRegistry) client(id, name, origin string, redirects []string) *client {
 	if name == "" {
 		name = id
@@ -84,7 +85,7 @@ func (r *clientRegistry) client(id, name, origin string, redirects []string) *cl
 			GrantTypes:    grants,
 			ResponseTypes: []string{"code"},
 			Scopes:        slices.Clone(r.scopes),
-			Audience:      []string{r.resource},
+			Audience:      slices.Clone(r.resources),
 			Public:        true,
 		},
 	}

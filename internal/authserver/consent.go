@@ -49,6 +49,12 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 	if user == "" {
 		user = l.User.Subject
 	}
+	res, ok := s.requestedResource(l.Form["resource"])
+	if !ok {
+		// Checked at the authorization endpoint; the servers changed since.
+		s.page(w, http.StatusBadRequest, "Unknown server", "The server this sign-in is for is no longer served here. Start again from your application.")
+		return
+	}
 	name, note := displayName(c)
 	scopes, withheld := s.grantable(*l.User, strings.Fields(l.Form.Get("scope")))
 	if len(withheld) > 0 {
@@ -63,7 +69,8 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 		Consent:      true,
 		Client:       name,
 		Note:         note,
-		Resource:     s.resource,
+		Server:       res.display(),
+		Resource:     res.URL,
 		User:         user,
 		RedirectHost: host,
 		Action:       PathConsent,
@@ -117,9 +124,9 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("The user denied the request."))
 		return
 	}
-	s.logger.Info("audit", "event", "consent_given", "client_id", l.ClientID, "sub", l.User.Subject, "scope", strings.Join(scopes, " "))
+	s.logger.Info("audit", "event", "consent_given", "client_id", l.ClientID, "sub", l.User.Subject, "resource", l.Form.Get("resource"), "scope", strings.Join(scopes, " "))
 	s.observe(Event{Endpoint: "consent", Outcome: "ok"})
-	s.remember(ctx, *l.User, l.ClientID, scopes)
+	s.remember(ctx, *l.User, l.ClientID, l.Form.Get("resource"), scopes)
 	s.finish(w, r, l)
 }
 
@@ -167,18 +174,20 @@ func sameOriginURL(origin, issuer string) bool {
 		port(o) == port(i)
 }
 
-// consentKey names a user's remembered approval of a client.
-func consentKey(u User, clientID string) string {
-	return joinKey("consent", hashString(u.Subject), hashString(clientID))
+// consentKey names a user's remembered approval of a client for one
+// resource: an approval for one server does not count for another.
+func consentKey(u User, clientID, resource string) string {
+	return joinKey("consent", hashString(u.Subject), hashString(clientID), hashString(resource))
 }
 
-// consented reports whether u approved clientID for every one of scopes
-// within consent.remember_for. A store failure asks again.
-func (s *Server) consented(ctx context.Context, u User, clientID string, scopes []string) bool {
+// consented reports whether u approved clientID's use of resource for
+// every one of scopes within consent.remember_for. A store failure asks
+// again.
+func (s *Server) consented(ctx context.Context, u User, clientID, resource string, scopes []string) bool {
 	if s.o.Consent.RememberFor < 0 {
 		return false
 	}
-	b, err := s.kv.Get(ctx, consentKey(u, clientID))
+	b, err := s.kv.Get(ctx, consentKey(u, clientID, resource))
 	if err != nil {
 		return false
 	}
@@ -194,12 +203,15 @@ func (s *Server) consented(ctx context.Context, u User, clientID string, scopes 
 	return true
 }
 
-func (s *Server) remember(ctx context.Context, u User, clientID string, scopes []string) {
+// remember records u's approval of clientID's use of resource for
+// scopes, besides those approved before.
+func (s *Server) remember(ctx context.Context, u User, clientID, resource string, scopes []string) {
 	if s.o.Consent.RememberFor < 0 {
 		return
 	}
+	key := consentKey(u, clientID, resource)
 	var granted []string
-	if b, err := s.kv.Get(ctx, consentKey(u, clientID)); err == nil {
+	if b, err := s.kv.Get(ctx, key); err == nil {
 		_ = json.Unmarshal(b, &granted)
 	}
 	for _, sc := range scopes {
@@ -208,7 +220,7 @@ func (s *Server) remember(ctx context.Context, u User, clientID string, scopes [
 		}
 	}
 	b, _ := json.Marshal(nonNil(granted))
-	if err := s.kv.Set(ctx, consentKey(u, clientID), b, s.o.Consent.RememberFor); err != nil {
+	if err := s.kv.Set(ctx, key, b, s.o.Consent.RememberFor); err != nil {
 		s.logger.Warn("authorization server: consent not remembered", "error", err)
 	}
 }

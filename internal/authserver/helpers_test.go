@@ -188,7 +188,7 @@ func startServerDeps(t *testing.T, editDeps func(*Deps), edit ...func(*Options))
 	if err := o.Validate(ts.srv.URL + "/mcp"); err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Resource: ts.srv.URL + "/mcp", Scopes: []string{"mcp:tools", "mcp:admin"}, Observe: ts.events.add}
+	deps := Deps{Resources: []Resource{{URL: ts.srv.URL + "/mcp", Name: "root", Title: "Portcullis"}}, Scopes: []string{"mcp:tools", "mcp:admin"}, Observe: ts.events.add}
 	if editDeps != nil {
 		editDeps(&deps)
 	}

@@ -207,6 +207,10 @@ func (h *idjagHandler) handle(ctx context.Context, ar fosite.AccessRequester) (*
 	if err != nil {
 		return e, err
 	}
+	res, err := h.resource(c, ar)
+	if err != nil {
+		return e, err
+	}
 	var claims map[string]any
 	if err := json.Unmarshal(c.raw, &claims); err != nil {
 		return e, badGrant("malformed", "The assertion's claims are not a JSON object.")
@@ -236,8 +240,8 @@ func (h *idjagHandler) handle(ctx context.Context, ar fosite.AccessRequester) (*
 	for _, sc := range granted {
 		ar.GrantScope(sc)
 	}
-	ar.GrantAudience(h.s.resource)
-	h.s.logger.Info("audit", "event", "assertion_accepted", "idp", e.o.Issuer, "client_id", client.GetID(), "sub", u.Subject, "jti", c.JTI, "scope", strings.Join(granted, " "))
+	ar.GrantAudience(res)
+	h.s.logger.Info("audit", "event", "assertion_accepted", "idp", e.o.Issuer, "client_id", client.GetID(), "sub", u.Subject, "jti", c.JTI, "resource", res, "scope", strings.Join(granted, " "))
 	return e, nil
 }
 
@@ -253,7 +257,7 @@ func (h *idjagHandler) PopulateTokenEndpointResponse(ctx context.Context, ar fos
 		return err
 	}
 	// The draft asks for the granted resource in the response.
-	resp.SetExtra("resource", h.s.resource)
+	resp.SetExtra("resource", h.s.grantResource(ar))
 	return nil
 }
 
@@ -339,8 +343,10 @@ func (h *idjagHandler) checkClaims(e *enterpriseIdP, c *verifiedAssertion) error
 		return badGrant("malformed", "The assertion must carry a jti: it is single use.")
 	}
 	if present(c.Resource) {
-		if res, err := stringOrList(c.Resource); err != nil || len(res) != 1 || res[0] != h.s.resource {
-			return badGrant("resource", "The assertion is for another resource: this server issues tokens for "+h.s.resource+" only.")
+		if res, err := stringOrList(c.Resource); err != nil || len(res) != 1 {
+			return badGrant("resource", "The assertion's resource must be one resource.")
+		} else if _, ok := h.s.resource(res[0]); !ok {
+			return badGrant("resource", "The assertion is for a resource this server does not issue tokens for. "+h.s.invalidTargetHint())
 		}
 	}
 	if present(c.Cnf) {
@@ -367,11 +373,6 @@ func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.A
 	}
 	if len(e.o.Clients) > 0 && !slices.Contains(e.o.Clients, client.GetID()) {
 		return nil, badGrant("client", "This identity provider's assertions are not accepted for this client.")
-	}
-	for _, a := range ar.GetRequestedAudience() {
-		if a != h.s.resource {
-			return nil, refuse("invalid_target", h.s.errInvalidTarget())
-		}
 	}
 	offered := func(sc string) bool {
 		return slices.Contains(h.s.scopes, sc) && fosite.ExactScopeStrategy(client.GetScopes(), sc)
@@ -400,6 +401,29 @@ func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.A
 		}
 	}
 	return requested, nil
+}
+
+// resource returns the resource the token is for: the one the assertion
+// names (checkClaims made sure it is one of this server's), else the one
+// the request names (the resource parameter, or fosite's audience), else
+// the first, the root server's. What the request names must be that one.
+func (h *idjagHandler) resource(c *verifiedAssertion, ar fosite.AccessRequester) (string, error) {
+	var named []string
+	if present(c.Resource) {
+		res, _ := stringOrList(c.Resource)
+		named = append(named, res...)
+	}
+	named = append(named, ar.GetRequestForm()["resource"]...)
+	named = append(named, ar.GetRequestedAudience()...)
+	if len(named) == 0 {
+		return h.s.resources[0].URL, nil
+	}
+	for _, n := range named {
+		if _, ok := h.s.resource(n); !ok || n != named[0] {
+			return "", refuse("invalid_target", h.s.errInvalidTarget())
+		}
+	}
+	return named[0], nil
 }
 
 // unavailable is the refusal when the provider's keys cannot be fetched

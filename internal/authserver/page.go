@@ -24,7 +24,7 @@ const pageHead = `<!doctype html>
 <style>
 body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;line-height:1.5;color:#1a1a1a}
 h1{font-size:1.4rem}
-.app{font-weight:600}
+.app,.server{font-weight:600}
 ul{padding-left:1.2rem}
 .buttons{display:flex;gap:1rem;margin-top:1.5rem}
 button{font-size:1rem;padding:.6rem 1.2rem;border-radius:.4rem;border:1px solid #555;cursor:pointer}
@@ -53,12 +53,18 @@ func render(w io.Writer, d pageData) {
 		io.WriteString(w, b.String())
 		return
 	}
-	fmt.Fprintf(&b, "<h1>Allow <span class=\"app\">%s</span> to use %s?</h1>\n", e(d.Client), e(d.Resource))
+	// The server by its name when it has one, then with its URL too.
+	server, serverAt := e(d.Resource), e(d.Resource)
+	if d.Server != "" {
+		server = "<span class=\"server\">" + e(d.Server) + "</span>"
+		serverAt = server + " (" + e(d.Resource) + ")"
+	}
+	fmt.Fprintf(&b, "<h1>Allow <span class=\"app\">%s</span> to use %s?</h1>\n", e(d.Client), server)
 	fmt.Fprintf(&b, "<p>Signed in as <strong>%s</strong>.</p>\n", e(d.User))
 	if d.Note != "" {
 		fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", e(d.Note))
 	}
-	fmt.Fprintf(&b, "<p>If you allow it, <span class=\"app\">%s</span> can call the tools of %s on your behalf", e(d.Client), e(d.Resource))
+	fmt.Fprintf(&b, "<p>If you allow it, <span class=\"app\">%s</span> can call the tools of %s on your behalf", e(d.Client), serverAt)
 	if len(d.Scopes) > 0 {
 		b.WriteString(" with these permissions:</p>\n<ul>")
 		for _, sc := range d.Scopes {
@@ -77,10 +83,14 @@ func render(w io.Writer, d pageData) {
 	io.WriteString(w, b.String())
 }
 
+// pageData is what a page shows. On the consent page, Server is the
+// name of the MCP server the sign-in is for (empty: none, the page names
+// it by its URL alone) and Resource its URL.
 type pageData struct {
 	Title, Message              string
 	Consent                     bool
-	Client, Resource, User      string
+	Client, Server, Resource    string
+	User                        string
 	RedirectHost, Action, Login string
 	CSRF, Note                  string
 	Scopes                      []string

@@ -3,7 +3,6 @@ package authserver
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -74,7 +73,7 @@ func (s *Server) errInvalidTarget() *fosite.RFC6749Error {
 	return &fosite.RFC6749Error{
 		ErrorField:       "invalid_target",
 		DescriptionField: "The requested resource is invalid, missing, unknown, or malformed.",
-		HintField:        fmt.Sprintf("This server issues tokens for the resource %s only; send it as the resource parameter (RFC 8707).", s.resource),
+		HintField:        s.invalidTargetHint(),
 		CodeField:        http.StatusBadRequest,
 	}
 }

@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"crypto/x509"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -34,10 +35,15 @@ const maxBody = 64 << 10
 
 // Deps are what the server is given.
 type Deps struct {
-	// Resource is auth.resource: the only audience tokens are issued for.
-	Resource string
-	// Scopes are the scopes clients may ask for (auth.scopes_supported and
-	// the scopes auth.policy names).
+	// Resources are the MCP servers tokens are issued for, the root
+	// server's (auth.resource) first: a sign-in names one by its URL
+	// (RFC 8707 resource), and its tokens carry that one as their
+	// audience. An ID-JAG that names no resource gets a token for the
+	// first. At least one.
+	Resources []Resource
+	// Scopes are the scopes clients may ask for, of every resource
+	// (auth.scopes_supported, the required scopes and the scopes the
+	// policies name).
 	Scopes []string
 	// KV keeps the server's state. Nil: in memory (one replica).
 	KV KV
@@ -72,7 +78,7 @@ type Event struct {
 // Server is the authorization server.
 type Server struct {
 	o         Options
-	resource  string
+	resources []Resource
 	scopes    []string
 	kv        KV
 	keys      *keySet
@@ -92,6 +98,9 @@ type Server struct {
 
 // New builds the authorization server of o (defaults applied, validated).
 func New(o Options, deps Deps) (*Server, error) {
+	if len(deps.Resources) == 0 {
+		return nil, errors.New("authserver: no resource to issue tokens for")
+	}
 	keys, generated, err := loadKeys(o.KeysFile)
 	if err != nil {
 		return nil, err
@@ -116,14 +125,14 @@ func New(o Options, deps Deps) (*Server, error) {
 		kv = NewMemoryKV(nil)
 	}
 	s := &Server{
-		o:        o,
-		resource: deps.Resource,
-		scopes:   slices.Clone(deps.Scopes),
-		kv:       kv,
-		keys:     keys,
-		logger:   logger,
-		observe:  deps.Observe,
-		secure:   strings.HasPrefix(o.Issuer, "https://"),
+		o:         o,
+		resources: slices.Clone(deps.Resources),
+		scopes:    slices.Clone(deps.Scopes),
+		kv:        kv,
+		keys:      keys,
+		logger:    logger,
+		observe:   deps.Observe,
+		secure:    strings.HasPrefix(o.Issuer, "https://"),
 	}
 	// offline_access is always offered (SEP-2207: a client asks for it
 	// when the metadata lists it); refresh_tokens says whether it is needed.
@@ -142,13 +151,13 @@ func New(o Options, deps Deps) (*Server, error) {
 	if o.ClientMetadataDocuments.Mode == "on" {
 		fetcher = clientreg.NewFetcher(o.ClientMetadataDocuments.FetchOptions, clientreg.FetchDeps{Cache: kvCache{kv}, Now: now, Logger: logger, RootCAs: deps.CIMDRootCAs})
 	}
-	s.clients = newClientRegistry(o, s.resource, s.scopes, kv, fetcher)
+	s.clients = newClientRegistry(o, s.resourceURLs(), s.scopes, kv, fetcher)
 	if o.Registration.Mode != RegistrationOff {
 		if s.registrar, err = newRegistrar(o.Registration, now); err != nil {
 			return nil, err
 		}
 	}
-	s.store = &store{kv: kv, clients: s.clients, o: &s.o, onReuse: s.refreshReused}
+	s.store = &store{kv: kv, clients: s.clients, o: &s.o, onReuse: s.refreshReused, resourceOf: s.grantResource}
 	if s.idp, err = newIdP(o.IdP, o.Issuer+PathCallback, client); err != nil {
 		return nil, err
 	}

@@ -29,6 +29,8 @@ type store struct {
 	o       *Options
 	// onReuse is told when a used refresh token is presented.
 	onReuse func(ctx context.Context, clientID, subject string)
+	// resourceOf is the resource a grant is for (Server.grantResource).
+	resourceOf func(fosite.Requester) string
 }
 
 // Key families in the KV.
@@ -325,8 +327,9 @@ func (s *store) familyRevoked(ctx context.Context, requestID string) (bool, erro
 }
 
 // RevokeRefreshToken revokes the whole family of requestID (RFC 7009: the
-// grant, not one token), and forgets the user's consent to its client, so
-// the next sign-in of that client asks again: revoking a grant (the
+// grant, not one token), and forgets the user's consent to its client for
+// its resource, so the next sign-in of that client to that server asks
+// again: revoking a grant (the
 // client's "disconnect", a reused refresh token, a replayed code) is how
 // a consent is withdrawn.
 func (s *store) RevokeRefreshToken(ctx context.Context, requestID string) error {
@@ -336,7 +339,7 @@ func (s *store) RevokeRefreshToken(ctx context.Context, requestID string) error 
 	if key, err := s.kv.Get(ctx, joinKey(kRefreshOf, requestID)); err == nil {
 		if req, _, err := s.load(ctx, string(key), nil); err == nil {
 			if sess, ok := req.GetSession().(*Session); ok {
-				_ = s.kv.Del(ctx, consentKey(sess.User, req.GetClient().GetID()))
+				_ = s.kv.Del(ctx, consentKey(sess.User, req.GetClient().GetID(), s.resourceOf(req)))
 			}
 		}
 	}

@@ -25,7 +25,8 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(newSession()), fosite.ErrUnsupportedGrantType.WithHintf("Supported: %s.", strings.Join(s.grants(), ", ")))
 		return
 	}
-	if res, ok := r.PostForm["resource"]; ok && (len(res) != 1 || res[0] != s.resource) {
+	requested, named := r.PostForm["resource"]
+	if _, ok := s.requestedResource(requested); named && !ok {
 		s.observe(Event{Endpoint: "token", Grant: grant, Outcome: "refused", Reason: "invalid_target"})
 		s.provider.WriteAccessError(ctx, w, fosite.NewAccessRequest(newSession()), s.errInvalidTarget())
 		return
@@ -35,7 +36,14 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.tokenRefused(w, r, ar, grant, err)
 		return
 	}
-	if grant == grantRefresh && !slices.Contains(ar.GetGrantedAudience(), s.resource) {
+	// A grant keeps the resource it was granted for: a resource parameter
+	// naming another is refused (RFC 8707 §2.2), and so is a grant for a
+	// resource this server no longer issues tokens for (a server removed
+	// from the configuration). Nothing is issued or used up before this:
+	// fosite invalidates the code, or rotates the refresh token, in
+	// NewAccessResponse.
+	res := s.grantResource(ar)
+	if _, ok := s.resource(res); !ok || named && requested[0] != res {
 		s.tokenRefused(w, r, ar, grant, s.errInvalidTarget())
 		return
 	}
@@ -45,7 +53,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: "ok"})
-	s.logger.Info("audit", "event", "token_issued", "grant", grant, "client_id", ar.GetClient().GetID(), "sub", ar.GetSession().GetSubject())
+	s.logger.Info("audit", "event", "token_issued", "grant", grant, "client_id", ar.GetClient().GetID(), "sub", ar.GetSession().GetSubject(), "resource", res)
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
 }
 

@@ -1,0 +1,87 @@
+package authserver
+
+import (
+	"cmp"
+	"strings"
+
+	"github.com/ory/fosite"
+)
+
+// Resource is an MCP server of this Portcullis that the authorization
+// server issues tokens for: the root server at /mcp or a virtual server
+// (servers:). A sign-in is for one of them, named by the client's RFC 8707
+// resource parameter, and every code, access token and refresh token of
+// that sign-in carries its URL, and only its URL, as the audience.
+type Resource struct {
+	// URL is the resource identifier and the tokens' audience:
+	// auth.resource for the root server, servers[].resource for a virtual
+	// one. Matched exactly.
+	URL string
+	// Name is the server's name (servers[].name; "root" for /mcp), in the
+	// audit lines.
+	Name string
+	// Title is the server's human-readable name, which the consent page
+	// shows next to its URL. Empty: Name.
+	Title string
+}
+
+// display is what the consent page calls r.
+func (r Resource) display() string { return cmp.Or(r.Title, r.Name) }
+
+// resource returns the resource whose URL is url.
+func (s *Server) resource(url string) (Resource, bool) {
+	for _, r := range s.resources {
+		if r.URL == url {
+			return r, true
+		}
+	}
+	return Resource{}, false
+}
+
+// requestedResource returns the resource a request's resource parameters
+// (values) name: exactly one value, a resource of this server.
+func (s *Server) requestedResource(values []string) (Resource, bool) {
+	if len(values) != 1 {
+		return Resource{}, false
+	}
+	return s.resource(values[0])
+}
+
+// resourceURLs are the URLs of the resources, in order.
+func (s *Server) resourceURLs() []string {
+	out := make([]string, len(s.resources))
+	for i, r := range s.resources {
+		out[i] = r.URL
+	}
+	return out
+}
+
+// grantResource returns the resource URL a grant is for: its granted
+// audience (a refresh token's, or an access request's once the grant
+// handler ran), else its requested audience, which finish sets to the
+// resource of the sign-in (an authorization code's, before the token
+// endpoint grants it). A code issued before resources were recorded
+// there has neither: it was for the root server. "" when the grant names
+// more than one audience, which this server never grants.
+func (s *Server) grantResource(r fosite.Requester) string {
+	aud := r.GetGrantedAudience()
+	if len(aud) == 0 {
+		aud = r.GetRequestedAudience()
+	}
+	switch len(aud) {
+	case 0:
+		return s.resources[0].URL
+	case 1:
+		return aud[0]
+	}
+	return ""
+}
+
+// invalidTargetHint names the resources this server issues tokens for.
+func (s *Server) invalidTargetHint() string {
+	urls := s.resourceURLs()
+	if len(urls) == 1 {
+		return "This server issues tokens for the resource " + urls[0] + " only; send it as the resource parameter (RFC 8707)."
+	}
+	return "This server issues tokens for one of the resources " + strings.Join(urls, ", ") + "; send one as the resource parameter (RFC 8707)."
+}
