@@ -32,12 +32,18 @@ type enterprise struct {
 // IdP (edit may change its options), with its log captured.
 func startIDJAG(t *testing.T, edit ...func(*Options)) (*testServer, *enterprise, *syncbuf.Buffer) {
 	t.Helper()
+	return startIDJAGDeps(t, nil, edit...)
+}
+
+// startIDJAGDeps is startIDJAG with deps edited too.
+func startIDJAGDeps(t *testing.T, editDeps func(*Deps), edit ...func(*Options)) (*testServer, *enterprise, *syncbuf.Buffer) {
+	t.Helper()
 	e := &enterprise{key: oidctest.NewECKey("ent-1")}
 	e.Issuer = oidctest.Start(t, oidctest.Options{Keys: []*oidctest.Key{e.key}})
 	trust := func(o *Options) {
 		o.EnterpriseIdPs = []EnterpriseIdPOptions{{Issuer: e.URL(), AllowHTTP: true}}
 	}
-	ts := startServer(t, append([]func(*Options){trust}, edit...)...)
+	ts := startServerDeps(t, editDeps, append([]func(*Options){trust}, edit...)...)
 	logs := &syncbuf.Buffer{}
 	ts.logger = slog.New(slog.NewJSONHandler(logs, nil)) // before any request
 	return ts, e, logs

@@ -39,9 +39,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	// A grant keeps the resource it was granted for: a resource parameter
 	// naming another is refused (RFC 8707 §2.2), and so is a grant for a
 	// resource this server no longer issues tokens for (a server removed
-	// from the configuration). Nothing is issued or used up before this:
-	// fosite invalidates the code, or rotates the refresh token, in
-	// NewAccessResponse.
+	// from the configuration). Nothing is issued before this, and a
+	// refresh token stays valid (fosite rotates it in NewAccessResponse);
+	// a code cannot be redeemed again (its PKCE data is gone), as after
+	// any refused exchange.
 	res := s.grantResource(ar)
 	if _, ok := s.resource(res); !ok || named && requested[0] != res {
 		s.tokenRefused(w, r, ar, grant, s.errInvalidTarget())
