@@ -191,6 +191,9 @@ type signInBrowser struct {
 	// App is the client name the consent page must show (asAppName
 	// unless set).
 	App string
+	// Server, when set, is what the consent page must name the server
+	// by (a virtual server's title and resource URL).
+	Server string
 	// ConsentPages counts the consent pages it answered.
 	ConsentPages int
 }
@@ -279,6 +282,9 @@ func (b *signInBrowser) Consent(ctx context.Context, u *url.URL) (*url.URL, url.
 	}
 	if !strings.Contains(p.Body, b.App) || !strings.Contains(p.Body, `value="approve"`) {
 		return nil, nil, fmt.Errorf("consent page: no client name %q or approve button\n%s", b.App, p.Body)
+	}
+	if !strings.Contains(p.Body, b.Server) {
+		return nil, nil, fmt.Errorf("consent page: does not name the server as %q\n%s", b.Server, p.Body)
 	}
 	action, fields, err := parseForm(p.Body)
 	if err != nil {
