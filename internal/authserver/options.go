@@ -100,10 +100,11 @@ type Options struct {
 	// its JOSE typ is oauth-id-jag+jwt, a key of the provider's JWKS
 	// signed it (RS, PS, ES or EdDSA), its aud is exactly this server's
 	// issuer, its client_id is the requesting client, its resource (if
-	// any) is auth.resource, it is within exp, and its jti was never
-	// accepted before; cnf (proof of possession) and
-	// authorization_details are refused. The token is for auth.resource,
-	// its user the assertion's sub, email and groups, its scopes those
+	// any) is auth.resource or a servers[].resource, it is within exp,
+	// and its jti was never accepted before; cnf (proof of possession)
+	// and authorization_details are refused. The token is for the
+	// assertion's resource (else the token request's, else
+	// auth.resource), its user the assertion's sub, email and groups, its scopes those
 	// requested (each granted by the assertion's scope claim, if it has
 	// one) or else the assertion's, all of this server's. No refresh
 	// token: the client gets a new assertion from its IdP. Clients here
