@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,6 +190,7 @@ func BenchmarkVirtualServerCall(b *testing.B) {
 		}
 		b.Run(tt.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := processCPU(b)
 			for b.Loop() {
 				req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080"+tt.path, bytes.NewReader(body))
 				req.Header = header.Clone()
@@ -198,6 +200,7 @@ func BenchmarkVirtualServerCall(b *testing.B) {
 					b.Fatalf("%s on %s: status %d: %s", tt.tool, tt.path, w.Code, w.Body)
 				}
 			}
+			b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -236,4 +239,13 @@ func virtualServerHandler(tb testing.TB, cfgYAML string) (http.Handler, map[stri
 		}
 	}
 	return h, tokens
+}
+
+// processCPU returns the CPU time, user and system, the process has used.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
