@@ -43,7 +43,7 @@ IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools browser-tools \
 	obs-tools obs-check haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
-	fuzz bench bench-bin bench-sessions bench-smoke bench-go soak soak-smoke
+	fuzz bench bench-bin bench-sessions bench-servers bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -294,6 +294,19 @@ bench-sessions: bench-bin ## Measure portable 2025-11-25 sessions: Portcullis al
 	done
 	@for f in results/bench-sessions-*.md; do echo "$$f:"; sed -n -e '/^| portable sessions/,/^| collections/{/^| collections/!p}' -e '/idle 2025-11-25 sessions\|per idle session/p' "$$f"; done
 	$(GO) test -run '^$$' -bench IdleSessionMemory -benchtime 3000x ./mcp/
+
+# bench-servers measures issue 34's goal: a tools/call on a virtual server
+# (the tool renamed, an argument fixed) against the same call on /mcp,
+# through the app's whole handler in process, on the SDK as shipped
+# (patched), BENCH_SERVERS_COUNT runs each, compared by benchstat
+# (results/bench-servers.txt).
+BENCH_SERVERS_COUNT ?= 6
+
+bench-servers: ## Compare CPU per call of a tools/call on a virtual server and on /mcp (BenchmarkVirtualServerCall, -cpu 1, benchstat; results/bench-servers.txt).
+	@mkdir -p results
+	modfile="$$($(SDK_PATCH))"; \
+	$(GO) test -modfile "$$modfile" -run '^$$' -bench VirtualServerCall -count $(BENCH_SERVERS_COUNT) -cpu 1 . | tee results/bench-servers.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@latest -col /server results/bench-servers.txt
 
 bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row and server, peers included (seconds); fails on any wrong response.
 	$(LOADTEST) -smoke $(BENCHFLAGS)

@@ -127,7 +127,10 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
-	taskMgr, err := newTaskManager(cfg, cat, rdb, metrics, logger)
+	// The tasks of a virtual server are counted under its name; its view
+	// is known once the servers are built, below.
+	views := map[string]*catalog.ServerView{}
+	taskMgr, taskMetrics, err := newTaskManager(cfg, cat, rdb, metrics, logger, func(server string) *catalog.ServerView { return views[server] })
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +150,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:           policy,
-		OnDenied:         toolDeniedHook(logger, metrics, cat.HasTool),
+		OnDenied:         toolDeniedHook(logger, metrics, "", cat.HasTool, nil),
 		Middleware:       []sdk.Middleware{telemetry},
 		LimitHook:        limitHook(logger, metrics),
 		Tasks:            taskMgr,
@@ -166,6 +169,14 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if transport == mcp.HTTP {
 		if a.virtual, err = newVirtualServers(cfg, cat, deps, telemetryOpts, logger); err != nil {
 			return nil, err
+		}
+		for _, v := range a.virtual {
+			views[v.cfg.Name] = v.server.View()
+			for _, name := range v.server.View().ToolNames() {
+				if v.server.View().TaskSupport(name).Support != tasks.SupportNone {
+					taskMetrics.Declare(v.cfg.Name, name)
+				}
+			}
 		}
 	}
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb

@@ -26,9 +26,11 @@ type chainParts struct {
 // steps as /mcp's, with the server's own handler, auth (its resource and
 // scopes), limits and metadata.
 type virtualRoute struct {
+	name     string // the server's name, its metrics' portcullis_server
 	path     string
 	mcp      *mcp.Handler
 	auth     func(http.Handler) http.Handler
+	refusals func(http.Handler) http.Handler
 	limits   func(http.Handler) http.Handler
 	metadata http.Handler // nil with auth off
 	resource string
@@ -61,8 +63,8 @@ func (a *app) buildHandler(p chainParts) http.Handler {
 	}
 	for _, v := range p.virtual {
 		vp := p
-		vp.mcp, vp.auth, vp.limits = v.mcp, v.auth, v.limits
-		mux.Handle(v.path, a.buildChain(vp, v.path))
+		vp.mcp, vp.auth, vp.refusals, vp.limits = v.mcp, v.auth, v.refusals, v.limits
+		mux.Handle(v.path, a.buildChain(vp, v.name, v.path))
 		if v.metadata != nil {
 			meta := a.buildPublicChain("metadata", v.metadata)
 			path := auth.MetadataPath(v.resource)
@@ -87,19 +89,21 @@ func (a *app) buildHandler(p chainParts) http.Handler {
 // auth, refusals, limits, the MCP handler. Auth failures and refusals by a limit are
 // therefore counted, traced and logged like any other response.
 func (a *app) buildMCPChain(p chainParts) http.Handler {
-	return a.buildChain(p, mcpPath)
+	return a.buildChain(p, "", mcpPath)
 }
 
 // buildChain returns the chain of an MCP endpoint at path (/mcp or a
-// virtual server's) from p's parts.
-func (a *app) buildChain(p chainParts, path string) http.Handler {
+// virtual server's) from p's parts; server names the virtual server, empty
+// for /mcp. Every MCP endpoint's requests are counted under the route
+// "mcp", each with its server's portcullis_server.
+func (a *app) buildChain(p chainParts, server, path string) http.Handler {
 	var h http.Handler = p.mcp
 	h = p.limits(h)
 	h = p.refusals(h)
 	h = p.auth(h)
 	h = p.mcp.OriginGuard(h)
 	h = observability.AccessLog(a.logger, h)
-	return a.inst().TracedRoute("mcp", path, h)
+	return a.inst().MCPRoute(server, path, h)
 }
 
 // buildPublicChain returns the chain of a route that needs no token: route

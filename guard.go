@@ -104,19 +104,27 @@ func stepUp(o auth.Options, authOn bool) func(http.ResponseWriter, *http.Request
 	}
 }
 
-// toolDeniedHook receives every tools/call answered as an unknown tool: it
-// counts it in portcullis_tool_calls_denied_total (the tool label bounded
-// as the operation metric's: a registered name or _OTHER) and logs it with
-// the caller, as auth failures are logged: at Info when the policy refused
-// a registered tool, at Debug for a name that is not registered (so a
-// scanner cannot flood the log). Never the token or the arguments.
-func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, known func(string) bool) mcp.DenialHook {
+// toolDeniedHook receives every tools/call the server named server (empty
+// for the root server) answered as an unknown tool or with the step-up
+// 403: it counts it in portcullis_tool_calls_denied_total (the tool label
+// bounded as the operation metric's: a name known says is the server's,
+// or _OTHER; with the root server's name from original when the server
+// renamed it, original nil meaning never) and logs it with the caller, as
+// auth failures are logged: at Info when the policy refused a registered
+// tool, at Debug for a name that is not registered (so a scanner cannot
+// flood the log). Never the token or the arguments.
+func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server string, known func(string) bool, original func(string) string) mcp.DenialHook {
 	return func(ctx context.Context, d mcp.Denial) {
-		tool := observability.Other
+		counted := observability.ToolDenial{Server: server, Reason: d.Reason, Tool: observability.Other}
 		if known(d.Tool) {
-			tool = d.Tool
+			counted.Tool = d.Tool
+			if original != nil {
+				if orig := original(d.Tool); orig != d.Tool {
+					counted.ToolOriginal = orig
+				}
+			}
 		}
-		metrics.ToolDenied(d.Reason, tool)
+		metrics.ToolDenied(counted)
 		level := slog.LevelDebug
 		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp {
 			level = slog.LevelInfo
@@ -129,6 +137,9 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, known f
 			name = strings.ToValidUTF8(name[:maxLoggedName], "") + "…"
 		}
 		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", name)}
+		if server != "" {
+			attrs = append(attrs, slog.String("server", server))
+		}
 		if p, ok := auth.PrincipalFromTokenInfo(d.Info); ok {
 			attrs = append(attrs, slog.String("issuer", p.Issuer), slog.String("client_id", p.ClientID), slog.String("subject", p.Subject))
 		}

@@ -87,8 +87,12 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 
 // newTaskManager builds the task manager cfg.Tasks describes, on Redis
 // when configured for it, counted in metrics, and marks the tools it lists
-// as task tools in cat.
-func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb redis.UniversalClient, metrics *observability.Metrics, logger *slog.Logger) (*tasks.Manager, error) {
+// as task tools in cat. views returns the view of a virtual server by its
+// name, nil for any other (the root server's name is empty): the tasks of
+// a virtual server are counted under its name and the names it exposes;
+// it is called only once the server serves. It returns the metrics too,
+// for the virtual servers to declare their task tools in.
+func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb redis.UniversalClient, metrics *observability.Metrics, logger *slog.Logger, views func(server string) *catalog.ServerView) (*tasks.Manager, *observability.TaskMetrics, error) {
 	for i, t := range cfg.Tasks.Tools {
 		cat.SetTaskSupport(t.Name, tasks.ToolTasks{Support: t.Support})
 		// An upstream's tools appear once it is connected; the server's
@@ -101,28 +105,41 @@ func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb redis.UniversalCl
 	kind := "memory"
 	if cfg.Tasks.Store == "redis" || (cfg.Tasks.Store == "" && rdb != nil) {
 		if rdb == nil {
-			return nil, fmt.Errorf("tasks.store: redis needs a Redis (redis.url, redis.sentinel or redis.cluster)")
+			return nil, nil, fmt.Errorf("tasks.store: redis needs a Redis (redis.url, redis.sentinel or redis.cluster)")
 		}
 		store = tasks.NewRedisStore(rdb, cfg.Redis.GroupPrefix("tasks"), nil)
 		kind = "redis"
 	}
 	var mgr *tasks.Manager
 	obs := metrics.Tasks(observability.TaskMetricsOptions{
-		KnownTool:  cat.HasTool,
+		KnownTool: func(server, name string) bool {
+			if server == "" {
+				return cat.HasTool(name)
+			}
+			v := views(server)
+			return v != nil && v.HasTool(name)
+		},
+		OriginalTool: func(server, name string) string {
+			if v := views(server); v != nil {
+				return v.Original(name)
+			}
+			return name
+		},
+		Servers:    serverNames(cfg),
 		StoreUp:    func() bool { return mgr.StoreUp() },
 		OldestLive: func() time.Duration { return mgr.OldestLive() },
 	})
 	for _, name := range cat.ToolNames() {
 		if cat.TaskSupport(name).Support != tasks.SupportNone {
-			obs.Declare(name)
+			obs.Declare("", name)
 		}
 	}
 	for _, t := range cfg.Tasks.Tools {
-		obs.Declare(t.Name)
+		obs.Declare("", t.Name)
 	}
 	mgr = tasks.NewManager(cfg.Tasks, tasks.Deps{Store: store, Observer: obs, Logger: logger})
 	logger.Debug("task store", "store", kind)
-	return mgr, nil
+	return mgr, obs, nil
 }
 
 // shareRateLimits moves the per-caller rate limits into Redis, so that they

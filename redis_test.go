@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
@@ -42,7 +43,7 @@ func TestTaskToolsConfig(t *testing.T) {
 			var log bytes.Buffer
 			logger := slog.New(slog.NewTextHandler(&log, nil))
 			metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{})
-			if _, err := newTaskManager(cfg, cat, nil, metrics, logger); err != nil {
+			if _, _, err := newTaskManager(cfg, cat, nil, metrics, logger, func(string) *catalog.ServerView { return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if got := cat.TaskSupport("echo"); got.Support != tasks.SupportOptional {

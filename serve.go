@@ -61,44 +61,55 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 	return a.serve(ctx, ln, mln, dev, as, p.stdout)
 }
 
-// serve serves on ln until ctx ends, then drains: readiness fails, the
-// listener closes after DrainDelay, GET streams end, and calls in flight get
-// ShutdownGrace to finish.
-func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIssuer, as *authserver.Server, stdout io.Writer) error {
-	s := a.cfg.Server
-	health := &observability.Health{}
+// handler returns the MCP listener's handler (see buildHandler) with the
+// parts the configuration asks for: auth, limits (their rate buckets in
+// Redis when there is one), the virtual servers' routes, the dev issuer and
+// the authorization server when on (nil when off). health learns whether
+// the issuers and upstreams are ready.
+func (a *app) handler(ctx context.Context, health *observability.Health, dev *devIssuer, as *authserver.Server) (http.Handler, error) {
 	guard, err := authGuard(ctx, a.cfg.Auth, a.metrics, a.logger, health)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	readyUpstreams(a.upstreams, health)
 	hook := limitHook(a.logger, a.metrics)
-	mcpHandler := a.server.Handler()
 	limiter, err := limits.New(a.cfg.Limits, limits.Deps{Key: principalKey, Hook: hook})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	shareRateLimits(limiter, a.redis, a.cfg.Redis.KeyPrefix, a.logger)
-	if a.redis != nil {
-		defer a.redis.Close()
-	}
 	virtual, err := a.virtualRoutes(ctx, health, hook)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	metricsSrv := a.metricsServer()
-	chain := chainParts{
+	return a.buildHandler(chainParts{
 		virtual:      virtual,
-		bodyDeadline: limits.BodyDeadline(s.ReadBodyTimeout, hook),
-		mcp:          mcpHandler,
+		bodyDeadline: limits.BodyDeadline(a.cfg.Server.ReadBodyTimeout, hook),
+		mcp:          a.server.Handler(),
 		auth:         guard,
 		refusals:     observability.Refusals(observability.RefusalOptions{Metrics: a.metrics, Tracing: a.tracing, KnownTool: a.catalog.HasTool}),
 		limits:       limiter.Middleware,
 		health:       health,
 		dev:          dev,
 		authServer:   as,
+	}), nil
+}
+
+// serve serves on ln until ctx ends, then drains: readiness fails, the
+// listener closes after DrainDelay, GET streams end, and calls in flight get
+// ShutdownGrace to finish.
+func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIssuer, as *authserver.Server, stdout io.Writer) error {
+	s := a.cfg.Server
+	health := &observability.Health{}
+	if a.redis != nil {
+		defer a.redis.Close()
 	}
-	srv := newHTTPServer(s, a.buildHandler(chain), a.logger)
+	handler, err := a.handler(ctx, health, dev, as)
+	if err != nil {
+		return err
+	}
+	metricsSrv := a.metricsServer()
+	srv := newHTTPServer(s, handler, a.logger)
 	// net/http enforces the header size, header and idle timeouts itself;
 	// the watched listener counts what they close.
 	ln = a.metrics.WatchConns(srv, ln)
@@ -145,7 +156,7 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownGrace)
 	defer cancel()
-	mcpHandler.Drain()
+	a.server.Handler().Drain()
 	for _, v := range a.virtual {
 		v.server.Handler().Drain()
 	}

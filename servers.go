@@ -689,11 +689,17 @@ func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, tel
 			deps.StepUp = stepUp(o, cfg.authOn())
 		}
 		var srv *mcp.Server // set before the server serves
+		known := func(name string) bool { return srv.View().HasTool(name) }
+		original := func(name string) string { return srv.View().Original(name) }
 		tel := telemetry
 		tel.Server = vs.Name
-		tel.KnownTool = func(name string) bool { return srv.View().HasTool(name) }
-		tel.OriginalTool = func(name string) string { return srv.View().Original(name) }
+		tel.KnownTool, tel.OriginalTool = known, original
 		deps.Middleware = append([]sdk.Middleware{observability.MCPMiddleware(tel)}, root.Middleware[1:]...)
+		deps.Name = vs.Name
+		if telemetry.Metrics != nil {
+			deps.OnDenied = toolDeniedHook(logger, telemetry.Metrics, vs.Name, known, original)
+			telemetry.Metrics.DeclareServer(vs.Name)
+		}
 		srv = mcp.New(cat, cfg.MCP, deps)
 		out = append(out, &virtualApp{cfg: vs, server: srv})
 	}
@@ -701,6 +707,15 @@ func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, tel
 		return nil, fmt.Errorf("servers: %w", err)
 	}
 	return out, nil
+}
+
+// serverNames returns the names of the configured virtual servers.
+func serverNames(cfg *configFile) []string {
+	names := make([]string, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		names = append(names, s.Name)
+	}
+	return names
 }
 
 // view returns the server's selections as the curation mechanism takes
@@ -778,7 +793,11 @@ func (a *app) virtualRoutes(ctx context.Context, health *observability.Health, h
 		}
 		// Each server's rate buckets are its own, in Redis too.
 		shareRateLimits(limiter, a.redis, a.cfg.Redis.KeyPrefix+"server:"+v.cfg.Name+":", a.logger)
-		r := virtualRoute{path: v.cfg.Path, mcp: v.server.Handler(), auth: guard, limits: limiter.Middleware, resource: v.cfg.Resource}
+		view := v.server.View()
+		refusals := observability.Refusals(observability.RefusalOptions{
+			Metrics: a.metrics, Tracing: a.tracing, Server: v.cfg.Name, KnownTool: view.HasTool, OriginalTool: view.Original,
+		})
+		r := virtualRoute{name: v.cfg.Name, path: v.cfg.Path, mcp: v.server.Handler(), auth: guard, refusals: refusals, limits: limiter.Middleware, resource: v.cfg.Resource}
 		if o.Enabled() {
 			r.metadata = auth.MetadataHandler(o)
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
@@ -204,4 +206,121 @@ func TestServerTools(t *testing.T) {
 			t.Errorf("exit %d, stderr:\n%s\nwant a failed start naming the server", code, stderr.String())
 		}
 	})
+}
+
+// TestVirtualServerMetrics runs serve --dev with a virtual server that
+// exposes the calculator renamed: a call there is counted under the
+// server's name, the exposed name and the original one, and a call on /mcp
+// under the root server; the HTTP route of each is "mcp", told apart by
+// portcullis_server; a call of a tool the server does not expose is
+// denied on that server.
+func TestVirtualServerMetrics(t *testing.T) {
+	cfg := writeConfig(t, `
+servers:
+  - name: math
+    path: /mcp/math
+    tools:
+      - source: core
+        name: calculator
+        expose_as: add_numbers
+        fixed_arguments: {operation: add}
+`)
+	base, issuer, metricsURL := startDevMetrics(t, "--config", cfg)
+	call := func(path, tool, args string) {
+		t.Helper()
+		token := devToken(t, issuer, "metrics-test", base+path, "mcp:tools")
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+		resp := mcpPost(t, base+path, token, "", body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s on %s: status %d", tool, path, resp.StatusCode)
+		}
+	}
+	call("/mcp/math", "add_numbers", `{"a":1,"b":2}`)
+	call("/mcp", "calculator", `{"operation":"add","a":1,"b":2}`)
+	call("/mcp/math", "calculator", `{"operation":"add","a":1,"b":2}`)
+
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// value sums the samples of family name whose labels include want.
+	value := func(name string, want map[string]string) float64 {
+		sum := 0.0
+		for _, m := range fams[name].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			match := true
+			for k, v := range want {
+				match = match && labels[k] == v
+			}
+			if !match {
+				continue
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return sum
+	}
+	tests := []struct {
+		name   string
+		family string
+		labels map[string]string
+		want   float64
+	}{
+		{
+			name: "a call on the virtual server", family: "mcp_server_operation_duration_seconds",
+			labels: map[string]string{"mcp_method_name": "tools/call", "portcullis_server": "math", "gen_ai_tool_name": "add_numbers", "portcullis_tool_original": "calculator", "error_type": ""},
+			want:   1,
+		},
+		{
+			name: "a call on /mcp", family: "mcp_server_operation_duration_seconds",
+			labels: map[string]string{"mcp_method_name": "tools/call", "portcullis_server": "root", "gen_ai_tool_name": "calculator", "portcullis_tool_original": "", "error_type": ""},
+			want:   1,
+		},
+		{
+			// Refused before the SDK, by the handler's tool gate: without
+			// the Mcp-Method header of 2026-07-28, the method is _OTHER.
+			name: "the original name on the virtual server is an unknown tool", family: "mcp_server_operation_duration_seconds",
+			labels: map[string]string{"portcullis_server": "math", "error_type": "-32602"},
+			want:   1,
+		},
+		{
+			name: "and denied there", family: "portcullis_tool_calls_denied_total",
+			labels: map[string]string{"portcullis_server": "math", "reason": "unknown_tool", "tool": "_OTHER"},
+			want:   1,
+		},
+		{
+			name: "nothing denied on /mcp", family: "portcullis_tool_calls_denied_total",
+			labels: map[string]string{"portcullis_server": "root"},
+			want:   0,
+		},
+		{
+			name: "the virtual server's HTTP requests", family: "portcullis_http_requests_total",
+			labels: map[string]string{"route": "mcp", "portcullis_server": "math", "code": "200"},
+			want:   2,
+		},
+		{
+			name: "/mcp's HTTP requests", family: "portcullis_http_requests_total",
+			labels: map[string]string{"route": "mcp", "portcullis_server": "root", "code": "200"},
+			want:   1,
+		},
+	}
+	for _, tt := range tests {
+		if got := value(tt.family, tt.labels); got != tt.want {
+			t.Errorf("%s: %s%v = %v, want %v", tt.name, tt.family, tt.labels, got, tt.want)
+		}
+	}
 }

@@ -184,7 +184,7 @@ func TestAuthServerPanelsAndAlertsTellTheTruth(t *testing.T) {
 			continue
 		}
 		seen++
-		expr := strings.NewReplacer(`$job`, "portcullis", `$instance`, ".+", `$__rate_interval`, fmt.Sprintf("%dms", win.Milliseconds())).Replace(q.Expr)
+		expr := strings.NewReplacer(`$job`, "portcullis", `$instance`, ".+", `$server`, ".*", `$__rate_interval`, fmt.Sprintf("%dms", win.Milliseconds())).Replace(q.Expr)
 		got := map[string]float64{}
 		for _, s := range prom.queryAt(t, expr, at) {
 			var key []string

@@ -185,9 +185,11 @@ func TestDashboardPanelsTellTheTruth(t *testing.T) {
 				label string
 				by    expect
 			}{
-				`panel "Tool calls/s" target A`:     {"", expect{"": rate(perSecond(nCalls))}},
-				`panel "Tool error ratio" target A`: {"", expect{"": ratio(float64(nFailing+nTooLarge) / nCalls)}},
-				`panel "p99 tools/call" target A`:   {"", expect{"": between(b.lower(slowest), b.upper(pct("", 0.99)))}},
+				`panel "Tool calls/s" target A`:                   {"", expect{"": rate(perSecond(nCalls))}},
+				`panel "Tool error ratio" target A`:               {"", expect{"": ratio(float64(nFailing+nTooLarge) / nCalls)}},
+				`panel "p99 tools/call" target A`:                 {"", expect{"": between(b.lower(slowest), b.upper(pct("", 0.99)))}},
+				`panel "Tool calls/s by MCP server" target A`:     {"portcullis_server", expect{"root": rate(perSecond(nCalls))}},
+				`panel "Tool error ratio by MCP server" target A`: {"portcullis_server", expect{"root": ratio(float64(nFailing+nTooLarge) / nCalls)}},
 				`panel "Tool calls/s by tool" target A`: {"gen_ai_tool_name", expect{
 					"echo": rate(perSecond(nEcho + nTooLarge)), "calculator": rate(perSecond(nFailing)), "weather": rate(perSecond(nSlow)),
 				}},
@@ -217,7 +219,8 @@ func TestDashboardPanelsTellTheTruth(t *testing.T) {
 			}
 			seen := 0
 			for _, q := range queries {
-				expr := strings.NewReplacer(`$job`, "portcullis", `$instance`, ".+", `$__rate_interval`, "2m").Replace(q.Expr)
+				// $server as the dashboard's "All" option has it.
+				expr := strings.NewReplacer(`$job`, "portcullis", `$instance`, ".+", `$server`, ".*", `$__rate_interval`, "2m").Replace(q.Expr)
 				samples := p.prom.query(t, expr) // fails the test on a query error
 				w, ok := want[q.Where]
 				if !ok {

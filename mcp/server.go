@@ -49,6 +49,10 @@ type Deps struct {
 	// Title is the server's human-readable name in its serverInfo; empty
 	// means "Portcullis".
 	Title string
+	// Name names a virtual server (servers[].name) for telemetry: the
+	// tasks it starts carry it (see [tasks.WithServer]). Empty for the
+	// root server.
+	Name string
 	// Logger receives server-side errors (panics, sealing failures).
 	// Nil means discard.
 	Logger *slog.Logger
@@ -209,7 +213,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	mws = append(mws,
 		gateToolsMiddleware(gate),
 		filterToolsMiddleware(gate),
-		taskMiddleware(deps.Tasks, support, deps.Transport, newRemoteTasks(deps)),
+		taskMiddleware(deps.Tasks, deps.Name, support, deps.Transport, newRemoteTasks(deps)),
 		sealStateMiddleware(deps.Sealer, deps.Logger),
 		toolTimeoutLookupMiddleware(opts.ToolTimeout, timeoutFor, deps.LimitHook, deps.Logger),
 		recoverMiddleware(deps.Logger),

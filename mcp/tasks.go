@@ -69,8 +69,9 @@ func callerOwner(req sdk.Request) string {
 // task itself with [tasks.Run].
 //
 // Only /mcp answers tasks/get, so a call over any other transport never
-// becomes a task, and one of a tool that requires tasks is refused.
-func taskMiddleware(mgr *tasks.Manager, support func(tool string) tasks.ToolTasks, transport Transport, remote *remoteTasks) sdk.Middleware {
+// becomes a task, and one of a tool that requires tasks is refused. The
+// tasks it creates are the server's named server (see [Deps.Name]).
+func taskMiddleware(mgr *tasks.Manager, server string, support func(tool string) tasks.ToolTasks, transport Transport, remote *remoteTasks) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		if mgr == nil {
 			return next
@@ -104,6 +105,9 @@ func taskMiddleware(mgr *tasks.Manager, support func(tool string) tasks.ToolTask
 				return next(ctx, method, req)
 			}
 			owner := callerOwner(req)
+			if server != "" {
+				ctx = tasks.WithServer(ctx, server)
+			}
 			start := func(work tasks.Work) (*tasks.Task, error) {
 				t, err := mgr.Start(ctx, owner, r.Params.Name, work)
 				return t, startError(err)

@@ -7,7 +7,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 )
 
-// HTTP instruments the server's routes. Either field may be nil.
+// HTTP instruments the server's routes. Metrics and Tracing may be nil.
 type HTTP struct {
 	Metrics *Metrics
 	Tracing *Tracing
@@ -16,17 +16,29 @@ type HTTP struct {
 // Route counts requests to h under the fixed route name (never a raw path).
 // Use it for probes and other routes not worth a span.
 func (i HTTP) Route(route string, h http.Handler) http.Handler {
+	return i.route(route, "", h)
+}
+
+func (i HTTP) route(route, server string, h http.Handler) http.Handler {
 	if i.Metrics == nil {
 		return h
 	}
-	return i.Metrics.InstrumentHTTP(route, h)
+	return i.Metrics.InstrumentHTTP(route, server, h)
 }
 
-// TracedRoute is [HTTP.Route] plus an HTTP server span per request named
-// "METHOD pattern", whose parent is the W3C trace context of the request's
-// headers. Inside the span, the request's traceparent header is rewritten
-// to name the span, for the MCP middleware (see [InjectTraceContext]).
-func (i HTTP) TracedRoute(route, pattern string, h http.Handler) http.Handler {
+// MCPRoute counts the requests to the MCP endpoint of the server named
+// server (empty for the root server, /mcp) under the route name "mcp" and
+// that server's portcullis_server, and gives each an HTTP server span
+// named "METHOD pattern", whose parent is the W3C trace context of the
+// request's headers. Inside the span, the request's traceparent header is
+// rewritten to name the span, for the MCP middleware (see
+// [InjectTraceContext]).
+//
+// Every MCP endpoint shares the route name, so a query of route="mcp"
+// sums them all, as it did before virtual servers, and one by
+// portcullis_server tells them apart.
+func (i HTTP) MCPRoute(server, pattern string, h http.Handler) http.Handler {
+	const route = "mcp"
 	if i.Tracing != nil {
 		// otelhttp names the span twice per request; the names of the
 		// usual methods are made once here.
@@ -48,7 +60,7 @@ func (i HTTP) TracedRoute(route, pattern string, h http.Handler) http.Handler {
 			}),
 		)
 	}
-	return i.Route(route, h)
+	return i.route(route, ServerLabel(server), h)
 }
 
 // Transport wraps rt so that outgoing requests get a CLIENT span and carry

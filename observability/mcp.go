@@ -83,13 +83,15 @@ type MCPOptions struct {
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
 	// Server names the virtual server the middleware serves, for the
-	// audit line (server) and spans (portcullis.server); empty for the
-	// root server at /mcp.
+	// audit line (server), spans (portcullis.server) and metrics
+	// (portcullis_server); empty for the root server at /mcp, which
+	// metrics label [RootServer] and the others leave out.
 	Server string
 	// OriginalTool returns the name a virtual server's tool has on the
 	// root server, when the server exposes it under another name, for the
-	// audit line (tool_original) and spans (portcullis.tool.original);
-	// empty when the name is the same. Nil means never.
+	// audit line (tool_original), spans (portcullis.tool.original) and
+	// metrics (portcullis_tool_original); empty when the name is the
+	// same. Nil means never.
 	OriginalTool func(exposed string) string
 }
 
@@ -215,6 +217,8 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 				ErrorType:       errType,
 				StatusCode:      status,
 				Duration:        d,
+				Server:          t.Server,
+				ToolOriginal:    c.toolOriginal,
 			})
 		}
 		if method == "tools/call" {
@@ -231,10 +235,13 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 type call struct {
 	methodLabel string
 	toolLabel   string // tools/call only: the name or Other
-	name        string // the tool or prompt name as sent, truncated
-	spanTarget  string // the span name's target, only for a known target
-	subject     string // the caller, from the token; empty when auth is off
-	clientID    string
+	// toolOriginal is the root server's name of a known tool the server
+	// renamed; empty otherwise.
+	toolOriginal string
+	name         string // the tool or prompt name as sent, truncated
+	spanTarget   string // the span name's target, only for a known target
+	subject      string // the caller, from the token; empty when auth is off
+	clientID     string
 }
 
 func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
@@ -249,6 +256,7 @@ func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 		if t.KnownTool(r.Params.Name) {
 			c.toolLabel = r.Params.Name
 			c.spanTarget = r.Params.Name
+			c.toolOriginal = t.original(r.Params.Name)
 		}
 	case *sdk.GetPromptRequest:
 		if r.Params != nil {
@@ -290,8 +298,8 @@ func (t *mcpTelemetry) attributes(method string, c call, req sdk.Request) []attr
 	case *sdk.CallToolRequest:
 		if r.Params != nil {
 			attrs = append(attrs, attrGenAIToolName.String(c.name), attrGenAIOperationName.String("execute_tool"))
-			if orig := t.original(c.name); orig != "" {
-				attrs = append(attrs, attrToolOriginal.String(orig))
+			if c.toolOriginal != "" {
+				attrs = append(attrs, attrToolOriginal.String(c.toolOriginal))
 			}
 		}
 	case *sdk.GetPromptRequest:
@@ -486,8 +494,8 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 	if t.Server != "" {
 		attrs = append(attrs, slog.String("server", t.Server))
 	}
-	if orig := t.original(c.name); orig != "" {
-		attrs = append(attrs, slog.String("tool_original", orig))
+	if c.toolOriginal != "" {
+		attrs = append(attrs, slog.String("tool_original", c.toolOriginal))
 	}
 	if errType != "" {
 		attrs = append(attrs, slog.String("error_type", errType))
@@ -521,7 +529,7 @@ func (t *mcpTelemetry) trackSession(req sdk.Request) {
 	t.Metrics.sessionStarted()
 	go func() {
 		_ = ss.Wait()
-		t.Metrics.sessionEnded(version, t.Now().Sub(start))
+		t.Metrics.sessionEnded(t.Server, version, t.Now().Sub(start))
 	}()
 }
 

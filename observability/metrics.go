@@ -43,6 +43,32 @@ const (
 // spelling.
 const Other = "_OTHER"
 
+// Labels naming the MCP server a series counts and, on series with a tool
+// label, the original name of a tool a virtual server renamed. They are
+// the Prometheus spelling of the span attributes portcullis.server and
+// portcullis.tool.original: the MCP semantic conventions have no
+// attribute for either (server.address names a network peer), and a bare
+// "server" would sit in the conventions' server.* namespace once a
+// collector turns labels back into attributes. Both are bounded by the
+// configuration: a server's name, and a name a tool has on /mcp.
+const (
+	LabelServer       = "portcullis_server"
+	LabelToolOriginal = "portcullis_tool_original"
+)
+
+// RootServer is the portcullis_server of the root server, /mcp (and
+// stdio): a virtual server may not be named so.
+const RootServer = "root"
+
+// ServerLabel is the portcullis_server of the server named name: name
+// itself, or [RootServer] when it is empty.
+func ServerLabel(name string) string {
+	if name == "" {
+		return RootServer
+	}
+	return name
+}
+
 // BuildInfo labels portcullis_build_info.
 type BuildInfo struct {
 	Version  string
@@ -99,7 +125,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 			Name:    "mcp_server_session_duration_seconds",
 			Help:    "Duration of legacy (stateful) MCP sessions, from initialize to close.",
 			Buckets: DurationBuckets,
-		}, []string{"mcp_protocol_version"}),
+		}, []string{"mcp_protocol_version", LabelServer}),
 		sessionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "portcullis_mcp_sessions_active",
 			Help: "Legacy (stateful) MCP sessions open now, initialized or not.",
@@ -126,17 +152,17 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 		}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_http_requests_total",
-			Help: "HTTP requests served, by route name, method and status code.",
-		}, []string{"route", "method", "code"}),
+			Help: "HTTP requests served, by route name, method and status code, and for the route mcp by MCP server.",
+		}, []string{"route", "method", "code", LabelServer}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "portcullis_http_request_duration_seconds",
-			Help:    "HTTP request duration until the handler returned, by route name and method.",
+			Help:    "HTTP request duration until the handler returned, by route name and method, and for the route mcp by MCP server.",
 			Buckets: DurationBuckets,
-		}, []string{"route", "method"}),
+		}, []string{"route", "method", LabelServer}),
 		toolDenials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_tool_calls_denied_total",
-			Help: "tools/call requests answered as a call of an unknown tool, by reason: policy (the per-tool policy refused the caller a registered tool, named by tool) or unknown_tool (no tool of that name; tool is _OTHER).",
-		}, []string{"reason", "tool"}),
+			Help: "tools/call requests answered as a call of an unknown tool or with the step-up 403, by server, reason and tool: insufficient_scope (the caller sees the tool but lacks a scope), policy (the per-tool policy refused the caller a registered tool, named by tool) or unknown_tool (no tool of that name; tool is _OTHER).",
+		}, []string{"reason", "tool", LabelServer, LabelToolOriginal}),
 		spans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_otel_spans_total",
 			Help: "Spans that left the trace pipeline: exported, failed (the exporter returned an error) or dropped (the export queue was full).",
@@ -147,7 +173,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.spansDropped = m.spans.WithLabelValues("dropped")
 	m.authAllowed = m.authRequests.WithLabelValues("allowed", "")
 	m.authServer = newAuthServerRequests()
-	m.toolDenials.WithLabelValues(ToolDenialUnknownTool, Other)
+	m.DeclareServer("")
 
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "portcullis_build_info",
@@ -200,6 +226,7 @@ func (m *Metrics) Handler(logger *slog.Logger) http.Handler {
 var operationLabels = []string{
 	"mcp_method_name", "gen_ai_tool_name", "gen_ai_prompt_name", "gen_ai_operation_name",
 	"mcp_protocol_version", "network_transport", "error_type", "rpc_response_status_code",
+	LabelServer, LabelToolOriginal,
 }
 
 // Operation is one MCP request or notification as the operation metric
@@ -225,6 +252,13 @@ type Operation struct {
 	StatusCode string
 	// Duration is how long the server took.
 	Duration time.Duration
+	// Server names the virtual server that served the request; empty for
+	// the root server (labelled [RootServer]).
+	Server string
+	// ToolOriginal is, on a tools/call of a tool a virtual server renamed,
+	// its name on the root server; empty otherwise, and whenever Tool is
+	// [Other].
+	ToolOriginal string
 }
 
 // Values of network.transport: Streamable HTTP runs on TCP, stdio on a
@@ -243,7 +277,7 @@ func (o Operation) labels() []string {
 	if o.Method == "tools/call" {
 		opName = operationNameExecuteTool
 	}
-	return []string{o.Method, o.Tool, o.Prompt, opName, o.ProtocolVersion, o.Transport, o.ErrorType, o.StatusCode}
+	return []string{o.Method, o.Tool, o.Prompt, opName, o.ProtocolVersion, o.Transport, o.ErrorType, o.StatusCode, ServerLabel(o.Server), o.ToolOriginal}
 }
 
 // ObserveOperation records one MCP request or notification.
@@ -279,35 +313,60 @@ const (
 	ToolDenialStepUp      = "insufficient_scope"
 )
 
+// ToolDenial is one tools/call the per-tool policy refused, as
+// portcullis_tool_calls_denied_total counts it. Every field is a bounded
+// label value.
+type ToolDenial struct {
+	// Server names the virtual server that refused the call; empty for
+	// the root server.
+	Server string
+	// Reason is [ToolDenialPolicy], [ToolDenialUnknownTool] or
+	// [ToolDenialStepUp]; any other is counted as [Other].
+	Reason string
+	// Tool is the name the caller called, when the server has a tool of
+	// that name, else [Other] (as for [Metrics.ObserveOperation]).
+	Tool string
+	// ToolOriginal is the tool's name on the root server when the virtual
+	// server renamed it; empty otherwise.
+	ToolOriginal string
+}
+
 // ToolDenied counts one tools/call the per-tool policy refused: answered
 // as a call of an unknown tool (reason [ToolDenialPolicy] or
-// [ToolDenialUnknownTool]) or with the step-up 403
-// ([ToolDenialStepUp]); any other reason is counted as [Other]. tool must
-// be a registered tool's name or [Other], as for
-// [Metrics.ObserveOperation].
-func (m *Metrics) ToolDenied(reason, tool string) {
-	if reason != ToolDenialPolicy && reason != ToolDenialUnknownTool && reason != ToolDenialStepUp {
-		reason = Other
+// [ToolDenialUnknownTool]) or with the step-up 403 ([ToolDenialStepUp]).
+func (m *Metrics) ToolDenied(d ToolDenial) {
+	if d.Reason != ToolDenialPolicy && d.Reason != ToolDenialUnknownTool && d.Reason != ToolDenialStepUp {
+		d.Reason = Other
 	}
-	m.toolDenials.WithLabelValues(reason, tool).Inc()
+	m.toolDenials.WithLabelValues(d.Reason, d.Tool, ServerLabel(d.Server), d.ToolOriginal).Inc()
+}
+
+// DeclareServer creates the series of the server named name (empty for
+// the root server) that a panel or alert reads before its first event:
+// the calls of unknown tools it refused, at zero.
+func (m *Metrics) DeclareServer(name string) {
+	m.toolDenials.WithLabelValues(ToolDenialUnknownTool, Other, ServerLabel(name), "")
 }
 
 // sessionStarted and sessionEnded track legacy sessions.
 func (m *Metrics) sessionStarted() { m.sessionsActive.Inc() }
 
-func (m *Metrics) sessionEnded(protocolVersion string, d time.Duration) {
+func (m *Metrics) sessionEnded(server, protocolVersion string, d time.Duration) {
 	m.sessionsActive.Dec()
-	m.session.WithLabelValues(protocolVersion).Observe(d.Seconds())
+	m.session.WithLabelValues(protocolVersion, ServerLabel(server)).Observe(d.Seconds())
 	if m.afterSessionEnd != nil {
 		m.afterSessionEnd()
 	}
 }
 
 // InstrumentHTTP counts requests to h under the fixed route name, which
-// must never be a raw path: paths are caller-controlled. promhttp folds
-// unknown HTTP methods into "unknown" and codes into the registered set.
-func (m *Metrics) InstrumentHTTP(route string, h http.Handler) http.Handler {
-	labels := prometheus.Labels{"route": route}
+// must never be a raw path: paths are caller-controlled, and under server,
+// the portcullis_server of the MCP server that serves the route (see
+// [ServerLabel]) or empty for a route that is not an MCP endpoint.
+// promhttp folds unknown HTTP methods into "unknown" and codes into the
+// registered set.
+func (m *Metrics) InstrumentHTTP(route, server string, h http.Handler) http.Handler {
+	labels := prometheus.Labels{"route": route, LabelServer: server}
 	counter := m.httpRequests.MustCurryWith(labels)
 	duration := m.httpDuration.MustCurryWith(labels)
 	return promhttp.InstrumentHandlerInFlight(m.httpInFlight,

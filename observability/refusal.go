@@ -26,6 +26,11 @@ type RefusalOptions struct {
 	// KnownTool reports whether a tool is registered, as in [MCPOptions].
 	// Nil treats every tool as unregistered.
 	KnownTool func(name string) bool
+	// Server and OriginalTool name the virtual server the endpoint serves
+	// and the root server's names of the tools it renamed, as in
+	// [MCPOptions]; empty and nil for the root server.
+	Server       string
+	OriginalTool func(exposed string) string
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
 }
@@ -77,6 +82,12 @@ func Refusals(o RefusalOptions) func(http.Handler) http.Handler {
 			}
 			op := refusedOperation(r.Header, rw, o.KnownTool)
 			op.Duration = o.Now().Sub(start)
+			op.Server = o.Server
+			if op.Tool != "" && op.Tool != Other && o.OriginalTool != nil {
+				if orig := o.OriginalTool(op.Tool); orig != op.Tool {
+					op.ToolOriginal = orig
+				}
+			}
 			if o.Metrics != nil {
 				o.Metrics.ObserveOperation(op)
 			}
@@ -134,8 +145,14 @@ func recordRefusalSpan(tracer trace.Tracer, r *http.Request, op Operation, start
 		semconv.NetworkTransportKey.String(op.Transport),
 		semconv.ErrorTypeKey.String(op.ErrorType),
 	)
+	if op.Server != "" {
+		span.SetAttributes(attrServer.String(op.Server))
+	}
 	if op.Tool != "" {
 		span.SetAttributes(attrGenAIToolName.String(op.Tool), attrGenAIOperationName.String(operationNameExecuteTool))
+	}
+	if op.ToolOriginal != "" {
+		span.SetAttributes(attrToolOriginal.String(op.ToolOriginal))
 	}
 	if op.ProtocolVersion != "" {
 		span.SetAttributes(attrMCPProtocolVersion.String(op.ProtocolVersion))

@@ -23,10 +23,14 @@ import (
 // SDK serves is left to the MCP middleware.
 func TestRefusals(t *testing.T) {
 	tests := []struct {
-		name    string
-		method  string
-		header  map[string]string
-		handler http.HandlerFunc
+		name   string
+		method string
+		header map[string]string
+		// server and original name the virtual server and its renamed
+		// tools; empty and nil for the root server.
+		server   string
+		original func(string) string
+		handler  http.HandlerFunc
 		// want is the operation series' labels, empty when the request must
 		// not be recorded.
 		want   string
@@ -36,7 +40,7 @@ func TestRefusals(t *testing.T) {
 			name: "limit refuses with 429", method: http.MethodPost,
 			header:  map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo", "Mcp-Protocol-Version": "2026-07-28"},
 			handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "slow down", http.StatusTooManyRequests) },
-			want:    `error_type="429",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="echo",mcp_method_name="tools/call",mcp_protocol_version="2026-07-28",network_transport="tcp",rpc_response_status_code=""`,
+			want:    `error_type="429",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="echo",mcp_method_name="tools/call",mcp_protocol_version="2026-07-28",network_transport="tcp",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code=""`,
 		},
 		{
 			name: "handler writes a JSON-RPC parse error", method: http.MethodPost,
@@ -44,7 +48,7 @@ func TestRefusals(t *testing.T) {
 				w.(interface{ RecordJSONRPCError(int) }).RecordJSONRPCError(-32700)
 				w.WriteHeader(http.StatusBadRequest)
 			},
-			want:   `error_type="-32700",gen_ai_operation_name="",gen_ai_prompt_name="",gen_ai_tool_name="",mcp_method_name="_OTHER",mcp_protocol_version="",network_transport="tcp",rpc_response_status_code="-32700"`,
+			want:   `error_type="-32700",gen_ai_operation_name="",gen_ai_prompt_name="",gen_ai_tool_name="",mcp_method_name="_OTHER",mcp_protocol_version="",network_transport="tcp",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code="-32700"`,
 			status: "-32700",
 		},
 		{
@@ -54,8 +58,15 @@ func TestRefusals(t *testing.T) {
 				w.(interface{ RecordJSONRPCError(int) }).RecordJSONRPCError(-32602)
 				w.WriteHeader(http.StatusOK)
 			},
-			want:   `error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="_OTHER",mcp_method_name="tools/call",mcp_protocol_version="",network_transport="tcp",rpc_response_status_code="-32602"`,
+			want:   `error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="_OTHER",mcp_method_name="tools/call",mcp_protocol_version="",network_transport="tcp",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code="-32602"`,
 			status: "-32602",
+		},
+		{
+			name: "limit refuses with 429 on a virtual server, a renamed tool", method: http.MethodPost,
+			header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo", "Mcp-Protocol-Version": "2026-07-28"},
+			server: "team-a", original: func(n string) string { return "upstream_" + n },
+			handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "slow down", http.StatusTooManyRequests) },
+			want:    `error_type="429",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="echo",mcp_method_name="tools/call",mcp_protocol_version="2026-07-28",network_transport="tcp",portcullis_server="team-a",portcullis_tool_original="upstream_echo",rpc_response_status_code=""`,
 		},
 		{
 			name: "served by the SDK", method: http.MethodPost,
@@ -72,7 +83,10 @@ func TestRefusals(t *testing.T) {
 			m := NewMetrics(reg, BuildInfo{})
 			exp := tracetest.NewInMemoryExporter()
 			tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Propagator: propagation.TraceContext{}, Enabled: true}
-			h := Refusals(RefusalOptions{Metrics: m, Tracing: tr, KnownTool: func(n string) bool { return n == "echo" }})(tt.handler)
+			h := Refusals(RefusalOptions{
+				Metrics: m, Tracing: tr, KnownTool: func(n string) bool { return n == "echo" },
+				Server: tt.server, OriginalTool: tt.original,
+			})(tt.handler)
 			req := httptest.NewRequest(tt.method, "/mcp", strings.NewReader(`{}`))
 			for k, v := range tt.header {
 				req.Header.Set(k, v)
@@ -101,6 +115,9 @@ func TestRefusals(t *testing.T) {
 			}
 			if a["rpc.response.status_code"] != tt.status {
 				t.Errorf("rpc.response.status_code %q, want %q", a["rpc.response.status_code"], tt.status)
+			}
+			if a["portcullis.server"] != tt.server {
+				t.Errorf("portcullis.server %q, want %q", a["portcullis.server"], tt.server)
 			}
 		})
 	}
@@ -158,7 +175,7 @@ func TestTaskAnswersAreOperations(t *testing.T) {
 			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 			h.ServeHTTP(httptest.NewRecorder(), req)
 
-			want := `error_type="",gen_ai_operation_name="",gen_ai_prompt_name="",gen_ai_tool_name="",mcp_method_name="tasks/get",mcp_protocol_version="2026-07-28",network_transport="tcp",rpc_response_status_code=""`
+			want := `error_type="",gen_ai_operation_name="",gen_ai_prompt_name="",gen_ai_tool_name="",mcp_method_name="tasks/get",mcp_protocol_version="2026-07-28",network_transport="tcp",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code=""`
 			if got := seriesLabels(t, reg, "mcp_server_operation_duration_seconds"); len(got) != 1 || got[0] != want {
 				t.Errorf("series %q, want one with %s", got, want)
 			}
@@ -211,7 +228,7 @@ func TestDispatchedErrorsAreOneOperation(t *testing.T) {
 		t.Fatalf("answer %d %s, want 400 with -32602", rec.Code, rec.Body)
 	}
 	got := seriesLabels(t, reg, "mcp_server_operation_duration_seconds")
-	want := `error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="picky",mcp_method_name="tools/call",mcp_protocol_version="2026-07-28",network_transport="tcp",rpc_response_status_code="-32602"`
+	want := `error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="picky",mcp_method_name="tools/call",mcp_protocol_version="2026-07-28",network_transport="tcp",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code="-32602"`
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("series %q, want only %s", got, want)
 	}

@@ -89,10 +89,10 @@ func TestSemconvAttributes(t *testing.T) {
 		series[l] = true
 	}
 	for _, want := range []string{
-		`error_type="",gen_ai_operation_name="",gen_ai_prompt_name="greet",gen_ai_tool_name="",mcp_method_name="prompts/get",mcp_protocol_version="` + version + `",network_transport="pipe",rpc_response_status_code=""`,
-		`error_type="-32602",gen_ai_operation_name="",gen_ai_prompt_name="_OTHER",gen_ai_tool_name="",mcp_method_name="prompts/get",mcp_protocol_version="` + version + `",network_transport="pipe",rpc_response_status_code="-32602"`,
-		`error_type="tool_error",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="echo",mcp_method_name="tools/call",mcp_protocol_version="` + version + `",network_transport="pipe",rpc_response_status_code=""`,
-		`error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="_OTHER",mcp_method_name="tools/call",mcp_protocol_version="` + version + `",network_transport="pipe",rpc_response_status_code="-32602"`,
+		`error_type="",gen_ai_operation_name="",gen_ai_prompt_name="greet",gen_ai_tool_name="",mcp_method_name="prompts/get",mcp_protocol_version="` + version + `",network_transport="pipe",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code=""`,
+		`error_type="-32602",gen_ai_operation_name="",gen_ai_prompt_name="_OTHER",gen_ai_tool_name="",mcp_method_name="prompts/get",mcp_protocol_version="` + version + `",network_transport="pipe",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code="-32602"`,
+		`error_type="tool_error",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="echo",mcp_method_name="tools/call",mcp_protocol_version="` + version + `",network_transport="pipe",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code=""`,
+		`error_type="-32602",gen_ai_operation_name="execute_tool",gen_ai_prompt_name="",gen_ai_tool_name="_OTHER",mcp_method_name="tools/call",mcp_protocol_version="` + version + `",network_transport="pipe",portcullis_server="root",portcullis_tool_original="",rpc_response_status_code="-32602"`,
 	} {
 		if !series[want] {
 			t.Errorf("no series %s in %v", want, series)

@@ -40,13 +40,22 @@ var (
 )
 
 // TaskMetricsOptions configures [Metrics.Tasks]. The zero value is usable:
-// every tool is labelled [Other], the store is always up and no live task
-// is ever old.
+// every tool is labelled [Other], every task is the root server's, the
+// store is always up and no live task is ever old.
 type TaskMetricsOptions struct {
-	// KnownTool reports whether a tool is registered; other names are
-	// labelled [Other], as in every other tool label of the package. Nil
-	// treats every tool as unregistered.
-	KnownTool func(name string) bool
+	// KnownTool reports whether the server named server (empty for the
+	// root server) has a tool of that name; other names are labelled
+	// [Other], as in every other tool label of the package. Nil treats
+	// every tool as unregistered.
+	KnownTool func(server, name string) bool
+	// OriginalTool returns the root server's name of a tool the server
+	// named server renamed, for portcullis_tool_original; empty, or the
+	// name itself, when it did not. Nil means no tool is renamed.
+	OriginalTool func(server, name string) string
+	// Servers are the names of the virtual servers; the
+	// portcullis_server of a task of any other server (one a replica of
+	// another configuration started) is [Other].
+	Servers []string
 	// StoreUp reports whether the task store answered its last check;
 	// portcullis_task_store_up is 1 when it returns true. It runs on every
 	// scrape, so it must return a state already known, never call the
@@ -64,7 +73,9 @@ type TaskMetricsOptions struct {
 // [Metrics.Tasks]; its methods are safe for concurrent use and never
 // block.
 type TaskMetrics struct {
-	knownTool   func(string) bool
+	knownTool   func(server, name string) bool
+	original    func(server, name string) string
+	servers     []string
 	created     *prometheus.CounterVec
 	refused     *prometheus.CounterVec
 	live        *prometheus.GaugeVec
@@ -87,7 +98,11 @@ var _ tasks.Observer = (*TaskMetrics)(nil)
 func (m *Metrics) Tasks(o TaskMetricsOptions) *TaskMetrics {
 	known := o.KnownTool
 	if known == nil {
-		known = func(string) bool { return false }
+		known = func(string, string) bool { return false }
+	}
+	original := o.OriginalTool
+	if original == nil {
+		original = func(string, string) string { return "" }
 	}
 	storeUp := o.StoreUp
 	if storeUp == nil {
@@ -97,36 +112,39 @@ func (m *Metrics) Tasks(o TaskMetricsOptions) *TaskMetrics {
 	if oldest == nil {
 		oldest = func() time.Duration { return 0 }
 	}
+	labels := func(ls ...string) []string { return append(ls, LabelServer, LabelToolOriginal) }
 	t := &TaskMetrics{
 		knownTool: known,
+		original:  original,
+		servers:   o.Servers,
 		created: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_tasks_created_total",
-			Help: "Tasks (tool calls answered with a task handle) created on this replica, by tool.",
-		}, []string{"tool"}),
+			Help: "Tasks (tool calls answered with a task handle) created on this replica, by server and tool.",
+		}, labels("tool")),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_tasks_refused_total",
-			Help: "Tasks not created, by tool and reason: owner_cap (the caller has its maximum of live tasks), total_cap (the server has its maximum), store_error (the task store failed).",
-		}, []string{"tool", "reason"}),
+			Help: "Tasks not created, by server, tool and reason: owner_cap (the caller has its maximum of live tasks), total_cap (the server has its maximum), store_error (the task store failed).",
+		}, labels("tool", "reason")),
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "portcullis_tasks_live",
 			Help: "Live tasks this replica runs now, by status (working, input_required); the sum over replicas is the cluster's.",
 		}, []string{"status"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_tasks_finished_total",
-			Help: "Tasks this replica ran that ended, by tool and status (completed, failed, cancelled).",
-		}, []string{"tool", "status"}),
+			Help: "Tasks this replica ran that ended, by server, tool and status (completed, failed, cancelled).",
+		}, labels("tool", "status")),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:                            "portcullis_task_duration_seconds",
-			Help:                            "Duration of tasks this replica ran, from creation to their end, by tool and status.",
+			Help:                            "Duration of tasks this replica ran, from creation to their end, by server, tool and status.",
 			Buckets:                         TaskBuckets,
 			NativeHistogramBucketFactor:     nativeBucketFactor,
 			NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
 			NativeHistogramMinResetDuration: nativeMinReset,
-		}, []string{"tool", "status"}),
+		}, labels("tool", "status")),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_tasks_lost_total",
-			Help: "Live tasks marked failed because the replica running them stopped renewing its lease (it stopped, or lost the task store), by tool.",
-		}, []string{"tool"}),
+			Help: "Live tasks marked failed because the replica running them stopped renewing its lease (it stopped, or lost the task store), by server and tool.",
+		}, labels("tool")),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_task_store_errors_total",
 			Help: "Task store operations that failed, by op: create, get, update, stale (the search for tasks whose worker stopped), subscribe.",
@@ -152,48 +170,72 @@ func (m *Metrics) Tasks(o TaskMetricsOptions) *TaskMetrics {
 	for _, op := range TaskStoreOps {
 		t.storeErrors.WithLabelValues(op)
 	}
-	t.declare(Other)
+	t.declare(toolLabels{server: RootServer, tool: Other})
 	m.reg.MustRegister(t.created, t.refused, t.live, t.finished, t.duration, t.lost, t.storeErrors, up, age)
 	return t
 }
 
-// Declare creates the series of a tool that runs as a task before its
-// first task: none created, refused for any reason, finished with any
-// status or lost. A panel or alert then reads zero rather than nothing,
-// and rate() and increase() see the first event. A tool that is not
-// registered is declared as [Other].
-func (t *TaskMetrics) Declare(tool string) { t.declare(t.tool(tool)) }
+// Declare creates the series of a tool that runs as a task on the server
+// named server (empty for the root server) before its first task: none
+// created, refused for any reason, finished with any status or lost. A
+// panel or alert then reads zero rather than nothing, and rate() and
+// increase() see the first event. A tool the server does not have is
+// declared as [Other].
+func (t *TaskMetrics) Declare(server, tool string) { t.declare(t.labels(server, tool)) }
 
-func (t *TaskMetrics) declare(tool string) {
-	t.created.WithLabelValues(tool)
+func (t *TaskMetrics) declare(l toolLabels) {
+	t.created.WithLabelValues(l.values()...)
 	for _, r := range TaskRefusalReasons {
-		t.refused.WithLabelValues(tool, r)
+		t.refused.WithLabelValues(l.values(r)...)
 	}
 	for _, s := range taskEndStatuses {
-		t.finished.WithLabelValues(tool, string(s))
-		t.duration.WithLabelValues(tool, string(s))
+		t.finished.WithLabelValues(l.values(string(s))...)
+		t.duration.WithLabelValues(l.values(string(s))...)
 	}
-	t.lost.WithLabelValues(tool)
+	t.lost.WithLabelValues(l.values()...)
 }
 
-// tool is the label value of a tool name.
-func (t *TaskMetrics) tool(name string) string {
-	if t.knownTool(name) {
-		return name
+// toolLabels are the label values naming a tool of a server.
+type toolLabels struct{ server, tool, original string }
+
+// values returns the label values of a series: tool, then more, then the
+// server and the original name.
+func (l toolLabels) values(more ...string) []string {
+	out := make([]string, 0, 4)
+	out = append(out, l.tool)
+	out = append(out, more...)
+	return append(out, l.server, l.original)
+}
+
+// labels bounds the names of a tool and its server to label values: a
+// server that is not the root or a configured one is [Other], and so is
+// a tool the server does not have.
+func (t *TaskMetrics) labels(server, tool string) toolLabels {
+	if server != "" && !slices.Contains(t.servers, server) {
+		return toolLabels{server: Other, tool: Other}
 	}
-	return Other
+	l := toolLabels{server: ServerLabel(server), tool: Other}
+	if t.knownTool(server, tool) {
+		l.tool = tool
+		if orig := t.original(server, tool); orig != tool {
+			l.original = orig
+		}
+	}
+	return l
 }
 
 // Created counts a task of tool created on this replica.
-func (t *TaskMetrics) Created(tool string) { t.created.WithLabelValues(t.tool(tool)).Inc() }
+func (t *TaskMetrics) Created(server, tool string) {
+	t.created.WithLabelValues(t.labels(server, tool).values()...).Inc()
+}
 
 // Refused counts a task of tool that was not created, for reason (one of
 // [TaskRefusalReasons]; any other is counted as [Other]).
-func (t *TaskMetrics) Refused(tool, reason string) {
+func (t *TaskMetrics) Refused(server, tool, reason string) {
 	if !slices.Contains(TaskRefusalReasons, reason) {
 		reason = Other
 	}
-	t.refused.WithLabelValues(t.tool(tool), reason).Inc()
+	t.refused.WithLabelValues(t.labels(server, tool).values(reason)...).Inc()
 }
 
 // Live adds delta to the live tasks of status (working or input_required;
@@ -205,15 +247,17 @@ func (t *TaskMetrics) Live(status tasks.Status, delta int) {
 // Finished counts a task of tool that this replica ran and that ended with
 // status (completed, failed or cancelled; any other is counted as
 // [Other]) after d.
-func (t *TaskMetrics) Finished(tool string, status tasks.Status, d time.Duration) {
-	tool, s := t.tool(tool), statusLabel(status, taskEndStatuses)
-	t.finished.WithLabelValues(tool, s).Inc()
-	t.duration.WithLabelValues(tool, s).Observe(d.Seconds())
+func (t *TaskMetrics) Finished(server, tool string, status tasks.Status, d time.Duration) {
+	values := t.labels(server, tool).values(statusLabel(status, taskEndStatuses))
+	t.finished.WithLabelValues(values...).Inc()
+	t.duration.WithLabelValues(values...).Observe(d.Seconds())
 }
 
 // Lost counts a task of tool marked failed because the replica running it
 // stopped renewing its lease.
-func (t *TaskMetrics) Lost(tool string) { t.lost.WithLabelValues(t.tool(tool)).Inc() }
+func (t *TaskMetrics) Lost(server, tool string) {
+	t.lost.WithLabelValues(t.labels(server, tool).values()...).Inc()
+}
 
 // StoreError counts a failed store operation op (one of [TaskStoreOps];
 // any other is counted as [Other]).

@@ -15,19 +15,19 @@ import (
 
 // Help texts of the task series, as a scrape shows them.
 const (
-	helpTasksCreated = `# HELP portcullis_tasks_created_total Tasks (tool calls answered with a task handle) created on this replica, by tool.
+	helpTasksCreated = `# HELP portcullis_tasks_created_total Tasks (tool calls answered with a task handle) created on this replica, by server and tool.
 # TYPE portcullis_tasks_created_total counter
 `
-	helpTasksRefused = `# HELP portcullis_tasks_refused_total Tasks not created, by tool and reason: owner_cap (the caller has its maximum of live tasks), total_cap (the server has its maximum), store_error (the task store failed).
+	helpTasksRefused = `# HELP portcullis_tasks_refused_total Tasks not created, by server, tool and reason: owner_cap (the caller has its maximum of live tasks), total_cap (the server has its maximum), store_error (the task store failed).
 # TYPE portcullis_tasks_refused_total counter
 `
 	helpTasksLive = `# HELP portcullis_tasks_live Live tasks this replica runs now, by status (working, input_required); the sum over replicas is the cluster's.
 # TYPE portcullis_tasks_live gauge
 `
-	helpTasksFinished = `# HELP portcullis_tasks_finished_total Tasks this replica ran that ended, by tool and status (completed, failed, cancelled).
+	helpTasksFinished = `# HELP portcullis_tasks_finished_total Tasks this replica ran that ended, by server, tool and status (completed, failed, cancelled).
 # TYPE portcullis_tasks_finished_total counter
 `
-	helpTasksLost = `# HELP portcullis_tasks_lost_total Live tasks marked failed because the replica running them stopped renewing its lease (it stopped, or lost the task store), by tool.
+	helpTasksLost = `# HELP portcullis_tasks_lost_total Live tasks marked failed because the replica running them stopped renewing its lease (it stopped, or lost the task store), by server and tool.
 # TYPE portcullis_tasks_lost_total counter
 `
 	helpTaskStoreErrors = `# HELP portcullis_task_store_errors_total Task store operations that failed, by op: create, get, update, stale (the search for tasks whose worker stopped), subscribe.
@@ -42,7 +42,7 @@ const (
 )
 
 func TestTaskMetrics(t *testing.T) {
-	known := func(name string) bool { return name == "report" || name == "export" }
+	known := func(_, name string) bool { return name == "report" || name == "export" }
 	tests := []struct {
 		name  string
 		opts  TaskMetricsOptions
@@ -68,49 +68,49 @@ portcullis_tasks_live{status="working"} 0
 		{
 			name:  "a declared tool has every series at zero, beside _OTHER",
 			opts:  TaskMetricsOptions{KnownTool: known},
-			do:    func(m *TaskMetrics) { m.Declare("report") },
+			do:    func(m *TaskMetrics) { m.Declare("", "report") },
 			names: []string{"portcullis_tasks_created_total", "portcullis_tasks_refused_total", "portcullis_tasks_finished_total", "portcullis_tasks_lost_total"},
-			want: helpTasksCreated + `portcullis_tasks_created_total{tool="_OTHER"} 0
-portcullis_tasks_created_total{tool="report"} 0
-` + helpTasksFinished + `portcullis_tasks_finished_total{status="cancelled",tool="_OTHER"} 0
-portcullis_tasks_finished_total{status="cancelled",tool="report"} 0
-portcullis_tasks_finished_total{status="completed",tool="_OTHER"} 0
-portcullis_tasks_finished_total{status="completed",tool="report"} 0
-portcullis_tasks_finished_total{status="failed",tool="_OTHER"} 0
-portcullis_tasks_finished_total{status="failed",tool="report"} 0
-` + helpTasksLost + `portcullis_tasks_lost_total{tool="_OTHER"} 0
-portcullis_tasks_lost_total{tool="report"} 0
-` + helpTasksRefused + `portcullis_tasks_refused_total{reason="owner_cap",tool="_OTHER"} 0
-portcullis_tasks_refused_total{reason="owner_cap",tool="report"} 0
-portcullis_tasks_refused_total{reason="store_error",tool="_OTHER"} 0
-portcullis_tasks_refused_total{reason="store_error",tool="report"} 0
-portcullis_tasks_refused_total{reason="total_cap",tool="_OTHER"} 0
-portcullis_tasks_refused_total{reason="total_cap",tool="report"} 0
+			want: helpTasksCreated + `portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 0
+portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original="",tool="report"} 0
+` + helpTasksFinished + `portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="cancelled",tool="_OTHER"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="cancelled",tool="report"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="_OTHER"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="report"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="failed",tool="_OTHER"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="failed",tool="report"} 0
+` + helpTasksLost + `portcullis_tasks_lost_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 0
+portcullis_tasks_lost_total{portcullis_server="root",portcullis_tool_original="",tool="report"} 0
+` + helpTasksRefused + `portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="owner_cap",tool="_OTHER"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="owner_cap",tool="report"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="store_error",tool="_OTHER"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="store_error",tool="report"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="total_cap",tool="_OTHER"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="total_cap",tool="report"} 0
 `,
 		},
 		{
 			name: "a task's life: created, working, input_required, working, completed",
 			opts: TaskMetricsOptions{KnownTool: known},
 			do: func(m *TaskMetrics) {
-				m.Created("report")
+				m.Created("", "report")
 				m.Live(tasks.StatusWorking, 1)
 				m.Live(tasks.StatusWorking, -1)
 				m.Live(tasks.StatusInputRequired, 1)
 				m.Live(tasks.StatusInputRequired, -1)
 				m.Live(tasks.StatusWorking, 1)
-				m.Created("export")
+				m.Created("", "export")
 				m.Live(tasks.StatusWorking, 1)
 				m.Live(tasks.StatusWorking, -1)
-				m.Finished("report", tasks.StatusCompleted, 3*time.Second)
+				m.Finished("", "report", tasks.StatusCompleted, 3*time.Second)
 			},
 			names: []string{"portcullis_tasks_created_total", "portcullis_tasks_live", "portcullis_tasks_finished_total"},
-			want: helpTasksCreated + `portcullis_tasks_created_total{tool="_OTHER"} 0
-portcullis_tasks_created_total{tool="export"} 1
-portcullis_tasks_created_total{tool="report"} 1
-` + helpTasksFinished + `portcullis_tasks_finished_total{status="cancelled",tool="_OTHER"} 0
-portcullis_tasks_finished_total{status="completed",tool="_OTHER"} 0
-portcullis_tasks_finished_total{status="completed",tool="report"} 1
-portcullis_tasks_finished_total{status="failed",tool="_OTHER"} 0
+			want: helpTasksCreated + `portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 0
+portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original="",tool="export"} 1
+portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original="",tool="report"} 1
+` + helpTasksFinished + `portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="cancelled",tool="_OTHER"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="_OTHER"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="report"} 1
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="failed",tool="_OTHER"} 0
 ` + helpTasksLive + `portcullis_tasks_live{status="input_required"} 0
 portcullis_tasks_live{status="working"} 1
 `,
@@ -119,15 +119,15 @@ portcullis_tasks_live{status="working"} 1
 			name: "caller-chosen tool names and unknown values are _OTHER",
 			opts: TaskMetricsOptions{KnownTool: known},
 			do: func(m *TaskMetrics) {
-				m.Created("no-such-tool-1")
-				m.Created("no-such-tool-2")
-				m.Refused("no-such-tool-3", TaskRefusedOwnerCap)
-				m.Refused("report", "made-up reason")
-				m.Finished("no-such-tool-4", "paused", time.Second)
+				m.Created("", "no-such-tool-1")
+				m.Created("", "no-such-tool-2")
+				m.Refused("", "no-such-tool-3", TaskRefusedOwnerCap)
+				m.Refused("", "report", "made-up reason")
+				m.Finished("", "no-such-tool-4", "paused", time.Second)
 				m.Live(tasks.StatusCompleted, 1) // a terminal status is never live
-				m.Lost("no-such-tool-5")
+				m.Lost("", "no-such-tool-5")
 				m.StoreError("flush")
-				m.Declare("no-such-tool-6")
+				m.Declare("", "no-such-tool-6")
 			},
 			names: []string{"portcullis_tasks_created_total", "portcullis_tasks_refused_total", "portcullis_tasks_finished_total", "portcullis_tasks_live", "portcullis_tasks_lost_total", "portcullis_task_store_errors_total"},
 			want: helpTaskStoreErrors + `portcullis_task_store_errors_total{op="_OTHER"} 1
@@ -136,33 +136,33 @@ portcullis_task_store_errors_total{op="get"} 0
 portcullis_task_store_errors_total{op="stale"} 0
 portcullis_task_store_errors_total{op="subscribe"} 0
 portcullis_task_store_errors_total{op="update"} 0
-` + helpTasksCreated + `portcullis_tasks_created_total{tool="_OTHER"} 2
-` + helpTasksFinished + `portcullis_tasks_finished_total{status="_OTHER",tool="_OTHER"} 1
-portcullis_tasks_finished_total{status="cancelled",tool="_OTHER"} 0
-portcullis_tasks_finished_total{status="completed",tool="_OTHER"} 0
-portcullis_tasks_finished_total{status="failed",tool="_OTHER"} 0
+` + helpTasksCreated + `portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 2
+` + helpTasksFinished + `portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="_OTHER",tool="_OTHER"} 1
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="cancelled",tool="_OTHER"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="_OTHER"} 0
+portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="failed",tool="_OTHER"} 0
 ` + helpTasksLive + `portcullis_tasks_live{status="_OTHER"} 1
 portcullis_tasks_live{status="input_required"} 0
 portcullis_tasks_live{status="working"} 0
-` + helpTasksLost + `portcullis_tasks_lost_total{tool="_OTHER"} 1
-` + helpTasksRefused + `portcullis_tasks_refused_total{reason="_OTHER",tool="report"} 1
-portcullis_tasks_refused_total{reason="owner_cap",tool="_OTHER"} 1
-portcullis_tasks_refused_total{reason="store_error",tool="_OTHER"} 0
-portcullis_tasks_refused_total{reason="total_cap",tool="_OTHER"} 0
+` + helpTasksLost + `portcullis_tasks_lost_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 1
+` + helpTasksRefused + `portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="_OTHER",tool="report"} 1
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="owner_cap",tool="_OTHER"} 1
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="store_error",tool="_OTHER"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="total_cap",tool="_OTHER"} 0
 `,
 		},
 		{
 			name: "refusals, lost tasks and store errors by their labels",
 			opts: TaskMetricsOptions{KnownTool: known},
 			do: func(m *TaskMetrics) {
-				m.Refused("export", TaskRefusedTotalCap)
-				m.Refused("export", TaskRefusedTotalCap)
-				m.Refused("export", TaskRefusedStoreError)
+				m.Refused("", "export", TaskRefusedTotalCap)
+				m.Refused("", "export", TaskRefusedTotalCap)
+				m.Refused("", "export", TaskRefusedStoreError)
 				m.StoreError("create")
 				m.StoreError("get")
 				m.StoreError("get")
-				m.Lost("report")
-				m.Finished("report", tasks.StatusFailed, time.Minute)
+				m.Lost("", "report")
+				m.Finished("", "report", tasks.StatusFailed, time.Minute)
 			},
 			names: []string{"portcullis_tasks_refused_total", "portcullis_tasks_lost_total", "portcullis_task_store_errors_total"},
 			want: helpTaskStoreErrors + `portcullis_task_store_errors_total{op="create"} 1
@@ -170,13 +170,13 @@ portcullis_task_store_errors_total{op="get"} 2
 portcullis_task_store_errors_total{op="stale"} 0
 portcullis_task_store_errors_total{op="subscribe"} 0
 portcullis_task_store_errors_total{op="update"} 0
-` + helpTasksLost + `portcullis_tasks_lost_total{tool="_OTHER"} 0
-portcullis_tasks_lost_total{tool="report"} 1
-` + helpTasksRefused + `portcullis_tasks_refused_total{reason="owner_cap",tool="_OTHER"} 0
-portcullis_tasks_refused_total{reason="store_error",tool="_OTHER"} 0
-portcullis_tasks_refused_total{reason="store_error",tool="export"} 1
-portcullis_tasks_refused_total{reason="total_cap",tool="_OTHER"} 0
-portcullis_tasks_refused_total{reason="total_cap",tool="export"} 2
+` + helpTasksLost + `portcullis_tasks_lost_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 0
+portcullis_tasks_lost_total{portcullis_server="root",portcullis_tool_original="",tool="report"} 1
+` + helpTasksRefused + `portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="owner_cap",tool="_OTHER"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="store_error",tool="_OTHER"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="store_error",tool="export"} 1
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="total_cap",tool="_OTHER"} 0
+portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="total_cap",tool="export"} 2
 `,
 		},
 		{
@@ -193,11 +193,11 @@ portcullis_tasks_refused_total{reason="total_cap",tool="export"} 2
 		{
 			name: "without KnownTool every tool is _OTHER",
 			do: func(m *TaskMetrics) {
-				m.Created("report")
-				m.Declare("export")
+				m.Created("", "report")
+				m.Declare("", "export")
 			},
 			names: []string{"portcullis_tasks_created_total"},
-			want: helpTasksCreated + `portcullis_tasks_created_total{tool="_OTHER"} 1
+			want: helpTasksCreated + `portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 1
 `,
 		},
 	}
@@ -222,9 +222,9 @@ portcullis_tasks_refused_total{reason="total_cap",tool="export"} 2
 func TestTaskDurationHistogram(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, BuildInfo{})
-	tm := m.Tasks(TaskMetricsOptions{KnownTool: func(n string) bool { return n == "report" }})
+	tm := m.Tasks(TaskMetricsOptions{KnownTool: func(_, n string) bool { return n == "report" }})
 	for _, d := range []time.Duration{200 * time.Millisecond, 45 * time.Second, 50 * time.Minute, 2 * time.Hour} {
-		tm.Finished("report", tasks.StatusCompleted, d)
+		tm.Finished("", "report", tasks.StatusCompleted, d)
 	}
 	fams, err := reg.Gather()
 	if err != nil {

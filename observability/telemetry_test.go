@@ -139,32 +139,63 @@ func TestExpositionGolden(t *testing.T) {
 	if _, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "greet"}); err != nil {
 		t.Fatal(err)
 	}
+	// A virtual server, team-a, exposes the root server's echo_v1 as
+	// echo, and nothing else: its calls are counted under its name, with
+	// the tool's original name.
+	renamed := func(name string) string {
+		if name == "echo" {
+			return "echo_v1"
+		}
+		return name
+	}
+	teamA := connect(t, newServer(t, MCPOptions{
+		Metrics: m, Now: clock.Now, Server: "team-a",
+		KnownTool: func(name string) bool { return name == "echo" }, OriginalTool: renamed,
+	}))
+	if _, err := teamA.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := teamA.CallTool(ctx, &sdk.CallToolParams{Name: "broken", Arguments: map[string]any{}}); err != nil || !res.IsError {
+		t.Fatalf("broken tool on team-a: %v, %+v", err, res)
+	}
 	m.AuthEvent("allowed", "")
 	m.AuthEvent("allowed", "")
 	m.AuthEvent("denied", "expired")
 	m.AuthEvent("denied", "missing")
 	m.AuthEvent("denied", "missing")
-	m.ToolDenied(ToolDenialPolicy, "echo")
-	m.ToolDenied(ToolDenialUnknownTool, Other)
-	m.ToolDenied("made-up reason", Other)
+	m.ToolDenied(ToolDenial{Reason: ToolDenialPolicy, Tool: "echo"})
+	m.ToolDenied(ToolDenial{Reason: ToolDenialUnknownTool, Tool: Other})
+	m.ToolDenied(ToolDenial{Reason: "made-up reason", Tool: Other})
+	m.DeclareServer("team-a")
+	m.ToolDenied(ToolDenial{Server: "team-a", Reason: ToolDenialStepUp, Tool: "echo", ToolOriginal: "echo_v1"})
 	// Tasks: echo runs as a task; one completes after 3 s, one is lost,
-	// one is refused at the caller's cap; a made-up tool is _OTHER.
+	// one is refused at the caller's cap; a made-up tool is _OTHER. On
+	// team-a, echo is echo_v1 renamed; a server not configured is _OTHER.
 	tm := m.Tasks(TaskMetricsOptions{
-		KnownTool:  func(name string) bool { return name == "echo" },
+		KnownTool: func(_, name string) bool { return name == "echo" },
+		OriginalTool: func(server, name string) string {
+			if server == "team-a" {
+				return renamed(name)
+			}
+			return name
+		},
+		Servers:    []string{"team-a"},
 		StoreUp:    func() bool { return true },
 		OldestLive: func() time.Duration { return 42 * time.Second },
 	})
-	tm.Declare("echo")
-	tm.Created("echo")
+	tm.Declare("", "echo")
+	tm.Created("", "echo")
 	tm.Live("working", 1)
 	tm.Live("working", -1)
-	tm.Finished("echo", "completed", 3*time.Second)
-	tm.Created("echo")
+	tm.Finished("", "echo", "completed", 3*time.Second)
+	tm.Created("", "echo")
 	tm.Live("working", 1)
-	tm.Created("no-such-tool")
-	tm.Lost("echo")
-	tm.Refused("echo", TaskRefusedOwnerCap)
+	tm.Created("", "no-such-tool")
+	tm.Lost("", "echo")
+	tm.Refused("", "echo", TaskRefusedOwnerCap)
 	tm.StoreError("get")
+	tm.Created("team-a", "echo")
+	tm.Created("team-b", "echo")
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -186,9 +217,10 @@ func TestExpositionGolden(t *testing.T) {
 	golden(t, "exposition.golden", bytes.ReplaceAll(buf.Bytes(), []byte(runtime.Version()), []byte("GOVERSION")))
 
 	// The client's server/discover, tools/list, echo, broken (tool_error),
-	// every unknown name as _OTHER (-32602), prompts/get.
-	if n := testutil.CollectAndCount(m.operation); n != 6 {
-		t.Errorf("operation series = %d, want 6", n)
+	// every unknown name as _OTHER (-32602), prompts/get; team-a's
+	// server/discover, echo and broken (_OTHER there, a tool error).
+	if n := testutil.CollectAndCount(m.operation); n != 9 {
+		t.Errorf("operation series = %d, want 9", n)
 	}
 }
 
@@ -211,7 +243,7 @@ func TestTraceSpans(t *testing.T) {
 	withToken := sdkauth.RequireBearerToken(func(context.Context, string, *http.Request) (*sdkauth.TokenInfo, error) {
 		return &sdkauth.TokenInfo{UserID: "iss|alice", Expiration: time.Now().Add(time.Hour)}, nil
 	}, nil)(h)
-	srv := httptest.NewServer(HTTP{Tracing: tr}.TracedRoute("mcp", "/mcp", withToken))
+	srv := httptest.NewServer(HTTP{Tracing: tr}.MCPRoute("", "/mcp", withToken))
 	defer srv.Close()
 
 	const clientTrace = "0af7651916cd43dd8448eb211c80319c"
@@ -357,7 +389,7 @@ func TestLegacySessions(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tr := &Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)), Propagator: propagation.TraceContext{}}
 	s := newServer(t, MCPOptions{Metrics: m, Tracing: tr})
-	srv := httptest.NewServer(HTTP{Tracing: tr}.TracedRoute("mcp", "/mcp",
+	srv := httptest.NewServer(HTTP{Tracing: tr}.MCPRoute("", "/mcp",
 		sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)))
 	defer srv.Close()
 

@@ -187,6 +187,7 @@ type Manager struct {
 
 // run is a task this replica runs.
 type run struct {
+	server  string
 	tool    string
 	started time.Time
 	cancel  context.CancelCauseFunc
@@ -284,7 +285,8 @@ func newID() string {
 
 // Start creates a task of tool owned by owner and runs work for it in the
 // background, detached from ctx's cancellation but keeping its values. It
-// returns once the task can be read back from any replica.
+// returns once the task can be read back from any replica. The task is
+// the server's that ctx names (see [WithServer]).
 func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Task, error) {
 	// Counted before the task is saved, so that a Shutdown that begins
 	// meanwhile waits for it.
@@ -302,8 +304,9 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 		}
 	}()
 	now := m.now()
+	server := serverOf(ctx)
 	t := &Task{
-		ID: newID(), Owner: owner, Tool: tool, Status: StatusWorking,
+		ID: newID(), Owner: owner, Tool: tool, Server: server, Status: StatusWorking,
 		Created: now, Updated: now, Expires: now.Add(m.opts.TTL),
 		PollInterval: m.opts.PollInterval,
 		Worker:       m.worker, Lease: now.Add(m.opts.Lease),
@@ -313,11 +316,11 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 	if err := m.storeErr("create", m.store.Create(ctx, t, caps)); err != nil {
 		switch {
 		case errors.Is(err, ErrOwnerCap):
-			m.obs.Refused(tool, RefusedOwnerCap)
+			m.obs.Refused(server, tool, RefusedOwnerCap)
 		case errors.Is(err, ErrTotalCap):
-			m.obs.Refused(tool, RefusedTotalCap)
+			m.obs.Refused(server, tool, RefusedTotalCap)
 		default:
-			m.obs.Refused(tool, RefusedStoreError)
+			m.obs.Refused(server, tool, RefusedStoreError)
 		}
 		return nil, err
 	}
@@ -326,7 +329,7 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 	// Expires), or its failure could not be recorded: it gets a tenth of
 	// the TTL less, at most ttlMargin.
 	runCtx, cancelTTL := context.WithDeadline(runCtx, t.Expires.Add(-min(m.opts.TTL/10, ttlMargin)))
-	r := &run{tool: tool, started: now, cancel: cancel, wake: make(chan struct{}, 1)}
+	r := &run{server: server, tool: tool, started: now, cancel: cancel, wake: make(chan struct{}, 1)}
 	m.mu.Lock()
 	m.runs[t.ID] = r
 	if m.forced {
@@ -334,7 +337,7 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 	}
 	m.mu.Unlock()
 	running = true
-	m.obs.Created(tool)
+	m.obs.Created(server, tool)
 	m.obs.Live(StatusWorking, 1)
 	go func() {
 		defer m.wg.Done()
@@ -493,7 +496,7 @@ func (m *Manager) finish(ctx context.Context, id string, r *run, status Status, 
 	} else {
 		m.logger.Error("task: could not record the end of a task", "tool", r.tool, "status", status, "error", err)
 	}
-	m.obs.Finished(r.tool, final, m.now().Sub(r.started))
+	m.obs.Finished(r.server, r.tool, final, m.now().Sub(r.started))
 }
 
 // retryUpdate is store.Update retried, backing off to every 5s, while the
@@ -524,7 +527,7 @@ func (m *Manager) finishAfterStop(ctx context.Context, id string, r *run) {
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errCancelled):
-		m.obs.Finished(r.tool, StatusCancelled, m.now().Sub(r.started))
+		m.obs.Finished(r.server, r.tool, StatusCancelled, m.now().Sub(r.started))
 	case errors.Is(cause, context.DeadlineExceeded):
 		data, _ := json.Marshal(Error{Code: jsonrpc.CodeInternalError, Message: "The task ran out of time: it outlived its time to live (tasks.ttl)."})
 		m.finish(ctx, id, r, StatusFailed, nil, data, "The task ran out of time.")
@@ -728,7 +731,7 @@ func (m *Manager) sweep(ctx context.Context) {
 			continue // this replica runs it: alive, and renews it itself
 		}
 		lost := false
-		var tool string
+		var server, tool string
 		_, err := m.store.Update(ctx, id, func(t *Task) error {
 			if t.Status.Terminal() || !t.Lease.Before(now) {
 				return ErrUnchanged
@@ -738,12 +741,12 @@ func (m *Manager) sweep(ctx context.Context) {
 			t.StatusMessage = "The server instance running this task stopped."
 			t.InputRequests, t.InputResponses = nil, nil
 			t.Updated, t.Expires = now, now.Add(m.opts.Retention)
-			lost, tool = true, t.Tool
+			lost, server, tool = true, t.Server, t.Tool
 			return nil
 		})
 		if m.storeErr("update", err) == nil && lost {
 			m.logger.Warn("task lost its worker; marked failed", "tool", tool)
-			m.obs.Lost(tool)
+			m.obs.Lost(server, tool)
 		}
 	}
 }

@@ -30,13 +30,24 @@ func (r *recorder) add(format string, args ...any) {
 	r.events = append(r.events, fmt.Sprintf(format, args...))
 }
 
-func (r *recorder) Created(tool string)         { r.add("created %s", tool) }
-func (r *recorder) Refused(tool, reason string) { r.add("refused %s %s", tool, reason) }
-func (r *recorder) Live(s Status, delta int)    { r.add("live %s %+d", s, delta) }
-func (r *recorder) Lost(tool string)            { r.add("lost %s", tool) }
-func (r *recorder) StoreError(op string)        { r.add("store_error %s", op) }
-func (r *recorder) Finished(tool string, s Status, _ time.Duration) {
-	r.add("finished %s %s", tool, s)
+// on names a tool of server: the tool alone on the root server, else
+// server/tool.
+func on(server, tool string) string {
+	if server == "" {
+		return tool
+	}
+	return server + "/" + tool
+}
+
+func (r *recorder) Created(server, tool string) { r.add("created %s", on(server, tool)) }
+func (r *recorder) Refused(server, tool, reason string) {
+	r.add("refused %s %s", on(server, tool), reason)
+}
+func (r *recorder) Live(s Status, delta int) { r.add("live %s %+d", s, delta) }
+func (r *recorder) Lost(server, tool string) { r.add("lost %s", on(server, tool)) }
+func (r *recorder) StoreError(op string)     { r.add("store_error %s", op) }
+func (r *recorder) Finished(server, tool string, s Status, _ time.Duration) {
+	r.add("finished %s %s", on(server, tool), s)
 }
 
 func (r *recorder) list() []string {
@@ -482,18 +493,20 @@ func (subscribeless) Subscribe(context.Context) (<-chan string, error) {
 
 // TestLostWorker runs two replicas over one store: when the replica that
 // runs a task stops renewing its lease, the other marks it failed within
-// 1.5 leases.
+// 1.5 leases, and counts it lost on the server it was started on.
 func TestLostWorker(t *testing.T) {
 	const lease = 30 * time.Second
 	opts := testOptions
 	opts.Lease = lease
 	tests := []struct {
 		name string
+		// server is the server the task is started on.
+		server string
 		// stopA stops replica a's renewals, at the time it returns.
 		stopA func(t *testing.T, a *Manager)
 	}{
 		{name: "never ran", stopA: func(*testing.T, *Manager) {}},
-		{name: "stopped after renewing", stopA: func(t *testing.T, a *Manager) {
+		{name: "stopped after renewing", server: "team-a", stopA: func(t *testing.T, a *Manager) {
 			stop := runManager(t, a)
 			time.Sleep(3*lease + lease/2) // several renewals
 			stop()
@@ -507,7 +520,7 @@ func TestLostWorker(t *testing.T) {
 				a := NewManager(opts, Deps{Store: store, Observer: obsA})
 				b := NewManager(opts, Deps{Store: store, Observer: obsB})
 				shutdownAtEnd(t, a)
-				task, err := a.Start(context.Background(), "alice", "slow", blockUntilDone(nil))
+				task, err := a.Start(WithServer(context.Background(), tt.server), "alice", "slow", blockUntilDone(nil))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -528,8 +541,11 @@ func TestLostWorker(t *testing.T) {
 				if got.Status != StatusFailed || !strings.Contains(errorOf(t, got).Message, "stopped") || !strings.Contains(got.StatusMessage, "stopped") {
 					t.Fatalf("task of the lost worker: %+v, want failed with the stopped message", got)
 				}
-				if l := obsB.list(); !slices.Equal(l, []string{"lost slow"}) {
-					t.Errorf("replica b's observer heard %q, want lost", l)
+				if l, want := obsB.list(), []string{"lost " + on(tt.server, "slow")}; !slices.Equal(l, want) {
+					t.Errorf("replica b's observer heard %q, want %q", l, want)
+				}
+				if l := obsA.list(); len(l) == 0 || l[0] != "created "+on(tt.server, "slow") {
+					t.Errorf("replica a's observer heard %q, want the task created on %q first", l, tt.server)
 				}
 			})
 		})

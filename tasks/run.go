@@ -60,6 +60,21 @@ func (s *Starter) Created() *Task {
 
 type starterKey struct{}
 type taskKey struct{}
+type serverKey struct{}
+
+// WithServer returns ctx naming the server (a virtual server's name;
+// empty for the root server) on which the calls it reaches are made: a
+// task [Manager.Start] creates under it carries the name, for telemetry
+// (see [Observer]).
+func WithServer(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, serverKey{}, name)
+}
+
+// serverOf returns the server name ctx carries, or "".
+func serverOf(ctx context.Context) string {
+	name, _ := ctx.Value(serverKey{}).(string)
+	return name
+}
 
 // WithStarter returns ctx carrying s (nil: none).
 func WithStarter(ctx context.Context, s *Starter) context.Context {

@@ -54,7 +54,10 @@ type Task struct {
 	// and subject); empty when auth is off.
 	Owner string `json:"owner"`
 	// Tool is the tool called, for telemetry.
-	Tool          string    `json:"tool"`
+	Tool string `json:"tool"`
+	// Server names the server the tool was called on (see [WithServer]),
+	// for telemetry; empty for the root server.
+	Server        string    `json:"server,omitempty"`
 	Status        Status    `json:"status"`
 	StatusMessage string    `json:"status_message,omitempty"`
 	Created       time.Time `json:"created"`
