@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -26,6 +27,7 @@ func TestVirtualServersAttacks(t *testing.T) {
 	t.Run("Mcp-Name against the body", func(t *testing.T) { v.attackMcpName(t) })
 	t.Run("tools left out", func(t *testing.T) { v.attackLeftOut(t) })
 	t.Run("fixed arguments smuggled", func(t *testing.T) { v.attackFixed(t) })
+	t.Run("calls as notifications and in batches", func(t *testing.T) { v.attackOddCalls(t) })
 }
 
 // addr is the listener's "host:port".
@@ -306,4 +308,78 @@ func (v *vservers) attackFixed(t *testing.T) {
 			}
 		}
 	}
+}
+
+// attackOddCalls sends server a tools/calls that are not one request: a
+// notification (no id) of a left-out tool and of "order" setting its
+// fixed region, on both eras (the SDK's 400: a call needs an id), and
+// batches on a 2025 session (the tool gate's unknown tool for a batch
+// naming one, else the SDK's 400: the revision has no batches). None
+// reaches the upstream.
+func (v *vservers) attackOddCalls(t *testing.T) {
+	legacy := legacySession(t, v.url("a"), v.token["a"], "2025-11-25")
+	for i, c := range []struct{ tool, args string }{
+		{"spy_lookup_order", `{"order_id":"%s"}`},
+		{"order", `{"order_id":"%s","region":"us"}`},
+	} {
+		for _, era := range []string{"2025-11-25", modernProtocol} {
+			id := fmt.Sprintf("NOTE-%s-%d", era, i)
+			params := map[string]any{"name": c.tool, "arguments": json.RawMessage(fmt.Sprintf(c.args, id))}
+			var resp *http.Response
+			var b []byte
+			if era == modernProtocol {
+				resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(modernNotification("tools/call", params)), modernHeaders(v.token["a"], "tools/call", c.tool))
+			} else {
+				resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(encodeNotification("tools/call", params)), legacy)
+			}
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "missing id") {
+				t.Errorf("a notification of %s (%s): %d %s, want the SDK's 400 for a call without an id", c.tool, era, resp.StatusCode, b)
+			}
+			v.spy.checkSpyNothing(t, id)
+		}
+	}
+	for i, second := range []string{"spy_lookup_order", "order"} {
+		ids := []string{fmt.Sprintf("BATCH-%d-1", i), fmt.Sprintf("BATCH-%d-2", i)}
+		batch := "[" + string(legacyRequest(2, "tools/call", map[string]any{"name": "order", "arguments": map[string]any{"order_id": ids[0], "region": "us"}})) +
+			"," + string(legacyRequest(3, "tools/call", map[string]any{"name": second, "arguments": map[string]any{"order_id": ids[1]}})) + "]"
+		resp, b := postMCP(t, http.DefaultClient, v.url("a"), batch, legacy)
+		if second == "order" {
+			// The SDK takes no batch on this revision.
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "batching is not supported") {
+				t.Errorf("a batch of two calls of order: %d %s, want the SDK's 400", resp.StatusCode, b)
+			}
+		} else if code, msg := rpcError(t, resp, b, "3"); code != -32602 || !strings.Contains(msg, `Unknown tool: "spy_lookup_order"`) {
+			// The tool gate refuses the batch for its unknown tool first.
+			t.Errorf("a batch with a call of spy_lookup_order: error %d %q, want -32602 Unknown tool", code, msg)
+		}
+		for _, id := range ids {
+			v.spy.checkSpyNothing(t, id)
+		}
+	}
+}
+
+// encodeNotification is the body of a notification (a request without
+// an id), encoded by the SDK's jsonrpc package.
+func encodeNotification(method string, params map[string]any) []byte {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		panic(err)
+	}
+	b, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: method, Params: raw})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// modernNotification is encodeNotification with the request _meta of
+// 2026-07-28.
+func modernNotification(method string, params map[string]any) []byte {
+	var p map[string]any
+	if err := json.Unmarshal(modernRequest(0, method, params), &struct {
+		Params *map[string]any `json:"params"`
+	}{&p}); err != nil {
+		panic(err)
+	}
+	return encodeNotification(method, p)
 }
