@@ -276,6 +276,7 @@ func (v *vservers) attackFixed(t *testing.T) {
 		}
 		return postMCP(t, http.DefaultClient, v.url("a"), string(legacyRequest(2, "tools/call", params)), legacy)
 	}
+	v.attackFixedHeader(t, legacy)
 	for _, era := range []string{"2025-11-25", modernProtocol} {
 		for i, c := range refused {
 			id := fmt.Sprintf("FIX-%s-%d", era, i)
@@ -382,4 +383,36 @@ func modernNotification(method string, params map[string]any) []byte {
 		panic(err)
 	}
 	return encodeNotification(method, p)
+}
+
+// attackFixedHeader calls server a's gosdk_test_x_mcp_header, whose
+// region (bound to the Mcp-Param-Region header, SEP-2243) is fixed to
+// "eu-west", and which answers with the region it received. Left out,
+// the upstream receives the fixed region (Portcullis's upstream client
+// writes its header); sent in the Mcp-Param-Region header alone, the
+// SDK refuses the header for an argument the body lacks; sent in both,
+// the curation refuses it.
+func (v *vservers) attackFixedHeader(t *testing.T, legacy http.Header) {
+	const tool = "gosdk_test_x_mcp_header"
+	call := func(args map[string]any) []byte {
+		return modernRequest(2, "tools/call", map[string]any{"name": tool, "arguments": args})
+	}
+	h := modernHeaders(v.token["a"], "tools/call", tool)
+
+	resp, b := postMCP(t, http.DefaultClient, v.url("a"), string(call(map[string]any{"level": 1})), h)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s without region: %d %s", tool, resp.StatusCode, b)
+	}
+	checkToolText(t, rpcResult(t, rpcMessages(t, resp.Header.Get("Content-Type"), b), "2"), "region=eu-west")
+	resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(legacyRequest(2, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"level": 1}})), legacy)
+	checkToolText(t, rpcResult(t, rpcMessages(t, resp.Header.Get("Content-Type"), b), "2"), "region=eu-west")
+
+	resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(call(map[string]any{"level": 1})), withHeaders(h, "Mcp-Param-Region", "us"))
+	if code, msg := rpcError(t, resp, b, "2"); resp.StatusCode != http.StatusBadRequest || code != sdk.CodeHeaderMismatch || !strings.Contains(msg, "Mcp-Param-Region") {
+		t.Errorf("%s with Mcp-Param-Region alone: %d, error %d %q; want 400, %d naming the header", tool, resp.StatusCode, code, msg, sdk.CodeHeaderMismatch)
+	}
+	resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(call(map[string]any{"level": 1, "region": "us"})), withHeaders(h, "Mcp-Param-Region", "us"))
+	if code, msg := rpcError(t, resp, b, "2"); code != -32602 || !strings.Contains(msg, "fixed") {
+		t.Errorf("%s with region in the body and the header: %d, error %d %q; want -32602 saying it is fixed", tool, resp.StatusCode, code, msg)
+	}
 }

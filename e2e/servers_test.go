@@ -178,7 +178,8 @@ func objectKeys(obj json.RawMessage) ([]string, error) {
 //     read-only, order_id described, verbose defaulting to true, region
 //     fixed to "eu" and shop to "berlin"), core's echo as "say" (new
 //     description), and the everything-server's test_simple_text as /mcp
-//     names it;
+//     names it and its test_x_mcp_header with region (an argument the
+//     SDKs mirror into the Mcp-Param-Region header) fixed to "eu-west";
 //   - b at /mcp/b: lookup_order as "order" with region fixed to "us", the
 //     spy's cancel_order and core's whoami as /mcp names them;
 //   - c at /mcp/a/b: every test_* tool of the everything-server (a
@@ -242,6 +243,7 @@ func startVirtualServers(t *testing.T) *vservers {
 					},
 					{"source": "core", "name": "echo", "expose_as": "say", "description": "Says the text back."},
 					{"source": "gosdk", "name": "test_simple_text"},
+					{"source": "gosdk", "name": "test_x_mcp_header", "fixed_arguments": map[string]any{"region": "eu-west"}},
 				},
 			},
 			{
@@ -282,7 +284,7 @@ func startVirtualServers(t *testing.T) *vservers {
 		v.tools["root"] = root
 		return ""
 	})
-	v.tools["a"] = []string{"order", "say", "gosdk_test_simple_text"}
+	v.tools["a"] = []string{"order", "say", "gosdk_test_simple_text", "gosdk_test_x_mcp_header"}
 	v.tools["b"] = []string{"order", "spy_cancel_order", "whoami"}
 	v.tools["c"] = []string{"ping"}
 	for _, n := range v.tools["root"] {
@@ -430,6 +432,11 @@ var curatedWant = map[string]map[string]toolWant{
 			readOnly:       true,
 		},
 		"say": {title: "Echo", description: "Says the text back.", props: []string{"text"}, required: []string{"text"}},
+		"gosdk_test_x_mcp_header": {
+			description:    "Tests SEP-2243 Mcp-Param-* server-side validation",
+			props:          []string{"level"},
+			argDescription: map[string]string{"level": "non-mirrored argument"},
+		},
 	},
 	"b": {"order": {
 		description: "Looks an order up.",
