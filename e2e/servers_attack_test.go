@@ -329,7 +329,7 @@ func (v *vservers) attackOddCalls(t *testing.T) {
 			var resp *http.Response
 			var b []byte
 			if era == modernProtocol {
-				resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(modernNotification("tools/call", params)), modernHeaders(v.token["a"], "tools/call", c.tool))
+				resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(encodeNotification("tools/call", modernParams(params))), modernHeaders(v.token["a"], "tools/call", c.tool))
 			} else {
 				resp, b = postMCP(t, http.DefaultClient, v.url("a"), string(encodeNotification("tools/call", params)), legacy)
 			}
@@ -371,18 +371,6 @@ func encodeNotification(method string, params map[string]any) []byte {
 		panic(err)
 	}
 	return b
-}
-
-// modernNotification is encodeNotification with the request _meta of
-// 2026-07-28.
-func modernNotification(method string, params map[string]any) []byte {
-	var p map[string]any
-	if err := json.Unmarshal(modernRequest(0, method, params), &struct {
-		Params *map[string]any `json:"params"`
-	}{&p}); err != nil {
-		panic(err)
-	}
-	return encodeNotification(method, p)
 }
 
 // attackFixedHeader calls server a's gosdk_test_x_mcp_header, whose

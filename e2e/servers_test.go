@@ -345,9 +345,15 @@ func (v *vservers) listNames(ctx context.Context, name string) ([]string, error)
 }
 
 // modernRequest is the body of a 2026-07-28 request with the given id,
-// method and params, the request _meta the era requires added to params'
-// own _meta (if any), encoded by the SDK's jsonrpc package.
+// method and params (see modernParams), encoded by the SDK's jsonrpc
+// package.
 func modernRequest(id int64, method string, params map[string]any) []byte {
+	return encodeRequest(id, method, modernParams(params))
+}
+
+// modernParams returns params with the request _meta 2026-07-28 requires
+// added to their own _meta (if any).
+func modernParams(params map[string]any) map[string]any {
 	p := maps.Clone(params)
 	if p == nil {
 		p = map[string]any{}
@@ -361,7 +367,7 @@ func modernRequest(id int64, method string, params map[string]any) []byte {
 		maps.Copy(meta, own)
 	}
 	p["_meta"] = meta
-	return encodeRequest(id, method, p)
+	return p
 }
 
 // legacyRequest is the body of a request of a 2025 session.
