@@ -163,9 +163,11 @@ func (r conformanceReport) summary(run toolRun) string {
 	return out
 }
 
-// TestConformanceOnVirtualServers runs both requirement sets against two
-// virtual servers of one process that expose the conformance toolset
-// whole, one under each path: a server with a view passes what /mcp passes.
+// TestConformanceOnVirtualServers runs both requirement sets against the
+// root server (/mcp) and two virtual servers of the same process, each
+// virtual server exposing the conformance toolset whole under its own
+// path: a server with a view passes what /mcp passes, and /mcp still
+// passes next to them.
 func TestConformanceOnVirtualServers(t *testing.T) {
 	all := map[string]any{"source": "conformance"}
 	server := func(name string) map[string]any {
@@ -179,11 +181,15 @@ func TestConformanceOnVirtualServers(t *testing.T) {
 		"servers": []any{server("conf-a"), server("conf-b")},
 	})
 	srv := startServer(t, nil, "--config", cfg)
-	for _, name := range []string{"conf-a", "conf-b"} {
-		t.Run(name, func(t *testing.T) {
-			conformanceRequirements(t, srv.BaseURL+"/mcp/"+name, func(format string, args ...any) {
+	for _, s := range []struct{ name, path string }{
+		{"root", "/mcp"},
+		{"conf-a", "/mcp/conf-a"},
+		{"conf-b", "/mcp/conf-b"},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			conformanceRequirements(t, srv.BaseURL+s.path, func(format string, args ...any) {
 				t.Helper()
-				t.Logf(name+": "+format, args...)
+				t.Logf(s.path+": "+format, args...)
 			})
 		})
 	}
