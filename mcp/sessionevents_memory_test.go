@@ -13,7 +13,7 @@ func TestMemorySessionEventsForgetExpiredStreams(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := NewMemorySessionEvents(func() time.Time { return now }, 10)
 	for i := range 1000 {
-		if _, _, err := m.Append(t.Context(), "k", fmt.Sprint("req", i), []byte("x"), 10*time.Minute, 0); err != nil {
+		if _, err := m.Append(t.Context(), "k", fmt.Sprint("req", i), 10*time.Minute, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(time.Minute)
