@@ -222,7 +222,10 @@ func (m *MemorySessionEvents) Listen(ctx context.Context, deliver func([]byte), 
 // response, or a notification before it), in the same Append. Until then
 // the stream's log is empty, and After from the priming event finds
 // nothing yet (see After). One replica writes a request's stream: the one
-// serving its POST.
+// serving its POST. (The SDK writes a priming event only when its HTTP
+// handler put the request's protocol version in the context; a copy's
+// transport is served directly, so on this path it writes none today, and
+// a call costs the log its response's Append.)
 type sharedEventStore struct {
 	events   SessionEvents
 	ttl      time.Duration
