@@ -2,8 +2,7 @@ package portcullis
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -29,17 +28,16 @@ const sessionEventsKept = 1000
 //
 //   - "s:" stream: a list of the stream's kept events, oldest first,
 //     expiring ttl after the stream's last Append;
-//   - "streams": a hash with a field per stream, "first inc last idx":
-//     the number of the list's first event, the stream's incarnation (a
-//     random word drawn when the stream began, so that what coalesced in
-//     an earlier stream of the same name, deleted or expired, does not
-//     coalesce now), and the token and number of its last Append (so that
-//     a retried Append adds nothing twice). It lives as long as the
-//     longest-lived of the session's lists; as a stream begins, two
-//     fields drawn at random are dropped if their lists have expired, so
-//     that the hash does not keep every stream a long session had;
-//   - "c:" sha256(data) ":" inc: present (PX coalesce) while an Append of
-//     data to that incarnation coalesces.
+//   - "streams": a hash with a field per stream, "first 0 token idx":
+//     the number of the list's first event, a word no longer read (it was
+//     the incarnation of a stream for coalescing, and is kept so that
+//     replicas of either release read each other's fields during a
+//     rolling upgrade), and the token and number of its last Append (so
+//     that a retried Append adds nothing twice). It lives as long as the
+//     longest-lived of the session's lists, and names every stream for
+//     Delete; as a stream begins, two fields drawn at random are dropped
+//     if their lists have expired, so that the hash does not keep every
+//     stream a long session had.
 //
 // Messages between replicas go through one channel, prefix
 // "session-events", with PUBLISH (broadcast to every node of a Cluster).
@@ -63,54 +61,48 @@ func (e *redisSessionEvents) base(key string) string {
 // channel is the Pub/Sub channel of every replica's messages.
 func (e *redisSessionEvents) channel() string { return e.prefix + "session-events" }
 
-// appendScript adds an event at the end of a stream, or nothing when the
-// same data coalesces, and returns its number, or -1 when it coalesced.
-// Every call, coalesced or not, restarts the stream's expiry, as
-// [mcp.MemorySessionEvents] does. Run again with the same token (go-redis
-// retries a command whose reply it lost) it returns the number the first
-// run gave, unless another Append came between.
+// appendScript adds events at the end of a stream and returns the number
+// of the last, in one round trip: a request's stream, whose priming event
+// and response come in one Append, costs a call one. Every call restarts
+// the stream's expiry, as [mcp.MemorySessionEvents] does. Run again with
+// the same token (go-redis retries a command whose reply it lost) it
+// returns the number the first run gave, unless another Append came
+// between.
 //
 // KEYS: the stream's list, the session's streams hash.
-// ARGV: the data, the stream, the token, the ttl and the coalescing window
-// in ms (0: none), the events kept, the coalescing key of the data less
-// its incarnation, the prefix of the session's lists.
+// ARGV: the stream, the token, the ttl in ms, the events kept, the prefix
+// of the session's lists, then the events.
 var appendScript = redis.NewScript(`
 local list, streams = KEYS[1], KEYS[2]
-local data, stream, token = ARGV[1], ARGV[2], ARGV[3]
-local ttl, coalesce, keep = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local first, inc, last, lastidx = 0, token, '', -1
-local n = redis.call('LLEN', list)
-if n > 0 then
+local stream, token = ARGV[1], ARGV[2]
+local ttl, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+local first = 0
+if redis.call('LLEN', list) > 0 then
   local v = redis.call('HGET', streams, stream)
   if v then
-    local f, i, l, li = string.match(v, '^(%d+) (%x+) (%x*) (%-?%d+)$')
-    first, inc, last, lastidx = tonumber(f), i, l, tonumber(li)
+    local f, last, lastidx = string.match(v, '^(%d+) %x+ (%x*) (%-?%d+)$')
+    if f then
+      if last == token then return tonumber(lastidx) end
+      first = tonumber(f)
+    end
   end
-  if last == token then return lastidx end
 else
   -- A stream begins: drop the fields of two streams drawn at random if
   -- they have expired.
   for _, f in ipairs(redis.call('HRANDFIELD', streams, 2)) do
-    if f ~= stream and redis.call('EXISTS', ARGV[8] .. f) == 0 then redis.call('HDEL', streams, f) end
+    if f ~= stream and redis.call('EXISTS', ARGV[5] .. f) == 0 then redis.call('HDEL', streams, f) end
   end
 end
-local function touch()
-  redis.call('PEXPIRE', list, ttl)
-  if ttl > 0 and redis.call('PTTL', streams) < ttl then redis.call('PEXPIRE', streams, ttl) end
-end
-if coalesce > 0 and not redis.call('SET', ARGV[7] .. inc, '1', 'PX', coalesce, 'NX') then
-  touch()
-  return -1
-end
-local len = redis.call('RPUSH', list, data)
+local len = redis.call('RPUSH', list, unpack(ARGV, 6))
 if len > keep then
   redis.call('LTRIM', list, len - keep, -1)
   first = first + len - keep
   len = keep
 end
 local idx = first + len - 1
-redis.call('HSET', streams, stream, string.format('%d %s %s %d', first, inc, token, idx))
-touch()
+redis.call('HSET', streams, stream, string.format('%d 0 %s %d', first, token, idx))
+redis.call('PEXPIRE', list, ttl)
+if ttl > 0 and redis.call('PTTL', streams) < ttl then redis.call('PEXPIRE', streams, ttl) end
 return idx
 `)
 
@@ -148,9 +140,7 @@ if v then first = tonumber(string.match(v, '^%d+')) end
 return first + n - 1
 `)
 
-// deleteScript drops every stream of a session. Its coalescing keys stay
-// until they expire, harmless: a stream begun later has another
-// incarnation.
+// deleteScript drops every stream of a session.
 //
 // KEYS: the session's streams hash. ARGV: the prefix of the session's
 // lists.
@@ -168,23 +158,26 @@ func millis(d time.Duration) int64 {
 }
 
 // Append implements [mcp.SessionEvents].
-func (e *redisSessionEvents) Append(ctx context.Context, key, stream string, data []byte, ttl, coalesce time.Duration) (int, bool, error) {
-	return e.append(ctx, key, stream, data, ttl, coalesce, fmt.Sprintf("%016x", rand.Uint64()))
+func (e *redisSessionEvents) Append(ctx context.Context, key, stream string, ttl time.Duration, data ...[]byte) (int, error) {
+	return e.append(ctx, key, stream, ttl, fmt.Sprintf("%016x", rand.Uint64()), data)
 }
 
 // append is Append with the token that makes a retry of it add nothing.
-func (e *redisSessionEvents) append(ctx context.Context, key, stream string, data []byte, ttl, coalesce time.Duration, token string) (int, bool, error) {
+func (e *redisSessionEvents) append(ctx context.Context, key, stream string, ttl time.Duration, token string, data [][]byte) (int, error) {
+	if len(data) == 0 {
+		return 0, errors.New("portcullis: appending no session event")
+	}
 	base := e.base(key)
-	sum := sha256.Sum256(data)
-	n, err := appendScript.Run(ctx, e.rdb, []string{base + "s:" + stream, base + "streams"},
-		data, stream, token, millis(ttl), millis(coalesce), e.keep, base+"c:"+hex.EncodeToString(sum[:])+":", base+"s:").Int()
+	args := make([]any, 0, 5+len(data))
+	args = append(args, stream, token, millis(ttl), e.keep, base+"s:")
+	for _, d := range data {
+		args = append(args, d)
+	}
+	n, err := appendScript.Run(ctx, e.rdb, []string{base + "s:" + stream, base + "streams"}, args...).Int()
 	if err != nil {
-		return 0, false, fmt.Errorf("portcullis: appending a session event: %w", err)
+		return 0, fmt.Errorf("portcullis: appending a session event: %w", err)
 	}
-	if n < 0 {
-		return 0, false, nil
-	}
-	return n, true, nil
+	return n, nil
 }
 
 // After implements [mcp.SessionEvents].
@@ -256,8 +249,9 @@ const subscribeTimeout = 10 * time.Second
 
 // Listen implements [mcp.SessionEvents] with a subscription of its own,
 // which go-redis renews after a lost connection or a failover; what is
-// published while it is down is lost, as Redis Pub/Sub goes.
-func (e *redisSessionEvents) Listen(ctx context.Context, deliver func([]byte)) error {
+// published while it is down is lost, as Redis Pub/Sub goes, and lost is
+// called as the subscription is renewed.
+func (e *redisSessionEvents) Listen(ctx context.Context, deliver func([]byte), lost func()) error {
 	ps := e.rdb.Subscribe(ctx, e.channel())
 	// The first reply is the subscription's confirmation: from then on,
 	// what anyone publishes reaches it.
@@ -269,7 +263,9 @@ func (e *redisSessionEvents) Listen(ctx context.Context, deliver func([]byte)) e
 		ps.Close()
 		return fmt.Errorf("portcullis: listening for session messages: %w", err)
 	}
-	ch := ps.Channel()
+	// Past the first, a confirmation is that of a subscription made again
+	// on a new connection.
+	ch := ps.ChannelWithSubscriptions()
 	go func() {
 		defer ps.Close()
 		for {
@@ -280,7 +276,14 @@ func (e *redisSessionEvents) Listen(ctx context.Context, deliver func([]byte)) e
 				if !ok || ctx.Err() != nil {
 					return
 				}
-				deliver([]byte(m.Payload))
+				switch m := m.(type) {
+				case *redis.Message:
+					deliver([]byte(m.Payload))
+				case *redis.Subscription:
+					if m.Kind == "subscribe" {
+						lost()
+					}
+				}
 			}
 		}
 	}()

@@ -21,18 +21,24 @@ import (
 // eventsStep is one call of a [mcp.SessionEvents] test, or time passing,
 // with what it must give.
 type eventsStep struct {
-	op            string // "append", "after", "last", "delete", "advance"
-	session       string // "a" or "b"
-	stream, data  string
-	ttl, coalesce time.Duration
-	index         int           // after: the number asked after; append, last: the number wanted (-1: coalesced, none)
-	want          []string      // after: the events wanted
-	err           error         // after: the error wanted
-	d             time.Duration // advance
+	op      string // "append", "after", "last", "delete", "advance"
+	session string // "a" or "b"
+	stream  string
+	data    []string // append: the events, in one Append
+	ttl     time.Duration
+	index   int           // after: the number asked after; append: the number wanted of the last; last: the number wanted (-1: none)
+	want    []string      // after: the events wanted
+	err     error         // after: the error wanted
+	d       time.Duration // advance
 }
 
-func appendEv(session, stream, data string, ttl, coalesce time.Duration, want int) eventsStep {
-	return eventsStep{op: "append", session: session, stream: stream, data: data, ttl: ttl, coalesce: coalesce, index: want}
+func appendEv(session, stream, data string, ttl time.Duration, want int) eventsStep {
+	return appendEvs(session, stream, ttl, want, data)
+}
+
+// appendEvs appends data in one Append, the number of the last wanted.
+func appendEvs(session, stream string, ttl time.Duration, want int, data ...string) eventsStep {
+	return eventsStep{op: "append", session: session, stream: stream, data: data, ttl: ttl, index: want}
 }
 
 func afterEv(session, stream string, index int, want ...string) eventsStep {
@@ -64,15 +70,29 @@ var eventsCases = []struct {
 	{
 		name: "numbered from 0 per stream, read after a number",
 		steps: []eventsStep{
-			appendEv("a", "s1", "x", time.Hour, 0, 0),
-			appendEv("a", "s1", "y", time.Hour, 0, 1),
-			appendEv("a", "", "z", time.Hour, 0, 0),
+			appendEv("a", "s1", "x", time.Hour, 0),
+			appendEv("a", "s1", "y", time.Hour, 1),
+			appendEv("a", "", "z", time.Hour, 0),
 			lastEv("a", "s1", 1), lastEv("a", "", 0), lastEv("a", "s3", -1),
 			afterEv("a", "s1", -1, "x", "y"),
 			afterEv("a", "s1", 0, "y"),
 			afterEv("a", "s1", 1),
 			afterEv("a", "s1", 7),
 			afterEv("a", "", -1, "z"),
+		},
+	},
+	{
+		name: "several events in one append, numbered in order",
+		steps: []eventsStep{
+			appendEvs("a", "s", time.Hour, 1, "", "x"),
+			appendEv("a", "s", "y", time.Hour, 2),
+			lastEv("a", "s", 2),
+			afterEv("a", "s", -1, "", "x", "y"),
+			afterEv("a", "s", 0, "x", "y"),
+			appendEvs("a", "t", time.Hour, 4, "a", "b", "c", "d", "e"), // more than kept
+			lastEv("a", "t", 4),
+			droppedEv("a", "t", 0),
+			afterEv("a", "t", 1, "c", "d", "e"),
 		},
 	},
 	{
@@ -84,11 +104,11 @@ var eventsCases = []struct {
 	{
 		name: "trimmed to the newest kept",
 		steps: []eventsStep{
-			appendEv("a", "s", "a", time.Hour, 0, 0),
-			appendEv("a", "s", "b", time.Hour, 0, 1),
-			appendEv("a", "s", "c", time.Hour, 0, 2),
-			appendEv("a", "s", "d", time.Hour, 0, 3),
-			appendEv("a", "s", "e", time.Hour, 0, 4),
+			appendEv("a", "s", "a", time.Hour, 0),
+			appendEv("a", "s", "b", time.Hour, 1),
+			appendEv("a", "s", "c", time.Hour, 2),
+			appendEv("a", "s", "d", time.Hour, 3),
+			appendEv("a", "s", "e", time.Hour, 4),
 			lastEv("a", "s", 4),
 			droppedEv("a", "s", -1), droppedEv("a", "s", 0), droppedEv("a", "s", -5),
 			afterEv("a", "s", 1, "c", "d", "e"),
@@ -97,103 +117,47 @@ var eventsCases = []struct {
 		},
 	},
 	{
-		name: "the same data coalesces within the window",
-		steps: []eventsStep{
-			appendEv("a", "", "n", time.Hour, time.Minute, 0),
-			advance(30 * time.Second),
-			appendEv("a", "", "n", time.Hour, time.Minute, -1),
-			appendEv("a", "", "m", time.Hour, time.Minute, 1),
-			appendEv("a", "", "n", time.Hour, 0, 2), // no window: never coalesces
-			advance(31 * time.Second),               // 61 s after the first n
-			appendEv("a", "", "n", time.Hour, time.Minute, 3),
-			appendEv("a", "", "n", time.Hour, time.Minute, -1),
-			lastEv("a", "", 3),
-			afterEv("a", "", 0, "m", "n", "n"),
-		},
-	},
-	{
-		name: "coalescing is per stream and per session",
-		steps: []eventsStep{
-			appendEv("a", "", "n", time.Hour, time.Minute, 0),
-			appendEv("a", "s", "n", time.Hour, time.Minute, 0),
-			appendEv("b", "", "n", time.Hour, time.Minute, 0),
-			appendEv("b", "", "n", time.Hour, time.Minute, -1),
-		},
-	},
-	{
 		name: "a stream expires ttl after its last append",
 		steps: []eventsStep{
-			appendEv("a", "s", "x", 10*time.Minute, 0, 0),
+			appendEv("a", "s", "x", 10*time.Minute, 0),
 			advance(6 * time.Minute),
-			appendEv("a", "s", "y", 10*time.Minute, 0, 1),
+			appendEv("a", "s", "y", 10*time.Minute, 1),
 			advance(6 * time.Minute),
 			lastEv("a", "s", 1), afterEv("a", "s", -1, "x", "y"),
 			advance(5 * time.Minute),
 			lastEv("a", "s", -1), afterEv("a", "s", -1), droppedEv("a", "s", 0),
-			appendEv("a", "s", "z", 10*time.Minute, 0, 0),
+			appendEv("a", "s", "z", 10*time.Minute, 0),
 			afterEv("a", "s", -1, "z"),
 		},
 	},
 	{
 		name: "each stream expires on its own, numbers kept",
 		steps: []eventsStep{
-			appendEv("a", "long", "a", 30*time.Minute, 0, 0),
-			appendEv("a", "long", "b", 30*time.Minute, 0, 1),
-			appendEv("a", "long", "c", 30*time.Minute, 0, 2),
-			appendEv("a", "long", "d", 30*time.Minute, 0, 3),
-			appendEv("a", "short", "x", 10*time.Minute, 0, 0),
+			appendEv("a", "long", "a", 30*time.Minute, 0),
+			appendEv("a", "long", "b", 30*time.Minute, 1),
+			appendEv("a", "long", "c", 30*time.Minute, 2),
+			appendEv("a", "long", "d", 30*time.Minute, 3),
+			appendEv("a", "short", "x", 10*time.Minute, 0),
 			advance(15 * time.Minute),
 			lastEv("a", "short", -1),
 			lastEv("a", "long", 3),
 			droppedEv("a", "long", -1),
 			afterEv("a", "long", 1, "c", "d"),
-			appendEv("a", "long", "e", 30*time.Minute, 0, 4),
-		},
-	},
-	{
-		name: "a coalesced append restarts the stream's expiry",
-		steps: []eventsStep{
-			appendEv("a", "", "n", 10*time.Minute, time.Minute, 0),
-			advance(50 * time.Second),
-			appendEv("a", "", "n", 10*time.Minute, time.Minute, -1),
-			advance(9*time.Minute + 30*time.Second),
-			lastEv("a", "", 0),
-			advance(time.Minute),
-			lastEv("a", "", -1),
-		},
-	},
-	{
-		name: "coalescing ends with the stream's expiry",
-		steps: []eventsStep{
-			appendEv("a", "", "n", time.Minute, 5*time.Minute, 0),
-			advance(2 * time.Minute),
-			lastEv("a", "", -1),
-			appendEv("a", "", "n", time.Minute, 5*time.Minute, 0),
-			appendEv("a", "", "n", time.Minute, 5*time.Minute, -1),
+			appendEv("a", "long", "e", 30*time.Minute, 4),
 		},
 	},
 	{
 		name: "delete drops every stream of the session and only those",
 		steps: []eventsStep{
-			appendEv("a", "s1", "x", time.Hour, 0, 0),
-			appendEv("a", "", "y", time.Hour, 0, 0),
-			appendEv("b", "s1", "z", time.Hour, 0, 0),
+			appendEv("a", "s1", "x", time.Hour, 0),
+			appendEv("a", "", "y", time.Hour, 0),
+			appendEv("b", "s1", "z", time.Hour, 0),
 			deleteEv("a"),
 			lastEv("a", "s1", -1), lastEv("a", "", -1), lastEv("b", "s1", 0),
 			droppedEv("a", "s1", 0), afterEv("a", "s1", -1),
 			afterEv("b", "s1", -1, "z"),
-			appendEv("a", "s1", "w", time.Hour, 0, 0),
+			appendEv("a", "s1", "w", time.Hour, 0),
 			deleteEv("a"), deleteEv("a"),
-		},
-	},
-	{
-		name: "coalescing ends with delete",
-		steps: []eventsStep{
-			appendEv("a", "", "n", time.Hour, time.Minute, 0),
-			deleteEv("a"),
-			appendEv("a", "", "x", time.Hour, 0, 0),
-			appendEv("a", "", "n", time.Hour, time.Minute, 1),
-			appendEv("a", "", "n", time.Hour, time.Minute, -1),
 		},
 	},
 }
@@ -311,12 +275,16 @@ func runEventsStep(t *testing.T, s eventsSubject, where string, st eventsStep) {
 	key := mcp.SessionKey("session " + st.session)
 	switch st.op {
 	case "append":
-		n, ok, err := s.events.Append(ctx, key, st.stream, []byte(st.data), st.ttl, st.coalesce)
+		var data [][]byte
+		for _, d := range st.data {
+			data = append(data, []byte(d))
+		}
+		n, err := s.events.Append(ctx, key, st.stream, st.ttl, data...)
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
-		if st.index < 0 && (ok || n != 0) || st.index >= 0 && (!ok || n != st.index) {
-			t.Fatalf("%s: Append = %d, %v; want %d (-1: coalesced)", where, n, ok, st.index)
+		if n != st.index {
+			t.Fatalf("%s: Append = %d, want %d", where, n, st.index)
 		}
 	case "after":
 		evs, err := s.events.After(ctx, key, st.stream, st.index)
@@ -364,11 +332,8 @@ func TestRedisSessionEventsLayout(t *testing.T) {
 			const id = "sEsSiOnIdThAtMuStNoTlEaK"
 			key := mcp.SessionKey(id)
 			e := newRedisSessionEvents(tc.rdb, "test:")
-			for _, a := range []struct {
-				stream   string
-				coalesce time.Duration
-			}{{"", time.Minute}, {"", 0}, {"s1", 0}} {
-				if _, _, err := e.Append(ctx, key, a.stream, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`), time.Hour, a.coalesce); err != nil {
+			for _, stream := range []string{"", "", "s1"} {
+				if _, err := e.Append(ctx, key, stream, time.Hour, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -403,15 +368,14 @@ func TestRedisSessionEventsLayout(t *testing.T) {
 				}
 			}
 			slices.Sort(kinds)
-			if want := []string{"c", "s", "s", "streams"}; !slices.Equal(kinds, want) {
+			if want := []string{"s", "s", "streams"}; !slices.Equal(kinds, want) {
 				t.Errorf("keys %q: kinds %q, want %q", keys, kinds, want)
 			}
 			if err := e.Delete(ctx, key); err != nil {
 				t.Fatal(err)
 			}
-			// What stays is the coalescing key, until its window ends.
-			if keys := redisKeys(t, tc.rdb, "test:"); len(keys) != 1 || !strings.HasPrefix(keys[0], base+"c:") {
-				t.Errorf("keys after Delete %q, want the coalescing key only", keys)
+			if keys := redisKeys(t, tc.rdb, "test:"); len(keys) != 0 {
+				t.Errorf("keys after Delete %q, want none", keys)
 			}
 		})
 	}
@@ -448,9 +412,9 @@ func TestRedisSessionEventsRetriedAppend(t *testing.T) {
 	key := mcp.SessionKey("s")
 	for i, want := range []int{0, 0, 1, 1} {
 		token := fmt.Sprintf("%016x", i/2+1)
-		n, ok, err := e.append(ctx, key, "", []byte("x"), time.Hour, 0, token)
-		if err != nil || !ok || n != want {
-			t.Fatalf("append %d with token %s = %d, %v, %v; want %d", i, token, n, ok, err, want)
+		n, err := e.append(ctx, key, "", time.Hour, token, [][]byte{[]byte("x")})
+		if err != nil || n != want {
+			t.Fatalf("append %d with token %s = %d, %v; want %d", i, token, n, err, want)
 		}
 	}
 	if evs, err := e.After(ctx, key, "", -1); err != nil || len(evs) != 2 {
@@ -468,11 +432,11 @@ func TestRedisSessionEventsForgetsExpiredStreams(t *testing.T) {
 	s := redisSubject(rdb, "test:")
 	key := mcp.SessionKey("s")
 	hash := "test:events:{" + key + "}:streams"
-	if _, _, err := s.events.Append(ctx, key, "", []byte("x"), time.Hour, 0); err != nil {
+	if _, err := s.events.Append(ctx, key, "", time.Hour, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if _, _, err := s.events.Append(ctx, key, fmt.Sprint("req", i), []byte("x"), time.Minute, 0); err != nil {
+		if _, err := s.events.Append(ctx, key, fmt.Sprint("req", i), time.Minute, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 		if n := rdb.HLen(ctx, hash).Val(); n != 2 {
@@ -540,7 +504,8 @@ func TestRedisSessionEventsBus(t *testing.T) {
 
 // TestRedisSessionEventsListenOutlivesRedis checks that a listener gets
 // what is published after its Redis restarted (one server) or failed over
-// (Sentinel): go-redis subscribes again by itself.
+// (Sentinel): go-redis subscribes again by itself, and the listener is
+// told that it may have lost messages.
 func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -563,6 +528,9 @@ func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			got.wait(t, "the listener", []string{"before"})
+			if n := got.lost(); n != 0 {
+				t.Fatalf("told of %d gaps before any failure, want none", n)
+			}
 			fail()
 			// Published while the listener has not subscribed again, a
 			// message is lost: publish until one arrives.
@@ -570,6 +538,9 @@ func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
 				_ = e.Publish(t.Context(), []byte("after"))
 				return slices.Contains(got.list(), "after")
 			})
+			if got.lost() == 0 {
+				t.Error("the listener was not told that it may have lost messages")
+			}
 		})
 	}
 }
@@ -578,7 +549,14 @@ func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
 type received struct {
 	mu   sync.Mutex
 	msgs []string
+	gaps int           // how many times it was told it lost messages
 	more chan struct{} // signalled on each message
+}
+
+func (r *received) lost() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gaps
 }
 
 func (r *received) list() []string {
@@ -620,6 +598,10 @@ func listenFor(t *testing.T, ctx context.Context, e *redisSessionEvents) *receiv
 		case r.more <- struct{}{}:
 		default:
 		}
+	}, func() {
+		r.mu.Lock()
+		r.gaps++
+		r.mu.Unlock()
 	})
 	if err != nil {
 		t.Fatal(err)

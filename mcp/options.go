@@ -28,9 +28,10 @@ type Options struct {
 	// replica answers 404) or "redis" (shared by every replica, so that
 	// any replica serves any request of a session, and DELETE and the idle
 	// timeout hold on all of them; needs the redis section: one server,
-	// Sentinel or Cluster). With redis, each request naming a session costs
-	// one Redis round trip. Empty means redis when Redis is configured,
-	// else memory.
+	// Sentinel or Cluster). With redis, a call of a session costs one Redis
+	// round trip (its response's append to the session's event log), and
+	// each replica reads the session's record once per tenth of the idle
+	// timeout. Empty means redis when Redis is configured, else memory.
 	SessionStore string `yaml:"session_store" schema:"enum=memory|redis"`
 	// SessionIdleTimeout closes a legacy session that has seen no request
 	// for this long (on any replica, with a shared session store). Zero

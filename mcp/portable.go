@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -22,13 +23,24 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
 
-// sharedSessions makes legacy sessions portable between replicas: every
+// sharedSessions makes legacy sessions portable between replicas: a
 // request naming a session is checked against the [SessionStore] (which
 // restarts its idle timeout), and a replica that does not hold the session
 // adopts it: it connects a copy of its own to the SDK server, already
 // initialized with the record's parameters, under the same id. A session
 // is made the same way: a copy of this replica's, whose initialize writes
 // the record.
+//
+// A copy this replica holds is trusted without reading the record again
+// (see trusts) while the bus has listened without a gap since the record
+// was last read or written here, the bus has not said that the session
+// ended or its record changed, and less than a tenth of the idle timeout
+// has passed since: a DELETE on any replica says so on the bus before it
+// answers, and the record's idle timeout, restarted by that read, has
+// nine tenths of it left. A session whose requests keep coming costs the
+// store a read per replica and tenth of the idle timeout, not one per
+// request; the price is that a session idle for more than nine tenths of
+// the timeout may be ended before all of it.
 //
 // What a session's streams carry is kept in [SessionEvents], shared by
 // every replica: the standalone GET stream is served from there on any
@@ -38,7 +50,8 @@ import (
 // session hands it to the call that waits for it.
 type sharedSessions struct {
 	store    SessionStore
-	ttl      time.Duration // the idle timeout, of records and copies
+	ttl      time.Duration    // the idle timeout, of records and copies
+	now      func() time.Time // the clock of trust in copies; tests set theirs
 	server   *sdk.Server
 	events   SessionEvents
 	sdkStore *sharedEventStore // the SDK's view of events, for every copy
@@ -50,6 +63,15 @@ type sharedSessions struct {
 	local   map[string]*localSession // by id: the copies this replica holds
 	byKey   map[string]string        // [SessionKey] → id, of local
 	watches map[string]map[*watch]struct{}
+
+	// busUp is set once the bus listens. epoch counts its gaps (and its
+	// start): a copy read in an earlier epoch may have missed that its
+	// session ended. changes counts what the bus said of any session's
+	// end or record, so that a read of a record that overlapped one of
+	// them is not trusted.
+	busUp   atomic.Bool
+	epoch   atomic.Uint64
+	changes atomic.Uint64
 
 	// failMu guards the counting of store failures, logged at most once
 	// per storeFailureLogEvery so that an outage is not a line per request.
@@ -75,6 +97,10 @@ func (s *sharedSessions) storeFailed(now time.Time) (n int, log bool) {
 	return n, true
 }
 
+// trustFraction is the part of the idle timeout after which a copy's
+// record is read again, restarting its idle timeout (see trusts).
+const trustFraction = 10
+
 // localSession is this replica's copy of a session.
 type localSession struct {
 	ss        *sdk.ServerSession
@@ -88,6 +114,66 @@ type localSession struct {
 	streams    int              // GET streams open
 	timer      *time.Timer      // the idle timeout; nil once stopped
 	subscribed map[string]bool  // the resources the copy is subscribed to
+	version    string           // the protocol version the session negotiated
+	readAt     time.Time        // when the record was last read or written here; zero: not trusted
+	readEpoch  uint64           // sharedSessions.epoch then
+	ended      bool             // closed, or the bus said the session ended
+}
+
+// readMark is the state of the bus as a read or write of a record begins.
+type readMark struct {
+	at             time.Time
+	epoch, changes uint64
+}
+
+func (s *sharedSessions) mark() readMark {
+	return readMark{epoch: s.epoch.Load(), changes: s.changes.Load(), at: s.now()}
+}
+
+// noteRead notes that the record of ls's session was read or written,
+// negotiating version, in a step begun at m: ls is trusted from then on,
+// unless the bus said something of any session meanwhile.
+func (s *sharedSessions) noteRead(ls *localSession, m readMark, version string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if version != "" {
+		ls.version = version
+	}
+	if s.changes.Load() != m.changes || ls.ended {
+		return
+	}
+	ls.readAt, ls.readEpoch = m.at, m.epoch
+}
+
+// trusts reports whether a request of the session of ls may be served
+// without reading its record: ls is live, the bus has listened without a
+// gap since the record was read or written here and has not said since
+// that the session ended or changed, and less than a tenth of the idle
+// timeout has passed since.
+func (s *sharedSessions) trusts(ls *localSession) bool {
+	if !s.busUp.Load() {
+		return false
+	}
+	epoch, now := s.epoch.Load(), s.now()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	age := now.Sub(ls.readAt)
+	return !ls.ended && !ls.readAt.IsZero() && ls.readEpoch == epoch && age >= 0 && age < ls.ttl/trustFraction
+}
+
+// distrust makes the next request of ls's session read its record; ended
+// says that the session ended.
+func (ls *localSession) distrust(ended bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.readAt = time.Time{}
+	ls.ended = ls.ended || ended
+}
+
+// close closes the copy, trusted no more.
+func (ls *localSession) close() {
+	ls.distrust(true)
+	ls.ss.Close()
 }
 
 // principalKeyContext carries the caller's limits key from the HTTP
@@ -99,7 +185,7 @@ func newSharedSessions(store SessionStore, ttl time.Duration, server *sdk.Server
 		return nil
 	}
 	s := &sharedSessions{
-		store: store, ttl: ttl, server: server, events: deps.Events,
+		store: store, ttl: ttl, now: time.Now, server: server, events: deps.Events,
 		onAdopt: deps.OnSessionAdopted, onAnswer: deps.OnAnswerForwarded, logger: deps.Logger,
 		local: map[string]*localSession{}, byKey: map[string]string{}, watches: map[string]map[*watch]struct{}{},
 	}
@@ -116,7 +202,7 @@ func newSharedSessions(store SessionStore, ttl time.Duration, server *sdk.Server
 	if replayed == nil {
 		replayed = func(context.Context, int) {}
 	}
-	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended}
+	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended, primed: map[[2]string]bool{}}
 	return s
 }
 
@@ -143,6 +229,7 @@ func (s *sharedSessions) lookupKey(key string) (string, *localSession) {
 // forgetAtEnd waits for the session of ls to end, then stops holding it.
 func (s *sharedSessions) forgetAtEnd(id string, ls *localSession) {
 	_ = ls.ss.Wait()
+	ls.distrust(true)
 	ls.stopTimer()
 	s.forget(id, ls)
 }
@@ -162,7 +249,14 @@ func (s *sharedSessions) forget(id string, ls *localSession) {
 func (s *sharedSessions) record(ctx context.Context, ss *sdk.ServerSession, params *sdk.InitializeParams, res *sdk.InitializeResult) error {
 	key, _ := ctx.Value(principalKeyContext{}).(string)
 	rec := SessionRecord{Principal: PrincipalHash(key), ProtocolVersion: res.ProtocolVersion, Initialize: params}
-	return s.store.Put(ctx, ss.ID(), rec, s.ttl)
+	m := s.mark()
+	if err := s.store.Put(ctx, ss.ID(), rec, s.ttl); err != nil {
+		return err
+	}
+	if ls := s.lookup(ss.ID()); ls != nil && ls.ss == ss {
+		s.noteRead(ls, m, rec.ProtocolVersion)
+	}
+	return nil
 }
 
 // setLevel keeps a level the client set in the session's record, and
@@ -179,7 +273,11 @@ func (s *sharedSessions) setLevel(ctx context.Context, ss *sdk.ServerSession, le
 		return err // a copy following the record, or nothing to keep
 	}
 	rec.LogLevel = level
-	return s.store.Put(ctx, id, rec, s.ttl)
+	if err := s.store.Put(ctx, id, rec, s.ttl); err != nil {
+		return err
+	}
+	// The other replicas' copies, trusted, read the record again.
+	return s.publish(ctx, busMessage{Kind: busRecord, Key: SessionKey(id)})
 }
 
 // subscribed keeps in the session's record that its copy ss subscribed to
@@ -227,6 +325,7 @@ func (s *sharedSessions) connect(ctx context.Context, id, principal string, rec 
 	t := &sdk.StreamableServerTransport{SessionID: id, EventStore: s.sdkStore}
 	var opts *sdk.ServerSessionOptions
 	var level sdk.LoggingLevel
+	var version string
 	if rec != nil {
 		opts = &sdk.ServerSessionOptions{State: &sdk.ServerSessionState{
 			InitializeParams:          rec.Initialize,
@@ -234,13 +333,13 @@ func (s *sharedSessions) connect(ctx context.Context, id, principal string, rec 
 			NegotiatedProtocolVersion: rec.ProtocolVersion,
 			LogLevel:                  rec.LogLevel,
 		}}
-		level = rec.LogLevel
+		level, version = rec.LogLevel, rec.ProtocolVersion
 	}
 	ss, err := s.server.Connect(ctx, t, opts)
 	if err != nil {
 		return nil, false, err
 	}
-	ls = &localSession{ss: ss, transport: t, principal: principal, level: level, ttl: s.ttl, subscribed: map[string]bool{}}
+	ls = &localSession{ss: ss, transport: t, principal: principal, level: level, version: version, ttl: s.ttl, subscribed: map[string]bool{}}
 	ls.timer = time.AfterFunc(s.ttl, func() { ss.Close() })
 	s.local[id] = ls
 	s.byKey[SessionKey(id)] = id
@@ -376,10 +475,12 @@ type sharedRequest struct {
 
 // serveShared serves a legacy request naming a session (POST, GET or
 // DELETE) when sessions are shared: the record decides, on every replica
-// alike. No record is 404, as the SDK answers an unknown session; a record
-// of another caller is 403, as the SDK answers a session of another user;
-// DELETE removes the record and the session's events, so that every
-// replica answers 404 next, and ends every replica's copy.
+// alike, or the copy this replica holds while it is trusted (see
+// [sharedSessions.trusts]). No record is 404, as the SDK answers an
+// unknown session; a record of another caller is 403, as the SDK answers
+// a session of another user; DELETE removes the record and the session's
+// events, so that every replica answers 404 next, and ends every
+// replica's copy.
 func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, kind sharedRequest) {
 	answers := kind.answers
 	s := h.shared
@@ -389,30 +490,41 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, kind share
 		return
 	}
 	caller := PrincipalHash(h.principalKey(r))
-	rec, found, err := s.store.Get(ctx, id, s.ttl)
 	ls := s.lookup(id)
-	switch {
-	case err != nil:
-		// Without the store, serve what this replica holds as it would
-		// without sharing; refuse what it would have to adopt.
-		if n, log := s.storeFailed(time.Now()); log {
-			h.logger.WarnContext(ctx, "session store failed; serving only the sessions this replica holds", "error", err, "failures", n)
-		}
-		if ls == nil || r.Method == http.MethodDelete || answers {
-			limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second, "Service unavailable: the session store did not answer. Retry later.")
+	trusted := ls != nil && s.trusts(ls)
+	var rec SessionRecord
+	var err error
+	m := s.mark()
+	if trusted {
+		ls.mu.Lock()
+		rec = SessionRecord{Principal: ls.principal, ProtocolVersion: ls.version}
+		ls.mu.Unlock()
+	} else {
+		var found bool
+		rec, found, err = s.store.Get(ctx, id, s.ttl)
+		switch {
+		case err != nil:
+			// Without the store, serve what this replica holds as it would
+			// without sharing; refuse what it would have to adopt.
+			if n, log := s.storeFailed(time.Now()); log {
+				h.logger.WarnContext(ctx, "session store failed; serving only the sessions this replica holds", "error", err, "failures", n)
+			}
+			if ls == nil || r.Method == http.MethodDelete || answers {
+				limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second, "Service unavailable: the session store did not answer. Retry later.")
+				return
+			}
+			ls.mu.Lock()
+			rec.ProtocolVersion = ls.version
+			ls.mu.Unlock()
+		case !found || rec.Initialize == nil:
+			if ls != nil {
+				ls.close()
+			}
+			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
-		if ls.principal != caller {
-			http.Error(w, "session user mismatch", http.StatusForbidden)
-			return
-		}
-	case !found || rec.Initialize == nil:
-		if ls != nil {
-			ls.ss.Close()
-		}
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	case rec.Principal != caller:
+	}
+	if err != nil && ls.principal != caller || err == nil && rec.Principal != caller {
 		http.Error(w, "session user mismatch", http.StatusForbidden)
 		return
 	}
@@ -425,11 +537,12 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, kind share
 			limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second, "Service unavailable: the session store did not answer. Retry later.")
 			return
 		}
+		// Every replica's copy ends, and none is trusted from now on.
 		if err := s.publish(ctx, busMessage{Kind: busEnded, Key: key}); err != nil {
 			h.logger.WarnContext(ctx, "telling replicas a session ended", "error", err)
 		}
 		if ls != nil {
-			ls.ss.Close()
+			ls.close()
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -467,7 +580,8 @@ func (h *Handler) serveShared(w http.ResponseWriter, r *http.Request, kind share
 			return
 		}
 	}
-	if err == nil {
+	if err == nil && !trusted {
+		s.noteRead(ls, m, rec.ProtocolVersion)
 		h.syncLevel(ctx, id, ls, rec.LogLevel)
 	}
 	if r.Method == http.MethodGet {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,9 +35,14 @@ type replicas struct {
 
 func newReplicas(t *testing.T, n int, store SessionStore, edit func(*Options)) *replicas {
 	t.Helper()
+	return newReplicasOn(t, n, store, NewMemorySessionEvents(nil, 100), edit)
+}
+
+// newReplicasOn is newReplicas sharing events.
+func newReplicasOn(t *testing.T, n int, store SessionStore, events SessionEvents, edit func(*Options)) *replicas {
+	t.Helper()
 	rs := &replicas{}
 	rs.pin.Store(-1)
-	events := NewMemorySessionEvents(nil, 100)
 	for range n {
 		rs.hs = append(rs.hs, endpoint{sets: []string{"core", "conformance"}, edit: edit, deps: Deps{
 			Sessions:         store,
@@ -49,6 +55,13 @@ func newReplicas(t *testing.T, n int, store SessionStore, edit func(*Options)) *
 	t.Cleanup(ts.Close)
 	rs.url = ts.URL
 	return rs
+}
+
+// setClock sets the clock every replica trusts its copies by.
+func (rs *replicas) setClock(now func() time.Time) {
+	for _, h := range rs.hs {
+		h.shared.now = now
+	}
 }
 
 func (rs *replicas) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -205,14 +218,30 @@ func TestSharedSessionLogLevel(t *testing.T) {
 }
 
 // TestSharedSessionRefusals presents session ids a caller may not use;
-// every replica refuses each of them the same way.
+// every replica refuses each of them the same way, the one that made the
+// session too, though it trusts its copy: when the bus told it the
+// session ended, or once the bus missed that and the copy's trust ended
+// (a gap in what the bus heard, or a tenth of the idle timeout).
 func TestSharedSessionRefusals(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
-	store := NewMemorySessionStore(func() time.Time { return time.Unix(0, clock.Load()) })
+	tick := func() time.Time { return time.Unix(0, clock.Load()) }
+	store := NewMemorySessionStore(tick)
 	const idle = time.Minute
-	rs := newReplicas(t, 2, store, func(o *Options) { o.SessionIdleTimeout = idle })
+	bus := &faultyBus{MemorySessionEvents: NewMemorySessionEvents(tick, 100)}
+	rs := newReplicasOn(t, 2, store, bus, func(o *Options) { o.SessionIdleTimeout = idle })
+	rs.setClock(tick)
+	// deleteOn1 deletes session id on replica 1.
+	deleteOn1 := func(t *testing.T, id string) {
+		t.Helper()
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "/mcp", nil)
+		req.Header.Set(mcpheader.SessionID, id)
+		req.Header.Set(principalHeader, "alice")
+		if r := serve(rs.hs[1], req); r.status != http.StatusNoContent {
+			t.Fatalf("DELETE on replica 1: status %d: %s", r.status, r.body)
+		}
+	}
 
 	// initialize makes a session of principal on replica 0.
 	initialize := func(t *testing.T, principal string) string {
@@ -240,12 +269,23 @@ func TestSharedSessionRefusals(t *testing.T) {
 		}, wantStatus: http.StatusNotFound},
 		{name: "deleted on the other replica", session: func(t *testing.T) string {
 			id := initialize(t, "alice")
-			req := httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "/mcp", nil)
-			req.Header.Set(mcpheader.SessionID, id)
-			req.Header.Set(principalHeader, "alice")
-			if r := serve(rs.hs[1], req); r.status != http.StatusNoContent {
-				t.Fatalf("DELETE on replica 1: status %d: %s", r.status, r.body)
-			}
+			deleteOn1(t, id)
+			return id
+		}, wantStatus: http.StatusNotFound},
+		{name: "deleted while the bus was down, then a gap reported", session: func(t *testing.T) string {
+			id := initialize(t, "alice")
+			bus.mute.Store(true)
+			deleteOn1(t, id)
+			bus.mute.Store(false)
+			bus.gap()
+			return id
+		}, wantStatus: http.StatusNotFound},
+		{name: "deleted while the bus was down, a tenth of the idle timeout later", session: func(t *testing.T) string {
+			id := initialize(t, "alice")
+			bus.mute.Store(true)
+			deleteOn1(t, id)
+			bus.mute.Store(false)
+			clock.Add(int64(idle / 10))
 			return id
 		}, wantStatus: http.StatusNotFound},
 		{name: "idle past the timeout", session: func(t *testing.T) string {
@@ -311,6 +351,113 @@ func TestSessionStoreFailuresLoggedSparingly(t *testing.T) {
 		n, log := s.storeFailed(t0.Add(tt.at))
 		if n != tt.wantN || log != tt.wantLog {
 			t.Errorf("%s: storeFailed = %d, %v; want %d, %v", tt.name, n, log, tt.wantN, tt.wantLog)
+		}
+	}
+}
+
+// faultyBus is a bus that can miss messages: while mute is set, what is
+// published reaches no listener, and gap tells every listener it missed
+// some, as a Redis subscription made again does.
+type faultyBus struct {
+	*MemorySessionEvents
+	mute atomic.Bool
+
+	mu   sync.Mutex
+	lost []func()
+}
+
+func (b *faultyBus) Publish(ctx context.Context, msg []byte) error {
+	if b.mute.Load() {
+		return nil
+	}
+	return b.MemorySessionEvents.Publish(ctx, msg)
+}
+
+func (b *faultyBus) Listen(ctx context.Context, deliver func([]byte), lost func()) error {
+	b.mu.Lock()
+	b.lost = append(b.lost, lost)
+	b.mu.Unlock()
+	return b.MemorySessionEvents.Listen(ctx, deliver, lost)
+}
+
+func (b *faultyBus) gap() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, lost := range b.lost {
+		lost()
+	}
+}
+
+// countingStore counts the reads of its records.
+type countingStore struct {
+	SessionStore
+	gets atomic.Int64
+}
+
+func (c *countingStore) Get(ctx context.Context, id string, ttl time.Duration) (SessionRecord, bool, error) {
+	c.gets.Add(1)
+	return c.SessionStore.Get(ctx, id, ttl)
+}
+
+// TestSharedSessionTrustedCopies follows the reads of a session's record
+// as its requests alternate between two replicas: a replica reads it to
+// adopt the session, then trusts its copy until a tenth of the idle
+// timeout has passed, the bus says the record changed, or the bus had a
+// gap.
+func TestSharedSessionTrustedCopies(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	tick := func() time.Time { return time.Unix(0, clock.Load()) }
+	store := &countingStore{SessionStore: NewMemorySessionStore(tick)}
+	const idle = 10 * time.Minute
+	bus := &faultyBus{MemorySessionEvents: NewMemorySessionEvents(tick, 100)}
+	rs := newReplicasOn(t, 2, store, bus, func(o *Options) { o.SessionIdleTimeout = idle })
+	rs.setClock(tick)
+
+	r := postTo(t, rs.hs[0], legacyInit, map[string]string{principalHeader: "alice"})
+	id := r.header.Get(mcpheader.SessionID)
+	if r.status != http.StatusOK || id == "" {
+		t.Fatalf("initialize: status %d, session %q: %s", r.status, id, r.body)
+	}
+	const (
+		call     = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`
+		setLevel = `{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"info"}}`
+	)
+	tests := []struct {
+		name     string
+		before   func() // what happens before the request
+		replica  int
+		body     string
+		wantGets int64 // reads of the record the request costs
+	}{
+		{name: "initialized on the replica that made it", replica: 0, body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{name: "a call there", replica: 0, body: call},
+		{name: "the other replica adopts it", replica: 1, body: call, wantGets: 1},
+		{name: "and trusts its copy", replica: 1, body: call},
+		{name: "the first replica still trusts its own", replica: 0, body: call},
+		{name: "a tenth of the idle timeout later", before: func() { clock.Add(int64(idle / 10)) }, replica: 0, body: call, wantGets: 1},
+		{name: "trusted again after that read", replica: 0, body: call},
+		{name: "the other replica reads it too", replica: 1, body: call, wantGets: 1},
+		{name: "a level set on the first replica", replica: 0, body: setLevel, wantGets: 1},    // the level is kept in the record
+		{name: "makes the other replica read the record", replica: 1, body: call, wantGets: 2}, // and its copy follows the level with a setLevel of its own
+		{name: "and the first", replica: 0, body: call, wantGets: 1},
+		{name: "a gap in the bus", before: bus.gap, replica: 1, body: call, wantGets: 1},
+		{name: "on every replica", replica: 0, body: call, wantGets: 1},
+		{name: "and then trusted again", replica: 0, body: call},
+		{name: "bus messages lost, no gap yet: trusted for a tenth of the idle timeout", before: func() { bus.mute.Store(true) }, replica: 1, body: call},
+	}
+	for _, tt := range tests {
+		if tt.before != nil {
+			tt.before()
+		}
+		before := store.gets.Load()
+		r := postTo(t, rs.hs[tt.replica], tt.body, map[string]string{principalHeader: "alice", mcpheader.SessionID: id, mcpheader.ProtocolVersion: "2025-06-18"})
+		if r.status != http.StatusOK && r.status != http.StatusAccepted {
+			t.Fatalf("%s: status %d: %s", tt.name, r.status, r.body)
+		}
+		if got := store.gets.Load() - before; got != tt.wantGets {
+			t.Errorf("%s: %d reads of the record, want %d", tt.name, got, tt.wantGets)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"iter"
 	"sync"
@@ -19,12 +18,10 @@ import (
 // time. Implementations key everything by [SessionKey], never by the raw
 // session id, and must be safe for concurrent use.
 type SessionEvents interface {
-	// Append adds data at the end of stream of the session keyed key and
-	// returns its number. The stream's events expire after ttl without an
-	// Append. When coalesce is positive and the same data was appended to
-	// the stream less than coalesce ago (by any replica), it adds nothing
-	// and returns ok false.
-	Append(ctx context.Context, key, stream string, data []byte, ttl, coalesce time.Duration) (index int, ok bool, err error)
+	// Append adds the events data (one at least) at the end of stream of
+	// the session keyed key, in order and at once, and returns the number
+	// of the last. The stream's events expire after ttl without an Append.
+	Append(ctx context.Context, key, stream string, ttl time.Duration, data ...[]byte) (last int, err error)
 	// After returns the events of stream after number index, oldest first;
 	// [ErrEventsDropped] when one of them is no longer kept.
 	After(ctx context.Context, key, stream string, index int) ([][]byte, error)
@@ -36,8 +33,11 @@ type SessionEvents interface {
 	Publish(ctx context.Context, msg []byte) error
 	// Listen calls deliver with each message published from now on, in
 	// order, until ctx ends. It returns once it listens; deliver runs on
-	// one goroutine of its own.
-	Listen(ctx context.Context, deliver func(msg []byte)) error
+	// one goroutine of its own. When messages published since it last
+	// delivered may have been lost (its connection to the bus was lost and
+	// made again), it calls lost, on the same goroutine, before it
+	// delivers anything published after.
+	Listen(ctx context.Context, deliver func(msg []byte), lost func()) error
 }
 
 // ErrEventsDropped is the error of [SessionEvents.After] when an event
@@ -61,7 +61,6 @@ type memoryStream struct {
 	first   int      // the number of data[0]
 	data    [][]byte // oldest first
 	expires time.Time
-	recent  map[[32]byte]time.Time // data appended, by hash, until when it coalesces
 }
 
 // NewMemorySessionEvents returns an empty log on the clock now (nil means
@@ -82,7 +81,7 @@ func (m *MemorySessionEvents) stream(key, stream string, create bool) *memoryStr
 		s = nil
 	}
 	if s == nil && create {
-		s = &memoryStream{recent: map[[32]byte]time.Time{}}
+		s = &memoryStream{}
 		m.streams[k] = s
 	}
 	return s
@@ -106,31 +105,23 @@ func (m *MemorySessionEvents) sweep() {
 }
 
 // Append implements [SessionEvents].
-func (m *MemorySessionEvents) Append(_ context.Context, key, stream string, data []byte, ttl, coalesce time.Duration) (int, bool, error) {
+func (m *MemorySessionEvents) Append(_ context.Context, key, stream string, ttl time.Duration, data ...[]byte) (int, error) {
+	if len(data) == 0 {
+		return 0, errors.New("mcp: appending no session event")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep()
 	s := m.stream(key, stream, true)
-	now := m.now()
-	s.expires = now.Add(ttl)
-	if coalesce > 0 {
-		h := sha256.Sum256(data)
-		if until, ok := s.recent[h]; ok && now.Before(until) {
-			return 0, false, nil
-		}
-		for k, until := range s.recent {
-			if !now.Before(until) {
-				delete(s.recent, k)
-			}
-		}
-		s.recent[h] = now.Add(coalesce)
+	s.expires = m.now().Add(ttl)
+	for _, d := range data {
+		s.data = append(s.data, append([]byte(nil), d...))
 	}
-	s.data = append(s.data, append([]byte(nil), data...))
 	if over := len(s.data) - m.max; over > 0 {
 		s.data = s.data[over:]
 		s.first += over
 	}
-	return s.first + len(s.data) - 1, true, nil
+	return s.first + len(s.data) - 1, nil
 }
 
 // After implements [SessionEvents].
@@ -194,8 +185,8 @@ func (m *MemorySessionEvents) Publish(_ context.Context, msg []byte) error {
 }
 
 // Listen implements [SessionEvents]. Messages are delivered on the
-// publishing goroutine.
-func (m *MemorySessionEvents) Listen(ctx context.Context, deliver func([]byte)) error {
+// publishing goroutine; none is lost, so lost is never called.
+func (m *MemorySessionEvents) Listen(ctx context.Context, deliver func([]byte), lost func()) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var mu sync.Mutex
@@ -224,11 +215,25 @@ func (m *MemorySessionEvents) Listen(ctx context.Context, deliver func([]byte)) 
 // sharedEventStore is the SDK's [sdk.EventStore] over [SessionEvents]: the
 // streams of every replica's copy of a session land in one log, so that
 // Last-Event-ID replays on any replica.
+//
+// A request's stream costs the log one Append per event, its priming event
+// included: the SDK appends that empty event as the stream opens, and it
+// waits here to be written with the stream's first real event (a call's
+// response, or a notification before it), in the same Append. Until then
+// the stream's log is empty, and After from the priming event finds
+// nothing yet (see After). One replica writes a request's stream: the one
+// serving its POST. (The SDK writes a priming event only when its HTTP
+// handler put the request's protocol version in the context; a copy's
+// transport is served directly, so on this path it writes none today, and
+// a call costs the log its response's Append.)
 type sharedEventStore struct {
 	events   SessionEvents
 	ttl      time.Duration
 	replayed func(context.Context, int)
 	appended func(key string)
+
+	mu     sync.Mutex
+	primed map[[2]string]bool // by session id and stream: the request streams whose priming event waits
 }
 
 // Open implements [sdk.EventStore]; a stream needs no opening.
@@ -236,23 +241,46 @@ func (*sharedEventStore) Open(context.Context, string, string) error { return ni
 
 // Append implements [sdk.EventStore].
 func (e *sharedEventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
+	evs := [][]byte{data}
+	if streamID != "" {
+		k := [2]string{sessionID, streamID}
+		e.mu.Lock()
+		switch {
+		case len(data) == 0:
+			e.primed[k] = true
+			e.mu.Unlock()
+			return nil // written with the stream's first event
+		case e.primed[k]:
+			delete(e.primed, k)
+			evs = [][]byte{nil, data}
+		}
+		e.mu.Unlock()
+	}
 	// No coalescing: an identical list_changed may be a second change,
 	// made on another replica, that the client must not miss.
 	key := SessionKey(sessionID)
-	_, ok, err := e.events.Append(ctx, key, streamID, data, e.ttl, 0)
-	if err != nil {
+	if _, err := e.events.Append(ctx, key, streamID, e.ttl, evs...); err != nil {
 		return err
 	}
-	if ok && streamID == "" {
+	if streamID == "" {
 		e.appended(key)
 	}
 	return nil
 }
 
-// After implements [sdk.EventStore].
+// After implements [sdk.EventStore]. A request's stream resumed from its
+// priming event (index 0) before its first event was written has an empty
+// log: nothing to replay yet, and the client asks again, as when the log
+// holds the priming event alone.
 func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
-		evs, err := e.events.After(ctx, SessionKey(sessionID), streamID, index)
+		key := SessionKey(sessionID)
+		evs, err := e.events.After(ctx, key, streamID, index)
+		if errors.Is(err, ErrEventsDropped) && streamID != "" && index == 0 {
+			if n, lerr := e.events.Last(ctx, key, streamID); lerr == nil && n < 0 {
+				evs, err = nil, nil
+			}
+		}
 		if err != nil {
 			yield(nil, err)
 			return
@@ -270,5 +298,15 @@ func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string
 
 // SessionClosed implements [sdk.EventStore]. It keeps the streams: one
 // replica's copy of a session ending is not the session ending; a DELETE
-// drops them, and they expire.
-func (*sharedEventStore) SessionClosed(context.Context, string) error { return nil }
+// drops them, and they expire. It forgets the priming events of the
+// copy's requests left unanswered.
+func (e *sharedEventStore) SessionClosed(_ context.Context, sessionID string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.primed {
+		if k[0] == sessionID {
+			delete(e.primed, k)
+		}
+	}
+	return nil
+}

@@ -24,6 +24,7 @@ const (
 	busEvent         = "event"         // an event was appended to the session's standalone stream
 	busAnswer        = "answer"        // Body holds a client's answers to server→client requests
 	busSubscriptions = "subscriptions" // the session's subscriptions changed
+	busRecord        = "record"        // the session's record changed otherwise (its log level)
 	busEnded         = "ended"         // the session was deleted
 )
 
@@ -62,26 +63,43 @@ func (s *sharedSessions) appended(key string) {
 }
 
 // listen delivers what the bus says to this replica's copies and streams,
-// until ctx ends.
+// until ctx ends. Once it listens, copies may be trusted (see
+// [sharedSessions.trusts]); a gap in what it heard makes every copy read
+// its record again.
 func (s *sharedSessions) listen(ctx context.Context) error {
-	return s.events.Listen(ctx, func(b []byte) {
+	err := s.events.Listen(ctx, func(b []byte) {
 		var m busMessage
 		if json.Unmarshal(b, &m) != nil {
 			return
 		}
 		switch m.Kind {
-		case busEvent, busSubscriptions:
+		case busEvent:
 			s.wake(m.Key, m.Kind)
+		case busSubscriptions, busRecord:
+			s.changes.Add(1)
+			if _, ls := s.lookupKey(m.Key); ls != nil {
+				ls.distrust(false)
+			}
+			if m.Kind == busSubscriptions {
+				s.wake(m.Key, m.Kind)
+			}
 		case busAnswer:
 			if id, ls := s.lookupKey(m.Key); ls != nil {
 				go s.hand(id, ls, m.Body)
 			}
 		case busEnded:
+			s.changes.Add(1)
 			if _, ls := s.lookupKey(m.Key); ls != nil {
-				ls.ss.Close()
+				ls.close()
 			}
 		}
-	})
+	}, func() { s.epoch.Add(1) })
+	if err == nil {
+		// What was said before it listened was not heard.
+		s.epoch.Add(1)
+		s.busUp.Store(true)
+	}
+	return err
 }
 
 // listenUntilListening listens to the bus after a first try failed with
