@@ -39,41 +39,10 @@
 // and exits 0 once it stopped calling, 1 when it could not start (on
 // stderr).
 
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { createRequire } from 'node:module';
+import { helpers, loadSDK } from './sdk.mjs';
 
-const fail = (msg) => {
-  process.stderr.write(`call-loop: ${msg}\n`);
-  process.exit(1);
-};
-const env = (name) => process.env[name] || fail(`${name} is not set`);
-
-const require = createRequire(path.join(path.resolve(env('MCP_SDK_DIR')), 'package.json'));
-const which = env('MCP_SDK');
-let Client, StreamableHTTPClientTransport, pkg, entry;
-if (which === 'v1') {
-  pkg = '@modelcontextprotocol/sdk';
-  entry = '@modelcontextprotocol/sdk/client/index.js';
-  ({ Client } = require(entry));
-  ({ StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js'));
-} else if (which === 'v2') {
-  pkg = entry = '@modelcontextprotocol/client';
-  ({ Client, StreamableHTTPClientTransport } = require(pkg));
-} else {
-  fail(`MCP_SDK=${which}: want v1 or v2`);
-}
-// The package's own package.json: walk up from its entry point.
-const sdkVersion = (() => {
-  for (let dir = path.dirname(require.resolve(entry)); dir !== path.dirname(dir); dir = path.dirname(dir)) {
-    const f = path.join(dir, 'package.json');
-    if (fs.existsSync(f)) {
-      const p = JSON.parse(fs.readFileSync(f, 'utf8'));
-      if (p.name === pkg) return p.version;
-    }
-  }
-  return 'unknown';
-})();
+const { fail, env } = helpers('call-loop');
+const { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport } = loadSDK('call-loop');
 
 const url = new URL(env('MCP_URL'));
 const token = env('MCP_TOKEN');

@@ -39,46 +39,11 @@
 // any other failure (on stderr).
 
 import * as crypto from 'node:crypto';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import * as readline from 'node:readline';
-import { createRequire } from 'node:module';
+import { helpers, loadSDK } from './sdk.mjs';
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) {
-    process.stderr.write(`oauth-clients: ${name} is not set\n`);
-    process.exit(1);
-  }
-  return v;
-};
-
-const require = createRequire(path.join(path.resolve(env('MCP_SDK_DIR')), 'package.json'));
-const which = env('MCP_SDK');
-let Client, StreamableHTTPClientTransport, UnauthorizedError, pkg;
-if (which === 'v1') {
-  pkg = '@modelcontextprotocol/sdk';
-  ({ Client } = require('@modelcontextprotocol/sdk/client/index.js'));
-  ({ StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js'));
-  ({ UnauthorizedError } = require('@modelcontextprotocol/sdk/client/auth.js'));
-} else if (which === 'v2') {
-  pkg = '@modelcontextprotocol/client';
-  ({ Client, StreamableHTTPClientTransport, UnauthorizedError } = require('@modelcontextprotocol/client'));
-} else {
-  process.stderr.write(`oauth-clients: MCP_SDK=${which}: want v1 or v2\n`);
-  process.exit(1);
-}
-// The package's own package.json: walk up from its entry point.
-const sdkVersion = (() => {
-  for (let dir = path.dirname(require.resolve(which === 'v1' ? '@modelcontextprotocol/sdk/client/index.js' : pkg)); dir !== path.dirname(dir); dir = path.dirname(dir)) {
-    const f = path.join(dir, 'package.json');
-    if (fs.existsSync(f)) {
-      const p = JSON.parse(fs.readFileSync(f, 'utf8'));
-      if (p.name === pkg) return p.version;
-    }
-  }
-  return 'unknown';
-})();
+const { env } = helpers('oauth-clients');
+const { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport, UnauthorizedError } = loadSDK('oauth-clients');
 
 const mcpURL = new URL(env('MCP_URL'));
 const clientID = process.env.MCP_CLIENT_ID;
