@@ -296,14 +296,24 @@ bench-sessions: bench-bin ## Measure portable 2025-11-25 sessions: Portcullis al
 	$(GO) test -run '^$$' -bench IdleSessionMemory -benchtime 3000x ./mcp/
 
 # bench-servers measures issue 34's goal: a tools/call on a virtual server
-# (the tool renamed, an argument fixed) against the same call on /mcp,
-# through the app's whole handler in process, on the SDK as shipped
-# (patched), BENCH_SERVERS_COUNT runs each, compared by benchstat
+# against the same call on /mcp. First the load harness: the portcullis row
+# and the portcullis-virtual row (a second process with one virtual server
+# exposing echo renamed and described), back to back, pinned, c=16, both
+# paths, BENCH_SERVERS_RUNS runs (results/bench-servers-N.md); then
+# BenchmarkVirtualServerCall (the tool renamed, an argument fixed), through
+# the app's whole handler in process, on the SDK as shipped (patched),
+# BENCH_SERVERS_COUNT runs each, compared by benchstat
 # (results/bench-servers.txt).
+BENCH_SERVERS_RUNS ?= 3
 BENCH_SERVERS_COUNT ?= 6
 
-bench-servers: ## Compare CPU per call of a tools/call on a virtual server and on /mcp (BenchmarkVirtualServerCall, -cpu 1, benchstat; results/bench-servers.txt).
-	@mkdir -p results
+bench-servers: bench-bin ## Compare CPU per call of a tools/call on a virtual server and on /mcp: the harness's portcullis and portcullis-virtual rows (pinned, c=16, BENCH_SERVERS_RUNS runs; results/bench-servers-N.md), then BenchmarkVirtualServerCall (-cpu 1, benchstat; results/bench-servers.txt).
+	@mkdir -p results && rm -f results/bench-servers-*.md
+	@for i in $$(seq $(BENCH_SERVERS_RUNS)); do \
+		$(LOADTEST) -pin -concurrency 16 -only portcullis,portcullis-virtual \
+			-sessions 0 -startups 0 -out results/bench-servers-$$i.md $(BENCHFLAGS) >/dev/null || exit 1; \
+	done
+	@for f in results/bench-servers-*.md; do echo "$$f:"; sed -n -e '/^| virtual server/,/^$$/p' -e '/^- a call on the virtual server/p' "$$f"; done
 	modfile="$$($(SDK_PATCH))"; \
 	$(GO) test -modfile "$$modfile" -run '^$$' -bench VirtualServerCall -count $(BENCH_SERVERS_COUNT) -cpu 1 . | tee results/bench-servers.txt
 	$(GO) run golang.org/x/perf/cmd/benchstat@latest -col /server results/bench-servers.txt

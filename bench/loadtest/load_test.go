@@ -109,6 +109,11 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("only %q", c.only)
 			}
 		}},
+		{name: "only the virtual-server rows", args: []string{"-only", "portcullis,portcullis-virtual"}, check: func(t *testing.T, c *config) {
+			if !slices.Equal(c.only, []string{"portcullis", virtualRowName}) {
+				t.Errorf("only %q", c.only)
+			}
+		}},
 		{name: "only an unknown server", args: []string{"-only", "portcullis,nginx"}, wantErr: "nginx"},
 	}
 	for _, tt := range tests {
@@ -296,5 +301,97 @@ func TestReplicasTable(t *testing.T) {
 	rep.replicasTable(&b)
 	if b.Len() != 0 {
 		t.Errorf("without the rows of portable sessions there is no table, got:\n%s", b.String())
+	}
+}
+
+func TestPortcullisConfigVirtual(t *testing.T) {
+	data := portcullisConfig(pcOptions{addr: "127.0.0.1:1", virtual: true}, "127.0.0.1:2", "http://127.0.0.1:3")
+	path := filepath.Join(t.TempDir(), "portcullis.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := portcullis.Run(t.Context(), []string{"check-config", "--config", path}, portcullis.Environ(nil), portcullis.Streams(nil, nil, nil)); err != nil {
+		t.Fatalf("the config does not load: %v\n%s", err, data)
+	}
+	var c struct {
+		Auth    auth.Options `yaml:"auth"`
+		Servers []struct {
+			Name  string `yaml:"name"`
+			Path  string `yaml:"path"`
+			Tools []struct {
+				Source         string         `yaml:"source"`
+				Name           string         `yaml:"name"`
+				ExposeAs       string         `yaml:"expose_as"`
+				Description    string         `yaml:"description"`
+				FixedArguments map[string]any `yaml:"fixed_arguments"`
+			} `yaml:"tools"`
+			Auth auth.Options `yaml:"auth"`
+		} `yaml:"servers"`
+	}
+	if err := yaml.Unmarshal([]byte(data), &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Servers) != 1 || len(c.Servers[0].Tools) != 1 {
+		t.Fatalf("servers %+v, want one with one tool", c.Servers)
+	}
+	s, tool := c.Servers[0], c.Servers[0].Tools[0]
+	if s.Path != virtualPath || tool.Source != "core" || tool.Name != "echo" || tool.ExposeAs != virtualTool || tool.Description == "" || len(tool.FixedArguments) != 0 {
+		t.Errorf("server %+v: want core's echo at %s as %s, described, no argument fixed", s, virtualPath, virtualTool)
+	}
+	// The virtual server's calls pass the checks /mcp's do.
+	if !slices.Equal(s.Auth.RequiredScopes, c.Auth.RequiredScopes) || len(s.Auth.Policy) != 1 || len(c.Auth.Policy) != 1 ||
+		s.Auth.Policy[0].Tool != virtualTool || !slices.Equal(s.Auth.Policy[0].Scopes, c.Auth.Policy[0].Scopes) {
+		t.Errorf("server auth %+v, want /mcp's required scopes %q and policy %+v on %s", s.Auth, c.Auth.RequiredScopes, c.Auth.Policy, virtualTool)
+	}
+	// Without the option, no server.
+	if strings.Contains(portcullisConfig(pcOptions{addr: "127.0.0.1:1"}, "127.0.0.1:2", "http://127.0.0.1:3"), "servers:") {
+		t.Error("a configuration without virtual has a servers section")
+	}
+}
+
+func TestVirtualTable(t *testing.T) {
+	sec := time.Second
+	rows := func(virtualTicks int64) []row {
+		return []row{
+			{server: "portcullis", path: pathModern, conc: 16, requests: 1000, elapsed: sec, cpuTicks: 20},
+			{server: virtualRowName, path: pathModern, conc: 16, requests: 1000, elapsed: sec, cpuTicks: virtualTicks},
+			{server: "portcullis", path: pathLegacy, conc: 16, requests: 800, elapsed: sec, cpuTicks: 16},
+			{server: virtualRowName, path: pathLegacy, conc: 16, requests: 760, elapsed: sec, cpuTicks: 16},
+		}
+	}
+	tests := []struct {
+		name         string
+		virtualTicks int64 // the virtual row's CPU on the 2026-07-28 path, 1000 calls
+		want         []string
+	}{
+		{name: "kept", virtualTicks: 21, want: []string{
+			"| 2026-07-28 | 16 | 1000 | 1000 | 1.00 | 200 | 210 | 1.050 |",
+			"(2026-07-28, c=16): 1.050× (210 µs against 200 µs), met",
+			"| 2025-11-25 | 16 | 800 | 760 | 0.95 | 200 | 211 | 1.053 |",
+			"(2025-11-25, c=16): 1.053× (211 µs against 200 µs), **missed**",
+		}},
+		{name: "missed", virtualTicks: 22, want: []string{
+			"| 2026-07-28 | 16 | 1000 | 1000 | 1.00 | 200 | 220 | 1.100 |",
+			"(2026-07-28, c=16): 1.100× (220 µs against 200 µs), **missed**",
+		}},
+		{name: "cheaper", virtualTicks: 19, want: []string{"(2026-07-28, c=16): 0.950× (190 µs against 200 µs), met"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &report{cfg: &config{paths: []string{pathModern, pathLegacy}, conc: []int{16}}, rows: rows(tt.virtualTicks)}
+			var b strings.Builder
+			rep.virtualTable(&b)
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("table lacks %q:\n%s", w, b.String())
+				}
+			}
+		})
+	}
+	rep := &report{cfg: &config{paths: []string{pathModern}, conc: []int{16}}, rows: rows(20)[:1]}
+	var b strings.Builder
+	rep.virtualTable(&b)
+	if b.Len() != 0 {
+		t.Errorf("without the virtual row there is no table, got:\n%s", b.String())
 	}
 }

@@ -15,6 +15,9 @@
 //     affinity and their sessions in memory, and round robin sharing their
 //     sessions in Redis (replicas.go), reading Redis's and HAProxy's CPU
 //     over those rows too,
+//   - (e) a virtual server: (b) with one server besides /mcp exposing echo
+//     renamed and described, called on that server's path (virtual.go),
+//     its CPU per call compared with (b)'s,
 //
 // on both protocol paths (2026-07-28, stateless; 2025-11-25 with a session)
 // at each concurrency, checking every response. It reports req/s, p50/p99
@@ -169,7 +172,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 // rowServers are the names of the servers whose rows are measured, in
 // the order they are measured.
-var rowServers = []string{"refserver", "mcp-go", "ts-sdk", "portcullis", stockName, upstreamName, proxiedName, redisRowName, affinityRowName, replicasRowName}
+var rowServers = []string{"refserver", "mcp-go", "ts-sdk", "portcullis", virtualRowName, stockName, upstreamName, proxiedName, redisRowName, affinityRowName, replicasRowName}
 
 // CPUs the servers and the client are pinned to with -pin.
 const (
@@ -293,6 +296,8 @@ type pcOptions struct {
 	// sessionStore, if set, is mcp.session_store ("memory": the sessions
 	// stay in the process even with Redis).
 	sessionStore string
+	// virtual adds the virtual row's server (virtualServers).
+	virtual bool
 }
 
 // portcullisConfig is the full-stack configuration: JWT auth against the
@@ -305,7 +310,7 @@ type pcOptions struct {
 // echo tool is served as ref_echo under the same policy as echo; a
 // non-empty o.redisURL adds the redis section, which puts the legacy
 // sessions' records (unless o.sessionStore says memory), the rate buckets
-// and the tasks in that Redis.
+// and the tasks in that Redis; o.virtual adds the virtual row's server.
 func portcullisConfig(o pcOptions, metricsAddr, issuerURL string) string {
 	up := ""
 	if o.upstreamURL != "" {
@@ -324,6 +329,9 @@ upstreams:
 	}
 	if o.sessionStore != "" {
 		up += "mcp:\n  session_store: " + o.sessionStore + "\n"
+	}
+	if o.virtual {
+		up += virtualServers()
 	}
 	resource := o.resource
 	if resource == "" {

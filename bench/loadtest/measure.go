@@ -114,6 +114,11 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer pc.stop()
+	pv, err := h.startVirtual(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer pv.stop()
 	pp, _, err := h.startPortcullisWith(ctx, pcOptions{name: stockName, bin: h.cfg.stock})
 	if err != nil {
 		return nil, err
@@ -147,7 +152,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	defer prs.stop()
 	if _, _, err := pc.scrapeMem(); err != nil {
 		h.logf("Portcullis serves no metrics (%v): its bytes and allocations per request are not reported", err)
-		for _, s := range slices.Concat([]*server{pc, pp, pu, pr}, pa.replicas, prs.replicas) {
+		for _, s := range slices.Concat([]*server{pc, pv, pp, pu, pr}, pa.replicas, prs.replicas) {
 			s.metricsURL = ""
 		}
 		rep.noMetrics = true
@@ -158,13 +163,13 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	if pp.tokens, err = h.mintTokens(pp.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
 		return nil, err
 	}
-	for _, s := range []*server{pu, pr, pa, prs} {
-		if s.tokens, err = h.mintTokens(s.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
+	for _, s := range []*server{pv, pu, pr, pa, prs} {
+		if s.tokens, err = h.mintTokens(s.endpoint(), slices.Max(h.cfg.conc)); err != nil {
 			return nil, err
 		}
 	}
 	time.Sleep(h.settle())
-	servers := []*server{ref, mg, ts, pc, pp, up, pu, pr, pa, prs}
+	servers := []*server{ref, mg, ts, pc, pv, pp, up, pu, pr, pa, prs}
 	for _, s := range servers {
 		if rep.idleRSS[s.name], err = s.rssKiB(); err != nil {
 			return nil, err
@@ -198,7 +203,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		rep.rebuiltKnown = true
 	}
 	// SIGTERM flushes the spans still batched in the exporter.
-	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pp.stop(), pu.stop(), up.stop(), pr.stop(), pa.stop(), prs.stop(), rdb.stop()); err != nil {
+	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pv.stop(), pp.stop(), pu.stop(), up.stop(), pr.stop(), pa.stop(), prs.stop(), rdb.stop()); err != nil {
 		return nil, err
 	}
 	rep.spanPosts, rep.spanBytes, rep.badSpanPosts = h.sink.requests.Load(), h.sink.bytes.Load(), h.sink.bad.Load()
@@ -235,7 +240,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	}
 	ws := make([]*worker, conc)
 	for i := range ws {
-		ws[i] = &worker{idx: i, client: client, url: s.base + "/mcp", auth: "Bearer " + tokens[i], path: path, version: s.modernVersion, tool: s.tool}
+		ws[i] = &worker{idx: i, client: client, url: s.endpoint(), auth: "Bearer " + tokens[i], path: path, version: s.modernVersion, tool: s.tool}
 	}
 	if err := parallel(ws, func(w *worker) error { return w.setup(ctx) }); err != nil {
 		h.fail.add(where, err)
@@ -261,7 +266,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	}
 	gc0, gcOK := s.scrapeGC()
 	var prof <-chan error
-	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == stockName || s.name == proxiedName || s.name == redisRowName) {
+	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == virtualRowName || s.name == stockName || s.name == proxiedName || s.name == redisRowName) {
 		prof = h.profile(ctx, s, path, conc)
 	}
 	lat := make([][]time.Duration, conc)

@@ -39,6 +39,9 @@ type server struct {
 	modernVersion string
 	// tool is the echo tool's name on this server; empty means echo.
 	tool string
+	// mcpPath is the path of the MCP endpoint its workers call; empty
+	// means /mcp.
+	mcpPath string
 	// upstream, if set, is the server this one proxies the calls to; its
 	// CPU is read over the row too.
 	upstream *server
@@ -81,6 +84,14 @@ type serverSpec struct {
 	ready func() bool
 	// stopSignal ends the process; zero means SIGTERM.
 	stopSignal syscall.Signal
+}
+
+// endpoint is the URL of the MCP endpoint its workers call.
+func (s *server) endpoint() string {
+	if s.mcpPath == "" {
+		return s.base + "/mcp"
+	}
+	return s.base + s.mcpPath
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.

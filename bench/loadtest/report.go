@@ -60,6 +60,8 @@ func label(server string) string {
 		return "upstream direct"
 	case proxiedName:
 		return "portcullis → upstream"
+	case virtualRowName:
+		return "portcullis, virtual server " + virtualPath
 	case redisRowName:
 		return "portcullis, sessions in Redis"
 	case replicasRowName:
@@ -119,6 +121,7 @@ func (rep *report) markdown() string {
 	b.WriteString("- mcp-go: bare github.com/mark3labs/mcp-go v1.2.1 StreamableHTTPServer, stateless, echo tool only (bench/peers/mcpgo)\n")
 	b.WriteString("- ts-sdk: @modelcontextprotocol/sdk 1.32.2 StreamableHTTPServerTransport, stateless (a server and transport per request, as in its stateless example), echo tool only, Node 22 (bench/peers/ts); it knows no 2026-07-28, so on that path it gets the same request declared as 2025-11-25; it has no Go counters (n/a)\n")
 	b.WriteString("- upstream direct: a second ref, called directly; portcullis → upstream: Portcullis, same configuration, with that ref as its Streamable HTTP upstream `ref`, the calls going to `ref_echo` (its CPU is Portcullis's alone; the upstream's CPU over the same row is shown next to it)\n")
+	fmt.Fprintf(&b, "- portcullis, virtual server %s: a second Portcullis, same configuration plus a virtual server at %s exposing echo as `%s` (renamed, described, its argument described; no argument fixed: echo's only one is the text it answers), called there with the same requests and a token for that server's resource\n", virtualPath, virtualPath, virtualTool)
 	b.WriteString("- portcullis-stock: the same source and configuration built on go-sdk v1.8.0 as released (make build-stock), as `go install` and library users get it; portcullis is the shipped build (make build, the image: the SDK with patches/go-sdk applied)\n")
 	fmt.Fprintf(&b, "- portcullis: %s; JWT auth (RS256 and ES256 tokens, one per worker, keys by discovery), required scope + per-tool policy, request limits (set above the load), metrics, OTLP/HTTP traces to a local sink, access and audit logs to a file", rep.version)
 	if len(c.env) > 0 {
@@ -151,6 +154,7 @@ func (rep *report) markdown() string {
 			r.path, r.conc, name, r.rps(), ms(r.p50), ms(r.p99), r.cpuPerReq(), kib, allocs, mib(r.rssKiB), ratio, cpuRatio)
 	}
 	rep.upstreamTable(&b)
+	rep.virtualTable(&b)
 	rep.replicasTable(&b)
 	b.WriteString("\n| collections during the row | conc | server | calls per collection | STW pause per collection, µs | STW pause per call, µs |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|\n")
