@@ -3,14 +3,17 @@ package portcullis
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -240,15 +243,21 @@ servers:
 	call("/mcp", "calculator", `{"operation":"add","a":1,"b":2}`)
 	call("/mcp/math", "calculator", `{"operation":"add","a":1,"b":2}`)
 
-	resp, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
+	// scrape reads the metrics. A call's HTTP metrics are recorded when
+	// its handler returns, which may be just after the client has read
+	// the streamed response: the checks below scrape until they hold.
+	var fams map[string]*dto.MetricFamily
+	scrape := func() {
+		t.Helper()
+		resp, err := http.Get(metricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		if fams, err = parser.TextToMetricFamilies(resp.Body); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// value sums the samples of family name whose labels include want.
 	value := func(name string, want map[string]string) float64 {
@@ -318,9 +327,20 @@ servers:
 			want:   1,
 		},
 	}
-	for _, tt := range tests {
-		if got := value(tt.family, tt.labels); got != tt.want {
-			t.Errorf("%s: %s%v = %v, want %v", tt.name, tt.family, tt.labels, got, tt.want)
+	var wrong []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		scrape()
+		wrong = wrong[:0]
+		for _, tt := range tests {
+			if got := value(tt.family, tt.labels); got != tt.want {
+				wrong = append(wrong, fmt.Sprintf("%s: %s%v = %v, want %v", tt.name, tt.family, tt.labels, got, tt.want))
+			}
 		}
+		if len(wrong) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, w := range wrong {
+		t.Error(w)
 	}
 }
