@@ -165,7 +165,8 @@ func startEchoServer(tb testing.TB) (call func() error) {
 //	go test -run '^$' -bench VirtualServerCall -count 6 -cpu 1 . | tee bench.txt
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /server bench.txt
 //
-// make bench-servers runs exactly that; docs/performance.md has the
+// make bench-servers runs exactly that, after the load harness's
+// portcullis and portcullis-virtual rows; docs/performance.md has the
 // figures.
 func BenchmarkVirtualServerCall(b *testing.B) {
 	cfg := "auth:\n  scopes_supported: [mcp:tools]\n" +
