@@ -202,7 +202,10 @@ func newSharedSessions(store SessionStore, ttl time.Duration, server *sdk.Server
 	if replayed == nil {
 		replayed = func(context.Context, int) {}
 	}
-	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended, primed: map[[2]string]bool{}}
+	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended, primed: map[[2]string]bool{},
+		// Called under the copy's connection lock, maybe while connect
+		// holds s.mu: forget the copy on a goroutine of its own.
+		closed: func(id string) { go s.ended(id) }}
 	return s
 }
 
@@ -226,9 +229,18 @@ func (s *sharedSessions) lookupKey(key string) (string, *localSession) {
 	return id, s.local[id]
 }
 
-// forgetAtEnd waits for the session of ls to end, then stops holding it.
-func (s *sharedSessions) forgetAtEnd(id string, ls *localSession) {
-	_ = ls.ss.Wait()
+// ended stops holding the copy of session id, which has ended: closed
+// here (its idle timeout, a DELETE, the bus saying it ended) or by the SDK
+// (a failed write). The SDK tells the copy's event store (see
+// sharedEventStore.SessionClosed), so that no goroutine per idle session
+// waits for the end. A copy is forgotten only by its end, and a new copy
+// of id made only once it is, so the copy held under id is the one that
+// ended.
+func (s *sharedSessions) ended(id string) {
+	ls := s.lookup(id)
+	if ls == nil {
+		return // its initialize failed before it was held
+	}
 	ls.distrust(true)
 	ls.stopTimer()
 	s.forget(id, ls)
@@ -343,7 +355,6 @@ func (s *sharedSessions) connect(ctx context.Context, id, principal string, rec 
 	ls.timer = time.AfterFunc(s.ttl, func() { ss.Close() })
 	s.local[id] = ls
 	s.byKey[SessionKey(id)] = id
-	go s.forgetAtEnd(id, ls)
 	return ls, rec != nil, nil
 }
 

@@ -461,3 +461,69 @@ func TestSharedSessionTrustedCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedCopyForgottenAtItsEnd ends a replica's copy of a session each
+// way a copy ends: the replica stops holding it (no goroutine per copy
+// waits for that; the SDK tells the copy's event store), and a session
+// that still exists is adopted again by its next request there.
+func TestSharedCopyForgottenAtItsEnd(t *testing.T) {
+	tests := []struct {
+		name     string
+		end      func(t *testing.T, rs *replicas, cs *sdk.ClientSession)
+		wantLive bool // the session goes on
+	}{
+		{
+			// As when a write to the client fails: the SDK closes the
+			// session itself.
+			name: "closed by the SDK",
+			end: func(t *testing.T, rs *replicas, cs *sdk.ClientSession) {
+				rs.hs[0].shared.lookup(cs.ID()).ss.Close()
+			},
+			wantLive: true,
+		},
+		{
+			name: "the bus says it ended",
+			end: func(t *testing.T, rs *replicas, cs *sdk.ClientSession) {
+				rs.pin.Store(1)
+				if err := cs.Close(); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "DELETE on this replica",
+			end: func(t *testing.T, rs *replicas, cs *sdk.ClientSession) {
+				if err := cs.Close(); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+			rs.pin.Store(0)
+			cs, err := connectLegacy(t, rs.url, "alice", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			id := cs.ID()
+			if rs.hs[0].shared.lookup(id) == nil {
+				t.Fatal("replica 0 holds no copy of the session it made")
+			}
+			tt.end(t, rs, cs)
+			waitFor(t, func() bool { return rs.hs[0].shared.lookup(id) == nil })
+			if !tt.wantLive {
+				return
+			}
+			rs.pin.Store(0)
+			if _, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}}); err != nil {
+				t.Fatalf("a call after the copy ended: %v", err)
+			}
+			if rs.hs[0].shared.lookup(id) == nil {
+				t.Error("replica 0 did not adopt the session again")
+			}
+		})
+	}
+}

@@ -231,6 +231,7 @@ type sharedEventStore struct {
 	ttl      time.Duration
 	replayed func(context.Context, int)
 	appended func(key string)
+	closed   func(sessionID string) // a copy's session ended
 
 	mu     sync.Mutex
 	primed map[[2]string]bool // by session id and stream: the request streams whose priming event waits
@@ -299,14 +300,18 @@ func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string
 // SessionClosed implements [sdk.EventStore]. It keeps the streams: one
 // replica's copy of a session ending is not the session ending; a DELETE
 // drops them, and they expire. It forgets the priming events of the
-// copy's requests left unanswered.
+// copy's requests left unanswered, and tells the replica that the copy
+// ended.
 func (e *sharedEventStore) SessionClosed(_ context.Context, sessionID string) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	for k := range e.primed {
 		if k[0] == sessionID {
 			delete(e.primed, k)
 		}
+	}
+	e.mu.Unlock()
+	if e.closed != nil {
+		e.closed(sessionID)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -117,7 +118,7 @@ func liveMemory() (bytes uint64, goroutines int) {
 // waitGoroutines waits until the goroutines of the sessions just closed
 // have ended, so that the next batch starts from what this one started
 // from; it fails the benchmark if they outlive a closed session by long.
-func waitGoroutines(b *testing.B, want int) {
+func waitGoroutines(b testing.TB, want int) {
 	b.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > want {
@@ -130,7 +131,7 @@ func waitGoroutines(b *testing.B, want int) {
 
 // sessionPost sends body to h as a 2025-11-25 request of session id (none
 // when empty) and wants status; it returns the response.
-func sessionPost(b *testing.B, h http.Handler, id, body string, status int) *httptest.ResponseRecorder {
+func sessionPost(b testing.TB, h http.Handler, id, body string, status int) *httptest.ResponseRecorder {
 	b.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
@@ -149,7 +150,7 @@ func sessionPost(b *testing.B, h http.Handler, id, body string, status int) *htt
 
 // openSession initializes a 2025-11-25 session on h, as the load harness
 // does, and returns its id.
-func openSession(b *testing.B, h http.Handler) string {
+func openSession(b testing.TB, h http.Handler) string {
 	b.Helper()
 	w := sessionPost(b, h, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
 		`"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`, http.StatusOK)
@@ -162,7 +163,7 @@ func openSession(b *testing.B, h http.Handler) string {
 }
 
 // deleteSession ends session id on h.
-func deleteSession(b *testing.B, h http.Handler, id string) {
+func deleteSession(b testing.TB, h http.Handler, id string) {
 	b.Helper()
 	r := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
 	r.Header.Set("Mcp-Session-Id", id)
@@ -185,7 +186,7 @@ type remoteRecords struct {
 	record []byte
 }
 
-func newRemoteRecords(b *testing.B) *remoteRecords {
+func newRemoteRecords(b testing.TB) *remoteRecords {
 	rec, err := json.Marshal(SessionRecord{ProtocolVersion: "2025-11-25", Initialize: &sdk.InitializeParams{
 		ProtocolVersion: "2025-11-25",
 		Capabilities:    &sdk.ClientCapabilities{},
@@ -211,3 +212,51 @@ func (s *remoteRecords) Get(context.Context, string, time.Duration) (SessionReco
 
 // Delete implements [SessionStore].
 func (s *remoteRecords) Delete(context.Context, string) error { return nil }
+
+// TestIdleSessionGoroutines opens idle 2025-11-25 sessions on one replica:
+// a session costs the same goroutines whether the replica keeps sessions
+// in memory or shares them (made here or adopted), the measure of
+// BenchmarkIdleSessionMemory that does not depend on the machine.
+func TestIdleSessionGoroutines(t *testing.T) {
+	const n = 50
+	perSession := func(t *testing.T, store, adopted bool) float64 {
+		deps := Deps{}
+		if store {
+			deps.Sessions = newRemoteRecords(t)
+		}
+		h := endpoint{deps: deps, edit: func(o *Options) {
+			o.MaxSessions, o.MaxSessionsPerPrincipal = n, n
+		}}.handler(t)
+		_, g0 := liveMemory()
+		open := make([]string, n)
+		for i := range open {
+			if adopted {
+				open[i] = "adopted-" + strconv.Itoa(i)
+				sessionPost(t, h, open[i], `{"jsonrpc":"2.0","id":1,"method":"ping"}`, http.StatusOK)
+			} else {
+				open[i] = openSession(t, h)
+			}
+		}
+		_, g1 := liveMemory()
+		for _, id := range open {
+			deleteSession(t, h, id)
+		}
+		waitGoroutines(t, g0)
+		return math.Round(float64(g1-g0) / n)
+	}
+	want := perSession(t, false, false)
+	tests := []struct {
+		name    string
+		adopted bool
+	}{
+		{name: "shared, made here"},
+		{name: "shared, adopted", adopted: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := perSession(t, true, tt.adopted); got != want {
+				t.Errorf("%v goroutines per idle session, want %v as with sessions in memory", got, want)
+			}
+		})
+	}
+}
