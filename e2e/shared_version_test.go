@@ -22,7 +22,8 @@ import (
 // client that lost the stream after it resumes it with Last-Event-ID on
 // the other replica and gets the response. On 2025-06-18 a JSON-RPC batch
 // is refused with 400 on a shared session as on one that is not shared;
-// on 2025-03-26, which allows batches, it is served.
+// on 2025-03-26, which allows batches, it is served. A version the SDK
+// does not know is refused with 400 on both, not trusted.
 //
 // It needs the shipped build (PORTCULLIS_E2E_BINARY, as make test sets):
 // the binary that the tests build themselves lacks the patch, as `go
@@ -102,21 +103,29 @@ func TestSharedSessionProtocolVersion(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		version    string
+		header     string // MCP-Protocol-Version of the batch; empty: version
 		wantStatus int
 	}{
 		{name: "2025-06-18 batch refused", version: "2025-06-18", wantStatus: http.StatusBadRequest},
 		{name: "2025-11-25 batch refused", version: "2025-11-25", wantStatus: http.StatusBadRequest},
 		{name: "2025-03-26 batch served", version: "2025-03-26", wantStatus: http.StatusOK},
+		{name: "batch of an unknown version refused", version: "2025-03-26", header: "2025-13-01", wantStatus: http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The session that is not shared first: the shared one must
 			// answer as it does.
 			h := legacySession(t, alone, token, tc.version)
+			if tc.header != "" {
+				h.Set("MCP-Protocol-Version", tc.header)
+			}
 			resp, body := postMCP(t, http.DefaultClient, alone, batch, h)
 			if resp.StatusCode != tc.wantStatus {
 				t.Fatalf("batch on a session that is not shared: status %d, want %d: %s", resp.StatusCode, tc.wantStatus, body)
 			}
 			h = legacySession(t, a, token, tc.version)
+			if tc.header != "" {
+				h.Set("MCP-Protocol-Version", tc.header)
+			}
 			for _, replica := range []string{a, b} {
 				resp, body := postMCP(t, http.DefaultClient, replica, batch, h)
 				if resp.StatusCode != tc.wantStatus {
