@@ -527,3 +527,53 @@ func TestSharedCopyForgottenAtItsEnd(t *testing.T) {
 		})
 	}
 }
+
+// A shared session refuses an MCP-Protocol-Version the SDK does not know
+// with 400, on every replica and for every method, as the SDK handler
+// refuses it on a session that is not shared; an initialize too.
+func TestSharedSessionUnknownVersionRefused(t *testing.T) {
+	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs.pin.Store(0)
+	r := postTo(t, rs, legacyInit, map[string]string{principalHeader: "alice"})
+	rs.pin.Store(-1)
+	id := r.header.Get(mcpheader.SessionID)
+	if r.status != http.StatusOK || id == "" {
+		t.Fatalf("initialize: status %d, session %q: %s", r.status, id, r.body)
+	}
+	tests := []struct {
+		name    string
+		method  string
+		body    string
+		session bool // names the session
+	}{
+		{name: "initialize", method: http.MethodPost, body: legacyInit},
+		{name: "request", method: http.MethodPost, body: `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, session: true},
+		{name: "stream", method: http.MethodGet, session: true},
+		{name: "delete", method: http.MethodDelete, session: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i, h := range rs.hs {
+				var req *http.Request
+				if tt.method == http.MethodPost {
+					req = newPost(t, "http://example.test/mcp", tt.body, nil)
+				} else {
+					// A stream served in spite of the version would be
+					// open until the deadline.
+					ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+					defer cancel()
+					req = httptest.NewRequestWithContext(ctx, tt.method, "/mcp", nil)
+					req.Header.Set("Accept", "text/event-stream")
+				}
+				if tt.session {
+					req.Header.Set(mcpheader.SessionID, id)
+				}
+				req.Header.Set(mcpheader.ProtocolVersion, "2025-13-01")
+				req.Header.Set(principalHeader, "alice")
+				if r := serve(h, req); r.status != http.StatusBadRequest || !strings.Contains(r.body, "Unsupported protocol version") {
+					t.Errorf("replica %d: status %d, want 400 for an unsupported version: %s", i, r.status, r.body)
+				}
+			}
+		})
+	}
+}
