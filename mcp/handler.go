@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -176,11 +177,22 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if v := r.Header.Get(mcpheader.ProtocolVersion); !modern && isBatch(body) && v >= firstVersionWithoutBatches && slices.Contains(sdk.SupportedProtocolVersions(), v) {
+		// The SDK refuses it too, in plain text and only where it put
+		// the version in the request's context; a JSON-RPC client is
+		// owed a JSON-RPC error, as on stdio.
+		jsonrpcerr.Write(w, http.StatusBadRequest, nil, jsonrpcerr.InvalidRequest, "Invalid Request: JSON-RPC batches are not supported in protocol version "+v+".")
+		return
+	}
 	if modern && len(msgs) == 1 && isTaskMethod(msgs[0].Method) {
 		h.serveTask(w, r, msgs[0])
 		return
 	}
-	if h.gate != nil && !h.gateTools(w, r, msgs) {
+	// A batch is the SDK's to answer call by call: its middleware gate
+	// answers each call of a tool the caller does not see in that call's
+	// place, and the other calls are served. Refusing the whole body with
+	// one call's error would leave the others unanswered.
+	if h.gate != nil && !isBatch(body) && !h.gateTools(w, r, msgs) {
 		return
 	}
 	plain := modern && onlyResponse(msgs)

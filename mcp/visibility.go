@@ -157,6 +157,7 @@ func unknownToolMessage(name string, known []string) string {
 // tool exists, and comes after the checks that every request gets (body
 // size, JSON syntax), so that nothing earlier tells the two apart.
 // Notifications (no id) get no answer; the SDK middleware refuses them.
+// A batch does not come here (see ServeHTTP).
 func (h *Handler) gateTools(w http.ResponseWriter, r *http.Request, msgs []envelope) bool {
 	info := sdkauth.TokenInfoFromContext(r.Context())
 	deny := func(id json.RawMessage, tool string) bool {

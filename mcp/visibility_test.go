@@ -1,7 +1,11 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -9,6 +13,7 @@ import (
 	"testing"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
@@ -386,7 +391,8 @@ func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
 		{name: "legacy with a differently cased key before", body: call(`"NAME":"PingME","name":"echo",` + echoArgs), header: legacy},
 		{name: "legacy with a differently cased method key", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","Method":"ping","params":{"name":"echo",` + echoArgs + `}}`, header: legacy},
 		{name: "legacy with a duplicate key", body: call(`"name":"PingME","name":"echo",` + echoArgs), header: legacy},
-		{name: "legacy batch", body: `[` + call(`"name":"PingME","arguments":{}`) + `,` + call(`"name":"echo",`+echoArgs) + `]`, header: map[string]string{"Mcp-Protocol-Version": "2025-03-26"}},
+		{name: "legacy batch", body: `[` + call(`"name":"PingME","arguments":{}`) + `,` + strings.Replace(call(`"name":"echo",`+echoArgs), `"id":1`, `"id":2`, 1) + `]`, header: map[string]string{"Mcp-Protocol-Version": "2025-03-26"}},
+		{name: "legacy batch, one id twice", body: `[` + call(`"name":"echo",`+echoArgs) + `,` + call(`"name":"PingME","arguments":{}`) + `]`, header: map[string]string{"Mcp-Protocol-Version": "2025-03-26"}},
 		{name: "2026-07-28 by _meta only", body: call(`"name":"echo",` + echoArgs + `,` + meta)},
 		{name: "2026-07-28", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "echo")},
 		{name: "2026-07-28 Mcp-Name of an allowed tool", body: call(`"name":"echo",` + echoArgs + `,` + meta), header: modern("tools/call", "PingME")},
@@ -401,6 +407,114 @@ func TestPerToolPolicyCannotBeBypassed(t *testing.T) {
 			r := post(t, ts.URL, tt.body, tt.header)
 			if strings.Contains(r.body, marker) || (r.status < 400 && !strings.Contains(r.body, `"error"`)) {
 				t.Fatalf("denied tool answered: status %d\n%s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// TestBatchOfAllowedAndHiddenTools sends a 2025-03-26 batch (the last
+// revision with batches) naming tools the caller sees and one it does not:
+// every call gets its answer, the hidden tool's the unknown-tool error in
+// its place, and the others their results; the hidden tool never runs.
+func TestBatchOfAllowedAndHiddenTools(t *testing.T) {
+	policy := func(_ *sdkauth.TokenInfo, tool string) (bool, []string, bool) {
+		return tool != "echo", nil, true
+	}
+	ts, _ := newPolicyEndpoint(t, nil, Deps{Policy: policy})
+	const marker = "must-not-echo"
+	call := func(id int, name, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, name, args)
+	}
+	tests := []struct {
+		name string
+		body string
+		want map[int]bool // id → answered with a result (else an error)
+	}{
+		{
+			name: "hidden tool between allowed ones",
+			body: "[" + call(1, "PingME", `{}`) + "," + call(2, "echo", `{"text":"`+marker+`"}`) + "," + call(3, "PingME", `{}`) + "]",
+			want: map[int]bool{1: true, 2: false, 3: true},
+		},
+		{
+			name: "a batch of one hidden tool",
+			body: "[" + call(7, "echo", `{"text":"`+marker+`"}`) + "]",
+			want: map[int]bool{7: false},
+		},
+		{
+			name: "an unknown tool and a ping",
+			body: `[` + call(4, "nope", `{}`) + `,{"jsonrpc":"2.0","id":5,"method":"ping"}]`,
+			want: map[int]bool{4: false, 5: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, ts.URL, tt.body, map[string]string{"Mcp-Protocol-Version": "2025-03-26"})
+			if strings.Contains(r.body, marker) {
+				t.Fatalf("the hidden tool ran:\n%s", r.body)
+			}
+			type answer struct {
+				ID     int             `json:"id"`
+				Result json.RawMessage `json:"result"`
+				Error  *struct {
+					Code int `json:"code"`
+				} `json:"error"`
+			}
+			// One SSE event per answer.
+			var answers []answer
+			for line := range strings.Lines(r.body) {
+				data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+				if !ok {
+					continue
+				}
+				var a answer
+				if err := json.Unmarshal([]byte(data), &a); err != nil {
+					t.Fatalf("status %d, an event that is no answer: %v\n%s", r.status, err, r.body)
+				}
+				answers = append(answers, a)
+			}
+			got := map[int]bool{}
+			for _, a := range answers {
+				if a.Error != nil && a.Error.Code != jsonrpc.CodeInvalidParams && a.ID != 4 {
+					t.Errorf("id %d: error code %d, want %d", a.ID, a.Error.Code, jsonrpc.CodeInvalidParams)
+				}
+				got[a.ID] = a.Error == nil && a.Result != nil
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("answers (id → result) %v, want %v\n%s", got, tt.want, r.body)
+			}
+		})
+	}
+}
+
+// TestBatchRefusedWhereTheRevisionHasNone sends a batch with each
+// MCP-Protocol-Version: from 2025-06-18 on it is refused before the SDK
+// sees it, with 400 and a JSON-RPC error (the SDK's own refusal is plain
+// text), whatever tools it names; 2025-03-26 and no header (2025-03-26 to
+// the SDK) keep their batches, and a version the SDK does not know is its
+// to refuse.
+func TestBatchRefusedWhereTheRevisionHasNone(t *testing.T) {
+	ts, _ := newPolicyEndpoint(t, nil, Deps{})
+	const batch = `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}},{"jsonrpc":"2.0","id":2,"method":"ping"}]`
+	tests := []struct {
+		version    string
+		wantStatus int
+		wantBody   string
+	}{
+		{version: "2025-11-25", wantStatus: http.StatusBadRequest, wantBody: `"code":-32600,"message":"Invalid Request: JSON-RPC batches are not supported in protocol version 2025-11-25."`},
+		{version: "2025-06-18", wantStatus: http.StatusBadRequest, wantBody: `"code":-32600,"message":"Invalid Request: JSON-RPC batches are not supported in protocol version 2025-06-18."`},
+		{version: "2025-03-26", wantStatus: http.StatusOK, wantBody: `"id":2,"result"`},
+		{version: "", wantStatus: http.StatusOK, wantBody: `"id":2,"result"`},
+		{version: "2025-13-01", wantStatus: http.StatusBadRequest, wantBody: "Unsupported protocol version"},
+	}
+	for _, tt := range tests {
+		t.Run(cmp.Or(tt.version, "no header"), func(t *testing.T) {
+			header := map[string]string{}
+			if tt.version != "" {
+				header["Mcp-Protocol-Version"] = tt.version
+			}
+			r := post(t, ts.URL, batch, header)
+			if r.status != tt.wantStatus || !strings.Contains(r.body, tt.wantBody) {
+				t.Errorf("status %d, want %d with %s:\n%s", r.status, tt.wantStatus, tt.wantBody, r.body)
 			}
 		})
 	}
