@@ -28,6 +28,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // everythingJS returns node and server-everything's dist/index.js, as
@@ -153,22 +155,83 @@ func allToolNames(ctx context.Context, cs *sdk.ClientSession) ([]string, error) 
 	return names, nil
 }
 
-// metricValue returns the value of the first sample of the scrape matching
-// series (a name with its labels, as exposed), or -1.
+// scrapeValue scrapes s's metrics and returns the sum of the samples of
+// series, written as in the exposition (name{label="value",...}), whose
+// labels include the ones series names: a label added to a metric later
+// does not make the series vanish from the tests. -1 when none matches.
 func scrapeValue(t *testing.T, s *server, series string) float64 {
 	t.Helper()
+	name, want := parseSeries(t, series)
 	resp, err := http.Get(s.MetricsURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
-	if m == nil {
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", s.MetricsURL(t), err)
+	}
+	sum, matched := 0.0, false
+	for _, m := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if !mapContains(labels, want) {
+			continue
+		}
+		matched = true
+		switch {
+		case m.GetCounter() != nil:
+			sum += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			sum += m.GetGauge().GetValue()
+		case m.GetUntyped() != nil:
+			sum += m.GetUntyped().GetValue()
+		default:
+			t.Fatalf("scrapeValue: %s is neither a counter nor a gauge", name)
+		}
+	}
+	if !matched {
 		return -1
 	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return v
+	return sum
+}
+
+// seriesLabel is one label="value" of a series as the exposition writes it.
+var seriesLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+// parseSeries splits name{label="value",...} into the name and labels.
+func parseSeries(t *testing.T, series string) (string, map[string]string) {
+	t.Helper()
+	name, rest, ok := strings.Cut(series, "{")
+	labels := map[string]string{}
+	if !ok {
+		return name, labels
+	}
+	inner, ok := strings.CutSuffix(rest, "}")
+	if !ok {
+		t.Fatalf("scrapeValue: %q is not name{labels}", series)
+	}
+	for _, m := range seriesLabel.FindAllStringSubmatch(inner, -1) {
+		v, err := strconv.Unquote(`"` + m[2] + `"`)
+		if err != nil {
+			t.Fatalf("scrapeValue: %q: %v", series, err)
+		}
+		labels[m[1]] = v
+	}
+	return name, labels
+}
+
+// mapContains reports whether every key of sub is in m with its value.
+func mapContains(m, sub map[string]string) bool {
+	for k, v := range sub {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 func writeUpstreamConfig(t *testing.T, yaml string) string {
