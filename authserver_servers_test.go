@@ -17,7 +17,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/oidctest"
-	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
 )
 
 // TestAuthServerIssuesForVirtualServers: with the authorization server
@@ -62,14 +61,7 @@ servers:
     auth: {required_scopes: [team:b]}
     tools: [{source: core, name: echo}]
 `)
-	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncbuf.Buffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, noDrainDelay, strings.NewReader(""), &stdout, &stderr)
-	}()
-	defer func() { cancel(); <-exited }()
-	base := "http://" + listenAddr(t, &stderr, exited)
+	base, _ := startServe(t, "--config", cfg)
 
 	// token presents an ID-JAG of the enterprise IdP for resource and
 	// scope, and returns the token response.

@@ -67,6 +67,44 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
+// shipped is the shipped build (make build: the SDK and fosite patched),
+// for a test of what only the patches give: PORTCULLIS_E2E_BINARY when it
+// is set (make test sets it to bin/portcullis), else built here once as
+// make build does, into a folder the test run removes.
+var shipped = sync.OnceValues(func() (string, error) {
+	if os.Getenv("PORTCULLIS_E2E_BINARY") != "" {
+		return binary, nil
+	}
+	patch := exec.Command("bash", "scripts/sdk-patch.sh")
+	patch.Dir = ".."
+	patch.Stderr = os.Stderr
+	out, err := patch.Output()
+	if err != nil {
+		return "", fmt.Errorf("scripts/sdk-patch.sh: %w", err)
+	}
+	tags, err := makefileBuildTags("../Makefile")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(filepath.Dir(binary), "portcullis-shipped")
+	build := exec.Command("go", "build", "-modfile", strings.TrimSpace(string(out)), "-tags", tags, "-o", bin, "./cmd/server")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build -modfile (patched): %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// shippedBinary is shipped, failing t when it cannot be built.
+func shippedBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := shipped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // serverEnv returns the environment for a portcullis process: this
 // process's environment without any PORTCULLIS_* variable (the server
 // rejects config keys it does not know, and the test runner's own variables

@@ -78,6 +78,7 @@ func startHAProxy(t *testing.T, backends []string) *haproxy {
 // that a replacement takes its predecessor's place behind the balancer.
 type replicaSet struct {
 	t     *testing.T
+	bin   string // the binary every replica runs
 	cfg   string
 	addrs []string
 	procs []*server
@@ -85,7 +86,13 @@ type replicaSet struct {
 
 func startReplicaSet(t *testing.T, cfg string, n int) *replicaSet {
 	t.Helper()
-	rs := &replicaSet{t: t, cfg: cfg, addrs: freeAddrs(t, n)}
+	return startReplicaSetOf(t, binary, cfg, n)
+}
+
+// startReplicaSetOf is startReplicaSet with replicas of the binary bin.
+func startReplicaSetOf(t *testing.T, bin, cfg string, n int) *replicaSet {
+	t.Helper()
+	rs := &replicaSet{t: t, bin: bin, cfg: cfg, addrs: freeAddrs(t, n)}
 	for i := range n {
 		rs.procs = append(rs.procs, rs.start(i))
 	}
@@ -94,7 +101,7 @@ func startReplicaSet(t *testing.T, cfg string, n int) *replicaSet {
 
 func (rs *replicaSet) start(i int) *server {
 	rs.t.Helper()
-	return runServer(rs.t, nil, "serve", "--listen", rs.addrs[i], "--metrics-listen", "127.0.0.1:0", "--config", rs.cfg)
+	return runBinary(rs.t, rs.bin, nil, "serve", "--listen", rs.addrs[i], "--metrics-listen", "127.0.0.1:0", "--config", rs.cfg)
 }
 
 // replace stops replica i with SIGTERM (it drains: readiness fails, the

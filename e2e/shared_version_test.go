@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,22 +24,19 @@ import (
 // on 2025-03-26, which allows batches, it is served. A version the SDK
 // does not know is refused with 400 on both, not trusted.
 //
-// It needs the shipped build (PORTCULLIS_E2E_BINARY, as make test sets):
-// the binary that the tests build themselves lacks the patch, as `go
-// install` does, and serves those POSTs as 2025-03-26.
+// It runs the shipped build (shippedBinary): the binary built as `go
+// install` builds it lacks the patch and serves those POSTs as 2025-03-26.
 func TestSharedSessionProtocolVersion(t *testing.T) {
-	if os.Getenv("PORTCULLIS_E2E_BINARY") == "" {
-		t.Skip("needs the shipped build with the SDK patches (PORTCULLIS_E2E_BINARY)")
-	}
+	bin := shippedBinary(t)
 	idp := startIdP(t)
 	rdb := redistest.Start(t)
 	const resource = "https://portcullis.example.test/mcp"
 	cfg := taskReplicaConfigWith(t, idp, resource, map[string]any{"url": "redis://" + rdb.Addr + "/0"}, map[string]any{
 		"server": map[string]any{"drain_delay": "0s"},
 	})
-	rs := startReplicaSet(t, cfg, 2)
+	rs := startReplicaSetOf(t, bin, cfg, 2)
 	a, b := rs.procs[0].MCPURL(), rs.procs[1].MCPURL()
-	alone := startServer(t, nil, "--config", writeConfigFile(t, map[string]any{
+	alone := runBinary(t, bin, []string{noDrainDelay}, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--config", writeConfigFile(t, map[string]any{
 		"auth": map[string]any{
 			"resource":         resource,
 			"issuers":          []map[string]any{{"issuer": idp.Issuer()}},

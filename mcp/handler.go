@@ -20,6 +20,10 @@ import (
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
+// sdkVersions are the protocol versions the SDK supports, read once: the
+// SDK returns a copy on every call, and requests check against them.
+var sdkVersions = sdk.SupportedProtocolVersions()
+
 // Handler serves /mcp for every protocol era on one endpoint.
 //
 // Requests of revision 2026-07-28 and later, and legacy requests that carry
@@ -177,7 +181,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if v := r.Header.Get(mcpheader.ProtocolVersion); !modern && isBatch(body) && v >= firstVersionWithoutBatches && slices.Contains(sdk.SupportedProtocolVersions(), v) {
+	if v := r.Header.Get(mcpheader.ProtocolVersion); !modern && isBatch(body) && v >= firstVersionWithoutBatches && slices.Contains(sdkVersions, v) {
 		// The SDK refuses it too, in plain text and only where it put
 		// the version in the request's context; a JSON-RPC client is
 		// owed a JSON-RPC error, as on stdio.

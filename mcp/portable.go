@@ -445,8 +445,8 @@ func (h *Handler) sessionRequestValid(w http.ResponseWriter, r *http.Request) bo
 	}
 	// It refuses an MCP-Protocol-Version it does not support (a version
 	// from 2026-07-28 on is the SDK's to answer, as there).
-	if v := r.Header.Get(mcpheader.ProtocolVersion); v != "" && v < statelessEra && !slices.Contains(sdk.SupportedProtocolVersions(), v) {
-		http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(sdk.SupportedProtocolVersions(), ",")+")", http.StatusBadRequest)
+	if v := r.Header.Get(mcpheader.ProtocolVersion); v != "" && v < statelessEra && !slices.Contains(sdkVersions, v) {
+		http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(sdkVersions, ",")+")", http.StatusBadRequest)
 		return false
 	}
 	accept := strings.Join(r.Header.Values("Accept"), ",")

@@ -136,15 +136,8 @@ func TestParseFlags(t *testing.T) {
 func TestPortcullisConfigUpstream(t *testing.T) {
 	const url = "http://127.0.0.1:9/mcp"
 	for _, upURL := range []string{"", url} {
-		data := portcullisConfig(pcOptions{addr: "127.0.0.1:1", upstreamURL: upURL}, "127.0.0.1:2", "http://127.0.0.1:3")
-		path := filepath.Join(t.TempDir(), "portcullis.yaml")
-		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		// The binary's own check, then the parts this test looks at.
-		if err := portcullis.Run(t.Context(), []string{"check-config", "--config", path}, portcullis.Environ(nil), portcullis.Streams(nil, nil, nil)); err != nil {
-			t.Fatalf("upstream %q: the config does not load: %v", upURL, err)
-		}
+		data := checkedConfig(t, pcOptions{addr: "127.0.0.1:1", upstreamURL: upURL})
 		var c struct {
 			Auth      auth.Options       `yaml:"auth"`
 			Upstreams []upstream.Options `yaml:"upstreams"`
@@ -222,14 +215,7 @@ func TestPortcullisConfigReplica(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data := portcullisConfig(tt.o, "127.0.0.1:2", "http://127.0.0.1:3")
-			path := filepath.Join(t.TempDir(), "portcullis.yaml")
-			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := portcullis.Run(t.Context(), []string{"check-config", "--config", path}, portcullis.Environ(nil), portcullis.Streams(nil, nil, nil)); err != nil {
-				t.Fatalf("the config does not load: %v\n%s", err, data)
-			}
+			data := checkedConfig(t, tt.o)
 			var c struct {
 				Auth  auth.Options `yaml:"auth"`
 				Redis struct {
@@ -305,14 +291,7 @@ func TestReplicasTable(t *testing.T) {
 }
 
 func TestPortcullisConfigVirtual(t *testing.T) {
-	data := portcullisConfig(pcOptions{addr: "127.0.0.1:1", virtual: true}, "127.0.0.1:2", "http://127.0.0.1:3")
-	path := filepath.Join(t.TempDir(), "portcullis.yaml")
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := portcullis.Run(t.Context(), []string{"check-config", "--config", path}, portcullis.Environ(nil), portcullis.Streams(nil, nil, nil)); err != nil {
-		t.Fatalf("the config does not load: %v\n%s", err, data)
-	}
+	data := checkedConfig(t, pcOptions{addr: "127.0.0.1:1", virtual: true})
 	var c struct {
 		Auth    auth.Options `yaml:"auth"`
 		Servers []struct {
@@ -394,4 +373,19 @@ func TestVirtualTable(t *testing.T) {
 	if b.Len() != 0 {
 		t.Errorf("without the virtual row there is no table, got:\n%s", b.String())
 	}
+}
+
+// checkedConfig returns the configuration portcullisConfig writes for o,
+// after the binary's own check-config has loaded it.
+func checkedConfig(t *testing.T, o pcOptions) string {
+	t.Helper()
+	data := portcullisConfig(o, "127.0.0.1:2", "http://127.0.0.1:3")
+	path := filepath.Join(t.TempDir(), "portcullis.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := portcullis.Run(t.Context(), []string{"check-config", "--config", path}, portcullis.Environ(nil), portcullis.Streams(nil, nil, nil)); err != nil {
+		t.Fatalf("the config does not load: %v\n%s", err, data)
+	}
+	return data
 }

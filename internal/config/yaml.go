@@ -93,12 +93,22 @@ func nodeDesc(n *yaml.Node) string {
 	return "an empty document"
 }
 
-// decode stores node n into v, whose key path is path.
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+// visit counts a visit of node n, found at path, and reports whether the
+// document may still be walked: past maxVisits (aliases expanding without
+// end) it records the problem once and stops every walk.
+func (d *decoder) visit(n *yaml.Node, path string) bool {
 	if d.visits++; d.visits > maxVisits {
 		if d.visits == maxVisits+1 {
 			d.problem(path, n.Line, errors.New("the document expands to too many values through aliases"))
 		}
+		return false
+	}
+	return true
+}
+
+// decode stores node n into v, whose key path is path.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if !d.visit(n, path) {
 		return
 	}
 	line := n.Line
@@ -228,10 +238,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 // for (a timestamp, binary data, a custom tag) is the string written, so
 // that a date stays the text "2025-01-31".
 func (d *decoder) json(n *yaml.Node, b *bytes.Buffer, path string) {
-	if d.visits++; d.visits > maxVisits {
-		if d.visits == maxVisits+1 {
-			d.problem(path, n.Line, errors.New("the document expands to too many values through aliases"))
-		}
+	if !d.visit(n, path) {
 		return
 	}
 	line := n.Line
