@@ -105,6 +105,7 @@ const trustFraction = 10
 type localSession struct {
 	ss        *sdk.ServerSession
 	transport *sdk.StreamableServerTransport
+	events    *sharedEventStore
 	principal string        // the record's
 	ttl       time.Duration // the idle timeout
 
@@ -202,7 +203,7 @@ func newSharedSessions(store SessionStore, ttl time.Duration, server *sdk.Server
 	if replayed == nil {
 		replayed = func(context.Context, int) {}
 	}
-	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended, primed: map[[2]string]bool{},
+	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended, logger: s.logger, held: map[[2]string]*heldStream{},
 		// Called under the copy's connection lock, maybe while connect
 		// holds s.mu: forget the copy on a goroutine of its own.
 		closed: func(id string) { go s.ended(id) }}
@@ -351,7 +352,7 @@ func (s *sharedSessions) connect(ctx context.Context, id, principal string, rec 
 	if err != nil {
 		return nil, false, err
 	}
-	ls = &localSession{ss: ss, transport: t, principal: principal, level: level, version: version, ttl: s.ttl, subscribed: map[string]bool{}}
+	ls = &localSession{ss: ss, transport: t, events: s.sdkStore, principal: principal, level: level, version: version, ttl: s.ttl, subscribed: map[string]bool{}}
 	ls.timer = time.AfterFunc(s.ttl, func() { ss.Close() })
 	s.local[id] = ls
 	s.byKey[SessionKey(id)] = id
@@ -359,12 +360,22 @@ func (s *sharedSessions) connect(ctx context.Context, id, principal string, rec 
 }
 
 // ServeHTTP serves a request of the session. The idle timeout is paused
-// while a request runs, as the SDK handler pauses its own.
+// while a request runs, as the SDK handler pauses its own. The stream of
+// a POST is held until the POST ends (see [sharedEventStore]), and
+// written to the log only when the client went before the end or a write
+// to it failed.
 func (ls *localSession) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	post := r.Method == http.MethodPost
 	ls.begin(post)
 	defer ls.end(post)
-	ls.transport.ServeHTTP(w, r)
+	if !post {
+		ls.transport.ServeHTTP(w, r)
+		return
+	}
+	r, release := ls.events.hold(r, ls.ss.ID())
+	dw := &deliveryWriter{ResponseWriter: w}
+	defer func() { release(r.Context().Err() == nil && !dw.failed.Load()) }()
+	ls.transport.ServeHTTP(dw, r)
 }
 
 // begin notes a request of the copy in flight (a POST, or a GET stream),

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"log/slog"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -216,51 +219,166 @@ func (m *MemorySessionEvents) Listen(ctx context.Context, deliver func([]byte), 
 // streams of every replica's copy of a session land in one log, so that
 // Last-Event-ID replays on any replica.
 //
-// A request's stream costs the log one Append per event, its priming event
-// included: the SDK appends that empty event as the stream opens, and it
-// waits here to be written with the stream's first real event (a call's
-// response, or a notification before it), in the same Append. Until then
-// the stream's log is empty, and After from the priming event finds
-// nothing yet (see After). One replica writes a request's stream: the one
-// serving its POST. (The SDK writes a priming event only when its HTTP
-// handler put the request's protocol version in the context; a copy's
-// transport is served directly, so on this path it writes none today, and
-// a call costs the log its response's Append.)
+// A request's stream is written to the log only when its client may ask
+// for it again. While the replica serving its POST writes it to the
+// client, its events wait here (see hold), and once the POST ends they
+// are dropped if the client got them all, or written to the log in one
+// Append if it did not: the client went before the stream was done, or a
+// write to it failed. From then on, what the stream still carries goes to
+// the log as it comes, an Append an event, for the client to read on any
+// replica. A client reads a request's stream again only when it lost it,
+// so a call whose response reached its client costs the log nothing; a
+// stream that carries more than heldMax events before its POST ends is
+// written to the log then, so that a long call holds a bounded part of
+// its stream here. A stream opened outside a held POST goes to the log as
+// it comes, its priming event alone.
+//
+// The standalone stream (stream "") goes to the log as it comes, and the
+// replicas are told (appended), since its events may be for a stream open
+// on another replica.
 type sharedEventStore struct {
 	events   SessionEvents
 	ttl      time.Duration
 	replayed func(context.Context, int)
 	appended func(key string)
 	closed   func(sessionID string) // a copy's session ended
+	logger   *slog.Logger
 
-	mu     sync.Mutex
-	primed map[[2]string]bool // by session id and stream: the request streams whose priming event waits
+	mu   sync.Mutex
+	held map[[2]string]*heldStream // by session id and stream: the streams of POSTs in flight
 }
 
-// Open implements [sdk.EventStore]; a stream needs no opening.
-func (*sharedEventStore) Open(context.Context, string, string) error { return nil }
+// heldMax is how many events of a request's stream wait for the end of
+// its POST; the stream goes to the log from the next.
+const heldMax = 32
+
+// heldStream is a request's stream whose events wait for the end of its
+// POST.
+type heldStream struct {
+	mu     sync.Mutex
+	events [][]byte // the stream's events so far, its priming event first
+	gone   bool     // dropped or written: its events go to the log
+}
+
+// heldPost is what a POST served by a copy carries in its context for the
+// event store: the streams the SDK opened for it (one, or none for
+// notifications and answers).
+type heldPost struct {
+	session string
+	streams [][2]string
+}
+
+type heldPostKey struct{}
+
+// hold returns r with a context in which the streams the SDK opens for
+// it are held, and its end, to call with whether the client got
+// everything the POST's response carried once the SDK served it.
+func (e *sharedEventStore) hold(r *http.Request, sessionID string) (*http.Request, func(delivered bool)) {
+	p := &heldPost{session: sessionID}
+	ctx := r.Context()
+	return r.WithContext(context.WithValue(ctx, heldPostKey{}, p)), func(delivered bool) {
+		for _, k := range p.streams {
+			e.release(context.WithoutCancel(ctx), k, delivered)
+		}
+	}
+}
+
+// release ends the wait of the stream k of a POST that ended: its events
+// are dropped when delivered, else written to the log.
+func (e *sharedEventStore) release(ctx context.Context, k [2]string, delivered bool) {
+	e.mu.Lock()
+	hs := e.held[k]
+	e.mu.Unlock()
+	if hs == nil {
+		return
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if delivered {
+		e.drop(k, hs)
+		return
+	}
+	if err := e.write(ctx, k, hs); err != nil {
+		e.logger.WarnContext(ctx, "writing a request's stream the client lost", "error", err)
+	}
+}
+
+// write writes the events of hs, the held stream k, to the log and stops
+// holding it, so that its next events go there. hs.mu must be held.
+func (e *sharedEventStore) write(ctx context.Context, k [2]string, hs *heldStream) error {
+	if hs.gone {
+		return nil
+	}
+	var err error
+	if len(hs.events) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		_, err = e.events.Append(wctx, SessionKey(k[0]), k[1], e.ttl, hs.events...)
+		cancel()
+	}
+	// Forgotten only once written, so that an Append waiting for hs.mu
+	// meanwhile finds it gone and follows it in the log.
+	e.drop(k, hs)
+	return err
+}
+
+// writeTimeout bounds writing a held stream to the log.
+const writeTimeout = 5 * time.Second
+
+// drop stops holding hs, the held stream k. hs.mu must be held.
+func (e *sharedEventStore) drop(k [2]string, hs *heldStream) {
+	hs.gone, hs.events = true, nil
+	e.mu.Lock()
+	if e.held[k] == hs {
+		delete(e.held, k)
+	}
+	e.mu.Unlock()
+}
+
+// heldStream returns the held stream k, or nil.
+func (e *sharedEventStore) heldStream(k [2]string) *heldStream {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.held[k]
+}
+
+// Open implements [sdk.EventStore]: the SDK opens a stream for each POST
+// carrying a request, in the POST's context, which holds it when the
+// copy serves the POST.
+func (e *sharedEventStore) Open(ctx context.Context, sessionID, streamID string) error {
+	p, ok := ctx.Value(heldPostKey{}).(*heldPost)
+	if !ok || streamID == "" || p.session != sessionID {
+		return nil
+	}
+	k := [2]string{sessionID, streamID}
+	e.mu.Lock()
+	e.held[k] = &heldStream{}
+	e.mu.Unlock()
+	p.streams = append(p.streams, k)
+	return nil
+}
 
 // Append implements [sdk.EventStore].
 func (e *sharedEventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
-	evs := [][]byte{data}
 	if streamID != "" {
 		k := [2]string{sessionID, streamID}
-		e.mu.Lock()
-		switch {
-		case len(data) == 0:
-			e.primed[k] = true
-			e.mu.Unlock()
-			return nil // written with the stream's first event
-		case e.primed[k]:
-			delete(e.primed, k)
-			evs = [][]byte{nil, data}
+		if hs := e.heldStream(k); hs != nil {
+			hs.mu.Lock()
+			if !hs.gone {
+				hs.events = append(hs.events, data)
+				var err error
+				if len(hs.events) > heldMax {
+					err = e.write(ctx, k, hs)
+				}
+				hs.mu.Unlock()
+				return err
+			}
+			hs.mu.Unlock()
 		}
-		e.mu.Unlock()
 	}
 	// No coalescing: an identical list_changed may be a second change,
 	// made on another replica, that the client must not miss.
 	key := SessionKey(sessionID)
-	if _, err := e.events.Append(ctx, key, streamID, e.ttl, evs...); err != nil {
+	if _, err := e.events.Append(ctx, key, streamID, e.ttl, data); err != nil {
 		return err
 	}
 	if streamID == "" {
@@ -269,12 +387,24 @@ func (e *sharedEventStore) Append(ctx context.Context, sessionID, streamID strin
 	return nil
 }
 
-// After implements [sdk.EventStore]. A request's stream resumed from its
-// priming event (index 0) before its first event was written has an empty
-// log: nothing to replay yet, and the client asks again, as when the log
-// holds the priming event alone.
+// After implements [sdk.EventStore]. A request's stream still held (its
+// POST ended here a moment ago, and the client resumes it) is written to
+// the log first. A request's stream resumed from its priming event
+// (index 0) before anything of it was written has an empty log: nothing
+// to replay yet, and the client asks again, as when the log holds the
+// priming event alone.
 func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
+		k := [2]string{sessionID, streamID}
+		if hs := e.heldStream(k); hs != nil {
+			hs.mu.Lock()
+			err := e.write(ctx, k, hs)
+			hs.mu.Unlock()
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+		}
 		key := SessionKey(sessionID)
 		evs, err := e.events.After(ctx, key, streamID, index)
 		if errors.Is(err, ErrEventsDropped) && streamID != "" && index == 0 {
@@ -299,19 +429,39 @@ func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string
 
 // SessionClosed implements [sdk.EventStore]. It keeps the streams: one
 // replica's copy of a session ending is not the session ending; a DELETE
-// drops them, and they expire. It forgets the priming events of the
-// copy's requests left unanswered, and tells the replica that the copy
-// ended.
+// drops them, and they expire. The streams of its POSTs in flight are
+// theirs to release. It tells the replica that the copy ended.
 func (e *sharedEventStore) SessionClosed(_ context.Context, sessionID string) error {
-	e.mu.Lock()
-	for k := range e.primed {
-		if k[0] == sessionID {
-			delete(e.primed, k)
-		}
-	}
-	e.mu.Unlock()
 	if e.closed != nil {
 		e.closed(sessionID)
 	}
 	return nil
 }
+
+// deliveryWriter is the [http.ResponseWriter] of a POST served by a copy:
+// it notes whether a write or flush to the client failed, so that the
+// POST's streams are written to the log when the client may lack part of
+// them.
+type deliveryWriter struct {
+	http.ResponseWriter
+	failed atomic.Bool
+}
+
+func (d *deliveryWriter) Write(b []byte) (int, error) {
+	n, err := d.ResponseWriter.Write(b)
+	if err != nil {
+		d.failed.Store(true)
+	}
+	return n, err
+}
+
+// FlushError flushes what was written to the client.
+func (d *deliveryWriter) FlushError() error {
+	err := http.NewResponseController(d.ResponseWriter).Flush()
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		d.failed.Store(true)
+	}
+	return err
+}
+
+func (d *deliveryWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }

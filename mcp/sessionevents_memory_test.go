@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -34,24 +38,118 @@ func TestMemorySessionEventsForgetExpiredStreams(t *testing.T) {
 // countingEvents counts the Appends to its log.
 type countingEvents struct {
 	SessionEvents
-	appends int
+	appends atomic.Int64
 }
 
 func (c *countingEvents) Append(ctx context.Context, key, stream string, ttl time.Duration, data ...[]byte) (int, error) {
-	c.appends++
+	c.appends.Add(1)
 	return c.SessionEvents.Append(ctx, key, stream, ttl, data...)
 }
 
-// TestSharedEventStorePriming follows a request's stream through the
-// SDK's event store: its priming event is written with its first event, in
-// one Append, and a client that resumes from the priming event before
-// then finds nothing yet, not an error; after, it finds the event.
-func TestSharedEventStorePriming(t *testing.T) {
-	ctx := t.Context()
-	log := &countingEvents{SessionEvents: NewMemorySessionEvents(nil, 10)}
-	e := &sharedEventStore{events: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(string) {}, primed: map[[2]string]bool{}}
+// TestSharedEventStoreHeldStreams follows requests' streams through the
+// SDK's event store as a copy's POSTs use it: held while the POST runs,
+// dropped when the client got them, written to the log in one Append when
+// it did not, and from then on an Append an event; written as well when
+// resumed before the POST's end was noted, or once they outgrow heldMax. A
+// stream opened outside a held POST, and the standalone stream, go to the
+// log as they come.
+func TestSharedEventStoreHeldStreams(t *testing.T) {
 	const session = "s"
-	key := SessionKey(session)
+	events := func(n int) [][]byte {
+		var out [][]byte
+		for i := range n {
+			out = append(out, []byte(fmt.Sprint("note", i)))
+		}
+		return out
+	}
+	tests := []struct {
+		name        string
+		held        bool     // the stream opens in a held POST
+		before      [][]byte // appended while the POST runs, after the priming event
+		delivered   bool     // how the POST ends; nil after: still running
+		ends        bool     // the POST ends
+		resume      bool     // the client resumes from the priming event before the end is noted
+		after       [][]byte // appended after the POST ended
+		want        []string // the log's events, the priming event ("") first
+		wantAppends int
+	}{
+		{name: "delivered: nothing written", held: true, before: [][]byte{[]byte("resp")}, ends: true, delivered: true},
+		{name: "delivered with notifications", held: true, before: [][]byte{[]byte("note"), []byte("resp")}, ends: true, delivered: true},
+		{name: "lost before the response", held: true, before: [][]byte{[]byte("note")}, ends: true, after: [][]byte{[]byte("resp")},
+			want: []string{"", "note", "resp"}, wantAppends: 2},
+		{name: "lost with the response", held: true, before: [][]byte{[]byte("resp")}, ends: true, want: []string{"", "resp"}, wantAppends: 1},
+		{name: "resumed before its end was noted", held: true, before: [][]byte{[]byte("note")}, resume: true, ends: true, delivered: true,
+			want: []string{"", "note"}, wantAppends: 1},
+		{name: "outgrows what is held", held: true, before: events(heldMax + 1), ends: true, delivered: true,
+			want: append([]string{""}, stringsOf(events(heldMax+1))...), wantAppends: 2},
+		{name: "opened outside a held POST", before: [][]byte{[]byte("resp")}, want: []string{"", "resp"}, wantAppends: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			log := &countingEvents{SessionEvents: NewMemorySessionEvents(nil, 1000)}
+			e := &sharedEventStore{events: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(string) {},
+				logger: slog.New(slog.DiscardHandler), held: map[[2]string]*heldStream{}}
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", nil)
+			release := func(bool) {}
+			if tt.held {
+				r, release = e.hold(r, session)
+			}
+			const stream = "r1"
+			// As the SDK serves a POST: the stream opens in its context,
+			// its priming event is appended there, the rest in the call's.
+			if err := errors.Join(e.Open(r.Context(), session, stream), e.Append(r.Context(), session, stream, nil)); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range tt.before {
+				if err := e.Append(ctx, session, stream, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.resume {
+				for _, err := range e.After(ctx, session, stream, 0) {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tt.ends {
+				release(tt.delivered)
+			}
+			for _, d := range tt.after {
+				if err := e.Append(ctx, session, stream, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := log.After(ctx, SessionKey(session), stream, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(stringsOf(got), tt.want) {
+				t.Errorf("the log holds %q, want %q", got, tt.want)
+			}
+			if n := log.appends.Load(); n != int64(tt.wantAppends) {
+				t.Errorf("%d Appends to the log, want %d", n, tt.wantAppends)
+			}
+			if len(e.held) != 0 {
+				t.Errorf("%d streams still held after their POST ended", len(e.held))
+			}
+		})
+	}
+}
+
+// TestSharedEventStoreResumedBeforeWritten: a client resuming a request's
+// stream from its priming event before any of it was written (its POST
+// runs on another replica) finds nothing yet, not an error, and asks
+// again; a stream past the log is an error. The standalone stream goes to
+// the log as it comes, and the replicas are told.
+func TestSharedEventStoreResumedBeforeWritten(t *testing.T) {
+	ctx := t.Context()
+	log := NewMemorySessionEvents(nil, 10)
+	var told []string
+	e := &sharedEventStore{events: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(key string) { told = append(told, key) },
+		logger: slog.New(slog.DiscardHandler), held: map[[2]string]*heldStream{}}
+	const session = "s"
 	after := func(stream string, index int) ([]string, error) {
 		var out []string
 		for d, err := range e.After(ctx, session, stream, index) {
@@ -62,49 +160,27 @@ func TestSharedEventStorePriming(t *testing.T) {
 		}
 		return out, nil
 	}
-	tests := []struct {
-		name        string
-		do          func() error
-		stream      string
-		index       int // resumed after
-		want        []string
-		wantErr     error
-		wantAppends int // in all so far
-	}{
-		{name: "the priming event is held", do: func() error { return e.Append(ctx, session, "r1", nil) }, stream: "r1", index: 0},
-		{name: "written with the response", do: func() error { return e.Append(ctx, session, "r1", []byte("resp")) }, stream: "r1", index: 0, want: []string{"resp"}, wantAppends: 1},
-		{name: "from the start", stream: "r1", index: -1, want: []string{"", "resp"}, wantAppends: 1},
-		{name: "a stream past the log", stream: "r2", index: 1, wantErr: ErrEventsDropped, wantAppends: 1},
-		{name: "notifications before the response", do: func() error {
-			return errors.Join(e.Append(ctx, session, "r3", nil), e.Append(ctx, session, "r3", []byte("note")), e.Append(ctx, session, "r3", []byte("resp")))
-		}, stream: "r3", index: 0, want: []string{"note", "resp"}, wantAppends: 3},
-		{name: "the standalone stream has no priming event", do: func() error { return e.Append(ctx, session, "", []byte("changed")) }, stream: "", index: -1, want: []string{"changed"}, wantAppends: 4},
+	if got, err := after("r1", 0); err != nil || len(got) != 0 {
+		t.Errorf("a request's stream not written yet, from its priming event: %q, %v; want nothing yet", got, err)
 	}
-	for _, tt := range tests {
-		if tt.do != nil {
-			if err := tt.do(); err != nil {
-				t.Fatalf("%s: %v", tt.name, err)
-			}
-		}
-		got, err := after(tt.stream, tt.index)
-		if !errors.Is(err, tt.wantErr) || !slices.Equal(got, tt.want) {
-			t.Errorf("%s: After(%q, %d) = %q, %v; want %q, %v", tt.name, tt.stream, tt.index, got, err, tt.want, tt.wantErr)
-		}
-		if log.appends != tt.wantAppends {
-			t.Errorf("%s: %d Appends to the log, want %d", tt.name, log.appends, tt.wantAppends)
-		}
+	if _, err := after("r1", 1); !errors.Is(err, ErrEventsDropped) {
+		t.Errorf("a request's stream past the log: %v, want %v", err, ErrEventsDropped)
 	}
-	if n, err := log.Last(ctx, key, "r1"); n != 1 || err != nil {
-		t.Errorf("Last of r1 = %d, %v; want 1: the priming event and the response", n, err)
-	}
-	// A copy that closes with a call unanswered forgets its priming event.
-	if err := e.Append(ctx, session, "r4", nil); err != nil {
+	if err := e.Append(ctx, session, "", []byte("changed")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.SessionClosed(ctx, session); err != nil {
-		t.Fatal(err)
+	if got, err := after("", -1); err != nil || !slices.Equal(got, []string{"changed"}) {
+		t.Errorf("the standalone stream: %q, %v; want [changed]", got, err)
 	}
-	if len(e.primed) != 0 {
-		t.Errorf("%d priming events held after the session closed, want none", len(e.primed))
+	if !slices.Equal(told, []string{SessionKey(session)}) {
+		t.Errorf("replicas told of %q, want the session's key once", told)
 	}
+}
+
+func stringsOf(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
 }

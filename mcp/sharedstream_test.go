@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -283,4 +285,121 @@ func TestSharedStreamResumedPastTheLog(t *testing.T) {
 		return
 	}
 	t.Fatal("the stream ended without the next event")
+}
+
+// sseEvent is an event of an SSE stream: its id and data.
+type sseEvent struct{ id, data string }
+
+// readEvents reads the events of an SSE stream until stop says so of one
+// or the stream ends, and returns them.
+func readEvents(body io.Reader, stop func(sseEvent) bool) []sseEvent {
+	var out []sseEvent
+	var ev sseEvent
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev != (sseEvent{}) {
+				out = append(out, ev)
+				if stop(ev) {
+					return out
+				}
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			ev.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	return out
+}
+
+// TestSharedRequestStreamLost: a request's stream costs the shared log
+// nothing when its client gets it whole, and when the client loses it
+// mid-call the replica serving the call writes it there, so that the
+// client resumes it on another replica. The call asks the client
+// (elicitation); the client loses the stream after the request, answers
+// through replica 1, and resumes the stream there from the request's
+// event: the call's response, produced on replica 0 after the client
+// went, reaches it.
+func TestSharedRequestStreamLost(t *testing.T) {
+	log := &countingEvents{SessionEvents: NewMemorySessionEvents(nil, 100)}
+	rs := newReplicasOn(t, 2, NewMemorySessionStore(nil), log, nil)
+	rs.pin.Store(0)
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
+	r := postTo(t, rs, initialize, map[string]string{principalHeader: "alice"})
+	id := r.header.Get(mcpheader.SessionID)
+	if id == "" {
+		t.Fatalf("initialize: %d %s", r.status, r.body)
+	}
+	session := map[string]string{principalHeader: "alice", mcpheader.SessionID: id, mcpheader.ProtocolVersion: "2025-11-25"}
+	if r := postTo(t, rs, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session); r.status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", r.status, r.body)
+	}
+	if r := postTo(t, rs, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"whole"}}}`, session); r.status != http.StatusOK || !strings.Contains(r.body, "whole") {
+		t.Fatalf("tools/call: %d %s", r.status, r.body)
+	}
+	if n := log.appends.Load(); n != 0 {
+		t.Errorf("%d Appends to the log for an initialize and a call whose client got them whole, want 0", n)
+	}
+
+	// The call, read until it asks the client, then lost.
+	ctx, lose := context.WithCancel(t.Context())
+	resp, err := http.DefaultClient.Do(newPost(t, rs.url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_elicitation","arguments":{"message":"who?"}}}`, session).WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readEvents(resp.Body, func(e sseEvent) bool { return strings.Contains(e.data, "elicitation/create") })
+	lose()
+	resp.Body.Close()
+	// The stream opens with a priming event where the SDK writes one (the
+	// shipped build's), then the request.
+	if len(evs) == 0 || !strings.Contains(evs[len(evs)-1].data, "elicitation/create") {
+		t.Fatalf("the call's stream %+v, want the elicitation request", evs)
+	}
+	asked := evs[len(evs)-1]
+	var req struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(asked.data), &req); err != nil {
+		t.Fatal(err)
+	}
+	stream, n, ok := parseEventID(asked.id)
+	if !ok {
+		t.Fatalf("event id %q", asked.id)
+	}
+	// Replica 0 notices the client went, and writes what the stream
+	// carried to the log.
+	waitFor(t, func() bool {
+		last, err := log.Last(t.Context(), SessionKey(id), stream)
+		return err == nil && last >= n
+	})
+
+	rs.pin.Store(1)
+	if r := postTo(t, rs, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{"action":"accept","content":{"username":"resumed-elsewhere"}}}`, session); r.status != http.StatusAccepted {
+		t.Fatalf("the answer: %d %s", r.status, r.body)
+	}
+	// The client resumes the stream on replica 1 after the request, until
+	// it carries the response.
+	waitFor(t, func() bool {
+		get, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, rs.url, nil)
+		for k, v := range session {
+			get.Header.Set(k, v)
+		}
+		get.Header.Set("Accept", "text/event-stream")
+		get.Header.Set("Last-Event-ID", asked.id)
+		resp, err := http.DefaultClient.Do(get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("resuming after %s: %d %s", asked.id, resp.StatusCode, b)
+		}
+		got := readEvents(resp.Body, func(sseEvent) bool { return false })
+		return slices.ContainsFunc(got, func(e sseEvent) bool { return strings.Contains(e.data, "resumed-elsewhere") })
+	})
 }
