@@ -10,11 +10,11 @@
 //   - (c) a second reference server called directly, and a Portcullis with
 //     the stack of (b) that has it as its HTTP upstream, the calls going to
 //     ref_echo, reading the upstream's CPU over that row too,
-//   - (d) portable legacy sessions: (b) with its sessions in a real
-//     redis-server, and three replicas of (b) behind a real HAProxy, with
-//     affinity and their sessions in memory, and round robin sharing their
-//     sessions in Redis (replicas.go), reading Redis's and HAProxy's CPU
-//     over those rows too,
+//   - (d) portable legacy sessions: (b) with its rate buckets in a real
+//     redis-server and its sessions in memory or there too, and three
+//     replicas of (b) behind a real HAProxy, with affinity and their
+//     sessions in memory, and round robin sharing their sessions in Redis
+//     (replicas.go), reading Redis's and HAProxy's CPU over those rows too,
 //   - (e) a virtual server: (b) with one server besides /mcp exposing echo
 //     renamed and described, called on that server's path (virtual.go),
 //     its CPU per call compared with (b)'s,
@@ -172,7 +172,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 // rowServers are the names of the servers whose rows are measured, in
 // the order they are measured.
-var rowServers = []string{"refserver", "mcp-go", "ts-sdk", "portcullis", virtualRowName, stockName, upstreamName, proxiedName, redisRowName, affinityRowName, replicasRowName}
+var rowServers = []string{"refserver", "mcp-go", "ts-sdk", "portcullis", virtualRowName, stockName, upstreamName, proxiedName, redisRowName, redisMemoryRowName, affinityRowName, replicasRowName}
 
 // CPUs the servers and the client are pinned to with -pin.
 const (

@@ -135,11 +135,16 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	defer rdb.stop()
-	pr, err := h.startRedisRow(ctx, rdb)
+	pr, err := h.startRedisRow(ctx, redisRowName, rdb)
 	if err != nil {
 		return nil, err
 	}
 	defer pr.stop()
+	pm, err := h.startRedisRow(ctx, redisMemoryRowName, rdb)
+	if err != nil {
+		return nil, err
+	}
+	defer pm.stop()
 	pa, err := h.startReplicas(ctx, affinityRowName, rdb, true)
 	if err != nil {
 		return nil, err
@@ -152,7 +157,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	defer prs.stop()
 	if _, _, err := pc.scrapeMem(); err != nil {
 		h.logf("Portcullis serves no metrics (%v): its bytes and allocations per request are not reported", err)
-		for _, s := range slices.Concat([]*server{pc, pv, pp, pu, pr}, pa.replicas, prs.replicas) {
+		for _, s := range slices.Concat([]*server{pc, pv, pp, pu, pr, pm}, pa.replicas, prs.replicas) {
 			s.metricsURL = ""
 		}
 		rep.noMetrics = true
@@ -163,13 +168,13 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 	if pp.tokens, err = h.mintTokens(pp.base+"/mcp", slices.Max(h.cfg.conc)); err != nil {
 		return nil, err
 	}
-	for _, s := range []*server{pv, pu, pr, pa, prs} {
+	for _, s := range []*server{pv, pu, pr, pm, pa, prs} {
 		if s.tokens, err = h.mintTokens(s.endpoint(), slices.Max(h.cfg.conc)); err != nil {
 			return nil, err
 		}
 	}
 	time.Sleep(h.settle())
-	servers := []*server{ref, mg, ts, pc, pv, pp, up, pu, pr, pa, prs}
+	servers := []*server{ref, mg, ts, pc, pv, pp, up, pu, pr, pm, pa, prs}
 	for _, s := range servers {
 		if rep.idleRSS[s.name], err = s.rssKiB(); err != nil {
 			return nil, err
@@ -203,7 +208,7 @@ func (h *harness) measure(ctx context.Context) (*report, error) {
 		rep.rebuiltKnown = true
 	}
 	// SIGTERM flushes the spans still batched in the exporter.
-	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pv.stop(), pp.stop(), pu.stop(), up.stop(), pr.stop(), pa.stop(), prs.stop(), rdb.stop()); err != nil {
+	if err := errors.Join(ref.stop(), mg.stop(), ts.stop(), pc.stop(), pv.stop(), pp.stop(), pu.stop(), up.stop(), pr.stop(), pm.stop(), pa.stop(), prs.stop(), rdb.stop()); err != nil {
 		return nil, err
 	}
 	rep.spanPosts, rep.spanBytes, rep.badSpanPosts = h.sink.requests.Load(), h.sink.bytes.Load(), h.sink.bad.Load()
@@ -266,7 +271,7 @@ func (h *harness) row(ctx context.Context, s *server, path string, conc int) (ro
 	}
 	gc0, gcOK := s.scrapeGC()
 	var prof <-chan error
-	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == virtualRowName || s.name == stockName || s.name == proxiedName || s.name == redisRowName) {
+	if h.cfg.profileDir != "" && (s.name == "portcullis" || s.name == virtualRowName || s.name == stockName || s.name == proxiedName || s.name == redisRowName || s.name == redisMemoryRowName) {
 		prof = h.profile(ctx, s, path, conc)
 	}
 	lat := make([][]time.Duration, conc)

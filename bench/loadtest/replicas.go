@@ -19,21 +19,23 @@ import (
 // The rows of portable legacy sessions: Portcullis with its sessions in a
 // real Redis, one process called directly, and three behind HAProxy
 // (round robin, no affinity), so that each request of a session lands on
-// another replica than the last. Beside them, the way replicas are run
-// without portable sessions: three behind HAProxy with affinity on
-// Mcp-Session-Id, each keeping its sessions in memory (and its rate
-// buckets in the same Redis, as the portable replicas do).
+// another replica than the last. Beside each, the same deployment without
+// portable sessions, its sessions in memory and its rate buckets in the
+// same Redis: one process, and three behind HAProxy with affinity on
+// Mcp-Session-Id.
 const (
-	redisRowName    = "portcullis-redis"
-	replicasRowName = "portcullis-replicas"
-	affinityRowName = "portcullis-affinity"
-	replicaCount    = 3
+	redisRowName       = "portcullis-redis"
+	redisMemoryRowName = "portcullis-redis-memory"
+	replicasRowName    = "portcullis-replicas"
+	affinityRowName    = "portcullis-affinity"
+	replicaCount       = 3
 )
 
-// targetReplicasKept is the goal of the replicated row: on the 2025-11-25
-// path, three replicas sharing their sessions through Redis behind the
-// balancer keep at least this share of one replica's throughput without
-// Redis, on the same machine, at the same concurrency.
+// targetReplicasKept is the goal of portable sessions: on the 2025-11-25
+// path, a deployment sharing its sessions through Redis keeps at least
+// this share of the throughput of the same deployment keeping them in
+// memory (one replica; three behind the balancer, with affinity there),
+// on the same machine, at the same concurrency.
 const targetReplicasKept = 0.80
 
 // startRedis starts a redis-server on a free port of 127.0.0.1, with
@@ -79,16 +81,26 @@ func redisUsedMemory(ctx context.Context, s *server) (int64, error) {
 	return 0, errors.New("redis INFO memory: no used_memory")
 }
 
-// startRedisRow starts the one-replica row: Portcullis with its legacy
-// sessions (and rate buckets) in rdb, called directly. On the 2026-07-28
-// path, which keeps no session, it shows what the rate buckets in Redis
-// cost.
-func (h *harness) startRedisRow(ctx context.Context, rdb *server) (*server, error) {
-	s, _, err := h.startPortcullisWith(ctx, pcOptions{name: redisRowName, redisURL: "redis://" + rdb.addr() + "/0"})
+// startRedisRow starts a one-replica row: Portcullis with its rate
+// buckets in rdb, called directly, and its legacy sessions there too, or,
+// for the row named redisMemoryRowName, in memory (measured on the
+// 2025-11-25 path only: on the other, it is the same as the row with
+// its sessions in Redis). On the 2026-07-28 path, which keeps no
+// session, the row with its sessions in Redis shows what the rate
+// buckets in Redis cost.
+func (h *harness) startRedisRow(ctx context.Context, name string, rdb *server) (*server, error) {
+	o := pcOptions{name: name, redisURL: "redis://" + rdb.addr() + "/0"}
+	if name == redisMemoryRowName {
+		o.sessionStore = "memory"
+	}
+	s, _, err := h.startPortcullisWith(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	s.store = rdb
+	if name == redisMemoryRowName {
+		s.paths = []string{pathLegacy}
+	}
 	return s, nil
 }
 
