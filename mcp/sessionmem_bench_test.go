@@ -260,3 +260,41 @@ func TestIdleSessionGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSessionCall measures a 2025-11-25 tools/call (the core echo)
+// on an open legacy session through the whole handler: memory, kept by
+// the SDK's handler as one replica runs without Redis, against shared, a
+// copy of a session shared through a store, its streams' log in process
+// memory (so that what is measured is the replica's own path, not
+// Redis's). It reports the log's appends per call (appends/op): a call
+// whose client gets its response costs the log none.
+//
+//	go test -run '^$' -bench SessionCall -count 10 ./mcp | benchstat -col /store -
+func BenchmarkSessionCall(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		shared bool
+	}{
+		{name: "store=memory"},
+		{name: "store=shared", shared: true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			log := &countingEvents{SessionEvents: NewMemorySessionEvents(nil, defaultEventsKept)}
+			deps := Deps{}
+			if bc.shared {
+				deps.Sessions, deps.Events = NewMemorySessionStore(nil), log
+			}
+			h := endpoint{deps: deps}.handler(b)
+			id := openSession(b, h)
+			const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"bench"}}}`
+			b.ReportAllocs()
+			for b.Loop() {
+				w := sessionPost(b, h, id, call, http.StatusOK)
+				if !strings.Contains(w.Body.String(), `"text":"bench"`) {
+					b.Fatalf("tools/call: %s", w.Body)
+				}
+			}
+			b.ReportMetric(float64(log.appends.Load())/float64(b.N), "appends/op")
+		})
+	}
+}
