@@ -284,17 +284,17 @@ bench: bench-bin ## Load-test the built binary (full stack) against the bare go-
 # its sessions in memory or in Redis, three replicas behind HAProxy with
 # affinity (sessions in memory), and three round robin sharing them in
 # Redis (pinned, c=16), BENCH_SESSIONS_RUNS times, one run after the
-# other, then the idle-session memory benchmark.
+# other, then the idle-session memory and session call benchmarks.
 BENCH_SESSIONS_RUNS ?= 3
 
-bench-sessions: bench-bin ## Measure portable 2025-11-25 sessions: Portcullis alone, with Redis (sessions in memory or there), 3 replicas behind HAProxy with affinity and without (pinned, c=16, BENCH_SESSIONS_RUNS runs; results/bench-sessions-N.md), then BenchmarkIdleSessionMemory.
+bench-sessions: bench-bin ## Measure portable 2025-11-25 sessions: Portcullis alone, with Redis (sessions in memory or there), 3 replicas behind HAProxy with affinity and without (pinned, c=16, BENCH_SESSIONS_RUNS runs; results/bench-sessions-N.md), then BenchmarkIdleSessionMemory and BenchmarkSessionCall.
 	@rm -f results/bench-sessions-*.md
 	@for i in $$(seq $(BENCH_SESSIONS_RUNS)); do \
 		$(LOADTEST) -pin -paths 2025-11-25 -concurrency 16 -only portcullis,portcullis-redis-memory,portcullis-redis,portcullis-affinity,portcullis-replicas \
 			-startups 0 -out results/bench-sessions-$$i.md $(BENCHFLAGS) >/dev/null || exit 1; \
 	done
 	@for f in results/bench-sessions-*.md; do echo "$$f:"; sed -n -e '/^| portable sessions/,/^| collections/{/^| collections/!p}' -e '/idle 2025-11-25 sessions\|per idle session/p' "$$f"; done
-	$(GO) test -run '^$$' -bench IdleSessionMemory -benchtime 3000x ./mcp/
+	$(GO) test -run '^$$' -bench 'IdleSessionMemory|SessionCall' -benchmem -benchtime 3000x ./mcp/
 
 # bench-servers measures issue 34's goal: a tools/call on a virtual server
 # against the same call on /mcp. First the load harness: the portcullis row
