@@ -186,6 +186,15 @@ func (rs *replicaSet) total(series string) float64 {
 	return sum
 }
 
+// replaced reports whether the process serving as the replica named
+// replica at t1 was replaced or killed, and its successor started, by t2:
+// what it served at t1 and at t2 was served by different processes.
+func (rs *replicaSet) replaced(replica string, t1, t2 time.Time) bool {
+	return slices.ContainsFunc(rs.gaps, func(g replicaGap) bool {
+		return g.replica == replica && !g.from.Before(t1) && !g.to.After(t2)
+	})
+}
+
 // unread reports whether the replica named replica was in a gap some time
 // between from and to.
 func (rs *replicaSet) unread(replica string, from, to time.Time) bool {
@@ -278,9 +287,9 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 		t.Logf("%s %s", now.Format("15:04:05.000"), what)
 		return now
 	}
-	// holdStreams checks that each TypeScript session holds a GET stream
-	// again: the SDKs reopen one a second or the server's retry hint after
-	// it ended, twice at most.
+	// holdStreams checks that each TypeScript session holds its standalone
+	// GET stream again: the SDKs reopen it a second or the server's retry
+	// hint after it ended, twice at most.
 	holdStreams := func(when string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -362,7 +371,7 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 
 	for _, c := range ts {
 		c.checkAnswers(t, rollStart, rollEnd, "during the rolling restart")
-		c.checkResumed(t, rollStart, rollEnd, "during the rolling restart")
+		c.checkResumed(t, rs, rollStart, rollEnd, "during the rolling restart")
 	}
 
 	if rs.total("portcullis_mcp_sessions_rebuilt_total") == 0 {

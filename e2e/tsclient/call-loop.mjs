@@ -53,10 +53,10 @@
 //       test_elicitation or test_sampling says which replica took it
 //       (callReplica) and took the client's answers (answerReplicas);
 //       one of test_trigger_tool_change fails unless a tool list change
-//       reaches the client within 15 s of the call's start, and says
-//       when the call was answered (answered; at is when the change
-//       arrived) and whether the standalone stream was down then
-//       (whileDown)
+//       reaches the client within 15 s of the call's start (the loop goes
+//       on meanwhile; at is when the change arrived), and says when the
+//       call was answered (answered) and whether the standalone stream was
+//       down then (whileDown)
 //   {"event":"transport-error","message":"…"}
 //       what the SDK reported to the client's onerror (a stream lost, a
 //       reconnection that failed)
@@ -210,10 +210,11 @@ async function tracked(input, init) {
 
 // trackedPost passes a POST on and notes on current which replica took
 // its call and which took the client's answers to the server's requests
-// (a JSON-RPC response the client posts while the call runs).
+// (a JSON-RPC response the client posts while the call runs), as promises:
+// an answer's 202 may arrive after the call's result.
 async function trackedPost(input, init) {
-  const res = await fetch(input, init);
   const call = current;
+  const res = fetch(input, init);
   if (call && typeof init?.body === 'string') {
     let msg;
     try {
@@ -221,8 +222,9 @@ async function trackedPost(input, init) {
     } catch {
       return res;
     }
-    if (msg?.method === 'tools/call' && msg.params?.name === call.tool) call.callReplica = replicaOf(res);
-    else if (msg && msg.method === undefined && ('result' in msg || 'error' in msg)) call.answerReplicas.push(replicaOf(res) ?? '');
+    const replica = res.then(replicaOf, () => undefined);
+    if (msg?.method === 'tools/call' && msg.params?.name === call.tool) call.callReplica = replica;
+    else if (msg && msg.method === undefined && ('result' in msg || 'error' in msg)) call.answerReplicas.push(replica);
   }
   return res;
 }
@@ -344,6 +346,14 @@ const rotation = ['echo', 'test_elicitation', 'echo', 'test_sampling'];
 
 let calls = 0;
 let failures = 0;
+const report = (o) => {
+  if (!o.ok) failures++;
+  emit(o);
+};
+// settling holds the changes whose arrival the client waits for aside,
+// so that the loop goes on meanwhile (and makes another change if the
+// standalone stream goes down while it waits).
+const settling = new Set();
 let lastTrigger = Date.now();
 let triggeredOutage = 0;
 while (!stopping) {
@@ -362,24 +372,33 @@ while (!stopping) {
   const [args, check] = tools[tool](text);
   const call = (current = { tool, answerReplicas: [] });
   const before = listChanged;
-  let error, whileDown, answered;
+  let error;
   try {
     error = check(await callTool(tool, args));
-    if (tool === 'test_trigger_tool_change') {
-      lastTrigger = Date.now();
-      answered = new Date().toISOString();
-      whileDown = standaloneOpen === 0;
-      if (error === undefined && !(await changed(before))) error = `no tools/list_changed within ${notifyTimeoutMs / 1000} s of the change`;
-    }
   } catch (err) {
     error = message(err);
   }
   current = undefined;
-  const o = { event: 'call', n, tool, ok: error === undefined, started, error, answered, whileDown };
-  if (tool === 'test_elicitation' || tool === 'test_sampling') Object.assign(o, { callReplica: call.callReplica, answerReplicas: call.answerReplicas });
-  if (error !== undefined) failures++;
-  emit(o);
+  const o = { event: 'call', n, tool, ok: error === undefined, started, error };
+  if (tool === 'test_elicitation' || tool === 'test_sampling') {
+    Object.assign(o, { callReplica: await call.callReplica, answerReplicas: await Promise.all(call.answerReplicas) });
+  }
+  if (tool === 'test_trigger_tool_change') {
+    lastTrigger = Date.now();
+    Object.assign(o, { answered: new Date().toISOString(), whileDown: standaloneOpen === 0 });
+    if (o.ok) {
+      const waiting = changed(before).then((seen) => {
+        if (!seen) Object.assign(o, { ok: false, error: `no tools/list_changed within ${notifyTimeoutMs / 1000} s of the change` });
+        report(o);
+        settling.delete(waiting);
+      });
+      settling.add(waiting);
+      continue;
+    }
+  }
+  report(o);
 }
+await Promise.all(settling);
 emit({ event: 'done', calls, failures, streamsOpen });
 await transport.terminateSession().catch((err) => emit({ event: 'transport-error', message: `DELETE: ${message(err)}` }));
 await client.close();
