@@ -501,22 +501,27 @@ func (c *tsCallLoop) checkAnswers(t *testing.T, from, to time.Time, when string)
 // list change must have been answered to count as made while the stream
 // was down: the Go SDK sends a list change 10 ms after the change (its
 // notificationDelay), so such a change was in the session's log when the
-// replica serving the resumed stream read it, and reached the client
-// only because that replica replayed it.
+// replica serving the resumed stream read it.
 const replayMargin = 100 * time.Millisecond
 
 // checkResumed checks the client's standalone stream between from and to
 // (when says when that was): it was resumed with Last-Event-ID on another
 // replica than the one it was on (another process of rs: one of another
-// name, or the successor of the one it was on), and a tool list change
-// made while it was down reached the client after it resumed.
+// name, or the successor of the one it was on), and once after a tool
+// list change made while it was down, the resumed stream began where the
+// client had left off (its priming event has the id the client sent) and
+// carried a list change: the change, replayed from the log.
 func (c *tsCallLoop) checkResumed(t *testing.T, rs *replicaSet, from, to time.Time, when string) {
 	t.Helper()
 	evs := c.Events()
 	var opens []tsLoopEvent // of the standalone stream
+	carried := map[int][]tsLoopEvent{}
 	for _, ev := range evs {
-		if ev.Event == "stream" && ev.State == "open" && ev.Standalone {
+		switch {
+		case ev.Event == "stream" && ev.State == "open" && ev.Standalone:
 			opens = append(opens, ev)
+		case ev.Event == "sse":
+			carried[ev.Stream] = append(carried[ev.Stream], ev)
 		}
 	}
 	elsewhere := 0
@@ -535,7 +540,11 @@ func (c *tsCallLoop) checkResumed(t *testing.T, rs *replicaSet, from, to time.Ti
 			continue
 		}
 		i := slices.IndexFunc(opens, func(o tsLoopEvent) bool { return o.At.After(ev.Answered) })
-		if i >= 0 && opens[i].LastEventID != "" && opens[i].At.Sub(ev.Answered) >= replayMargin {
+		if i < 0 || opens[i].LastEventID == "" || opens[i].At.Sub(ev.Answered) < replayMargin {
+			continue
+		}
+		got := carried[opens[i].ID]
+		if len(got) > 0 && got[0].EventID == opens[i].LastEventID && slices.ContainsFunc(got, func(e tsLoopEvent) bool { return e.Method == "notifications/tools/list_changed" }) {
 			replayed++
 		}
 	}
@@ -543,9 +552,9 @@ func (c *tsCallLoop) checkResumed(t *testing.T, rs *replicaSet, from, to time.Ti
 		t.Errorf("%s: the standalone stream was not resumed with Last-Event-ID on another replica %s", c.name, when)
 	}
 	if replayed == 0 {
-		t.Errorf("%s: no tool list change made while the standalone stream was down (answered %v or more before it resumed) reached the client %s", c.name, replayMargin, when)
+		t.Errorf("%s: no stream resumed after a tool list change made while it was down (answered %v or more before) began where the client had left off and carried a list change %s", c.name, replayMargin, when)
 	}
-	t.Logf("%s: %s, the standalone stream resumed %d times on another replica; %d tool list changes made while it was down reached the client after it resumed", c.name, when, elsewhere, replayed)
+	t.Logf("%s: %s, the standalone stream resumed %d times on another replica, %d times from where it left off with a list change made while it was down", c.name, when, elsewhere, replayed)
 }
 
 // waitUpdate waits until the SDK hands the client an update of the
