@@ -224,9 +224,10 @@ func (rs *replicaSet) unread(replica string, from, to time.Time) bool {
 // client, and the TypeScript sessions hold a GET stream again. At the end
 // the resource's updates still reach each TypeScript client, every event
 // its session's log holds since its stream began (list changes and
-// updates, made on whichever replica) reached it exactly once, and the
-// replicas, the stopped ones included, counted every answer as forwarded
-// through the session bus and replayed events from the log.
+// updates, made on whichever replica) reached it, once but where it held
+// two standalone streams at once, and the replicas, the stopped ones
+// included, counted every answer as forwarded through the session bus and
+// replayed events from the log.
 func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	idp := startIdP(t)
 	rdb := redistest.Start(t)
@@ -380,10 +381,9 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	if rs.total("portcullis_mcp_session_events_replayed_total") == 0 {
 		t.Error("no replica replayed a session's events to a client resuming a stream")
 	}
-	// Each answer a client posted went through the session bus to the
-	// replica whose call waited for it, and was counted there; but for
-	// those posted to a replica while it went (after its counters were
-	// last read).
+	// The replica each answer was posted to published it on the session
+	// bus for the one whose call waited, and counted it; what a replica
+	// counted while it went (after its counters were last read) is lost.
 	answers, unread := 0, 0
 	for _, c := range ts {
 		for _, ev := range c.serverRequestCalls(time.Time{}, time.Now()) {
