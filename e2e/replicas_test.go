@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,13 +24,19 @@ import (
 
 // haproxy is a real HAProxy process in front of replicas, as a Kubernetes
 // Service or an ingress is: round robin, no affinity, each replica health
-// checked on /readyz.
+// checked on /readyz. Each response names the replica that served it in
+// the header replicaHeader.
 type haproxy struct {
 	URL  string // the front's base URL
 	cmd  *exec.Cmd
 	log  syncbuf.Buffer
 	done chan struct{}
 }
+
+// replicaHeader is the response header in which the balancer names the
+// replica that served a request: r0 for the first of its backends, r1 for
+// the next, and so on.
+const replicaHeader = "X-Replica"
 
 // startHAProxy runs haproxy on a free port in front of the replicas at
 // backends (host:port), configured as [haproxytest.Config] says, one
@@ -41,7 +48,7 @@ func startHAProxy(t *testing.T, backends []string) *haproxy {
 		t.Fatal(err)
 	}
 	front := freeAddrs(t, 1)[0]
-	cfg := haproxytest.Config{Front: front, Backends: backends}.String()
+	cfg := haproxytest.Config{Front: front, Backends: backends, ReplicaHeader: replicaHeader}.String()
 	file := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -82,6 +89,29 @@ type replicaSet struct {
 	cfg   string
 	addrs []string
 	procs []*server
+
+	// retired sums the sessionCounters of the processes replaced or
+	// killed, read just before each went; gaps are the times from then
+	// until its successor ran, when it may have counted what no reading
+	// saw.
+	retired map[string]float64
+	gaps    []replicaGap
+}
+
+// sessionCounters are the counters of shared sessions a replicaSet reads
+// from a replica before it goes, so that [replicaSet.total] counts what
+// every process counted.
+var sessionCounters = []string{
+	"portcullis_mcp_sessions_rebuilt_total",
+	"portcullis_mcp_session_events_replayed_total",
+	"portcullis_mcp_session_answers_forwarded_total",
+}
+
+// replicaGap is a time when a process of the replica named replica behind
+// the balancer (r0 for the first) ran unread.
+type replicaGap struct {
+	replica  string
+	from, to time.Time
 }
 
 func startReplicaSet(t *testing.T, cfg string, n int) *replicaSet {
@@ -92,7 +122,7 @@ func startReplicaSet(t *testing.T, cfg string, n int) *replicaSet {
 // startReplicaSetOf is startReplicaSet with replicas of the binary bin.
 func startReplicaSetOf(t *testing.T, bin, cfg string, n int) *replicaSet {
 	t.Helper()
-	rs := &replicaSet{t: t, bin: bin, cfg: cfg, addrs: freeAddrs(t, n)}
+	rs := &replicaSet{t: t, bin: bin, cfg: cfg, addrs: freeAddrs(t, n), retired: map[string]float64{}}
 	for i := range n {
 		rs.procs = append(rs.procs, rs.start(i))
 	}
@@ -109,32 +139,95 @@ func (rs *replicaSet) start(i int) *server {
 // rolling update does.
 func (rs *replicaSet) replace(i int) {
 	rs.t.Helper()
+	done := rs.retire(i)
 	rs.procs[i].stop(rs.t)
 	rs.procs[i] = rs.start(i)
+	done()
 }
 
 // kill ends replica i with SIGKILL, as a node lost does, and starts a new
 // process in its place.
 func (rs *replicaSet) kill(i int) {
 	rs.t.Helper()
+	done := rs.retire(i)
 	if err := rs.procs[i].cmd.Process.Kill(); err != nil {
 		rs.t.Fatal(err)
 	}
 	<-rs.procs[i].Done()
 	rs.procs[i] = rs.start(i)
+	done()
+}
+
+// retire reads the sessionCounters of replica i, about to go; done ends
+// the gap that begins then, once its successor runs.
+func (rs *replicaSet) retire(i int) (done func()) {
+	rs.t.Helper()
+	for _, series := range sessionCounters {
+		rs.retired[series] += max(scrapeValue(rs.t, rs.procs[i], series), 0)
+	}
+	g := replicaGap{replica: fmt.Sprintf("r%d", i), from: time.Now()}
+	return func() {
+		g.to = time.Now()
+		rs.gaps = append(rs.gaps, g)
+	}
+}
+
+// total returns what every process of the set counted of series, one of
+// sessionCounters, but in its gaps.
+func (rs *replicaSet) total(series string) float64 {
+	rs.t.Helper()
+	if !slices.Contains(sessionCounters, series) {
+		rs.t.Fatalf("replicaSet.total: %s is not read as replicas go", series)
+	}
+	sum := rs.retired[series]
+	for _, p := range rs.procs {
+		sum += max(scrapeValue(rs.t, p, series), 0)
+	}
+	return sum
+}
+
+// replaced reports whether the process serving as the replica named
+// replica at t1 was replaced or killed, and its successor started, by t2:
+// what it served at t1 and at t2 was served by different processes.
+func (rs *replicaSet) replaced(replica string, t1, t2 time.Time) bool {
+	return slices.ContainsFunc(rs.gaps, func(g replicaGap) bool {
+		return g.replica == replica && !g.from.Before(t1) && !g.to.After(t2)
+	})
+}
+
+// unread reports whether the replica named replica was in a gap some time
+// between from and to.
+func (rs *replicaSet) unread(replica string, from, to time.Time) bool {
+	return slices.ContainsFunc(rs.gaps, func(g replicaGap) bool {
+		return g.replica == replica && !g.to.Before(from) && !to.Before(g.from)
+	})
 }
 
 // TestRollingRestartBehindLoadBalancer: three replicas sharing Redis
-// behind HAProxy (round robin, no affinity), and real clients calling the
-// echo tool without pause: go-sdk holding two 2025-11-25 sessions (each
+// behind HAProxy (round robin, no affinity), and real clients calling
+// tools without pause: go-sdk holding two 2025-11-25 sessions (each
 // request of a session lands on another replica than the last) and one on
-// 2026-07-28; the TypeScript SDK v1 and v2 each holding a 2025-11-25
-// session with its GET stream open (e2e/tsclient/call-loop.mjs); and the
-// MCP Inspector's CLI, one session per call. Each replica in turn is sent
-// SIGTERM and replaced: no call fails, no TypeScript client reports a
-// transport error, and each still holds a GET stream. Then one is killed
-// with SIGKILL: only the calls in flight on it may fail, one per client,
-// and the TypeScript sessions hold a GET stream again.
+// 2026-07-28, calling echo; the TypeScript SDK v1 and v2 each holding a
+// 2025-11-25 session with its GET stream open and subscribed to the
+// watched resource (e2e/tsclient/call-loop.mjs), calling echo,
+// test_elicitation and test_sampling (answered by the client) and
+// test_trigger_tool_change (a tool list change, every 2 s and whenever its
+// standalone stream is down); and the MCP Inspector's CLI, one session per
+// call, calling echo. Each replica in turn is sent SIGTERM and replaced:
+// no call fails, elicitation and sampling calls included, each answered
+// with the client's own answer, some posted to another replica than the
+// call; every tool list change reaches its client; no TypeScript client
+// reports a transport error, each still holds a GET stream, and each
+// resumed its standalone stream with Last-Event-ID on another replica and
+// got there a list change made while the stream was down. Then one is
+// killed with SIGKILL: only the calls in flight on it may fail, a few per
+// client, and the TypeScript sessions hold a GET stream again. At the end
+// the resource's updates still reach each TypeScript client, every event
+// its session's log holds since its stream began (list changes and
+// updates, made on whichever replica) reached it, once but where it held
+// two standalone streams at once, and the replicas, the stopped ones
+// included, counted every answer as forwarded through the session bus and
+// replayed events from the log.
 func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	idp := startIdP(t)
 	rdb := redistest.Start(t)
@@ -195,9 +288,9 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 		t.Logf("%s %s", now.Format("15:04:05.000"), what)
 		return now
 	}
-	// holdStreams checks that each TypeScript session holds a GET stream
-	// again: the SDKs reopen one a second or the server's retry hint after
-	// it ended, twice at most.
+	// holdStreams checks that each TypeScript session holds its standalone
+	// GET stream again: the SDKs reopen it a second or the server's retry
+	// hint after it ended, twice at most.
 	holdStreams := func(when string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -240,9 +333,14 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	mark("replica 1: SIGKILL")
 	killedAt := time.Now()
 	rs.kill(1)
-	mark("replica 1: restarted")
+	restarted := mark("replica 1: restarted")
 	calls.waitCalls(t, 45*time.Second, 200, clients)
 	holdStreams("the SIGKILL")
+	// Every replica now runs a process begun after the clients subscribed.
+	for _, c := range ts {
+		c.waitUpdate(t, restarted, 20*time.Second)
+		c.checkStandaloneLog(t, endpoint, token)
+	}
 	mark("stopping the clients")
 	stop()
 	wg.Wait()
@@ -272,11 +370,38 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	total, per := calls.counts()
 	t.Logf("%d calls through the rolling restart, %d in all (per client %v); %d failed after the SIGKILL", rolled, total, per, len(killed))
 
-	var rebuilt float64
-	for _, p := range rs.procs {
-		rebuilt += max(scrapeValue(t, p, "portcullis_mcp_sessions_rebuilt_total"), 0)
+	for _, c := range ts {
+		c.checkAnswers(t, rollStart, rollEnd, "during the rolling restart")
+		c.checkResumed(t, rs, rollStart, rollEnd, "during the rolling restart")
 	}
-	if rebuilt == 0 {
+
+	if rs.total("portcullis_mcp_sessions_rebuilt_total") == 0 {
 		t.Error("no replica rebuilt a legacy session: the sessions did not move between replicas")
+	}
+	if rs.total("portcullis_mcp_session_events_replayed_total") == 0 {
+		t.Error("no replica replayed a session's events to a client resuming a stream")
+	}
+	// The replica each answer was posted to published it on the session
+	// bus for the one whose call waited, and counted it; what a replica
+	// counted while it went (after its counters were last read) is lost.
+	answers, unread := 0, 0
+	for _, c := range ts {
+		for _, ev := range c.serverRequestCalls(time.Time{}, time.Now()) {
+			if !ev.OK {
+				continue
+			}
+			for _, r := range ev.AnswerReplicas {
+				if rs.unread(r, ev.Started, ev.At) {
+					unread++
+				} else {
+					answers++
+				}
+			}
+		}
+	}
+	if fwd := rs.total("portcullis_mcp_session_answers_forwarded_total"); fwd < float64(answers) {
+		t.Errorf("answers forwarded = %v, want at least the %d the TypeScript clients posted to replicas whose counters were read after (%d more went to a replica as it stopped)", fwd, answers, unread)
+	} else {
+		t.Logf("answers forwarded = %v, of %d the TypeScript clients posted (%d to a replica as it stopped)", fwd, answers+unread, unread)
 	}
 }

@@ -19,13 +19,20 @@ export function helpers(script) {
 }
 
 // loadSDK returns which (v1 or v2), pkg and sdkVersion (the package and
-// its version, for the script's first line), and the SDK's Client,
-// StreamableHTTPClientTransport and UnauthorizedError.
+// its version, for the script's first line), the SDK's Client,
+// StreamableHTTPClientTransport and UnauthorizedError, and onRequest and
+// onNotification: onRequest(client, method, handler) answers the server's
+// requests of method (elicitation/create, sampling/createMessage) with
+// handler(request), onNotification(client, method, handler) calls
+// handler(notification) for each notification of method
+// (notifications/tools/list_changed, notifications/resources/updated),
+// whichever the SDK (v1 registers a handler by the method's schema, v2 by
+// its name).
 export function loadSDK(script) {
   const { fail, env } = helpers(script);
   const require = createRequire(path.join(path.resolve(env('MCP_SDK_DIR')), 'package.json'));
   const which = env('MCP_SDK');
-  let sdk, pkg, entry;
+  let sdk, pkg, entry, schemaOf;
   if (which === 'v1') {
     pkg = '@modelcontextprotocol/sdk';
     entry = '@modelcontextprotocol/sdk/client/index.js';
@@ -34,6 +41,14 @@ export function loadSDK(script) {
       ...require('@modelcontextprotocol/sdk/client/streamableHttp.js'),
       ...require('@modelcontextprotocol/sdk/client/auth.js'),
     };
+    const types = require('@modelcontextprotocol/sdk/types.js');
+    const schemas = {
+      'elicitation/create': types.ElicitRequestSchema,
+      'sampling/createMessage': types.CreateMessageRequestSchema,
+      'notifications/tools/list_changed': types.ToolListChangedNotificationSchema,
+      'notifications/resources/updated': types.ResourceUpdatedNotificationSchema,
+    };
+    schemaOf = (method) => schemas[method] ?? fail(`no schema known for ${method}`);
   } else if (which === 'v2') {
     pkg = entry = '@modelcontextprotocol/client';
     sdk = require(pkg);
@@ -53,5 +68,8 @@ export function loadSDK(script) {
     }
   }
   const { Client, StreamableHTTPClientTransport, UnauthorizedError } = sdk;
-  return { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport, UnauthorizedError };
+  const key = schemaOf ?? ((method) => method);
+  const onRequest = (client, method, handler) => client.setRequestHandler(key(method), handler);
+  const onNotification = (client, method, handler) => client.setNotificationHandler(key(method), handler);
+  return { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport, UnauthorizedError, onRequest, onNotification };
 }

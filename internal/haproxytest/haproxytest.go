@@ -53,6 +53,11 @@ type Config struct {
 	// their sessions in memory are run. Other requests are balanced round
 	// robin.
 	SessionAffinity bool
+	// ReplicaHeader, when set, names a header HAProxy adds to every
+	// response: the name of the replica that served it, "r0" for
+	// Backends[0], "r1" for the next, and so on. A client then tells
+	// which replica each of its requests reached.
+	ReplicaHeader string
 }
 
 // String returns the configuration file's text.
@@ -86,6 +91,9 @@ backend replicas
   stick match req.hdr(Mcp-Session-Id)
   stick store-response res.hdr(Mcp-Session-Id)
 `)
+	}
+	if c.ReplicaHeader != "" {
+		fmt.Fprintf(&b, "  http-response set-header %s %%[srv_name]\n", c.ReplicaHeader)
 	}
 	for i, be := range c.Backends {
 		fmt.Fprintf(&b, "  server r%d %s check\n", i, be)

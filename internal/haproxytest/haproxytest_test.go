@@ -17,11 +17,17 @@ func TestConfig(t *testing.T) {
 			cfg:  Config{Front: "127.0.0.1:1", Backends: []string{"127.0.0.1:2", "127.0.0.1:3"}},
 			want: []string{"bind 127.0.0.1:1\n", "balance roundrobin\n", "option httpchk GET /readyz\n",
 				"option http-server-close\n", "server r0 127.0.0.1:2 check\n", "server r1 127.0.0.1:3 check\n"},
+			wantNot: []string{"http-response"},
 		},
 		{
 			name: "session affinity",
 			cfg:  Config{Front: "127.0.0.1:1", Backends: []string{"127.0.0.1:2"}, SessionAffinity: true},
 			want: []string{"balance roundrobin\n", "stick match req.hdr(Mcp-Session-Id)\n", "stick store-response res.hdr(Mcp-Session-Id)\n"},
+		},
+		{
+			name: "replica header",
+			cfg:  Config{Front: "127.0.0.1:1", Backends: []string{"127.0.0.1:2"}, ReplicaHeader: "X-Replica"},
+			want: []string{"http-response set-header X-Replica %[srv_name]\n", "server r0 127.0.0.1:2 check\n"},
 		},
 		{
 			name:    "keep-alive",
