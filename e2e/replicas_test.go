@@ -224,8 +224,9 @@ func (rs *replicaSet) unread(replica string, from, to time.Time) bool {
 // client, and the TypeScript sessions hold a GET stream again. At the end
 // the resource's updates still reach each TypeScript client, every event
 // its session's log holds since its stream began (list changes and
-// updates, made on whichever replica) reached it, once but where it held
-// two standalone streams at once, and the replicas, the stopped ones
+// updates, made on whichever replica) reached it exactly once (a call's
+// stream cut by the SIGKILL and resumed on a replica that cannot replay it
+// does not leave the client a second standalone stream), and the replicas, the stopped ones
 // included, counted every answer as forwarded through the session bus and
 // replayed events from the log.
 func TestRollingRestartBehindLoadBalancer(t *testing.T) {

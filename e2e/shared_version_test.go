@@ -91,9 +91,8 @@ func TestSharedSessionProtocolVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		// resumed reads the call's stream on a with Last-Event-ID last; a
-		// stream not written yet replays nothing, and the client asks
-		// again.
+		// resumed reads the call's stream on a with Last-Event-ID last: the
+		// messages replayed after it.
 		resumed := func(last string) []string {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()

@@ -203,7 +203,7 @@ func newSharedSessions(store SessionStore, ttl time.Duration, server *sdk.Server
 	if replayed == nil {
 		replayed = func(context.Context, int) {}
 	}
-	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended, logger: s.logger, held: map[[2]string]*heldStream{},
+	s.sdkStore = &sharedEventStore{events: s.events, ttl: ttl, replayed: replayed, appended: s.appended, logger: s.logger, held: map[[2]string]*heldStream{}, resumeWait: resumeWait,
 		// Called under the copy's connection lock, maybe while connect
 		// holds s.mu: forget the copy on a goroutine of its own.
 		closed: func(id string) { go s.ended(id) }}

@@ -243,6 +243,9 @@ type sharedEventStore struct {
 	appended func(key string)
 	closed   func(sessionID string) // a copy's session ended
 	logger   *slog.Logger
+	// resumeWait is how long a resumed request's stream with nothing in
+	// the log is waited for ([resumeWait]).
+	resumeWait time.Duration
 
 	mu   sync.Mutex
 	held map[[2]string]*heldStream // by session id and stream: the streams of POSTs in flight
@@ -389,10 +392,12 @@ func (e *sharedEventStore) Append(ctx context.Context, sessionID, streamID strin
 
 // After implements [sdk.EventStore]. A request's stream still held (its
 // POST ended here a moment ago, and the client resumes it) is written to
-// the log first. A request's stream resumed from its priming event
-// (index 0) before anything of it was written has an empty log: nothing
-// to replay yet, and the client asks again, as when the log holds the
-// priming event alone.
+// the log first. A request's stream with nothing in the log is one whose
+// client went a moment ago, before the replica serving its POST noticed
+// and wrote it, or one that replica can no longer write (it is gone, or
+// the client got the whole stream): After waits up to resumeWait for it
+// to be written, and then reports it dropped, so that the client stops
+// asking for it.
 func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		k := [2]string{sessionID, streamID}
@@ -406,12 +411,13 @@ func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string
 			}
 		}
 		key := SessionKey(sessionID)
-		evs, err := e.events.After(ctx, key, streamID, index)
-		if errors.Is(err, ErrEventsDropped) && streamID != "" && index == 0 {
-			if n, lerr := e.events.Last(ctx, key, streamID); lerr == nil && n < 0 {
-				evs, err = nil, nil
+		if streamID != "" {
+			if err := e.waitWritten(ctx, key, streamID); err != nil {
+				yield(nil, err)
+				return
 			}
 		}
+		evs, err := e.events.After(ctx, key, streamID, index)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -426,6 +432,37 @@ func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string
 		}
 	}
 }
+
+// resumeWait is how long a request's stream resumed with nothing in the
+// log is waited for: the replica serving its POST writes it as soon as it
+// notices that the client went, within milliseconds.
+const resumeWait = 2 * time.Second
+
+// waitWritten waits until the log holds something of the request's
+// stream of the session keyed key, up to e.resumeWait; after that, the
+// stream is dropped.
+func (e *sharedEventStore) waitWritten(ctx context.Context, key, streamID string) error {
+	deadline := time.Now().Add(e.resumeWait)
+	for {
+		n, err := e.events.Last(ctx, key, streamID)
+		switch {
+		case err != nil:
+			return err
+		case n >= 0:
+			return nil
+		case !time.Now().Before(deadline):
+			return ErrEventsDropped
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(resumePoll):
+		}
+	}
+}
+
+// resumePoll is how often waitWritten reads the log.
+const resumePoll = 50 * time.Millisecond
 
 // SessionClosed implements [sdk.EventStore]. It keeps the streams: one
 // replica's copy of a session ending is not the session ending; a DELETE

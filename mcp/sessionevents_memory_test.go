@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -139,42 +140,59 @@ func TestSharedEventStoreHeldStreams(t *testing.T) {
 }
 
 // TestSharedEventStoreResumedBeforeWritten: a client resuming a request's
-// stream from its priming event before any of it was written (its POST
-// runs on another replica) finds nothing yet, not an error, and asks
-// again; a stream past the log is an error. The standalone stream goes to
-// the log as it comes, and the replicas are told.
+// stream that has nothing in the log (its POST's replica has not noticed
+// yet that the client went) waits for it to be written, up to resumeWait;
+// a stream still not written then (that replica is gone) is dropped, so
+// that the client stops asking. The standalone stream goes to the log as
+// it comes, and the replicas are told.
 func TestSharedEventStoreResumedBeforeWritten(t *testing.T) {
-	ctx := t.Context()
-	log := NewMemorySessionEvents(nil, 10)
-	var told []string
-	e := &sharedEventStore{events: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(key string) { told = append(told, key) },
-		logger: slog.New(slog.DiscardHandler), held: map[[2]string]*heldStream{}}
-	const session = "s"
-	after := func(stream string, index int) ([]string, error) {
-		var out []string
-		for d, err := range e.After(ctx, session, stream, index) {
-			if err != nil {
-				return out, err
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		log := NewMemorySessionEvents(nil, 10)
+		var told []string
+		e := &sharedEventStore{events: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(key string) { told = append(told, key) },
+			logger: slog.New(slog.DiscardHandler), held: map[[2]string]*heldStream{}, resumeWait: resumeWait}
+		const session = "s"
+		after := func(stream string, index int) ([]string, error) {
+			var out []string
+			for d, err := range e.After(ctx, session, stream, index) {
+				if err != nil {
+					return out, err
+				}
+				out = append(out, string(d))
 			}
-			out = append(out, string(d))
+			return out, nil
 		}
-		return out, nil
-	}
-	if got, err := after("r1", 0); err != nil || len(got) != 0 {
-		t.Errorf("a request's stream not written yet, from its priming event: %q, %v; want nothing yet", got, err)
-	}
-	if _, err := after("r1", 1); !errors.Is(err, ErrEventsDropped) {
-		t.Errorf("a request's stream past the log: %v, want %v", err, ErrEventsDropped)
-	}
-	if err := e.Append(ctx, session, "", []byte("changed")); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := after("", -1); err != nil || !slices.Equal(got, []string{"changed"}) {
-		t.Errorf("the standalone stream: %q, %v; want [changed]", got, err)
-	}
-	if !slices.Equal(told, []string{SessionKey(session)}) {
-		t.Errorf("replicas told of %q, want the session's key once", told)
-	}
+		go func() {
+			time.Sleep(resumeWait / 2)
+			if _, err := log.Append(ctx, SessionKey(session), "r1", time.Hour, nil, []byte("note")); err != nil {
+				t.Error(err)
+			}
+		}()
+		start := time.Now()
+		if got, err := after("r1", 0); err != nil || !slices.Equal(got, []string{"note"}) {
+			t.Errorf("a request's stream written while waited for: %q, %v; want [note]", got, err)
+		}
+		if waited := time.Since(start); waited < resumeWait/2 || waited > resumeWait/2+resumePoll {
+			t.Errorf("waited %v for a stream written after %v", waited, resumeWait/2)
+		}
+		start = time.Now()
+		if _, err := after("r2", 0); !errors.Is(err, ErrEventsDropped) {
+			t.Errorf("a request's stream never written: %v, want %v", err, ErrEventsDropped)
+		}
+		if waited := time.Since(start); waited < resumeWait {
+			t.Errorf("a stream never written dropped after %v, want %v", waited, resumeWait)
+		}
+		if err := e.Append(ctx, session, "", []byte("changed")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := after("", -1); err != nil || !slices.Equal(got, []string{"changed"}) {
+			t.Errorf("the standalone stream: %q, %v; want [changed]", got, err)
+		}
+		if !slices.Equal(told, []string{SessionKey(session)}) {
+			t.Errorf("replicas told of %q, want the session's key once", told)
+		}
+	})
 }
 
 func stringsOf(bs [][]byte) []string {

@@ -236,7 +236,7 @@ func (h *Handler) serveSharedGET(w http.ResponseWriter, r *http.Request, id stri
 			return
 		}
 		if stream != "" {
-			ls.ServeHTTP(w, r)
+			serveRequestStream(w, r, ls, stream, n)
 			return
 		}
 		last, resumed = n, true
@@ -245,6 +245,45 @@ func (h *Handler) serveSharedGET(w http.ResponseWriter, r *http.Request, id stri
 		h.streamShared(w, r, id, ls, last, resumed, version)
 	}))
 }
+
+// serveRequestStream serves a GET resuming a request's stream after the
+// event n of stream, through the copy ls: the SDK replays what the log
+// holds after it and, when the stream is live on this replica, goes on.
+// When it replayed nothing (the call's response is not written yet: its
+// POST runs on another replica), the stream ends with an event naming
+// that event again, and a retry hint: a client resumes from the event an
+// ended stream last named, and one naming none would make the TypeScript
+// SDK open a stream without Last-Event-ID, a second standalone stream.
+func serveRequestStream(w http.ResponseWriter, r *http.Request, ls *localSession, stream string, n int) {
+	rw := &replayWriter{ResponseWriter: w}
+	ls.ServeHTTP(rw, r)
+	if rw.wrote || rw.code != 0 && rw.code != http.StatusOK || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		return
+	}
+	fmt.Fprintf(w, "id: %s_%d\nretry: %d\ndata: \n\n", stream, n, streamRetry.Milliseconds())
+}
+
+// replayWriter is the [http.ResponseWriter] of a resumed request's stream:
+// it notes whether anything was written, and the status.
+type replayWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *replayWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *replayWriter) Write(b []byte) (int, error) {
+	w.wrote = w.wrote || len(b) > 0
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *replayWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // streamShared writes the standalone stream of session id after event
 // last (resumed), or from now on, until the client goes, the session ends

@@ -377,19 +377,17 @@ func TestSharedRequestStreamLost(t *testing.T) {
 		return err == nil && last >= n
 	})
 
+	// resume resumes the stream on replica 1 after the event last and
+	// returns what it carried.
 	rs.pin.Store(1)
-	if r := postTo(t, rs, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{"action":"accept","content":{"username":"resumed-elsewhere"}}}`, session); r.status != http.StatusAccepted {
-		t.Fatalf("the answer: %d %s", r.status, r.body)
-	}
-	// The client resumes the stream on replica 1 after the request, until
-	// it carries the response.
-	waitFor(t, func() bool {
+	resume := func(last string) []sseEvent {
+		t.Helper()
 		get, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, rs.url, nil)
 		for k, v := range session {
 			get.Header.Set(k, v)
 		}
 		get.Header.Set("Accept", "text/event-stream")
-		get.Header.Set("Last-Event-ID", asked.id)
+		get.Header.Set("Last-Event-ID", last)
 		resp, err := http.DefaultClient.Do(get)
 		if err != nil {
 			t.Fatal(err)
@@ -397,9 +395,23 @@ func TestSharedRequestStreamLost(t *testing.T) {
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			b, _ := io.ReadAll(resp.Body)
-			t.Fatalf("resuming after %s: %d %s", asked.id, resp.StatusCode, b)
+			t.Fatalf("resuming after %s: %d %s", last, resp.StatusCode, b)
 		}
-		got := readEvents(resp.Body, func(sseEvent) bool { return false })
-		return slices.ContainsFunc(got, func(e sseEvent) bool { return strings.Contains(e.data, "resumed-elsewhere") })
+		return readEvents(resp.Body, func(sseEvent) bool { return false })
+	}
+	// Before the call answered, nothing is replayed after the request:
+	// the stream ends naming the request's event again, from which the
+	// client resumes next (not a stream naming none, which the TypeScript
+	// SDK would take for a second standalone stream).
+	if got := resume(asked.id); len(got) != 1 || got[0] != (sseEvent{id: asked.id}) {
+		t.Errorf("resumed before the response: %+v, want one event naming %s, without data", got, asked.id)
+	}
+	if r := postTo(t, rs, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{"action":"accept","content":{"username":"resumed-elsewhere"}}}`, session); r.status != http.StatusAccepted {
+		t.Fatalf("the answer: %d %s", r.status, r.body)
+	}
+	// The client resumes the stream on replica 1 after the request, until
+	// it carries the response.
+	waitFor(t, func() bool {
+		return slices.ContainsFunc(resume(asked.id), func(e sseEvent) bool { return strings.Contains(e.data, "resumed-elsewhere") })
 	})
 }
