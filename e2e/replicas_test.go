@@ -162,10 +162,12 @@ func (rs *replicaSet) kill(i int) {
 // the gap that begins then, once its successor runs.
 func (rs *replicaSet) retire(i int) (done func()) {
 	rs.t.Helper()
+	// The gap begins as the reading does: what the replica counts while
+	// it is read may be after the reading of its series.
+	g := replicaGap{replica: fmt.Sprintf("r%d", i), from: time.Now()}
 	for _, series := range sessionCounters {
 		rs.retired[series] += max(scrapeValue(rs.t, rs.procs[i], series), 0)
 	}
-	g := replicaGap{replica: fmt.Sprintf("r%d", i), from: time.Now()}
 	return func() {
 		g.to = time.Now()
 		rs.gaps = append(rs.gaps, g)
