@@ -34,7 +34,11 @@ func Binary() (string, error) {
 }
 
 // Config is a balancer listening on Front in front of the replicas at
-// Backends (host:port each). A replica whose /readyz fails is out of the
+// Backends (host:port each), configured as docs/operations.md advises for
+// MCP: with option http-no-delay, so that an event of an SSE stream (a
+// server→client request, a notification) is sent as it comes, not held
+// for data to follow it (about 200 ms a request otherwise, the client's
+// delayed acknowledgement). A replica whose /readyz fails is out of the
 // rotation within 200 ms, and back as soon as it answers; a request whose
 // connection to a replica fails is sent to another, and a request a
 // replica took is never sent twice.
@@ -73,6 +77,7 @@ defaults
   retries 3
   option redispatch 1
   retry-on conn-failure
+  option http-no-delay
 `)
 	if !c.KeepAlive {
 		b.WriteString("  option http-server-close\n")

@@ -16,7 +16,7 @@ func TestConfig(t *testing.T) {
 			name: "one request per connection",
 			cfg:  Config{Front: "127.0.0.1:1", Backends: []string{"127.0.0.1:2", "127.0.0.1:3"}},
 			want: []string{"bind 127.0.0.1:1\n", "balance roundrobin\n", "option httpchk GET /readyz\n",
-				"option http-server-close\n", "server r0 127.0.0.1:2 check\n", "server r1 127.0.0.1:3 check\n"},
+				"option http-no-delay\n", "option http-server-close\n", "server r0 127.0.0.1:2 check\n", "server r1 127.0.0.1:3 check\n"},
 			wantNot: []string{"http-response"},
 		},
 		{
@@ -32,7 +32,7 @@ func TestConfig(t *testing.T) {
 		{
 			name:    "keep-alive",
 			cfg:     Config{Front: "127.0.0.1:1", Backends: []string{"127.0.0.1:2"}, KeepAlive: true},
-			want:    []string{"bind 127.0.0.1:1\n", "server r0 127.0.0.1:2 check\n"},
+			want:    []string{"bind 127.0.0.1:1\n", "option http-no-delay\n", "server r0 127.0.0.1:2 check\n"},
 			wantNot: []string{"http-server-close", "server r1"},
 		},
 	}
