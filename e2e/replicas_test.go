@@ -146,16 +146,20 @@ func (rs *replicaSet) replace(i int) {
 }
 
 // kill ends replica i with SIGKILL, as a node lost does, and starts a new
-// process in its place.
-func (rs *replicaSet) kill(i int) {
+// process in its place. It returns when the SIGKILL was sent.
+func (rs *replicaSet) kill(i int) (killedAt time.Time) {
 	rs.t.Helper()
 	done := rs.retire(i)
+	// The kill's time, not the call's: reading the counters first can
+	// take a while on a loaded machine, and the replica serves meanwhile.
+	killedAt = time.Now()
 	if err := rs.procs[i].cmd.Process.Kill(); err != nil {
 		rs.t.Fatal(err)
 	}
 	<-rs.procs[i].Done()
 	rs.procs[i] = rs.start(i)
 	done()
+	return killedAt
 }
 
 // retire reads the sessionCounters of replica i, about to go; done ends
@@ -334,8 +338,7 @@ func TestRollingRestartBehindLoadBalancer(t *testing.T) {
 	// that fails went to a replica that was up: a failure of Portcullis.
 	const balancerNotices = time.Second
 	mark("replica 1: SIGKILL")
-	killedAt := time.Now()
-	rs.kill(1)
+	killedAt := rs.kill(1)
 	restarted := mark("replica 1: restarted")
 	calls.waitCalls(t, 45*time.Second, 200, clients)
 	holdStreams("the SIGKILL")
