@@ -411,13 +411,13 @@ func (e *sharedEventStore) After(ctx context.Context, sessionID, streamID string
 			}
 		}
 		key := SessionKey(sessionID)
-		if streamID != "" {
-			if err := e.waitWritten(ctx, key, streamID); err != nil {
-				yield(nil, err)
-				return
+		evs, err := e.events.After(ctx, key, streamID, index)
+		if errors.Is(err, ErrEventsDropped) && streamID != "" {
+			// Dropped, or not written yet: read again once written.
+			if err = e.waitWritten(ctx, key, streamID); err == nil {
+				evs, err = e.events.After(ctx, key, streamID, index)
 			}
 		}
-		evs, err := e.events.After(ctx, key, streamID, index)
 		if err != nil {
 			yield(nil, err)
 			return
