@@ -119,6 +119,47 @@ func TestAccessTokenLifetimeIsExact(t *testing.T) {
 	}
 }
 
+// TestExpiresInIsTheLifetime: a token response's expires_in is
+// access_token_ttl exactly, the lifetime the token carries (exp - iat),
+// whatever the second the server's clock reads and however far it is
+// from the machine's, for the code and the refresh grants.
+func TestExpiresInIsTheLifetime(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		offset time.Duration // of the server's clock from the machine's
+	}{
+		{name: "clock on the machine's", offset: 0},
+		{name: "clock an hour behind", offset: -time.Hour},
+		{name: "clock an hour ahead", offset: time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base := time.Now().Add(tt.offset).Truncate(time.Second)
+			clock := &fakeClock{t: base}
+			ts := startServerDeps(t, func(d *Deps) { d.Now = clock.now })
+			want := ts.o.AccessTokenTTL / time.Second
+			check := func(t *testing.T, grant string, tok map[string]any) {
+				t.Helper()
+				in, _ := tok["expires_in"].(float64)
+				_, c := decodeJWT(t, tok["access_token"].(string))
+				exp, iat := c["exp"].(float64), c["iat"].(float64)
+				if int64(in) != int64(want) || int64(exp-iat) != int64(want) {
+					t.Errorf("%s: expires_in %v, exp - iat %v; want both %d", grant, tok["expires_in"], exp-iat, want)
+				}
+			}
+			for i, into := range []time.Duration{0, 999 * time.Millisecond} {
+				clock.set(base.Add(time.Duration(i)*time.Minute + into))
+				tok := ts.fullFlow(t)
+				check(t, "code", tok)
+				status, body := ts.refresh(t, tok["refresh_token"].(string))
+				if status != http.StatusOK {
+					t.Fatalf("refresh: %d %v", status, body)
+				}
+				check(t, "refresh", body)
+			}
+		})
+	}
+}
+
 // TestRefreshRotatesAndReuseRevokesTheFamily: a reused refresh token
 // revokes its family, and withdraws the user's consent to the client.
 func TestRefreshRotatesAndReuseRevokesTheFamily(t *testing.T) {

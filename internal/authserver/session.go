@@ -114,3 +114,21 @@ func (c tokenClock) GenerateAccessToken(ctx context.Context, r fosite.Requester)
 	}
 	return c.CoreStrategy.GenerateAccessToken(ctx, r)
 }
+
+// issuedLifetime returns the lifetime of the access token just issued for
+// r, its exp less its iat (both stamped by tokenClock), for the token
+// response's expires_in. fosite's grant handlers compute expires_in from
+// their own time.Now, which is later than the iat and is not the
+// server's clock: a token of 600 s would be said to expire in 599 s. False
+// when r's session carries no such token.
+func issuedLifetime(r fosite.Requester) (time.Duration, bool) {
+	s, ok := r.GetSession().(*Session)
+	if !ok || s.JWTClaims == nil || s.JWTClaims.IssuedAt.IsZero() {
+		return 0, false
+	}
+	exp := s.GetExpiresAt(fosite.AccessToken)
+	if exp.IsZero() {
+		return 0, false
+	}
+	return exp.Sub(s.JWTClaims.IssuedAt), true
+}

@@ -53,6 +53,9 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		s.tokenRefused(w, r, ar, grant, err)
 		return
 	}
+	if d, ok := issuedLifetime(ar); ok {
+		resp.SetExpiresIn(d)
+	}
 	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: "ok"})
 	s.logger.Info("audit", "event", "token_issued", "grant", grant, "client_id", ar.GetClient().GetID(), "sub", ar.GetSession().GetSubject(), "resource", res)
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
