@@ -160,7 +160,7 @@ func (s *Server) idjagFactory(client *http.Client) compose.Factory {
 				AccessTokenStorage:  storage.(oauth2.AccessTokenStorage),
 				Config:              config,
 			},
-			now: time.Now,
+			now: s.now,
 		}
 		h.idps = newEnterpriseIdPs(s.o.EnterpriseIdPs, client, func() time.Time { return h.now() }, func(issuer string, err error) {
 			if err == nil {

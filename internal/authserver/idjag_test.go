@@ -615,3 +615,52 @@ func TestIDJAGStoreOutageIsA503AndBurnsNothing(t *testing.T) {
 		t.Fatalf("store back: %d %v: the assertion was burnt by the outage", status, body)
 	}
 }
+
+// TestIDJAGRunsOnTheServersClock: the ID-JAG grant reads the server's
+// clock (Deps.Now), not the machine's: an assertion's exp, iat and nbf
+// are judged against it, each accepted up to the leeway and refused a
+// second past it, and the token it gets is stamped by it. The clock is
+// two hours behind the machine's, so an assertion valid by one is
+// refused by the other.
+func TestIDJAGRunsOnTheServersClock(t *testing.T) {
+	now := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	clock := &fakeClock{t: now}
+	ts, e, _ := startIDJAGDeps(t, func(d *Deps) { d.Now = clock.now })
+	at := func(d time.Duration) int64 { return now.Add(d).Unix() }
+	for _, tc := range []struct {
+		name   string
+		claims map[string]any // iat, exp and nbf (nil: none)
+		reason string         // the refusal's; empty: accepted
+	}{
+		{name: "valid now", claims: map[string]any{"iat": at(0), "exp": at(4 * time.Minute)}},
+		{name: "expired within the leeway", claims: map[string]any{"iat": at(-4*time.Minute - assertionLeeway), "exp": at(-assertionLeeway)}},
+		{name: "expired a second past the leeway", claims: map[string]any{"iat": at(-4*time.Minute - assertionLeeway - time.Second), "exp": at(-assertionLeeway - time.Second)}, reason: "expired"},
+		{name: "iat ahead within the leeway", claims: map[string]any{"iat": at(assertionLeeway), "exp": at(assertionLeeway + 4*time.Minute)}},
+		{name: "iat ahead a second past the leeway", claims: map[string]any{"iat": at(assertionLeeway + time.Second), "exp": at(assertionLeeway + 4*time.Minute)}, reason: "lifetime"},
+		{name: "nbf ahead within the leeway", claims: map[string]any{"iat": at(0), "exp": at(4 * time.Minute), "nbf": at(assertionLeeway)}},
+		{name: "nbf ahead a second past the leeway", claims: map[string]any{"iat": at(0), "exp": at(4 * time.Minute), "nbf": at(assertionLeeway + time.Second)}, reason: "lifetime"},
+		{name: "valid by the machine's clock", claims: map[string]any{"iat": time.Now().Unix(), "exp": time.Now().Add(4 * time.Minute).Unix()}, reason: "lifetime"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := ts.present(t, e.assertion(e.claims(ts, tc.claims)), nil)
+			if tc.reason != "" {
+				ev := Event{Endpoint: "token", Grant: grantJWTBearer, Outcome: "refused", Reason: tc.reason}
+				if status != http.StatusBadRequest || body["error"] != "invalid_grant" || !ts.events.has(ev) {
+					t.Fatalf("%d %v, want 400 invalid_grant and the event %+v", status, body, ev)
+				}
+				return
+			}
+			if status != http.StatusOK {
+				t.Fatalf("%d %v, want a token", status, body)
+			}
+			_, c := decodeJWT(t, body["access_token"].(string))
+			ttl := int64(ts.o.AccessTokenTTL / time.Second)
+			if iat, exp := int64(c["iat"].(float64)), int64(c["exp"].(float64)); iat != now.Unix() || exp-iat != ttl {
+				t.Errorf("token iat %d, exp - iat %d; want the server's clock %d and %d", iat, exp-iat, now.Unix(), ttl)
+			}
+			if in, _ := body["expires_in"].(float64); int64(in) != ttl {
+				t.Errorf("expires_in %v, want %d", body["expires_in"], ttl)
+			}
+		})
+	}
+}

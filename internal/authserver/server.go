@@ -57,8 +57,9 @@ type Deps struct {
 	// CIMDRootCAs verifies the servers of client metadata documents. Nil:
 	// the system's roots.
 	CIMDRootCAs *x509.CertPool
-	// Now is the clock of the rate limits, the document cache and the
-	// access tokens' iat and exp. Nil: time.Now.
+	// Now is the clock of the rate limits, the document cache, the access
+	// tokens' iat and exp, and the ID-JAG grant (an assertion's exp, iat
+	// and nbf, the enterprise IdPs' key sets). Nil: time.Now.
 	Now func() time.Time
 	// KeepIdPTokens keeps each user's tokens from the identity provider,
 	// encrypted, for [Server.IdPAccessToken]: set when an upstream
@@ -88,6 +89,7 @@ type Server struct {
 	provider  fosite.OAuth2Provider
 	logger    *slog.Logger
 	observe   func(Event)
+	now       func() time.Time
 	secure    bool // the issuer is https: cookies are Secure
 	rate      *addressLimiter
 	registrar *registrar // nil: registration off
@@ -132,6 +134,7 @@ func New(o Options, deps Deps) (*Server, error) {
 		keys:      keys,
 		logger:    logger,
 		observe:   deps.Observe,
+		now:       now,
 		secure:    strings.HasPrefix(o.Issuer, "https://"),
 	}
 	// offline_access is always offered (SEP-2207: a client asks for it
