@@ -93,6 +93,12 @@ type enterpriseIdP struct {
 // first use.
 const jwksRefreshInterval = 10 * time.Second
 
+// jwksMaxAge is how long an enterprise IdP's keys are used before a
+// background fetch replaces them, as auth.jwks_max_age's default is for
+// the issuers /mcp trusts: a key the IdP removes stops verifying
+// assertions within about that long.
+const jwksMaxAge = 15 * time.Minute
+
 // newEnterpriseIdPs builds the configured IdPs; client fetches their keys,
 // now is the clock, changed is told when fetching an IdP's keys starts
 // failing (err) and when it works again (nil).
@@ -109,6 +115,7 @@ func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client, now fun
 				Client:          client,
 				Now:             now,
 				RefreshInterval: jwksRefreshInterval,
+				MaxAge:          jwksMaxAge,
 				Changed:         func(err error, _ int) { changed(o.Issuer, err) },
 			}),
 		}

@@ -127,7 +127,11 @@ type EnterpriseIdPOptions struct {
 	// JWKSURL is the provider's JSON Web Key Set. Empty (default): the
 	// jwks_uri of its discovery document
 	// (ISSUER/.well-known/openid-configuration, else its RFC 8414
-	// authorization server metadata), fetched on first use.
+	// authorization server metadata), fetched on first use. The keys are
+	// fetched again when an assertion names a key they lack (at most
+	// every 10s) and in the background once they are 15m old, as the
+	// defaults of auth.jwks_refresh_interval and auth.jwks_max_age have
+	// it for auth.issuers.
 	JWKSURL string `yaml:"jwks_url" schema:"url"`
 	// Clients, when set, are the only clients (client_id) this provider's
 	// assertions are accepted for: pre-registered clients or Client ID
