@@ -65,7 +65,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	for _, name := range config.IgnoredEnv(&configFile{}, p.environ, envPrefix) {
 		logger.Debug("ignoring a Kubernetes service-link variable", "variable", name)
 	}
-	metrics := observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{Version: version, Revision: revisionString(), SDKPatches: sdkPatches})
+	metrics := observability.NewMetrics(prometheus.NewRegistry(), buildInfo())
 	tracing, err := observability.NewTracing(ctx, observability.TracingOptions{
 		Getenv:         p.getenv,
 		ServiceVersion: version,

@@ -493,7 +493,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`portcullis_http_requests_total{code="401",method="post",portcullis_server="root",route="mcp"} 1`,
 		`portcullis_http_requests_total{code="200",method="get",portcullis_server="",route="healthz"} 1`,
 		`portcullis_http_requests_total{code="404",method="get",portcullis_server="",route="other"}`,
-		`portcullis_build_info{go_version="`,
+		`portcullis_build_info{fosite_patches="",go_version="`,
 		`portcullis_http_requests_in_flight `,
 		`portcullis_mcp_sessions_active 0`,
 		"go_goroutines ",

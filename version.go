@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/portcullis-mcp/portcullis/observability"
 )
 
 // Set by the linker: -ldflags "-X github.com/portcullis-mcp/portcullis.version=…"
@@ -27,6 +29,13 @@ func versionString() string {
 		deps += ", fosite " + depVersion("github.com/ory/fosite") + " patched: " + fositePatches
 	}
 	return fmt.Sprintf("portcullis %s (revision %s, %s, %s)", version, revisionString(), runtime.Version(), deps)
+}
+
+// buildInfo is what portcullis_build_info says of this build: its
+// version and revision, and the patches of the SDK and of fosite it was
+// built with.
+func buildInfo() observability.BuildInfo {
+	return observability.BuildInfo{Version: version, Revision: revisionString(), SDKPatches: sdkPatches, FositePatches: fositePatches}
 }
 
 // depVersion is the version of the module path in the build info.

@@ -76,6 +76,9 @@ type BuildInfo struct {
 	// SDKPatches names the patches of patches/go-sdk the binary was built
 	// with, comma-separated; empty for the SDK as released.
 	SDKPatches string
+	// FositePatches names the patches of patches/fosite the binary was
+	// built with, comma-separated; empty for fosite as released.
+	FositePatches string
 }
 
 // Metrics holds every Prometheus series Portcullis exports. It registers on
@@ -178,7 +181,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "portcullis_build_info",
 		Help:        "Always 1; the labels name the running build.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go_version": runtime.Version(), "sdk_patches": b.SDKPatches},
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go_version": runtime.Version(), "sdk_patches": b.SDKPatches, "fosite_patches": b.FositePatches},
 	})
 	build.Set(1)
 
