@@ -495,7 +495,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`portcullis_http_requests_total{code="404",method="get",portcullis_server="",route="other"}`,
 		`portcullis_build_info{fosite_patches="",go_version="`,
 		`portcullis_http_requests_in_flight `,
-		`portcullis_mcp_sessions_active 0`,
+		`portcullis_mcp_sessions_active{portcullis_server="root"} 0`,
 		"go_goroutines ",
 		"process_resident_memory_bytes ",
 	} {

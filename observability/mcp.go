@@ -526,7 +526,7 @@ func (t *mcpTelemetry) trackSession(req sdk.Request) {
 		version = Other
 	}
 	start := t.Now()
-	t.Metrics.sessionStarted()
+	t.Metrics.sessionStarted(t.Server)
 	go func() {
 		_ = ss.Wait()
 		t.Metrics.sessionEnded(t.Server, version, t.Now().Sub(start))

@@ -89,7 +89,7 @@ type Metrics struct {
 
 	operation      *prometheus.HistogramVec
 	session        *prometheus.HistogramVec
-	sessionsActive prometheus.Gauge
+	sessionsActive *prometheus.GaugeVec
 	sessionsAdopt  prometheus.Counter
 	eventsReplayed prometheus.Counter
 	answersFwd     prometheus.Counter
@@ -129,10 +129,10 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 			Help:    "Duration of legacy (stateful) MCP sessions, from initialize to close.",
 			Buckets: DurationBuckets,
 		}, []string{"mcp_protocol_version", LabelServer}),
-		sessionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+		sessionsActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "portcullis_mcp_sessions_active",
-			Help: "Legacy (stateful) MCP sessions open now, initialized or not.",
-		}),
+			Help: "Legacy (stateful) MCP sessions open now, initialized or not, by MCP server.",
+		}, []string{LabelServer}),
 		sessionsAdopt: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "portcullis_mcp_sessions_rebuilt_total",
 			Help: "Legacy (stateful) MCP sessions this replica rebuilt from the shared session store to serve a request, because another replica made them or its own copy had ended.",
@@ -346,16 +346,21 @@ func (m *Metrics) ToolDenied(d ToolDenial) {
 
 // DeclareServer creates the series of the server named name (empty for
 // the root server) that a panel or alert reads before its first event:
-// the calls of unknown tools it refused, at zero.
+// the calls of unknown tools it refused and its open legacy sessions, at
+// zero.
 func (m *Metrics) DeclareServer(name string) {
 	m.toolDenials.WithLabelValues(ToolDenialUnknownTool, Other, ServerLabel(name), "")
+	m.sessionsActive.WithLabelValues(ServerLabel(name))
 }
 
-// sessionStarted and sessionEnded track legacy sessions.
-func (m *Metrics) sessionStarted() { m.sessionsActive.Inc() }
+// sessionStarted and sessionEnded track the legacy sessions of the server
+// named server (empty for the root server).
+func (m *Metrics) sessionStarted(server string) {
+	m.sessionsActive.WithLabelValues(ServerLabel(server)).Inc()
+}
 
 func (m *Metrics) sessionEnded(server, protocolVersion string, d time.Duration) {
-	m.sessionsActive.Dec()
+	m.sessionsActive.WithLabelValues(ServerLabel(server)).Dec()
 	m.session.WithLabelValues(protocolVersion, ServerLabel(server)).Observe(d.Seconds())
 	if m.afterSessionEnd != nil {
 		m.afterSessionEnd()

@@ -92,9 +92,10 @@ var _ tasks.Observer = (*TaskMetrics)(nil)
 // panics, as registering a series twice does.
 //
 // Every series without a tool label exists from the start, at zero (each
-// live status, each store operation's errors, the store's up gauge and the
-// oldest task's age), as do the tool series of [Other]; [TaskMetrics.Declare]
-// creates those of a tool that runs as a task.
+// live status of the root server and of each of o.Servers, each store
+// operation's errors, the store's up gauge and the oldest task's age), as
+// do the tool series of [Other]; [TaskMetrics.Declare] creates those of a
+// tool that runs as a task.
 func (m *Metrics) Tasks(o TaskMetricsOptions) *TaskMetrics {
 	known := o.KnownTool
 	if known == nil {
@@ -127,8 +128,8 @@ func (m *Metrics) Tasks(o TaskMetricsOptions) *TaskMetrics {
 		}, labels("tool", "reason")),
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "portcullis_tasks_live",
-			Help: "Live tasks this replica runs now, by status (working, input_required); the sum over replicas is the cluster's.",
-		}, []string{"status"}),
+			Help: "Live tasks this replica runs now, by server and status (working, input_required); the sum over replicas is the cluster's.",
+		}, []string{"status", LabelServer}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "portcullis_tasks_finished_total",
 			Help: "Tasks this replica ran that ended, by server, tool and status (completed, failed, cancelled).",
@@ -164,8 +165,10 @@ func (m *Metrics) Tasks(o TaskMetricsOptions) *TaskMetrics {
 		Help: "Age of the oldest live (working or input_required) task this replica runs, 0 when it runs none.",
 	}, func() float64 { return oldest().Seconds() })
 
-	for _, s := range taskLiveStatuses {
-		t.live.WithLabelValues(string(s))
+	for _, server := range append([]string{RootServer}, o.Servers...) {
+		for _, s := range taskLiveStatuses {
+			t.live.WithLabelValues(string(s), server)
+		}
 	}
 	for _, op := range TaskStoreOps {
 		t.storeErrors.WithLabelValues(op)
@@ -207,11 +210,20 @@ func (l toolLabels) values(more ...string) []string {
 	return append(out, l.server, l.original)
 }
 
+// serverLabel bounds the name of a server to a label value: a server
+// that is not the root or a configured one is [Other].
+func (t *TaskMetrics) serverLabel(server string) string {
+	if server != "" && !slices.Contains(t.servers, server) {
+		return Other
+	}
+	return ServerLabel(server)
+}
+
 // labels bounds the names of a tool and its server to label values: a
 // server that is not the root or a configured one is [Other], and so is
 // a tool the server does not have.
 func (t *TaskMetrics) labels(server, tool string) toolLabels {
-	if server != "" && !slices.Contains(t.servers, server) {
+	if t.serverLabel(server) == Other {
 		return toolLabels{server: Other, tool: Other}
 	}
 	l := toolLabels{server: ServerLabel(server), tool: Other}
@@ -238,10 +250,11 @@ func (t *TaskMetrics) Refused(server, tool, reason string) {
 	t.refused.WithLabelValues(t.labels(server, tool).values(reason)...).Inc()
 }
 
-// Live adds delta to the live tasks of status (working or input_required;
-// any other is counted as [Other]) this replica runs.
-func (t *TaskMetrics) Live(status tasks.Status, delta int) {
-	t.live.WithLabelValues(statusLabel(status, taskLiveStatuses)).Add(float64(delta))
+// Live adds delta to the live tasks of the server named server (empty for
+// the root server) with status (working or input_required; any other is
+// counted as [Other]) this replica runs.
+func (t *TaskMetrics) Live(server string, status tasks.Status, delta int) {
+	t.live.WithLabelValues(statusLabel(status, taskLiveStatuses), t.serverLabel(server)).Add(float64(delta))
 }
 
 // Finished counts a task of tool that this replica ran and that ended with

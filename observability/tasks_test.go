@@ -21,7 +21,7 @@ const (
 	helpTasksRefused = `# HELP portcullis_tasks_refused_total Tasks not created, by server, tool and reason: owner_cap (the caller has its maximum of live tasks), total_cap (the server has its maximum), store_error (the task store failed).
 # TYPE portcullis_tasks_refused_total counter
 `
-	helpTasksLive = `# HELP portcullis_tasks_live Live tasks this replica runs now, by status (working, input_required); the sum over replicas is the cluster's.
+	helpTasksLive = `# HELP portcullis_tasks_live Live tasks this replica runs now, by server and status (working, input_required); the sum over replicas is the cluster's.
 # TYPE portcullis_tasks_live gauge
 `
 	helpTasksFinished = `# HELP portcullis_tasks_finished_total Tasks this replica ran that ended, by server, tool and status (completed, failed, cancelled).
@@ -61,8 +61,8 @@ portcullis_task_store_errors_total{op="stale"} 0
 portcullis_task_store_errors_total{op="subscribe"} 0
 portcullis_task_store_errors_total{op="update"} 0
 ` + helpTaskStoreUp + `portcullis_task_store_up 1
-` + helpTasksLive + `portcullis_tasks_live{status="input_required"} 0
-portcullis_tasks_live{status="working"} 0
+` + helpTasksLive + `portcullis_tasks_live{portcullis_server="root",status="input_required"} 0
+portcullis_tasks_live{portcullis_server="root",status="working"} 0
 `,
 		},
 		{
@@ -93,14 +93,14 @@ portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original
 			opts: TaskMetricsOptions{KnownTool: known},
 			do: func(m *TaskMetrics) {
 				m.Created("", "report")
-				m.Live(tasks.StatusWorking, 1)
-				m.Live(tasks.StatusWorking, -1)
-				m.Live(tasks.StatusInputRequired, 1)
-				m.Live(tasks.StatusInputRequired, -1)
-				m.Live(tasks.StatusWorking, 1)
+				m.Live("", tasks.StatusWorking, 1)
+				m.Live("", tasks.StatusWorking, -1)
+				m.Live("", tasks.StatusInputRequired, 1)
+				m.Live("", tasks.StatusInputRequired, -1)
+				m.Live("", tasks.StatusWorking, 1)
 				m.Created("", "export")
-				m.Live(tasks.StatusWorking, 1)
-				m.Live(tasks.StatusWorking, -1)
+				m.Live("", tasks.StatusWorking, 1)
+				m.Live("", tasks.StatusWorking, -1)
 				m.Finished("", "report", tasks.StatusCompleted, 3*time.Second)
 			},
 			names: []string{"portcullis_tasks_created_total", "portcullis_tasks_live", "portcullis_tasks_finished_total"},
@@ -111,8 +111,29 @@ portcullis_tasks_created_total{portcullis_server="root",portcullis_tool_original
 portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="_OTHER"} 0
 portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="report"} 1
 portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="failed",tool="_OTHER"} 0
-` + helpTasksLive + `portcullis_tasks_live{status="input_required"} 0
-portcullis_tasks_live{status="working"} 1
+` + helpTasksLive + `portcullis_tasks_live{portcullis_server="root",status="input_required"} 0
+portcullis_tasks_live{portcullis_server="root",status="working"} 1
+`,
+		},
+		{
+			name: "live tasks by server, each configured server's at zero from the start",
+			opts: TaskMetricsOptions{KnownTool: known, Servers: []string{"team-a", "team-b"}},
+			do: func(m *TaskMetrics) {
+				m.Live("team-a", tasks.StatusWorking, 1)
+				m.Live("team-a", tasks.StatusWorking, 1)
+				m.Live("team-a", tasks.StatusWorking, -1)
+				m.Live("team-a", tasks.StatusInputRequired, 1)
+				m.Live("", tasks.StatusWorking, 1)
+				m.Live("not-configured", tasks.StatusWorking, 1)
+			},
+			names: []string{"portcullis_tasks_live"},
+			want: helpTasksLive + `portcullis_tasks_live{portcullis_server="_OTHER",status="working"} 1
+portcullis_tasks_live{portcullis_server="root",status="input_required"} 0
+portcullis_tasks_live{portcullis_server="root",status="working"} 1
+portcullis_tasks_live{portcullis_server="team-a",status="input_required"} 1
+portcullis_tasks_live{portcullis_server="team-a",status="working"} 1
+portcullis_tasks_live{portcullis_server="team-b",status="input_required"} 0
+portcullis_tasks_live{portcullis_server="team-b",status="working"} 0
 `,
 		},
 		{
@@ -124,7 +145,7 @@ portcullis_tasks_live{status="working"} 1
 				m.Refused("", "no-such-tool-3", TaskRefusedOwnerCap)
 				m.Refused("", "report", "made-up reason")
 				m.Finished("", "no-such-tool-4", "paused", time.Second)
-				m.Live(tasks.StatusCompleted, 1) // a terminal status is never live
+				m.Live("", tasks.StatusCompleted, 1) // a terminal status is never live
 				m.Lost("", "no-such-tool-5")
 				m.StoreError("flush")
 				m.Declare("", "no-such-tool-6")
@@ -141,9 +162,9 @@ portcullis_task_store_errors_total{op="update"} 0
 portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="cancelled",tool="_OTHER"} 0
 portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="completed",tool="_OTHER"} 0
 portcullis_tasks_finished_total{portcullis_server="root",portcullis_tool_original="",status="failed",tool="_OTHER"} 0
-` + helpTasksLive + `portcullis_tasks_live{status="_OTHER"} 1
-portcullis_tasks_live{status="input_required"} 0
-portcullis_tasks_live{status="working"} 0
+` + helpTasksLive + `portcullis_tasks_live{portcullis_server="root",status="_OTHER"} 1
+portcullis_tasks_live{portcullis_server="root",status="input_required"} 0
+portcullis_tasks_live{portcullis_server="root",status="working"} 0
 ` + helpTasksLost + `portcullis_tasks_lost_total{portcullis_server="root",portcullis_tool_original="",tool="_OTHER"} 1
 ` + helpTasksRefused + `portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="_OTHER",tool="report"} 1
 portcullis_tasks_refused_total{portcullis_server="root",portcullis_tool_original="",reason="owner_cap",tool="_OTHER"} 1

@@ -185,16 +185,17 @@ func TestExpositionGolden(t *testing.T) {
 	})
 	tm.Declare("", "echo")
 	tm.Created("", "echo")
-	tm.Live("working", 1)
-	tm.Live("working", -1)
+	tm.Live("", "working", 1)
+	tm.Live("", "working", -1)
 	tm.Finished("", "echo", "completed", 3*time.Second)
 	tm.Created("", "echo")
-	tm.Live("working", 1)
+	tm.Live("", "working", 1)
 	tm.Created("", "no-such-tool")
 	tm.Lost("", "echo")
 	tm.Refused("", "echo", TaskRefusedOwnerCap)
 	tm.StoreError("get")
 	tm.Created("team-a", "echo")
+	tm.Live("team-a", "input_required", 1)
 	tm.Created("team-b", "echo")
 
 	families, err := reg.Gather()
@@ -204,7 +205,7 @@ func TestExpositionGolden(t *testing.T) {
 	var buf bytes.Buffer
 	for _, mf := range families {
 		switch mf.GetName() {
-		case "mcp_server_operation_duration_seconds", "portcullis_auth_requests_total", "portcullis_build_info", "portcullis_tool_calls_denied_total",
+		case "mcp_server_operation_duration_seconds", "portcullis_auth_requests_total", "portcullis_build_info", "portcullis_tool_calls_denied_total", "portcullis_mcp_sessions_active",
 			"portcullis_tasks_created_total", "portcullis_tasks_refused_total", "portcullis_tasks_live", "portcullis_tasks_finished_total",
 			"portcullis_task_duration_seconds", "portcullis_tasks_lost_total", "portcullis_task_store_errors_total",
 			"portcullis_task_store_up", "portcullis_task_oldest_live_seconds":
@@ -451,9 +452,9 @@ func TestLegacySessions(t *testing.T) {
 		t.Errorf("session duration series = %d, want 1", n)
 	}
 	want := `
-# HELP portcullis_mcp_sessions_active Legacy (stateful) MCP sessions open now, initialized or not.
+# HELP portcullis_mcp_sessions_active Legacy (stateful) MCP sessions open now, initialized or not, by MCP server.
 # TYPE portcullis_mcp_sessions_active gauge
-portcullis_mcp_sessions_active 0
+portcullis_mcp_sessions_active{portcullis_server="root"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "portcullis_mcp_sessions_active"); err != nil {
 		t.Error(err)
@@ -506,6 +507,60 @@ func TestUninitializedSessionIsCounted(t *testing.T) {
 		if got := testutil.ToFloat64(m.sessionsActive); got != 0 {
 			t.Errorf("sessions active = %v after DELETE, want 0", got)
 		}
+	})
+}
+
+// TestSessionsActiveByServer: the legacy sessions open on a virtual
+// server are counted under its portcullis_server, apart from the root
+// server's, whose series exists at zero from the start, as the series of
+// each declared server does.
+func TestSessionsActiveByServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := NewMetrics(reg, BuildInfo{})
+		m.DeclareServer("team-a")
+		m.DeclareServer("team-b")
+		h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return newServer(t, MCPOptions{Metrics: m, Server: "team-a"}) }, nil)
+		serve := func(method, sessionID string) string {
+			t.Helper()
+			body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+			if method != http.MethodPost {
+				body = ""
+			}
+			req := httptest.NewRequest(method, "/mcp/team-a", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if sessionID != "" {
+				req.Header.Set("Mcp-Session-Id", sessionID)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code/100 != 2 {
+				t.Fatalf("%s: status %d: %s", method, w.Code, w.Body)
+			}
+			synctest.Wait()
+			return w.Header().Get("Mcp-Session-Id")
+		}
+		want := func(teamA int) string {
+			return fmt.Sprintf(`# HELP portcullis_mcp_sessions_active Legacy (stateful) MCP sessions open now, initialized or not, by MCP server.
+# TYPE portcullis_mcp_sessions_active gauge
+portcullis_mcp_sessions_active{portcullis_server="root"} 0
+portcullis_mcp_sessions_active{portcullis_server="team-a"} %d
+portcullis_mcp_sessions_active{portcullis_server="team-b"} 0
+`, teamA)
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want(0)), "portcullis_mcp_sessions_active"); err != nil {
+			t.Errorf("before any session: %v", err)
+		}
+		first, second := serve(http.MethodPost, ""), serve(http.MethodPost, "")
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want(2)), "portcullis_mcp_sessions_active"); err != nil {
+			t.Errorf("two sessions on team-a: %v", err)
+		}
+		serve(http.MethodDelete, first)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want(1)), "portcullis_mcp_sessions_active"); err != nil {
+			t.Errorf("after one DELETE: %v", err)
+		}
+		serve(http.MethodDelete, second)
 	})
 }
 

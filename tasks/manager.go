@@ -338,7 +338,7 @@ func (m *Manager) Start(ctx context.Context, owner, tool string, work Work) (*Ta
 	m.mu.Unlock()
 	running = true
 	m.obs.Created(server, tool)
-	m.obs.Live(StatusWorking, 1)
+	m.obs.Live(server, StatusWorking, 1)
 	go func() {
 		defer m.wg.Done()
 		defer cancelTTL()
@@ -363,7 +363,7 @@ func (m *Manager) execute(ctx context.Context, id string, r *run, work Work) {
 		m.mu.Lock()
 		delete(m.runs, id)
 		m.mu.Unlock()
-		m.obs.Live(status, -1)
+		m.obs.Live(r.server, status, -1)
 		r.cancel(nil)
 	}()
 	var in Input
@@ -408,16 +408,16 @@ func (m *Manager) execute(ctx context.Context, id string, r *run, work Work) {
 			m.finishAfterStop(ctx, id, r)
 			return
 		}
-		m.obs.Live(StatusWorking, -1)
-		m.obs.Live(StatusInputRequired, 1)
+		m.obs.Live(r.server, StatusWorking, -1)
+		m.obs.Live(r.server, StatusInputRequired, 1)
 		status = StatusInputRequired
 		responses, ok := m.awaitInput(ctx, id, r)
 		if !ok {
 			m.finishAfterStop(ctx, id, r)
 			return
 		}
-		m.obs.Live(StatusInputRequired, -1)
-		m.obs.Live(StatusWorking, 1)
+		m.obs.Live(r.server, StatusInputRequired, -1)
+		m.obs.Live(r.server, StatusWorking, 1)
 		status = StatusWorking
 		for k := range responses {
 			answered[k] = true

@@ -43,7 +43,9 @@ func (r *recorder) Created(server, tool string) { r.add("created %s", on(server,
 func (r *recorder) Refused(server, tool, reason string) {
 	r.add("refused %s %s", on(server, tool), reason)
 }
-func (r *recorder) Live(s Status, delta int) { r.add("live %s %+d", s, delta) }
+func (r *recorder) Live(server string, s Status, delta int) {
+	r.add("live %s %+d", on(server, string(s)), delta)
+}
 func (r *recorder) Lost(server, tool string) { r.add("lost %s", on(server, tool)) }
 func (r *recorder) StoreError(op string)     { r.add("store_error %s", op) }
 func (r *recorder) Finished(server, tool string, s Status, _ time.Duration) {
@@ -314,6 +316,41 @@ func TestInputRounds(t *testing.T) {
 			"live working -1", "live input_required +1",
 			"live input_required -1", "live working +1",
 			"finished ask failed", "live working -1",
+		}
+		if got := obs.list(); !slices.Equal(got, want) {
+			t.Errorf("observer heard %q, want %q", got, want)
+		}
+	})
+}
+
+// TestLiveCountsByServer: the live tasks of a virtual server are counted
+// on that server, through each change of status.
+func TestLiveCountsByServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, obs, _ := newTestManager(t, testOptions)
+		shutdownAtEnd(t, m)
+		ctx := WithServer(context.Background(), "team-a")
+		asked := false
+		task, err := m.Start(ctx, "alice", "ask", func(_ context.Context, in Input) Outcome {
+			if !asked {
+				asked = true
+				return Outcome{InputRequests: map[string]json.RawMessage{"name": json.RawMessage(`{"method":"elicitation/create","params":{"message":"Name?"}}`)}}
+			}
+			return Outcome{Result: json.RawMessage(`{}`)}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := m.Respond(ctx, "alice", task.ID, map[string]json.RawMessage{"name": json.RawMessage(`{"action":"accept"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		want := []string{
+			"created team-a/ask", "live team-a/working +1",
+			"live team-a/working -1", "live team-a/input_required +1",
+			"live team-a/input_required -1", "live team-a/working +1",
+			"finished team-a/ask completed", "live team-a/working -1",
 		}
 		if got := obs.list(); !slices.Equal(got, want) {
 			t.Errorf("observer heard %q, want %q", got, want)

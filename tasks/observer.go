@@ -21,9 +21,9 @@ type Observer interface {
 	// Refused: a task was not created; reason is RefusedOwnerCap,
 	// RefusedTotalCap or RefusedStoreError.
 	Refused(server, tool, reason string)
-	// Live: the number of live tasks this replica runs with that status
-	// (working or input_required) changed by delta.
-	Live(status Status, delta int)
+	// Live: the number of live tasks of the server this replica runs
+	// with that status (working or input_required) changed by delta.
+	Live(server string, status Status, delta int)
 	// Finished: a task of tool that this replica ran ended with status
 	// after d.
 	Finished(server, tool string, status Status, d time.Duration)
@@ -39,7 +39,7 @@ type NopObserver struct{}
 
 func (NopObserver) Created(string, string)                         {}
 func (NopObserver) Refused(string, string, string)                 {}
-func (NopObserver) Live(Status, int)                               {}
+func (NopObserver) Live(string, Status, int)                       {}
 func (NopObserver) Finished(string, string, Status, time.Duration) {}
 func (NopObserver) Lost(string, string)                            {}
 func (NopObserver) StoreError(string)                              {}
