@@ -324,3 +324,34 @@ Ingress and HTTPRoute prefixes do, and any other only the path itself.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+portcullis.unroutedRootPaths lists, one per line as "TYPE PATH" (TYPE an
+HTTPRoute path match type, Exact or PathPrefix), the paths of the root
+server's Protected Resource Metadata (/.well-known/oauth-protected-resource,
+bare and followed by the path of config.auth.resource) and, with
+config.authorization_server.enabled, of the authorization server's metadata
+and endpoints (/oauth) that .prefix, a path prefix matched element by
+element, does not route. .root is the chart's context.
+*/}}
+{{- define "portcullis.unroutedRootPaths" -}}
+{{- $cfg := .root.Values.config }}
+{{- $want := list }}
+{{- with (dig "auth" "resource" "" $cfg) }}
+{{- $want = append $want "Exact /.well-known/oauth-protected-resource" }}
+{{- $path := trimSuffix "/" (urlParse .).path }}
+{{- if $path }}
+{{- $want = append $want (printf "Exact /.well-known/oauth-protected-resource%s" $path) }}
+{{- end }}
+{{- end }}
+{{- if include "portcullis.authServerEnabled" .root }}
+{{- $want = concat $want (list "Exact /.well-known/oauth-authorization-server" "Exact /.well-known/openid-configuration" "PathPrefix /oauth") }}
+{{- end }}
+{{- $base := trimSuffix "/" .prefix }}
+{{- range $want }}
+{{- $path := index (splitList " " .) 1 }}
+{{- if not (or (eq $base "") (eq $path $base) (hasPrefix (printf "%s/" $base) $path)) }}
+{{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
