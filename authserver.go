@@ -50,39 +50,35 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 // authServerResources are the servers the authorization server issues
 // tokens for: the root server at /mcp (auth.resource, by
 // auth.resource_name, the name its metadata gives it) and each virtual
-// server (its resource, name and title).
+// server (its resource, name and title), each with its own scopes.
 func authServerResources(cfg *configFile) []authserver.Resource {
-	out := []authserver.Resource{{URL: cfg.Auth.Resource, Name: rootServerName, Title: cfg.Auth.ResourceName}}
+	out := []authserver.Resource{{URL: cfg.Auth.Resource, Name: rootServerName, Title: cfg.Auth.ResourceName,
+		Scopes: serverScopes(cfg.Auth.RequiredScopes, cfg.Auth.Policy)}}
 	for _, s := range cfg.Servers {
-		out = append(out, authserver.Resource{URL: s.Resource, Name: s.Name, Title: s.Title})
+		out = append(out, authserver.Resource{URL: s.Resource, Name: s.Name, Title: s.Title,
+			Scopes: serverScopes(s.Auth.RequiredScopes, s.Auth.Policy)})
 	}
 	return out
 }
 
-// authServerScopes are the scopes clients may ask the authorization
-// server for: auth.scopes_supported, auth.required_scopes and every scope
-// auth.policy names, and each virtual server's required scopes and the
-// scopes its policy names.
-func authServerScopes(cfg *configFile) []string {
-	o := cfg.Auth
-	var out []string
-	add := func(ss []string) {
-		for _, s := range ss {
+// serverScopes are the scopes of one server alone, which a sign-in for
+// it is offered besides authServerScopes: its required scopes and every
+// scope its policy names.
+func serverScopes(required []string, policy []auth.ToolPolicy) []string {
+	out := slices.Clone(required)
+	for _, p := range policy {
+		for _, s := range p.Scopes {
 			if !slices.Contains(out, s) {
 				out = append(out, s)
 			}
 		}
 	}
-	add(o.ScopesSupported)
-	add(o.RequiredScopes)
-	for _, p := range o.Policy {
-		add(p.Scopes)
-	}
-	for _, s := range cfg.Servers {
-		add(s.Auth.RequiredScopes)
-		for _, p := range s.Auth.Policy {
-			add(p.Scopes)
-		}
-	}
 	return out
+}
+
+// authServerScopes are the scopes a sign-in for any server is offered:
+// auth.scopes_supported, which the metadata of /mcp and of every virtual
+// server lists.
+func authServerScopes(cfg *configFile) []string {
+	return slices.Clone(cfg.Auth.ScopesSupported)
 }

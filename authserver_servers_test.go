@@ -24,7 +24,8 @@ import (
 // the ID-JAG grant of an enterprise IdP, which needs no browser; the
 // browser sign-in per server is in internal/authserver's and the e2e
 // tests): each carries its server's resource as its only audience, works
-// at its server, and is refused (401) at the other and at /mcp. Each
+// at its server, and is refused (401) at the other and at /mcp; an
+// assertion for one server granting the other's scope is refused. Each
 // server's metadata names the authorization server, whose metadata
 // offers the scopes the servers require.
 func TestAuthServerIssuesForVirtualServers(t *testing.T) {
@@ -63,9 +64,9 @@ servers:
 `)
 	base, _ := startServe(t, "--config", cfg)
 
-	// token presents an ID-JAG of the enterprise IdP for resource and
-	// scope, and returns the token response.
-	token := func(t *testing.T, resource, scope string) map[string]any {
+	// present presents an ID-JAG of the enterprise IdP for resource and
+	// scope, and returns the token endpoint's status and answer.
+	present := func(t *testing.T, resource, scope string) (int, map[string]any) {
 		t.Helper()
 		now := time.Now()
 		assertion := ent.Sign(map[string]any{
@@ -81,8 +82,17 @@ servers:
 		}
 		defer resp.Body.Close()
 		var tok map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("token for %s: status %d, %v %v", resource, resp.StatusCode, tok, err)
+		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+			t.Fatalf("token for %s: status %d, %v", resource, resp.StatusCode, err)
+		}
+		return resp.StatusCode, tok
+	}
+	// token is present for a token response that must be a token.
+	token := func(t *testing.T, resource, scope string) map[string]any {
+		t.Helper()
+		status, tok := present(t, resource, scope)
+		if status != http.StatusOK {
+			t.Fatalf("token for %s: status %d, %v", resource, status, tok)
 		}
 		return tok
 	}
@@ -94,6 +104,9 @@ servers:
 			t.Errorf("token for %s: aud %v, want [%s]", s.path, aud, origin+s.path)
 		}
 		tokens[s.path] = at
+	}
+	if status, tok := present(t, origin+"/mcp/team-a", "team:a team:b"); status != http.StatusBadRequest || tok["error"] != "invalid_grant" {
+		t.Errorf("an assertion for team-a granting team-b's scope: status %d, %v; want 400 invalid_grant", status, tok)
 	}
 
 	for _, p := range []string{"/mcp/team-a", "/mcp/team-b"} {

@@ -22,9 +22,18 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.refuseAuthorize(w, r, ar, fosite.ErrUnsupportedResponseMode.WithHint("This server answers in the query only (response_mode query)."), "response_mode")
 		return
 	}
-	if _, ok := s.requestedResource(form["resource"]); !ok {
+	res, ok := s.requestedResource(form["resource"])
+	if !ok {
 		s.refuseAuthorize(w, r, ar, s.errInvalidTarget(), "invalid_target")
 		return
+	}
+	// A sign-in for one server is offered its scopes alone: fosite
+	// checked them against every server's.
+	for _, sc := range ar.GetRequestedScopes() {
+		if !s.offers(res, sc) {
+			s.refuseAuthorize(w, r, ar, s.errScopeNotOffered(res, sc), "invalid_scope")
+			return
+		}
 	}
 	if form.Get("code_challenge") == "" || form.Get("code_challenge_method") != "S256" {
 		s.refuseAuthorize(w, r, ar, fosite.ErrInvalidRequest.WithHint("PKCE is required: send code_challenge with code_challenge_method S256."), "pkce")
@@ -105,7 +114,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 		s.refuseAuthorize(w, r, ar, s.errInvalidTarget(), "invalid_target")
 		return
 	}
-	for _, sc := range ar.GetRequestedScopes() {
+	for _, sc := range s.offeredOf(res, ar.GetRequestedScopes()) {
 		if s.mayGrant(*l.User, sc) {
 			ar.GrantScope(sc)
 		}

@@ -56,7 +56,7 @@ func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, note := displayName(c)
-	scopes, withheld := s.grantable(*l.User, strings.Fields(l.Form.Get("scope")))
+	scopes, withheld := s.grantable(*l.User, s.offeredOf(res, strings.Fields(l.Form.Get("scope"))))
 	if len(withheld) > 0 {
 		if note != "" {
 			note += " "

@@ -203,13 +203,15 @@ func (h *idjagHandler) handle(ctx context.Context, ar fosite.AccessRequester) (*
 	if err != nil {
 		return e, err
 	}
-	granted, err := h.grant(e, c, ar)
+	// The scopes are checked against the resource's, but a refusal of
+	// them comes before one of the resource.
+	res, resErr := h.resource(c, ar)
+	granted, err := h.grant(e, c, ar, res)
 	if err != nil {
 		return e, err
 	}
-	res, err := h.resource(c, ar)
-	if err != nil {
-		return e, err
+	if resErr != nil {
+		return e, resErr
 	}
 	var claims map[string]any
 	if err := json.Unmarshal(c.raw, &claims); err != nil {
@@ -362,8 +364,9 @@ func (h *idjagHandler) checkClaims(e *enterpriseIdP, c *verifiedAssertion) error
 // scopes) and returns the scopes to grant: those the request asks for,
 // each of which the assertion must grant when it has a scope claim; or,
 // when the request asks for none, the assertion's. Every one must be a
-// scope of this server and of the client.
-func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.AccessRequester) ([]string, error) {
+// scope of the client and one this server offers for res, the resource
+// the token is for (any resource's when res is none of them).
+func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.AccessRequester, res string) ([]string, error) {
 	client := ar.GetClient()
 	if !client.GetGrantTypes().Has(grantJWTBearer) {
 		return nil, refuse("client", fosite.ErrUnauthorizedClient.WithHint("The client may not use the jwt-bearer grant."))
@@ -374,13 +377,21 @@ func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.A
 	if len(e.o.Clients) > 0 && !slices.Contains(e.o.Clients, client.GetID()) {
 		return nil, badGrant("client", "This identity provider's assertions are not accepted for this client.")
 	}
+	r, known := h.s.resource(res)
 	offered := func(sc string) bool {
-		return slices.Contains(h.s.scopes, sc) && fosite.ExactScopeStrategy(client.GetScopes(), sc)
+		if known && !h.s.offers(r, sc) || !slices.Contains(h.s.scopes, sc) {
+			return false
+		}
+		return fosite.ExactScopeStrategy(client.GetScopes(), sc)
 	}
 	requested := ar.GetRequestedScopes()
 	for _, sc := range requested {
 		if !offered(sc) {
-			return nil, refuse("scope", fosite.ErrInvalidScope.WithHintf("The scope %q is not one this server offers.", sc))
+			err := fosite.ErrInvalidScope.WithHintf("The scope %q is not one this server offers.", sc)
+			if known {
+				err = h.s.errScopeNotOffered(r, sc)
+			}
+			return nil, refuse("scope", err)
 		}
 	}
 	if c.Scope == nil {
@@ -389,7 +400,7 @@ func (h *idjagHandler) grant(e *enterpriseIdP, c *verifiedAssertion, ar fosite.A
 	asserted := strings.Fields(*c.Scope)
 	for _, sc := range asserted {
 		if !offered(sc) {
-			return nil, badGrant("scope", "The assertion grants a scope this server does not offer.")
+			return nil, badGrant("scope", "The assertion grants a scope this server does not offer for its resource.")
 		}
 	}
 	if len(requested) == 0 {

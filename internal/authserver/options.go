@@ -106,7 +106,9 @@ type Options struct {
 	// assertion's resource (else the token request's, else
 	// auth.resource), its user the assertion's sub, email and groups, its scopes those
 	// requested (each granted by the assertion's scope claim, if it has
-	// one) or else the assertion's, all of this server's. No refresh
+	// one) or else the assertion's, all of them scopes of the server the
+	// token is for (auth.scopes_supported and its required and policy
+	// scopes). No refresh
 	// token: the client gets a new assertion from its IdP. Clients here
 	// are public, identified by client_id without a secret, so a stolen
 	// assertion is worth one token until its exp. Empty (default): the

@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/ory/fosite"
@@ -23,6 +24,10 @@ type Resource struct {
 	// Title is the server's human-readable name, which the consent page
 	// shows next to its URL. Empty: Name.
 	Title string
+	// Scopes are the scopes of this server alone (its required scopes and
+	// those its policy names), which a sign-in for it is offered besides
+	// [Deps.Scopes].
+	Scopes []string
 }
 
 // display is what the consent page calls r.
@@ -36,6 +41,32 @@ func (s *Server) resource(url string) (Resource, bool) {
 		}
 	}
 	return Resource{}, false
+}
+
+// offers reports whether a sign-in for r is offered scope: a scope every
+// resource offers, or one of r's own. RFC 9728 has each resource's
+// metadata list the scopes asked for it, and a token for r carries only
+// scopes that mean something at r; the authorization server's own
+// metadata (RFC 8414), one document for every resource, lists them all.
+func (s *Server) offers(r Resource, scope string) bool {
+	return slices.Contains(s.common, scope) || slices.Contains(r.Scopes, scope)
+}
+
+// offeredOf returns those of scopes a sign-in for r is offered.
+func (s *Server) offeredOf(r Resource, scopes []string) []string {
+	var out []string
+	for _, sc := range scopes {
+		if s.offers(r, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// errScopeNotOffered is the invalid_scope refusal of scope for r.
+func (s *Server) errScopeNotOffered(r Resource, scope string) *fosite.RFC6749Error {
+	offered := slices.Concat(s.common, r.Scopes)
+	return fosite.ErrInvalidScope.WithHintf("The scope %q is not one of the server %s (%s), which offers: %s.", scope, r.display(), r.URL, strings.Join(offered, ", "))
 }
 
 // requestedResource returns the resource a request's resource parameters

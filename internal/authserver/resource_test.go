@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -317,6 +318,116 @@ func TestIDJAGResources(t *testing.T) {
 			}
 			if aud := audience(t, tok); !slices.Equal(aud, []string{tt.want}) || tok["resource"] != tt.want {
 				t.Errorf("aud %v, resource %v; want [%s] and %s", aud, tok["resource"], tt.want, tt.want)
+			}
+		})
+	}
+}
+
+// withServerScopes is withServers with scopes of each server's own: the
+// root server's admin:root, team-a's team:a, team-b's team:b, besides
+// the scopes every server offers (mcp:tools, mcp:admin).
+func withServerScopes(d *Deps) {
+	withServers(d)
+	d.Resources[0].Scopes = []string{"admin:root"}
+	d.Resources[1].Scopes = []string{"team:a"}
+	d.Resources[2].Scopes = []string{"team:b"}
+}
+
+// TestScopesPerResource: a sign-in for one server (its RFC 8707
+// resource) is offered and granted that server's scopes and those every
+// server offers, never another server's: a request for one of those is
+// refused with invalid_scope, at the authorization endpoint and for an
+// ID-JAG. The authorization server's metadata (RFC 8414, one document for
+// every resource) lists them all.
+func TestScopesPerResource(t *testing.T) {
+	ts := startServerDeps(t, withServerScopes)
+	t.Run("metadata lists every server's scopes", func(t *testing.T) {
+		var md map[string]any
+		resp, body := newBrowser(t).get(ts.srv.URL + PathMetadata)
+		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &md) != nil {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		var got []string
+		for _, s := range md["scopes_supported"].([]any) {
+			got = append(got, s.(string))
+		}
+		slices.Sort(got)
+		if want := []string{"admin:root", "mcp:admin", "mcp:tools", "offline_access", "team:a", "team:b"}; !slices.Equal(got, want) {
+			t.Errorf("scopes_supported %v, want %v", got, want)
+		}
+	})
+	for _, tt := range []struct {
+		name, path, scope string
+		refused           bool // with invalid_scope, back to the client
+	}{
+		{name: "a virtual server's own and the common ones", path: pathTeamA, scope: "mcp:tools team:a"},
+		{name: "the root server's own", path: pathRoot, scope: "admin:root mcp:tools"},
+		{name: "another server's", path: pathTeamA, scope: "team:a team:b", refused: true},
+		{name: "the root server's at a virtual server", path: pathTeamB, scope: "admin:root", refused: true},
+		{name: "a virtual server's at the root server", path: pathRoot, scope: "team:a", refused: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resource := ts.srv.URL + tt.path
+			b := newBrowser(t)
+			authURL, verifier := ts.authorizeURL(url.Values{"resource": {resource}, "scope": {tt.scope}})
+			if tt.refused {
+				resp, body := b.get(authURL)
+				u, err := url.Parse(resp.Header.Get("Location"))
+				if err != nil || !strings.HasPrefix(u.String(), testRedirect+"?") || u.Query().Get("error") != "invalid_scope" {
+					t.Fatalf("%d Location %q: want back to the client with invalid_scope; body %s", resp.StatusCode, resp.Header.Get("Location"), body)
+				}
+				if !ts.events.has(Event{Endpoint: "authorize", Outcome: "refused", Reason: "invalid_scope"}) {
+					t.Errorf("no refused event for the scope; events %+v", ts.events.ev)
+				}
+				return
+			}
+			resp, page := ts.signIn(b, authURL)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("no consent page: %d", resp.StatusCode)
+			}
+			for _, sc := range strings.Fields(tt.scope) {
+				if !strings.Contains(page, sc) {
+					t.Errorf("the consent page does not list %s:\n%s", sc, page)
+				}
+			}
+			resp, _ = ts.approve(b, page, "approve")
+			status, tok := ts.exchangeWith(t, ts.codeFrom(t, resp), verifier, []string{resource})
+			if status != http.StatusOK || tok["scope"] != tt.scope {
+				t.Fatalf("token: %d %v, want the scope %q", status, tok, tt.scope)
+			}
+		})
+	}
+}
+
+// TestIDJAGScopesPerResource: an ID-JAG's token gets the scopes of the
+// server it is for and the common ones; an assertion or a request that
+// names another server's is refused.
+func TestIDJAGScopesPerResource(t *testing.T) {
+	ts, e, _ := startIDJAGDeps(t, withServerScopes)
+	a := ts.srv.URL + pathTeamA
+	for _, tt := range []struct {
+		name     string
+		asserted string     // the assertion's scope claim
+		form     url.Values // the request's parameters
+		want     string     // the token's scope; "" refused with error
+		error    string
+	}{
+		{name: "the server's own and common scopes", asserted: "mcp:tools team:a", want: "mcp:tools team:a"},
+		{name: "requested of those asserted", asserted: "mcp:tools team:a", form: url.Values{"scope": {"team:a"}}, want: "team:a"},
+		{name: "asserted another server's", asserted: "team:a team:b", error: "invalid_grant"},
+		{name: "asserted the root server's", asserted: "admin:root", error: "invalid_grant"},
+		{name: "requested another server's", asserted: "team:a team:b", form: url.Values{"scope": {"team:b"}}, error: "invalid_scope"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, tok := ts.present(t, e.assertion(e.claims(ts, map[string]any{"resource": a, "scope": tt.asserted})), tt.form)
+			if tt.want == "" {
+				if status != http.StatusBadRequest || tok["error"] != tt.error {
+					t.Fatalf("%d %v, want 400 %s", status, tok, tt.error)
+				}
+				return
+			}
+			if status != http.StatusOK || tok["scope"] != tt.want {
+				t.Fatalf("%d %v, want a token for %q", status, tok, tt.want)
 			}
 		})
 	}

@@ -41,9 +41,9 @@ type Deps struct {
 	// audience. An ID-JAG that names no resource gets a token for the
 	// first. At least one.
 	Resources []Resource
-	// Scopes are the scopes clients may ask for, of every resource
-	// (auth.scopes_supported, the required scopes and the scopes the
-	// policies name).
+	// Scopes are the scopes a sign-in for any resource is offered
+	// (auth.scopes_supported, which every server's metadata lists);
+	// each resource's own are its [Resource.Scopes].
 	Scopes []string
 	// KV keeps the server's state. Nil: in memory (one replica).
 	KV KV
@@ -80,7 +80,11 @@ type Event struct {
 type Server struct {
 	o         Options
 	resources []Resource
+	// scopes are every scope of the server: common and each resource's
+	// own, for the metadata and fosite's clients; common are those every
+	// resource offers (Deps.Scopes and offline_access).
 	scopes    []string
+	common    []string
 	kv        KV
 	keys      *keySet
 	clients   *clientRegistry
@@ -137,11 +141,19 @@ func New(o Options, deps Deps) (*Server, error) {
 		now:       now,
 		secure:    strings.HasPrefix(o.Issuer, "https://"),
 	}
+	for _, r := range s.resources {
+		for _, sc := range r.Scopes {
+			if !slices.Contains(s.scopes, sc) {
+				s.scopes = append(s.scopes, sc)
+			}
+		}
+	}
 	// offline_access is always offered (SEP-2207: a client asks for it
 	// when the metadata lists it); refresh_tokens says whether it is needed.
 	if !slices.Contains(s.scopes, scopeOfflineAccess) {
 		s.scopes = append(s.scopes, scopeOfflineAccess)
 	}
+	s.common = append(slices.Clone(deps.Scopes), scopeOfflineAccess)
 	if s.observe == nil {
 		s.observe = func(Event) {}
 	}
