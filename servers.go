@@ -159,8 +159,9 @@ type argumentCuration struct {
 	Description string `yaml:"description"`
 	// Default is the argument's default, a JSON value the argument's
 	// schema accepts: shown as its default in the input schema, and set
-	// on every call that leaves the argument out. Unset keeps the
-	// schema's, and sets nothing.
+	// on every call that leaves the argument out (a call that names it in
+	// another letter case is refused). Unset keeps the schema's, and sets
+	// nothing.
 	Default json.RawMessage `yaml:"default"`
 }
 

@@ -25,7 +25,8 @@ import (
 //     them;
 //   - a tools/call of an exposed name calls the original tool, with the
 //     view's fixed arguments set and its defaults for arguments left out;
-//     a call that names a fixed argument itself, in any letter case, is
+//     a call that names a fixed argument itself, in any letter case, or
+//     an argument with a default in another letter case than its own, is
 //     refused with -32602 and never reaches the tool;
 //   - a call of any other name of the catalog (the original name of a
 //     renamed tool, a tool the view leaves out) is refused as an unknown

@@ -65,7 +65,8 @@ type ToolSelection struct {
 	// Annotations replaces the hints it sets, and only those.
 	Annotations *Annotations `yaml:"annotations"`
 	// Arguments describes arguments of the input schema, or gives them a
-	// default: a call that leaves the argument out gets the default.
+	// default: a call that leaves the argument out gets the default, and
+	// one that names it in another letter case is refused.
 	Arguments map[string]Argument `yaml:"arguments"`
 	// FixedArguments are set on every call, and removed from the input
 	// schema callers see (from its properties and required). A call that
