@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -51,7 +52,7 @@ func (e extensions) addServerTools(cfg *configFile) error {
 			continue
 		}
 		for _, tool := range e.servers.names[name] {
-			cfg.Servers[i].Tools = append(cfg.Servers[i].Tools, toolSelection{Source: sourceProgram, Name: tool})
+			cfg.Servers[i].Tools = append(cfg.Servers[i].Tools, curation.ToolSelection{Source: curation.SourceProgram, Name: tool})
 		}
 	}
 	return errors.Join(problems...)

@@ -38,8 +38,8 @@ var ErrArgumentCase = errors.New("the argument is named in another letter case")
 var ErrArgumentsNotObject = errors.New("arguments must be a JSON object")
 
 // NewCall returns the Call of the tool s curates, or nil when s sets no
-// argument. An argument value that is not JSON is an error ([View.Check]
-// reports it).
+// argument. An argument value that is not JSON is an error
+// ([Exposure.Check] reports it).
 func NewCall(s *ToolSelection) (*Call, error) {
 	c := &Call{}
 	for _, name := range sortedKeys(s.FixedArguments) {
@@ -64,7 +64,7 @@ func NewCall(s *ToolSelection) (*Call, error) {
 	return c, nil
 }
 
-func newPreset(name string, v any) (preset, error) {
+func newPreset(name string, v json.RawMessage) (preset, error) {
 	value, err := jsonValue(v)
 	if err != nil {
 		return preset{}, err

@@ -7,10 +7,19 @@ import (
 	"testing"
 )
 
+// values returns the fixed arguments of name and JSON text pairs.
+func values(pairs ...string) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = json.RawMessage(pairs[i+1])
+	}
+	return m
+}
+
 func TestCallArguments(t *testing.T) {
 	fixed := &ToolSelection{
-		FixedArguments: map[string]any{"region": "eu", "kind": map[string]any{"a": 1}},
-		Arguments:      map[string]Argument{"unit": {Default: "c"}, "city": {Description: "no default"}},
+		FixedArguments: values("region", `"eu"`, "kind", `{"a":1}`),
+		Arguments:      map[string]Argument{"unit": {Default: json.RawMessage(`"c"`)}, "city": {Description: "no default"}},
 	}
 	tests := []struct {
 		name    string
@@ -82,10 +91,10 @@ func TestNewCall(t *testing.T) {
 	if c != nil || err != nil {
 		t.Errorf("NewCall without fixed arguments or defaults = %v, %v; want nil, nil", c, err)
 	}
-	if _, err := NewCall(&ToolSelection{FixedArguments: map[string]any{"a": func() {}}}); err == nil {
+	if _, err := NewCall(&ToolSelection{FixedArguments: values("a", `{"a":`)}); err == nil {
 		t.Error("NewCall with a value that is not JSON: no error")
 	}
-	if _, err := NewCall(&ToolSelection{Arguments: map[string]Argument{"a": {Default: make(chan int)}}}); err == nil {
+	if _, err := NewCall(&ToolSelection{Arguments: map[string]Argument{"a": {Default: json.RawMessage(`nope`)}}}); err == nil {
 		t.Error("NewCall with a default that is not JSON: no error")
 	}
 }
@@ -94,7 +103,7 @@ func TestNewCall(t *testing.T) {
 // of a tool with a fixed argument: the caller's arguments checked and
 // the fixed one set.
 func BenchmarkCallArguments(b *testing.B) {
-	c, err := NewCall(&ToolSelection{FixedArguments: map[string]any{"org": "acme"}})
+	c, err := NewCall(&ToolSelection{FixedArguments: values("org", `"acme"`)})
 	if err != nil {
 		b.Fatal(err)
 	}
