@@ -102,7 +102,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err := ext.Apply(cat); err != nil {
 		return nil, err
 	}
-	if err := ext.addServerTools(cfg); err != nil {
+	if err := ext.addServerTools(cfg.Servers); err != nil {
 		return nil, err
 	}
 	// Upstream MCP servers: the one hook (see upstream.go). The
