@@ -62,7 +62,7 @@ func (e extensions) addServerTools(servers []virtualServer) error {
 // programs know. A panic (tools.AddTool panics on a duplicate name)
 // becomes an error.
 func (e extensions) Apply(cat *catalog.Catalog) error {
-	return e.apply(catalog.View(cat).(*tools.Catalog))
+	return e.apply((*tools.Catalog)(cat.Public()))
 }
 
 // apply runs every Register function on c.
