@@ -101,8 +101,8 @@ type ToolSelection struct {
 	FixedArguments map[string]json.RawMessage `yaml:"fixed_arguments"`
 }
 
-// Annotations replace a tool's hints (MCP tool annotations); nil leaves
-// the tool's own.
+// Annotations replace a tool's hints (MCP tool annotations); a hint left
+// nil keeps the tool's own.
 type Annotations struct {
 	// ReadOnlyHint says the tool does not change its environment.
 	ReadOnlyHint *bool `yaml:"read_only_hint"`
