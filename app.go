@@ -2,6 +2,8 @@ package portcullis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -100,7 +102,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err := ext.Apply(cat); err != nil {
 		return nil, err
 	}
-	if err := ext.addServerTools(cfg); err != nil {
+	if err := ext.addServerTools(cfg.Servers); err != nil {
 		return nil, err
 	}
 	// Upstream MCP servers: the one hook (see upstream.go). The
@@ -128,7 +130,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		return nil, err
 	}
 	// The tasks of a virtual server are counted under its name; its view
-	// is known once the servers are built, below.
+	// of the catalog is known once the servers are built, below.
 	views := map[string]*catalog.ServerView{}
 	taskMgr, taskMetrics, err := newTaskManager(cfg, cat, rdb, metrics, logger, func(server string) *catalog.ServerView { return views[server] })
 	if err != nil {
@@ -181,6 +183,71 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	}
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
 	return a, nil
+}
+
+// virtualApp is one virtual server as the program serves it.
+type virtualApp struct {
+	cfg    *virtualServer
+	server *mcp.Server
+}
+
+// newVirtualServers builds the servers of cfg.Servers on cat, each with
+// root's deps but its own exposure, policy, title and instructions, and
+// its own telemetry middleware (telemetry, naming the server and the
+// tools by the names it exposes, with their root names). It checks each
+// exposure against the catalog as built: what no source offers fails the
+// start, with every problem at once, except what an upstream not listed
+// yet may still offer, which is logged.
+func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, telemetry observability.MCPOptions, logger *slog.Logger) ([]*virtualApp, error) {
+	upstreams := make([]string, 0, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		upstreams = append(upstreams, u.Name)
+	}
+	var (
+		out      []*virtualApp
+		problems []error
+	)
+	for i := range cfg.Servers {
+		vs := &cfg.Servers[i]
+		for _, p := range cat.CheckExposure(vs.Exposure, upstreams) {
+			key := fmt.Sprintf("servers[%d].%s", i, p.Key)
+			if p.Warning {
+				logger.Warn("a virtual server names what its upstream does not offer yet", "key", key, "problem", p.Message)
+				continue
+			}
+			problems = append(problems, fmt.Errorf("%s: %s", key, p.Message))
+		}
+		deps := root
+		deps.Exposure = &vs.Exposure
+		deps.Title = vs.Title
+		deps.Instructions = vs.Instructions
+		o := cfg.Auth
+		o.Policy = vs.Auth.Policy
+		deps.Policy = toolPolicy(o)
+		deps.StepUp = nil
+		if deps.Policy != nil {
+			o.Resource, o.RequiredScopes = vs.Resource, vs.Auth.RequiredScopes
+			deps.StepUp = stepUp(o, cfg.authOn())
+		}
+		var srv *mcp.Server // set before the server serves
+		known := func(name string) bool { return srv.View().HasTool(name) }
+		original := func(name string) string { return srv.View().Original(name) }
+		tel := telemetry
+		tel.Server = vs.Name
+		tel.KnownTool, tel.OriginalTool = known, original
+		deps.Middleware = append([]sdk.Middleware{observability.MCPMiddleware(tel)}, root.Middleware[1:]...)
+		deps.Name = vs.Name
+		if telemetry.Metrics != nil {
+			deps.OnDenied = toolDeniedHook(logger, telemetry.Metrics, vs.Name, known, original)
+			telemetry.Metrics.DeclareServer(vs.Name)
+		}
+		srv = mcp.New(cat, cfg.MCP, deps)
+		out = append(out, &virtualApp{cfg: vs, server: srv})
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, fmt.Errorf("servers: %w", err)
+	}
+	return out, nil
 }
 
 // identity names the caller for traces and audit lines: the token's

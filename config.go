@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/authserver"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
@@ -18,9 +20,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/tasks"
 	"github.com/portcullis-mcp/portcullis/upstream"
 )
-
-// mcpPath is where the MCP endpoint is served.
-const mcpPath = "/mcp"
 
 // envPrefix starts every environment variable that sets a config key.
 const envPrefix = "PORTCULLIS_"
@@ -176,7 +175,18 @@ func (c *configFile) defaults() {
 	c.AuthorizationServer.Defaults(c.Auth.Resource)
 	c.Limits.Defaults()
 	c.Redis.Defaults()
-	c.serversDefaults()
+	for i := range c.Servers {
+		c.Servers[i].defaults(c.Auth.Resource, c.Limits.RatePerPrincipal, c.Limits.BurstPerPrincipal)
+	}
+}
+
+// defaultServerResources sets each virtual server's unset resource from
+// auth.resource. serve --dev calls it again once it has set
+// auth.resource.
+func (c *configFile) defaultServerResources() {
+	for i := range c.Servers {
+		c.Servers[i].defaultResource(c.Auth.Resource)
+	}
 }
 
 // Validate reports every problem at once, each naming its key.
@@ -228,11 +238,73 @@ func (c *configFile) Validate() error {
 	add("limits.", c.Limits.Validate())
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
-	add("", c.validateServers())
+	add("", validateServers(c.Servers, c.Auth.Resource, c.selectionSources()))
+	for i := range c.Servers {
+		c.validateServerSections(i, add)
+	}
 	if c.Tasks.Store == "redis" && !c.Redis.Enabled() {
 		errs = append(errs, errors.New("tasks.store: redis needs a Redis every replica shares (redis.url, redis.sentinel.master_name or redis.cluster.addresses)"))
 	}
 	return errors.Join(errs...)
+}
+
+// builtinToolsets are the toolsets a selection's source may name.
+var builtinToolsets = []string{toolsets.ToolsetCore, toolsets.ToolsetWorkshop, toolsets.ToolsetConformance}
+
+// selectionSources are the sources the virtual servers' selections may
+// name: the built-in toolsets enabled in tools.toolsets, the declared
+// resources and prompts, the program's, and the upstreams (the first of
+// each name: a second is upstreams' problem).
+func (c *configFile) selectionSources() curation.Sources {
+	s := curation.Sources{Toolsets: builtinToolsets, Enabled: c.Tools.Toolsets, Upstreams: map[string]func(string) string{}}
+	for i := range c.Upstreams {
+		if _, dup := s.Upstreams[c.Upstreams[i].Name]; !dup {
+			s.Upstreams[c.Upstreams[i].Name] = c.Upstreams[i].ServedName
+		}
+	}
+	return s
+}
+
+// validateServerSections reports, through add, the problems of the
+// auth and limits of the virtual server servers[i], by the rules of the
+// auth and limits sections; a problem of its resource, which the auth
+// rules check too, under servers[i].resource.
+func (c *configFile) validateServerSections(i int, add func(prefix string, err error)) {
+	s := &c.Servers[i]
+	for _, err := range unjoin(c.serverAuth(s).Validate()) {
+		section := "auth."
+		if strings.HasPrefix(err.Error(), "resource:") {
+			section = ""
+		}
+		add(fmt.Sprintf("servers[%d].%s", i, section), err)
+	}
+	lim := limits.Options{RatePerPrincipal: s.Limits.RatePerPrincipal, BurstPerPrincipal: s.Limits.BurstPerPrincipal}
+	add(fmt.Sprintf("servers[%d].limits.", i), lim.Validate())
+}
+
+// serverAuth returns the auth options that validate the server's resource,
+// required scopes and policy by the rules of auth.resource,
+// auth.required_scopes and auth.policy. With auth on, a stand-in issuer
+// stands for the configured ones, whose problems the auth section reports.
+func (c *configFile) serverAuth(s *virtualServer) *auth.Options {
+	o := &auth.Options{Resource: s.Resource, RequiredScopes: s.Auth.RequiredScopes, Policy: s.Auth.Policy}
+	if c.authForValidation().Enabled() {
+		o.Issuers = []auth.IssuerOptions{{Issuer: "https://issuer.invalid"}}
+		if s.Resource == "" {
+			// auth.resource is missing or not a URL, and reported so.
+			o.Resource = "https://resource.invalid" + s.Path
+		}
+	}
+	return o
+}
+
+// serverNames returns the names of the configured virtual servers.
+func serverNames(cfg *configFile) []string {
+	names := make([]string, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		names = append(names, s.Name)
+	}
+	return names
 }
 
 // authForValidation is the auth section as serving will use it: with

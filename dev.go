@@ -12,9 +12,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
 
-// devIssuerPath is where --dev mounts its embedded issuer.
-const devIssuerPath = "/dev-issuer"
-
 // setupDev turns on auth with an embedded issuer at addr, so the first run
 // needs no identity provider but still exercises the real auth path.
 func setupDev(cfg *configFile, addr string) (*devIssuer, error) {

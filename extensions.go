@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/tools"
 )
 
@@ -36,22 +37,22 @@ func (st *serverTools) add(server, tool string) {
 	st.names[server] = append(st.names[server], tool)
 }
 
-// addServerTools adds to each virtual server of cfg the tools the program
-// added for it, as selections of source "program"; a server cfg does not
-// have is an error.
-func (e extensions) addServerTools(cfg *configFile) error {
+// addServerTools adds to each of the virtual servers the tools the
+// program added for it, as selections of source "program"; a server the
+// list does not have is an error.
+func (e extensions) addServerTools(servers []virtualServer) error {
 	if e.servers == nil {
 		return nil
 	}
 	var problems []error
 	for _, name := range e.servers.order {
-		i := slices.IndexFunc(cfg.Servers, func(s virtualServer) bool { return s.Name == name })
+		i := slices.IndexFunc(servers, func(s virtualServer) bool { return s.Name == name })
 		if i < 0 {
 			problems = append(problems, fmt.Errorf("portcullis.ServerTools: no virtual server named %q in servers", name))
 			continue
 		}
 		for _, tool := range e.servers.names[name] {
-			cfg.Servers[i].Tools = append(cfg.Servers[i].Tools, toolSelection{Source: sourceProgram, Name: tool})
+			servers[i].Tools = append(servers[i].Tools, curation.ToolSelection{Source: curation.SourceProgram, Name: tool})
 		}
 	}
 	return errors.Join(problems...)
@@ -61,7 +62,7 @@ func (e extensions) addServerTools(cfg *configFile) error {
 // programs know. A panic (tools.AddTool panics on a duplicate name)
 // becomes an error.
 func (e extensions) Apply(cat *catalog.Catalog) error {
-	return e.apply(catalog.View(cat).(*tools.Catalog))
+	return e.apply((*tools.Catalog)(cat.Public()))
 }
 
 // apply runs every Register function on c.

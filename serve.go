@@ -1,6 +1,7 @@
 package portcullis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
@@ -93,6 +96,49 @@ func (a *app) handler(ctx context.Context, health *observability.Health, dev *de
 		dev:          dev,
 		authServer:   as,
 	}), nil
+}
+
+// virtualRoutes builds the auth, limits and metadata of each virtual
+// server. A server's token audience is its resource alone: the issuers'
+// extra audiences (auth.issuers[].audiences, auth.introspection.audiences)
+// stand for /mcp, and accepting them here would let a token for one server
+// in at every other. With authorization_server on, the issuers hold its
+// issuer (setupAuthServer runs before serve builds these), so each
+// server's metadata names it and its guard verifies its tokens.
+func (a *app) virtualRoutes(ctx context.Context, health *observability.Health, hook limits.Hook) ([]virtualRoute, error) {
+	var out []virtualRoute
+	for _, v := range a.virtual {
+		o := a.cfg.Auth
+		o.Resource, o.RequiredScopes, o.Policy = v.cfg.Resource, v.cfg.Auth.RequiredScopes, v.cfg.Auth.Policy
+		o.ResourceName = cmp.Or(v.cfg.Title, o.ResourceName)
+		o.Issuers = slices.Clone(o.Issuers)
+		for i := range o.Issuers {
+			o.Issuers[i].Audiences = nil
+		}
+		o.Introspection.Audiences = nil
+		guard, err := authGuard(ctx, o, a.metrics, a.logger, health)
+		if err != nil {
+			return nil, fmt.Errorf("servers: %s: %w", v.cfg.Name, err)
+		}
+		lo := a.cfg.Limits
+		lo.RatePerPrincipal, lo.BurstPerPrincipal = v.cfg.Limits.RatePerPrincipal, v.cfg.Limits.BurstPerPrincipal
+		limiter, err := limits.New(lo, limits.Deps{Key: principalKey, Hook: hook})
+		if err != nil {
+			return nil, fmt.Errorf("servers: %s: %w", v.cfg.Name, err)
+		}
+		// Each server's rate buckets are its own, in Redis too.
+		shareRateLimits(limiter, a.redis, a.cfg.Redis.KeyPrefix+"server:"+v.cfg.Name+":", a.logger)
+		view := v.server.View()
+		refusals := observability.Refusals(observability.RefusalOptions{
+			Metrics: a.metrics, Tracing: a.tracing, Server: v.cfg.Name, KnownTool: view.HasTool, OriginalTool: view.Original,
+		})
+		r := virtualRoute{name: v.cfg.Name, path: v.cfg.Path, mcp: v.server.Handler(), auth: guard, refusals: refusals, limits: limiter.Middleware, resource: v.cfg.Resource}
+		if o.Enabled() {
+			r.metadata = auth.MetadataHandler(o)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // serve serves on ln until ctx ends, then drains: readiness fails, the

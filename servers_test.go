@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-mcp/portcullis/internal/curation"
 )
 
 // serversBase is the configuration the servers tests add a servers list
@@ -472,10 +474,12 @@ func TestServersDefaults(t *testing.T) {
 `,
 			want: []virtualServer{{
 				Name: "a", Path: "/a",
-				Tools:     []toolSelection{{Source: "core", Name: "*"}, {Source: "core", Name: "echo"}},
-				Resources: []resourceSelection{{Source: "declared"}},
-				Prompts:   []promptSelection{{Source: "declared", Name: "*"}},
-				Limits:    virtualServerLimits{RatePerPrincipal: 2, BurstPerPrincipal: 9},
+				Exposure: curation.Exposure{
+					Tools:     []curation.ToolSelection{{Source: "core", Name: "*"}, {Source: "core", Name: "echo"}},
+					Resources: []curation.ResourceSelection{{Source: "declared"}},
+					Prompts:   []curation.PromptSelection{{Source: "declared", Name: "*"}},
+				},
+				Limits: virtualServerLimits{RatePerPrincipal: 2, BurstPerPrincipal: 9},
 			}},
 		},
 	}
@@ -535,10 +539,10 @@ func TestServersCurationDecoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	yes, no := true, false
-	want := toolSelection{
+	want := curation.ToolSelection{
 		Source: "github", Name: "query", ExposeAs: "run_query", Title: "Run a query", Description: "Runs SQL on the warehouse.",
-		Annotations: toolAnnotations{ReadOnlyHint: &yes, OpenWorldHint: &no},
-		Arguments:   map[string]argumentCuration{"sql": {Description: "The SQL.", Default: json.RawMessage(`"select 1"`)}},
+		Annotations: curation.Annotations{ReadOnlyHint: &yes, OpenWorldHint: &no},
+		Arguments:   map[string]curation.Argument{"sql": {Description: "The SQL.", Default: json.RawMessage(`"select 1"`)}},
 		FixedArguments: map[string]json.RawMessage{
 			"database": json.RawMessage(`"analytics"`),
 			"options":  json.RawMessage(`{"timeout":30,"tags":["a","b"]}`),

@@ -28,6 +28,7 @@ func TestVirtualServersAttacks(t *testing.T) {
 	t.Run("tools left out", func(t *testing.T) { v.attackLeftOut(t) })
 	t.Run("fixed arguments smuggled", func(t *testing.T) { v.attackFixed(t) })
 	t.Run("calls as notifications and in batches", func(t *testing.T) { v.attackOddCalls(t) })
+	t.Run("a default's argument in another case", func(t *testing.T) { v.attackDefaultCase(t) })
 }
 
 // addr is the listener's "host:port".
@@ -308,6 +309,38 @@ func (v *vservers) attackFixed(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// attackDefaultCase calls server a's "order", whose verbose argument has
+// a default, in both eras: a call that names verbose exactly keeps its
+// value, and one that names it in another case is refused with invalid
+// params before the upstream, so that the tool gets neither two values
+// for it nor none.
+func (v *vservers) attackDefaultCase(t *testing.T) {
+	legacy := legacySession(t, v.url("a"), v.token["a"], "2025-11-25")
+	call := func(era, id, args string) (*http.Response, []byte) {
+		params := map[string]any{"name": "order", "arguments": json.RawMessage(fmt.Sprintf(args, id))}
+		if era == modernProtocol {
+			return postMCP(t, http.DefaultClient, v.url("a"), string(modernRequest(2, "tools/call", params)), modernHeaders(v.token["a"], "tools/call", "order"))
+		}
+		return postMCP(t, http.DefaultClient, v.url("a"), string(legacyRequest(2, "tools/call", params)), legacy)
+	}
+	for _, era := range []string{"2025-11-25", modernProtocol} {
+		for i, args := range []string{`{"order_id":"%s","Verbose":false}`, `{"order_id":"%s","VERBOSE":false,"verbose":false}`} {
+			id := fmt.Sprintf("DEFCASE-%s-%d", era, i)
+			resp, b := call(era, id, args)
+			if code, msg := rpcError(t, resp, b, "2"); code != -32602 || !strings.Contains(msg, `"verbose"`) {
+				t.Errorf("%s (%s): error %d %q, want -32602 naming verbose", fmt.Sprintf(args, id), era, code, msg)
+			}
+			v.spy.checkSpyNothing(t, id)
+		}
+		id := fmt.Sprintf("DEFCASE-%s-exact", era)
+		resp, b := call(era, id, `{"order_id":"%s","verbose":false}`)
+		checkToolText(t, rpcResult(t, rpcMessages(t, resp.Header.Get("Content-Type"), b), "2"), id+": done")
+		want := wantOrderArgs("a", id)
+		want["verbose"] = false
+		v.spy.checkSpyArgs(t, id, "lookup_order", want)
 	}
 }
 

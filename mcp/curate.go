@@ -10,22 +10,23 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
 
-// Curation. A server built with a view ([Deps.View]) has on its SDK
-// server only what the view selects, under the names the root server
-// has them by (see [catalog.Catalog.RegisterView]). Its callers see
-// another server: the names the view exposes, with the titles,
-// descriptions, annotations and input schemas it gives them. The
-// middleware here is the one place that translates, innermost, so that
-// every other layer (telemetry, the tool gate and the policy, tasks,
-// requestState sealing, the tool timeout) sees the request as the caller
-// sent it:
+// Curation. A server built with an exposure ([Deps.Exposure]) has on its
+// SDK server only what the exposure selects, under the names the root
+// server has them by, and serves it through its view of the catalog (see
+// [catalog.Catalog.RegisterView]). Its callers see another server: the
+// names the view exposes, with the titles, descriptions, annotations and
+// input schemas it gives them. The middleware here is the one place that
+// translates, innermost, so that every other layer (telemetry, the tool
+// gate and the policy, tasks, requestState sealing, the tool timeout)
+// sees the request as the caller sent it:
 //
 //   - tools/list, prompts/list, resources/list and
 //     resources/templates/list results are rewritten as the view exposes
 //     them;
 //   - a tools/call of an exposed name calls the original tool, with the
 //     view's fixed arguments set and its defaults for arguments left out;
-//     a call that names a fixed argument itself, in any letter case, is
+//     a call that names a fixed argument itself, in any letter case, or
+//     an argument with a default in another letter case than its own, is
 //     refused with -32602 and never reaches the tool;
 //   - a call of any other name of the catalog (the original name of a
 //     renamed tool, a tool the view leaves out) is refused as an unknown

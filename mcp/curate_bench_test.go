@@ -24,12 +24,12 @@ import (
 func BenchmarkCuratedCall(b *testing.B) {
 	cat := curatedCatalog(b, &spy{quiet: true})
 	root := New(cat, Options{}, Deps{Version: "t"}).Handler()
-	view := New(cat, Options{}, Deps{Version: "t", View: curatedView()}).Handler()
+	view := New(cat, Options{}, Deps{Version: "t", Exposure: curatedExposure()}).Handler()
 	// A view that serves every tool the root serves, two of them curated:
 	// the cost of curation alone, the server's tools being the same.
-	all := curatedView()
+	all := curatedExposure()
 	all.Tools = append(all.Tools, curation.ToolSelection{Source: "core"}, curation.ToolSelection{Source: "up"})
-	viewAll := New(cat, Options{}, Deps{Version: "t", View: all}).Handler()
+	viewAll := New(cat, Options{}, Deps{Version: "t", Exposure: all}).Handler()
 	for _, tt := range []struct {
 		name       string
 		h          http.Handler

@@ -113,17 +113,17 @@ func curatedCatalog(tb testing.TB, s *spy) *catalog.Catalog {
 	return cat
 }
 
-// curatedView renames and curates three tools, keeps time as it is, and
+// curatedExposure renames and curates three tools, keeps time as it is, and
 // exposes one resource and one prompt.
-func curatedView() *curation.View {
+func curatedExposure() *curation.Exposure {
 	yes := true
-	return &curation.View{
+	return &curation.Exposure{
 		Tools: []curation.ToolSelection{
 			{Source: "core", Name: "echo", ExposeAs: "say", Title: "Say", Description: "Says it back.",
-				Annotations: &curation.Annotations{IdempotentHint: &yes},
-				Arguments:   map[string]curation.Argument{"text": {Description: "What to say", Default: "hi"}}},
-			{Source: "core", Name: "calculator", ExposeAs: "add", FixedArguments: map[string]any{"operation": "add"}},
-			{Source: "up", Name: "search", ExposeAs: "find", FixedArguments: map[string]any{"org": "acme"},
+				Annotations: curation.Annotations{IdempotentHint: &yes},
+				Arguments:   map[string]curation.Argument{"text": {Description: "What to say", Default: json.RawMessage(`"hi"`)}}},
+			{Source: "core", Name: "calculator", ExposeAs: "add", FixedArguments: map[string]json.RawMessage{"operation": json.RawMessage(`"add"`)}},
+			{Source: "up", Name: "search", ExposeAs: "find", FixedArguments: map[string]json.RawMessage{"org": json.RawMessage(`"acme"`)},
 				Arguments: map[string]curation.Argument{"q": {Description: "Query"}}},
 			{Source: "core", Name: "time"},
 			{Source: "up", Name: "locate", ExposeAs: "where"},
@@ -137,9 +137,9 @@ var exposedTools = []string{"add", "find", "say", "time", "where"}
 
 // connectEra connects an SDK client of protocol version era to a server
 // of cat with view, over Streamable HTTP.
-func connectEra(t *testing.T, cat *catalog.Catalog, view *curation.View, deps Deps, era string) *sdk.ClientSession {
+func connectEra(t *testing.T, cat *catalog.Catalog, view *curation.Exposure, deps Deps, era string) *sdk.ClientSession {
 	t.Helper()
-	deps.Version, deps.View = "t", view
+	deps.Version, deps.Exposure = "t", view
 	ts := httptest.NewServer(New(cat, Options{}, deps).Handler())
 	t.Cleanup(ts.Close)
 	ct := &sdk.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1}
@@ -160,7 +160,7 @@ func TestCuratedLists(t *testing.T) {
 			s := &spy{}
 			cat := curatedCatalog(t, s)
 			root := connectEra(t, cat, nil, Deps{}, era)
-			cs := connectEra(t, cat, curatedView(), Deps{}, era)
+			cs := connectEra(t, cat, curatedExposure(), Deps{}, era)
 
 			rootTools := map[string]*sdk.Tool{}
 			for tl, err := range root.Tools(t.Context(), nil) {
@@ -273,7 +273,7 @@ func TestCuratedCalls(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			s := &spy{}
-			cs := connectEra(t, curatedCatalog(t, s), curatedView(), Deps{}, era)
+			cs := connectEra(t, curatedCatalog(t, s), curatedExposure(), Deps{}, era)
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					before := len(s.calls())
@@ -314,7 +314,7 @@ func callText(res *sdk.CallToolResult) string {
 func TestCuratedPromptsAndResources(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
-			cs := connectEra(t, curatedCatalog(t, &spy{}), curatedView(), Deps{}, era)
+			cs := connectEra(t, curatedCatalog(t, &spy{}), curatedExposure(), Deps{}, era)
 			if res, err := cs.GetPrompt(t.Context(), &sdk.GetPromptParams{Name: "review_pr"}); err != nil || len(res.Messages) != 1 {
 				t.Errorf("review_pr = %v, %v", res, err)
 			}
@@ -394,7 +394,7 @@ func TestCuratedHeaders(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			s := &spy{}
-			deps.View = curatedView()
+			deps.Exposure = curatedExposure()
 			h := New(curatedCatalog(t, s), Options{}, deps).Handler()
 			nowhere := directPost(t, h, modernCall("nope", `{}`), map[string]string{"Mcp-Name": "nope"})
 			if errorCode(nowhere.message) != jsonrpc.CodeInvalidParams {

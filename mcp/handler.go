@@ -42,7 +42,7 @@ type Handler struct {
 	origins   []string
 	maxBody   int64
 	logger    *slog.Logger
-	gate      *toolGate // nil without a policy or a view
+	gate      *toolGate // nil without a policy or an exposure
 	stepUp    func(w http.ResponseWriter, r *http.Request, scopes []string)
 	sessions  *sessionCap
 	limitHook limits.Hook
@@ -94,8 +94,8 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 		h.gate = gate
 		h.stepUp = deps.StepUp
 	}
-	if deps.View != nil {
-		// A view hides tools the server has (the original names of
+	if deps.Exposure != nil {
+		// An exposure hides tools the server has (the original names of
 		// renamed ones): the SDK's header checks of a 2026-07-28 call
 		// would tell them from tools that do not exist.
 		h.gate = gate

@@ -121,13 +121,15 @@ type Deps struct {
 	// server→client request, posted here, is handed to the replica whose
 	// call waits for it (itself included). Nil means none.
 	OnAnswerForwarded func(context.Context)
-	// View is what the server serves of the catalog, and how (see
-	// [curation.View]): a virtual server's tools, resources and prompts,
-	// renamed and curated. Its callers see and call them by the names the
-	// view exposes, everywhere: lists, calls, the tool gate and Policy
-	// (which name exposed names), Mcp-Name, direct calls (curate.go).
-	// Nil serves the whole catalog as it is, as the root server does.
-	View *curation.View
+	// Exposure is what the server serves of the catalog, and how (see
+	// [curation.Exposure]): a virtual server's tools, resources and
+	// prompts, renamed and curated. The server serves them through a
+	// [catalog.ServerView] of it, and its callers see and call them by
+	// the names it exposes, everywhere: lists, calls, the tool gate and
+	// Policy (which name exposed names), Mcp-Name, direct calls
+	// (curate.go). Nil serves the whole catalog as it is, as the root
+	// server does.
+	Exposure *curation.Exposure
 }
 
 // Server is an MCP server built from a catalog: the SDK server with
@@ -135,7 +137,7 @@ type Deps struct {
 type Server struct {
 	sdk     *sdk.Server
 	handler *Handler            // nil for Stdio
-	view    *catalog.ServerView // nil without Deps.View
+	view    *catalog.ServerView // nil without Deps.Exposure
 }
 
 // New builds the server that offers everything in cat, configured by opts
@@ -183,8 +185,8 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 		timeouts         = toolTimeoutMap(opts.ToolTimeouts)
 		timeoutFor       = func(tool string) (time.Duration, bool) { d, ok := timeouts[tool]; return d, ok }
 	)
-	if deps.View != nil {
-		view = cat.RegisterView(s, *deps.View)
+	if deps.Exposure != nil {
+		view = cat.RegisterView(s, *deps.Exposure)
 		tools, support, direct = view, view.TaskSupport, view.Direct
 		timeoutFor = func(tool string) (time.Duration, bool) {
 			if d, ok := timeouts[tool]; ok {
@@ -231,8 +233,8 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 }
 
 // View returns the view the server serves of its catalog (see
-// [Deps.View]), which maps the names callers use to the catalog's; nil
-// for a server without one.
+// [Deps.Exposure]), which maps the names callers use to the catalog's;
+// nil for a server without an exposure.
 func (s *Server) View() *catalog.ServerView { return s.view }
 
 // SDK returns the SDK server, for what works on it directly (the catalog

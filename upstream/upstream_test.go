@@ -312,10 +312,10 @@ func TestAggregation(t *testing.T) {
 	}
 	// A view selects the upstream's tools by its name, and their names
 	// without the prefix.
-	if ps := f.cat.ValidateView(curation.View{Tools: []curation.ToolSelection{{Source: "be", Name: "add"}}}, nil); len(ps) != 0 {
+	if ps := f.cat.CheckExposure(curation.Exposure{Tools: []curation.ToolSelection{{Source: "be", Name: "add"}}}, nil); len(ps) != 0 {
 		t.Errorf("a view of be's add: %v, want no problem", ps)
 	}
-	if ps := f.cat.ValidateView(curation.View{Tools: []curation.ToolSelection{{Source: "be", Name: "be_add"}}}, nil); len(ps) != 1 || !ps[0].Warning {
+	if ps := f.cat.CheckExposure(curation.Exposure{Tools: []curation.ToolSelection{{Source: "be", Name: "be_add"}}}, nil); len(ps) != 1 || !ps[0].Warning {
 		t.Errorf("a view of be's be_add: %v, want a warning: the prefix is not part of the name", ps)
 	}
 	if got := text(f.call(t, "be_echo", "x")); got != "echo:x" {

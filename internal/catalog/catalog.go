@@ -496,7 +496,15 @@ func (c *Catalog) AddCompletions(refType, ref, arg string, values []string) {
 	}
 }
 
-// View makes the tools.Catalog that programs built on Portcullis add their
-// tools to, a view of c. Package tools sets it when it is initialized: it
-// imports this package, which therefore cannot name its type.
-var View func(c *Catalog) any
+// Public is a catalog as the public package tools shows it to programs
+// built on Portcullis: tools.Catalog is defined on it (type Catalog
+// Public), so the root package turns a *Public into the *tools.Catalog
+// programs add their tools to with a conversion, and neither package
+// needs to know the other's type. Its one method serves tools.
+type Public struct{ c *Catalog }
+
+// Public returns c as package tools shows it (see [Public]).
+func (c *Catalog) Public() *Public { return &Public{c} }
+
+// Catalog returns the catalog p shows.
+func (p *Public) Catalog() *Catalog { return p.c }

@@ -32,13 +32,13 @@ type Set struct {
 	// Complete, they are used only after [Catalog.ForwardToSources].
 	Subscribe   func(ctx context.Context, uri string) error
 	Unsubscribe func(ctx context.Context, uri string) error
-	// Origin is the source's name in views (an upstream's name, see
-	// [curation.ToolSelection.Source]); empty means the name given to
-	// [Catalog.SetSource].
+	// Origin is the source's name in an exposure's selections (an
+	// upstream's name, see [curation.ToolSelection.Source]); empty means
+	// the name given to [Catalog.SetSource].
 	Origin string
 	// Prefix is what the set's tool and prompt names start with, followed
-	// by "_" (an upstream's prefix), and views' name patterns leave out;
-	// empty means none.
+	// by "_" (an upstream's prefix), and selections' name patterns leave
+	// out; empty means none.
 	Prefix string
 }
 
@@ -188,7 +188,8 @@ func newSource(name string, s Set) *source {
 
 // SetSource makes set what the source called name offers, on every server
 // registered with c (see [Catalog.Register]) and on those registered later,
-// and on the servers of views (see [Catalog.RegisterView]) that select it:
+// and on the servers of views whose exposure selects it (see
+// [Catalog.RegisterView]):
 // what the source offered before and set lacks is removed, the rest added
 // or replaced, and the SDK tells the servers' clients that their lists
 // changed. Its tools are catalog tools: [Catalog.HasTool] and

@@ -16,23 +16,24 @@ import (
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
-// Views. A virtual server serves part of the catalog, chosen and curated
-// by a [curation.View]. [Catalog.RegisterView] adds to its SDK server the
-// tools, resources, templates and prompts the view selects, under their
-// original names (the names the root server lists them by), and keeps the
-// server up to date as sources change: a change outside the view changes
-// nothing on the server, so its clients get no list_changed notification.
-// The names the server's callers see (the exposed names) are the
-// [ServerView]'s business: the server's middleware (package mcp) rewrites
-// its lists and maps each call's exposed name to the original through it.
+// Server views. A virtual server serves part of the catalog, chosen and
+// curated by a [curation.Exposure]. [Catalog.RegisterView] adds to its
+// SDK server the tools, resources, templates and prompts the exposure
+// selects, under their original names (the names the root server lists
+// them by), and keeps the server up to date as sources change: a change
+// outside the exposure changes nothing on the server, so its clients get
+// no list_changed notification. The names the server's callers see (the
+// exposed names) are the [ServerView]'s business: the server's
+// middleware (package mcp) rewrites its lists and maps each call's
+// exposed name to the original through it.
 
 // ServerView is the part of a catalog that one server serves, as a
-// [curation.View] selects and curates it, kept up to date as sources
+// [curation.Exposure] selects and curates it, kept up to date as sources
 // change (see [Catalog.RegisterView]). Its methods take and return the
 // names the server's callers see, and are safe for concurrent use.
 type ServerView struct {
 	c   *Catalog
-	sel curation.View
+	sel curation.Exposure
 	s   *sdk.Server
 	cur atomic.Pointer[viewState]
 
@@ -116,21 +117,21 @@ type viewState struct {
 	clashes map[string]bool // logged already
 }
 
-// RegisterView adds to s what the view keep selects of c, and keeps s up
-// to date with the sources from now on (see [Catalog.SetSource]): only
-// changes to what keep selects change s. Items are registered under their
+// RegisterView adds to s what the exposure e selects of c, and keeps s
+// up to date with the sources from now on (see [Catalog.SetSource]): only
+// changes to what e selects change s. Items are registered under their
 // original names; the returned [ServerView] knows the names s's callers
 // see, and package mcp's middleware serves them. Register items before
 // building servers, as for [Catalog.Register].
 //
-// Two items the view would expose under one name are not both exposed:
+// Two items e would expose under one name are not both exposed:
 // a selection naming one item wins over a pattern, and the earlier
-// selection over the later ([Catalog.ValidateView] reports them). An item
+// selection over the later ([Catalog.CheckExposure] reports them). An item
 // whose definition a source sends again unchanged keeps the handler it
 // was registered with.
-func (c *Catalog) RegisterView(s *sdk.Server, keep curation.View) *ServerView {
+func (c *Catalog) RegisterView(s *sdk.Server, e curation.Exposure) *ServerView {
 	v := &ServerView{
-		c: c, sel: keep, s: s,
+		c: c, sel: e, s: s,
 		regTools:     map[string]item[toolReg]{},
 		regResources: map[string]item[SetResource]{},
 		regTemplates: map[string]item[SetTemplate]{},
@@ -291,25 +292,25 @@ func resolve(sels []selector, cands []candidate) (picks []pick, clashes []clash)
 	return picks, clashes
 }
 
-func toolSelectors(v *curation.View) []selector {
-	out := make([]selector, len(v.Tools))
-	for i, s := range v.Tools {
+func toolSelectors(e *curation.Exposure) []selector {
+	out := make([]selector, len(e.Tools))
+	for i, s := range e.Tools {
 		out[i] = selector{s.Source, s.Name, s.ExposeAs, s.Single()}
 	}
 	return out
 }
 
-func resourceSelectors(v *curation.View) []selector {
-	out := make([]selector, len(v.Resources))
-	for i, s := range v.Resources {
+func resourceSelectors(e *curation.Exposure) []selector {
+	out := make([]selector, len(e.Resources))
+	for i, s := range e.Resources {
 		out[i] = selector{source: s.Source, pattern: s.URI, single: s.Single()}
 	}
 	return out
 }
 
-func promptSelectors(v *curation.View) []selector {
-	out := make([]selector, len(v.Prompts))
-	for i, s := range v.Prompts {
+func promptSelectors(e *curation.Exposure) []selector {
+	out := make([]selector, len(e.Prompts))
+	for i, s := range e.Prompts {
 		out[i] = selector{s.Source, s.Name, s.ExposeAs, s.Single()}
 	}
 	return out

@@ -84,7 +84,7 @@ func viewCatalog(t testing.TB) *Catalog {
 
 // viewServer registers keep of c on a new server and connects a client
 // to it; changed counts the tool list changes the client is told of.
-func viewServer(t *testing.T, c *Catalog, keep *curation.View) (*ServerView, *sdk.ClientSession, *atomic.Int32) {
+func viewServer(t *testing.T, c *Catalog, keep *curation.Exposure) (*ServerView, *sdk.ClientSession, *atomic.Int32) {
 	t.Helper()
 	s := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
 	var v *ServerView
@@ -150,31 +150,31 @@ func toolName(t *sdk.Tool) string { return t.Name }
 func TestRegisterViewSelects(t *testing.T) {
 	tests := []struct {
 		name       string
-		view       curation.View
+		view       curation.Exposure
 		registered []string // on the server, by original name
 		exposed    []string // as callers see them
 	}{
 		{name: "an empty view serves nothing", registered: []string{}, exposed: []string{}},
-		{name: "a toolset", view: curation.View{Tools: []curation.ToolSelection{{Source: "core"}}},
+		{name: "a toolset", view: curation.Exposure{Tools: []curation.ToolSelection{{Source: "core"}}},
 			registered: []string{"calculator", "echo"}, exposed: []string{"calculator", "echo"}},
-		{name: "a tool two toolsets share is in both", view: curation.View{Tools: []curation.ToolSelection{{Source: "workshop"}}},
+		{name: "a tool two toolsets share is in both", view: curation.Exposure{Tools: []curation.ToolSelection{{Source: "workshop"}}},
 			registered: []string{"calculator", "weather"}, exposed: []string{"calculator", "weather"}},
-		{name: "the program's tools", view: curation.View{Tools: []curation.ToolSelection{{Source: "program"}}},
+		{name: "the program's tools", view: curation.Exposure{Tools: []curation.ToolSelection{{Source: "program"}}},
 			registered: []string{"invoice"}, exposed: []string{"invoice"}},
-		{name: "an upstream's tools by their names there", view: curation.View{Tools: []curation.ToolSelection{{Source: "gh", Name: "sea*"}}},
+		{name: "an upstream's tools by their names there", view: curation.Exposure{Tools: []curation.ToolSelection{{Source: "gh", Name: "sea*"}}},
 			registered: []string{"gh_search"}, exposed: []string{"gh_search"}},
-		{name: "a prefixed name matches nothing", view: curation.View{Tools: []curation.ToolSelection{{Source: "gh", Name: "gh_search"}}},
+		{name: "a prefixed name matches nothing", view: curation.Exposure{Tools: []curation.ToolSelection{{Source: "gh", Name: "gh_search"}}},
 			registered: []string{}, exposed: []string{}},
-		{name: "a renamed tool", view: curation.View{Tools: []curation.ToolSelection{{Source: "gh", Name: "search", ExposeAs: "find"}}},
+		{name: "a renamed tool", view: curation.Exposure{Tools: []curation.ToolSelection{{Source: "gh", Name: "search", ExposeAs: "find"}}},
 			registered: []string{"gh_search"}, exposed: []string{"find"}},
-		{name: "a single selection takes its tool from a pattern", view: curation.View{Tools: []curation.ToolSelection{
+		{name: "a single selection takes its tool from a pattern", view: curation.Exposure{Tools: []curation.ToolSelection{
 			{Source: "core"}, {Source: "core", Name: "echo", ExposeAs: "say"}}},
 			registered: []string{"calculator", "echo"}, exposed: []string{"calculator", "say"}},
-		{name: "one tool under two names", view: curation.View{Tools: []curation.ToolSelection{
-			{Source: "gh", Name: "search", ExposeAs: "search_acme", FixedArguments: map[string]any{"org": "acme"}},
-			{Source: "gh", Name: "search", ExposeAs: "search_beta", FixedArguments: map[string]any{"org": "beta"}}}},
+		{name: "one tool under two names", view: curation.Exposure{Tools: []curation.ToolSelection{
+			{Source: "gh", Name: "search", ExposeAs: "search_acme", FixedArguments: map[string]json.RawMessage{"org": json.RawMessage(`"acme"`)}},
+			{Source: "gh", Name: "search", ExposeAs: "search_beta", FixedArguments: map[string]json.RawMessage{"org": json.RawMessage(`"beta"`)}}}},
 			registered: []string{"gh_search"}, exposed: []string{"search_acme", "search_beta"}},
-		{name: "a name taken first stays taken", view: curation.View{Tools: []curation.ToolSelection{
+		{name: "a name taken first stays taken", view: curation.Exposure{Tools: []curation.ToolSelection{
 			{Source: "workshop"}, {Source: "core", Name: "echo", ExposeAs: "weather"}}},
 			registered: []string{"calculator", "echo"}, exposed: []string{"calculator", "weather"}},
 	}
@@ -198,10 +198,10 @@ func TestRegisterViewSelects(t *testing.T) {
 
 func TestServerViewMaps(t *testing.T) {
 	c := viewCatalog(t)
-	v, cs, _ := viewServer(t, c, &curation.View{
+	v, cs, _ := viewServer(t, c, &curation.Exposure{
 		Tools: []curation.ToolSelection{
 			{Source: "gh", Name: "search", ExposeAs: "find", Description: "Find code of ours.",
-				FixedArguments: map[string]any{"org": "acme"}, Arguments: map[string]curation.Argument{"q": {Description: "What to find"}}},
+				FixedArguments: map[string]json.RawMessage{"org": json.RawMessage(`"acme"`)}, Arguments: map[string]curation.Argument{"q": {Description: "What to find"}}},
 			{Source: "core", Name: "echo"},
 			{Source: "program"},
 		},
@@ -339,9 +339,9 @@ func TestViewListChanged(t *testing.T) {
 				c := viewCatalog(t)
 				servers := map[string]*atomic.Int32{}
 				_, _, servers["root"] = viewServer(t, c, nil)
-				_, _, servers["core"] = viewServer(t, c, &curation.View{Tools: []curation.ToolSelection{{Source: "core"}}})
-				_, _, servers["gh all"] = viewServer(t, c, &curation.View{Tools: []curation.ToolSelection{{Source: "gh"}}})
-				_, _, servers["gh search"] = viewServer(t, c, &curation.View{Tools: []curation.ToolSelection{{Source: "gh", Name: "search", ExposeAs: "find"}}})
+				_, _, servers["core"] = viewServer(t, c, &curation.Exposure{Tools: []curation.ToolSelection{{Source: "core"}}})
+				_, _, servers["gh all"] = viewServer(t, c, &curation.Exposure{Tools: []curation.ToolSelection{{Source: "gh"}}})
+				_, _, servers["gh search"] = viewServer(t, c, &curation.Exposure{Tools: []curation.ToolSelection{{Source: "gh", Name: "search", ExposeAs: "find"}}})
 				time.Sleep(time.Second) // any notification of the start is sent
 				synctest.Wait()
 				for _, n := range servers {
@@ -368,61 +368,59 @@ func TestViewListChanged(t *testing.T) {
 	}
 }
 
-func TestValidateView(t *testing.T) {
+func TestCheckExposure(t *testing.T) {
 	c := viewCatalog(t)
 	tests := []struct {
 		name string
-		view curation.View
+		view curation.Exposure
 		want []string // keys, warnings with a trailing "!"
 	}{
-		{name: "a good view", view: curation.View{
+		{name: "a good view", view: curation.Exposure{
 			Tools: []curation.ToolSelection{
 				{Source: "core"},
-				{Source: "gh", Name: "search", ExposeAs: "find", FixedArguments: map[string]any{"org": "acme"}},
+				{Source: "gh", Name: "search", ExposeAs: "find", FixedArguments: map[string]json.RawMessage{"org": json.RawMessage(`"acme"`)}},
 				{Source: "program", Name: "invoice", Description: "Bills."},
 				{Source: "jira"},
 			},
 			Resources: []curation.ResourceSelection{{Source: "declared"}, {Source: "gh", URI: "gh://readme", ExposeAs: "README"}},
 			Prompts:   []curation.PromptSelection{{Source: "declared", Name: "greet", ExposeAs: "hello"}},
 		}},
-		{name: "unknown sources", view: curation.View{
+		{name: "sources the catalog does not have match nothing", view: curation.Exposure{
 			Tools:     []curation.ToolSelection{{Source: "cor"}},
 			Resources: []curation.ResourceSelection{{Source: "nope"}},
 			Prompts:   []curation.PromptSelection{{Source: "nope"}},
-		}, want: []string{"tools[0].source", "resources[0].source", "prompts[0].source"}},
-		{name: "selections that match nothing", view: curation.View{
+		}, want: []string{"tools[0].name", "resources[0].uri", "prompts[0].name"}},
+		{name: "selections that match nothing", view: curation.Exposure{
 			Tools:     []curation.ToolSelection{{Source: "core", Name: "ech"}, {Source: "core", Name: "x*"}, {Source: "gh", Name: "create"}, {Source: "gh", Name: "x*"}, {Source: "jira", Name: "get"}},
 			Resources: []curation.ResourceSelection{{Source: "declared", URI: "file:///nope"}},
 			Prompts:   []curation.PromptSelection{{Source: "gh", Name: "nope"}, {Source: "declared", Name: "x*"}},
 		}, want: []string{"tools[0].name", "tools[1].name", "tools[2].name!", "tools[3].name!", "tools[4].name!", "resources[0].uri", "prompts[0].name!", "prompts[1].name"}},
-		{name: "curation the schema refuses", view: curation.View{Tools: []curation.ToolSelection{
-			{Source: "gh", Name: "search", FixedArguments: map[string]any{"org": "gamma", "zone": 1}},
-			{Source: "core", Name: "echo", Arguments: map[string]curation.Argument{"text": {Default: 3}, "Text": {Description: "no"}}},
-			{Source: "core", Name: "calculator", FixedArguments: map[string]any{"a": 2}},
+		{name: "curation the schema refuses", view: curation.Exposure{Tools: []curation.ToolSelection{
+			{Source: "gh", Name: "search", FixedArguments: map[string]json.RawMessage{"org": json.RawMessage(`"gamma"`), "zone": json.RawMessage(`1`)}},
+			{Source: "core", Name: "echo", Arguments: map[string]curation.Argument{"text": {Default: json.RawMessage(`3`)}, "Text": {Description: "no"}}},
+			{Source: "core", Name: "calculator", FixedArguments: map[string]json.RawMessage{"a": json.RawMessage(`2`)}},
 		}}, want: []string{"tools[0].fixed_arguments.org", "tools[0].fixed_arguments.zone", "tools[1].arguments.Text", "tools[1].arguments.text.default"}},
-		{name: "static problems are reported too", view: curation.View{Tools: []curation.ToolSelection{{Source: "core", ExposeAs: "x"}}},
-			want: []string{"tools[0].expose_as"}},
-		{name: "two tools under one name", view: curation.View{Tools: []curation.ToolSelection{
+		{name: "two tools under one name", view: curation.Exposure{Tools: []curation.ToolSelection{
 			{Source: "core", Name: "echo", ExposeAs: "say"},
 			{Source: "gh", Name: "search", ExposeAs: "say"},
 			{Source: "workshop"},
 			{Source: "core", Name: "echo", ExposeAs: "say"},
 			{Source: "gh", Name: "delete", ExposeAs: "calculator"},
 		}}, want: []string{"tools[4].expose_as!", "tools[1].expose_as", "tools[3].expose_as", "tools[2].name"}},
-		{name: "a tool under another's root name", view: curation.View{Tools: []curation.ToolSelection{
+		{name: "a tool under another's root name", view: curation.Exposure{Tools: []curation.ToolSelection{
 			{Source: "core", Name: "echo", ExposeAs: "echo_old"},
 			{Source: "gh", Name: "search", ExposeAs: "echo"},
 		}}, want: []string{"tools[1].expose_as"}},
-		{name: "a renamed tool that binds headers", view: curation.View{Tools: []curation.ToolSelection{{Source: "gh", Name: "delete", ExposeAs: "remove"}}},
+		{name: "a renamed tool that binds headers", view: curation.Exposure{Tools: []curation.ToolSelection{{Source: "gh", Name: "delete", ExposeAs: "remove"}}},
 			want: []string{"tools[0].expose_as!"}},
-		{name: "two prompts, two resources under one name", view: curation.View{
+		{name: "two prompts, two resources under one name", view: curation.Exposure{
 			Prompts:   []curation.PromptSelection{{Source: "declared", Name: "greet", ExposeAs: "hi"}, {Source: "gh", Name: "review", ExposeAs: "hi"}},
 			Resources: []curation.ResourceSelection{{Source: "declared", URI: "file:///handbook", Title: "a"}, {Source: "declared", URI: "file:///handbook", Title: "b"}},
 		}, want: []string{"resources[1].name", "prompts[1].expose_as"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ps := c.ValidateView(tt.view, []string{"gh", "jira"})
+			ps := c.CheckExposure(tt.view, []string{"gh", "jira"})
 			var got []string
 			for _, p := range ps {
 				k := p.Key
@@ -432,7 +430,7 @@ func TestValidateView(t *testing.T) {
 				got = append(got, k)
 			}
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ValidateView keys = %q, want %q\n%s", got, tt.want, problemsText(ps))
+				t.Errorf("CheckExposure keys = %q, want %q\n%s", got, tt.want, problemsText(ps))
 			}
 		})
 	}
@@ -447,23 +445,23 @@ func problemsText(ps []curation.Problem) string {
 	return b.String()
 }
 
-func TestValidateViewMessages(t *testing.T) {
+func TestCheckExposureMessages(t *testing.T) {
 	c := viewCatalog(t)
-	ps := c.ValidateView(curation.View{Tools: []curation.ToolSelection{
+	ps := c.CheckExposure(curation.Exposure{Tools: []curation.ToolSelection{
 		{Source: "core", Name: "ech"},
 		{Source: "cor"},
-		{Source: "gh", Name: "search", FixedArguments: map[string]any{"org": "gamma"}},
+		{Source: "gh", Name: "search", FixedArguments: map[string]json.RawMessage{"org": json.RawMessage(`"gamma"`)}},
 		{Source: "core", Name: "echo", ExposeAs: "say"},
 		{Source: "workshop", Name: "weather", ExposeAs: "say"},
 	}}, nil)
 	want := []string{
 		`tools[0].name: source "core" has no tool "ech" (did you mean "echo"?)`,
-		`tools[1].source: unknown source "cor": the sources here are core, declared, gh, program, workshop`,
+		`tools[1].name: there is no tool of source "cor"`,
 		`tools[2].fixed_arguments.org: the argument's schema refuses the value "gamma"`,
 		`tools[4].expose_as: tool "weather" would be exposed as "say", the name tools[3] gives tool "echo"`,
 	}
 	if len(ps) != len(want) {
-		t.Fatalf("ValidateView =\n%s\nwant %d problems", problemsText(ps), len(want))
+		t.Fatalf("CheckExposure =\n%s\nwant %d problems", problemsText(ps), len(want))
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(ps[i].Error(), w) {

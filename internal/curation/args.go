@@ -28,13 +28,18 @@ type preset struct {
 // call that names a fixed argument.
 var ErrFixedArgument = errors.New("the argument is fixed")
 
+// ErrArgumentCase is wrapped by the error [Call.Arguments] returns for a
+// call that names an argument with a default by a key that differs from
+// the argument's name only in letter case.
+var ErrArgumentCase = errors.New("the argument is named in another letter case")
+
 // ErrArgumentsNotObject is wrapped by the error [Call.Arguments] returns
 // for arguments that are not a JSON object.
 var ErrArgumentsNotObject = errors.New("arguments must be a JSON object")
 
 // NewCall returns the Call of the tool s curates, or nil when s sets no
-// argument. An argument value that is not JSON is an error ([View.Check]
-// reports it).
+// argument. An argument value that is not JSON is an error
+// ([Exposure.Check] reports it).
 func NewCall(s *ToolSelection) (*Call, error) {
 	c := &Call{}
 	for _, name := range sortedKeys(s.FixedArguments) {
@@ -59,7 +64,7 @@ func NewCall(s *ToolSelection) (*Call, error) {
 	return c, nil
 }
 
-func newPreset(name string, v any) (preset, error) {
+func newPreset(name string, v json.RawMessage) (preset, error) {
 	value, err := jsonValue(v)
 	if err != nil {
 		return preset{}, err
@@ -76,6 +81,12 @@ func newPreset(name string, v any) (preset, error) {
 // differs only in letter case (as decoders that match names without
 // regard to case would read it), escaped or not, is refused with an error
 // wrapping [ErrFixedArgument]: the tool never sees the caller's value.
+// A call that names an argument with a default by a key that differs
+// from its name only in letter case is refused too, with an error
+// wrapping [ErrArgumentCase]: set beside the default, the key would
+// reach a tool that matches names without regard to case as a second
+// value of the argument, and left alone it would leave the argument
+// without its default at a tool that matches names exactly.
 // Arguments are read from args alone: a value in the request's _meta is
 // no argument.
 func (c *Call) Arguments(args json.RawMessage) (json.RawMessage, error) {
@@ -99,7 +110,13 @@ func (c *Call) Arguments(args json.RawMessage) (json.RawMessage, error) {
 			}
 		}
 		for j, d := range c.defaults {
-			if j < 64 && bytes.EqualFold(key, d.name) {
+			if !bytes.EqualFold(key, d.name) {
+				continue
+			}
+			if !bytes.Equal(key, d.name) {
+				return nil, fmt.Errorf("%w: %q is not %q, which the server gives a default when a call leaves it out; name it exactly", ErrArgumentCase, key, d.name)
+			}
+			if j < 64 {
 				present |= 1 << j
 			}
 		}

@@ -7,10 +7,19 @@ import (
 	"testing"
 )
 
+// values returns the fixed arguments of name and JSON text pairs.
+func values(pairs ...string) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = json.RawMessage(pairs[i+1])
+	}
+	return m
+}
+
 func TestCallArguments(t *testing.T) {
 	fixed := &ToolSelection{
-		FixedArguments: map[string]any{"region": "eu", "kind": map[string]any{"a": 1}},
-		Arguments:      map[string]Argument{"unit": {Default: "c"}, "city": {Description: "no default"}},
+		FixedArguments: values("region", `"eu"`, "kind", `{"a":1}`),
+		Arguments:      map[string]Argument{"unit": {Default: json.RawMessage(`"c"`)}, "city": {Description: "no default"}},
 	}
 	tests := []struct {
 		name    string
@@ -27,8 +36,11 @@ func TestCallArguments(t *testing.T) {
 			want: `{"kind":{"a":1},"region":"eu","unit":"c"}`},
 		{name: "the caller's arguments are kept", sel: fixed, args: `{"city":"Oslo","unit":"f"}`,
 			want: `{"city":"Oslo","kind":{"a":1},"region":"eu","unit":"f"}`},
-		{name: "a default is not added over an argument in another case", sel: fixed, args: `{"UNIT":"f"}`,
-			want: `{"UNIT":"f","kind":{"a":1},"region":"eu"}`},
+		{name: "an argument with a default named in another case is refused", sel: fixed, args: `{"UNIT":"f"}`, wantErr: ErrArgumentCase},
+		{name: "with the default's exact name too", sel: fixed, args: `{"unit":"f","Unit":"k"}`, wantErr: ErrArgumentCase},
+		{name: "escaped, in another case", sel: fixed, args: `{"\u0055nit":"f"}`, wantErr: ErrArgumentCase},
+		{name: "an argument without a default may be named in any case", sel: fixed, args: `{"City":"Oslo"}`,
+			want: `{"City":"Oslo","kind":{"a":1},"region":"eu","unit":"c"}`},
 		{name: "_meta in the arguments is an argument like any other, and sets nothing", sel: fixed,
 			args: `{"_meta":{"region":"us"}}`, want: `{"_meta":{"region":"us"},"kind":{"a":1},"region":"eu","unit":"c"}`},
 		{name: "a nested key or a value like a fixed argument's name is no argument", sel: fixed, args: `{"city":{"region":"us"},"unit":"region"}`,
@@ -79,10 +91,10 @@ func TestNewCall(t *testing.T) {
 	if c != nil || err != nil {
 		t.Errorf("NewCall without fixed arguments or defaults = %v, %v; want nil, nil", c, err)
 	}
-	if _, err := NewCall(&ToolSelection{FixedArguments: map[string]any{"a": func() {}}}); err == nil {
+	if _, err := NewCall(&ToolSelection{FixedArguments: values("a", `{"a":`)}); err == nil {
 		t.Error("NewCall with a value that is not JSON: no error")
 	}
-	if _, err := NewCall(&ToolSelection{Arguments: map[string]Argument{"a": {Default: make(chan int)}}}); err == nil {
+	if _, err := NewCall(&ToolSelection{Arguments: map[string]Argument{"a": {Default: json.RawMessage(`nope`)}}}); err == nil {
 		t.Error("NewCall with a default that is not JSON: no error")
 	}
 }
@@ -91,7 +103,7 @@ func TestNewCall(t *testing.T) {
 // of a tool with a fixed argument: the caller's arguments checked and
 // the fixed one set.
 func BenchmarkCallArguments(b *testing.B) {
-	c, err := NewCall(&ToolSelection{FixedArguments: map[string]any{"org": "acme"}})
+	c, err := NewCall(&ToolSelection{FixedArguments: values("org", `"acme"`)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func Tool(t *sdk.Tool, s *ToolSelection) (*sdk.Tool, error) {
 	if s.Description != "" {
 		out.Description = s.Description
 	}
-	if s.Annotations != nil || (s.Title != "" && t.Annotations != nil && t.Annotations.Title != "") {
+	if s.Annotations.Set() || (s.Title != "" && t.Annotations != nil && t.Annotations.Title != "") {
 		var a sdk.ToolAnnotations
 		if t.Annotations != nil {
 			a = *t.Annotations
@@ -34,7 +34,7 @@ func Tool(t *sdk.Tool, s *ToolSelection) (*sdk.Tool, error) {
 		if s.Title != "" && a.Title != "" {
 			a.Title = s.Title
 		}
-		if h := s.Annotations; h != nil {
+		if h := s.Annotations; h.Set() {
 			if h.ReadOnlyHint != nil {
 				a.ReadOnlyHint = *h.ReadOnlyHint
 			}

@@ -56,7 +56,7 @@ func TestSchema(t *testing.T) {
 		{
 			name:   "a fixed argument leaves properties, required and dependentRequired; the rest keeps its order",
 			schema: weather,
-			sel:    ToolSelection{FixedArguments: map[string]any{"region": "eu"}},
+			sel:    ToolSelection{FixedArguments: values("region", `"eu"`)},
 			want: `{"type":"object","$defs":{"unit":{"type":"string","enum":["c","f"]}},
 				"properties":{"city":{"type":"string","description":"the city"},"unit":{"$ref":"#/$defs/unit"},"verbose":true},
 				"required":["city"],"dependentRequired":{"unit":["city"]},"additionalProperties":false,"x-vendor":{"kept":1}}`,
@@ -64,7 +64,7 @@ func TestSchema(t *testing.T) {
 		{
 			name:   "fixing every required argument drops required",
 			schema: `{"type":"object","properties":{"a":{"type":"integer"},"b":{}},"required":["a"]}`,
-			sel:    ToolSelection{FixedArguments: map[string]any{"a": 1}},
+			sel:    ToolSelection{FixedArguments: values("a", `1`)},
 			want:   `{"type":"object","properties":{"b":{}}}`,
 		},
 		{
@@ -72,8 +72,8 @@ func TestSchema(t *testing.T) {
 			schema: weather,
 			sel: ToolSelection{Arguments: map[string]Argument{
 				"city":    {Description: "Which city, in English"},
-				"unit":    {Default: "c"},
-				"verbose": {Description: "Say more", Default: false},
+				"unit":    {Default: json.RawMessage(`"c"`)},
+				"verbose": {Description: "Say more", Default: json.RawMessage(`false`)},
 			}},
 			want: `{"type":"object","$defs":{"unit":{"type":"string","enum":["c","f"]}},
 				"properties":{"city":{"type":"string","description":"Which city, in English"},"region":{"type":"string","x-mcp-header":"Region"},
@@ -89,13 +89,13 @@ func TestSchema(t *testing.T) {
 		{
 			name:   "a schema without properties is kept",
 			schema: `{"type":"object"}`,
-			sel:    ToolSelection{FixedArguments: map[string]any{"a": 1}},
+			sel:    ToolSelection{FixedArguments: values("a", `1`)},
 			want:   `{"type":"object"}`,
 		},
 		{
 			name:   "a structured default",
 			schema: `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}}}}`,
-			sel:    ToolSelection{Arguments: map[string]Argument{"tags": {Default: []any{"a", "b"}}}},
+			sel:    ToolSelection{Arguments: map[string]Argument{"tags": {Default: json.RawMessage(`["a", "b"]`)}}},
 			want:   `{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"default":["a","b"]}}}`,
 		},
 	}
@@ -114,7 +114,7 @@ func TestSchema(t *testing.T) {
 }
 
 func TestSchemaRefuses(t *testing.T) {
-	sel := &ToolSelection{FixedArguments: map[string]any{"a": 1}}
+	sel := &ToolSelection{FixedArguments: values("a", `1`)}
 	tests := []struct {
 		name   string
 		schema any
@@ -145,7 +145,7 @@ func TestSchemaOfAStruct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Schema(s, &ToolSelection{FixedArguments: map[string]any{"region": "eu"}})
+	got, err := Schema(s, &ToolSelection{FixedArguments: values("region", `"eu"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestTool(t *testing.T) {
 		{
 			name: "renamed, titled, described, hinted",
 			sel: ToolSelection{ExposeAs: "find_code", Title: "Find code", Description: "Finds code in our org.",
-				Annotations: &Annotations{ReadOnlyHint: &no, DestructiveHint: &no}},
+				Annotations: Annotations{ReadOnlyHint: &no, DestructiveHint: &no}},
 			want: sdk.Tool{Name: "find_code", Title: "Find code", Description: "Finds code in our org.",
 				Annotations:  &sdk.ToolAnnotations{Title: "Find code", ReadOnlyHint: false, DestructiveHint: &no, OpenWorldHint: &yes},
 				InputSchema:  orig.InputSchema,
@@ -188,7 +188,7 @@ func TestTool(t *testing.T) {
 		},
 		{
 			name: "a fixed argument changes the input schema, not the output schema",
-			sel:  ToolSelection{FixedArguments: map[string]any{"org": "acme"}},
+			sel:  ToolSelection{FixedArguments: values("org", `"acme"`)},
 			want: sdk.Tool{Name: "gh_search", Title: "Search", Description: "Searches.", Annotations: orig.Annotations,
 				InputSchema:  json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`),
 				OutputSchema: orig.OutputSchema, Meta: orig.Meta},

@@ -42,7 +42,7 @@ func TestSources(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.source, func(t *testing.T) {
 			s := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
-			c.RegisterView(s, curation.View{
+			c.RegisterView(s, curation.Exposure{
 				Tools:     []curation.ToolSelection{{Source: tt.source}},
 				Resources: []curation.ResourceSelection{{Source: tt.source}},
 				Prompts:   []curation.PromptSelection{{Source: tt.source}},

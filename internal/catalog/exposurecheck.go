@@ -4,27 +4,26 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/suggest"
 )
 
-// ValidateView reports every problem of the view keep against c as it is
-// now, each keyed relative to the view ("tools[0].fixed_arguments.region"):
-// those of [curation.View.Check]; a source that is neither a source of
-// c's items, [curation.SourceProgram], an upstream that has listed, nor
-// one of upstreams (the names of the upstreams configured, which may not
-// have listed yet); a selection that matches nothing; a curation the
-// tool's input schema does not allow (see
-// [curation.ToolSelection.CheckSchema]); two items exposed under one
-// name; a tool exposed under the name another tool the server serves has
-// on the root server.
+// CheckExposure reports every problem of the exposure e against c as it
+// is now, each keyed relative to e ("tools[0].fixed_arguments.region"): a
+// selection that matches nothing (of a source c does not have, or not
+// among the source's items); a curation the tool's input schema does not
+// allow (see [curation.ToolSelection.CheckSchema]); two items exposed
+// under one name; a tool exposed under the name another tool the server
+// serves has on the root server. What needs no catalog is
+// [curation.Exposure.Check]'s, which the configuration runs first.
 //
-// An upstream connects while servers run, and its lists change: a
-// selection of an upstream that matches nothing is a warning, and the
-// server exposes what the selection names when the upstream lists it.
-func (c *Catalog) ValidateView(keep curation.View, upstreams []string) []curation.Problem {
+// upstreams are the names of the upstreams configured, which may not have
+// listed yet. An upstream connects while servers run, and its lists
+// change: a selection of an upstream that matches nothing is a warning,
+// and the server exposes what the selection names when the upstream lists
+// it.
+func (c *Catalog) CheckExposure(e curation.Exposure, upstreams []string) []curation.Problem {
 	c.mu.RLock()
 	it := c.items()
 	listed := map[string]bool{}
@@ -33,47 +32,23 @@ func (c *Catalog) ValidateView(keep curation.View, upstreams []string) []curatio
 	}
 	c.mu.RUnlock()
 
-	vc := &viewCheck{keep: &keep, items: it, listed: listed, upstream: maps.Clone(listed),
-		known: map[string]bool{curation.SourceProgram: true}}
+	ec := &exposureCheck{e: &e, items: it, listed: listed, upstream: maps.Clone(listed)}
 	for _, u := range upstreams {
-		vc.upstream[u] = true
+		ec.upstream[u] = true
 	}
-	for _, cs := range [][]candidate{candidates(it.tools), candidates(it.resources), candidates(it.templates), candidates(it.prompts)} {
-		for _, cand := range cs {
-			for _, s := range cand.sources {
-				vc.known[s] = true
-			}
-		}
-	}
-	maps.Copy(vc.known, vc.upstream)
-
-	ps := keep.Check()
-	ps = append(ps, vc.tools()...)
-	ps = append(ps, vc.resources()...)
-	ps = append(ps, vc.prompts()...)
+	var ps []curation.Problem
+	ps = append(ps, ec.tools()...)
+	ps = append(ps, ec.resources()...)
+	ps = append(ps, ec.prompts()...)
 	return ps
 }
 
-// viewCheck is what ValidateView checks a view against.
-type viewCheck struct {
-	keep     *curation.View
+// exposureCheck is what CheckExposure checks an exposure against.
+type exposureCheck struct {
+	e        *curation.Exposure
 	items    catalogItems
-	known    map[string]bool // every source a selection may name
 	upstream map[string]bool // upstreams, listed or configured
 	listed   map[string]bool // upstreams that have listed
-}
-
-// source reports a selection's unknown source; ok is false when the
-// selection cannot be checked further.
-func (vc *viewCheck) source(key, source string) (p *curation.Problem, ok bool) {
-	if source == "" {
-		return nil, false // curation.View.Check reports it
-	}
-	if !vc.known[source] {
-		return &curation.Problem{Key: key + ".source", Message: fmt.Sprintf("unknown source %q: the sources here are %s",
-			source, strings.Join(slices.Sorted(maps.Keys(vc.known)), ", "))}, false
-	}
-	return nil, true
 }
 
 // matches returns the candidates a selection of source and pattern
@@ -92,13 +67,13 @@ func matches(cands []candidate, source, pattern string, single bool) []int {
 }
 
 // none reports a selection that matches nothing, of kind ("tool").
-func (vc *viewCheck) none(key, kind, field string, cands []candidate, source, pattern string, single bool) []curation.Problem {
-	if vc.upstream[source] {
+func (ec *exposureCheck) none(key, kind, field string, cands []candidate, source, pattern string, single bool) []curation.Problem {
+	if ec.upstream[source] {
 		switch {
 		case single:
 			return []curation.Problem{{Key: key + "." + field, Warning: true, Message: fmt.Sprintf(
 				"upstream %q does not list a %s %q (yet): the server exposes it when the upstream lists it", source, kind, pattern)}}
-		case vc.listed[source]:
+		case ec.listed[source]:
 			return []curation.Problem{{Key: key + "." + field, Warning: true, Message: fmt.Sprintf(
 				"%q matches no %s upstream %q lists now", pattern, kind, source)}}
 		}
@@ -124,34 +99,30 @@ func (vc *viewCheck) none(key, kind, field string, cands []candidate, source, pa
 	return []curation.Problem{{Key: key + "." + field, Message: msg}}
 }
 
-func (vc *viewCheck) tools() []curation.Problem {
+func (ec *exposureCheck) tools() []curation.Problem {
 	var ps []curation.Problem
-	cands := candidates(vc.items.tools)
-	for i := range vc.keep.Tools {
-		sel := &vc.keep.Tools[i]
+	cands := candidates(ec.items.tools)
+	for i := range ec.e.Tools {
+		sel := &ec.e.Tools[i]
 		key := fmt.Sprintf("tools[%d]", i)
-		p, ok := vc.source(key, sel.Source)
-		if p != nil {
-			ps = append(ps, *p)
-		}
-		if !ok {
-			continue
+		if sel.Source == "" {
+			continue // curation.Exposure.Check reports it
 		}
 		found := matches(cands, sel.Source, sel.Name, sel.Single())
 		if len(found) == 0 {
-			ps = append(ps, vc.none(key, "tool", "name", cands, sel.Source, sel.Name, sel.Single())...)
+			ps = append(ps, ec.none(key, "tool", "name", cands, sel.Source, sel.Name, sel.Single())...)
 			continue
 		}
 		if !sel.Single() || !sel.Curated() {
 			continue
 		}
 		for _, m := range found {
-			ps = append(ps, vc.toolSchema(key, sel, vc.items.tools[m])...)
+			ps = append(ps, ec.toolSchema(key, sel, ec.items.tools[m])...)
 		}
 	}
-	picks, clashes := resolve(toolSelectors(vc.keep), cands)
+	picks, clashes := resolve(toolSelectors(ec.e), cands)
 	for _, cl := range clashes {
-		ps = append(ps, clashProblem("tools", "tool", vc.keep.Tools[cl.sel].ExposeAs != "", cl, cands))
+		ps = append(ps, clashProblem("tools", "tool", ec.e.Tools[cl.sel].ExposeAs != "", cl, cands))
 	}
 	// The server registers tools under their root names: a tool exposed
 	// under the root name of another it serves would meet that one's
@@ -173,7 +144,7 @@ func (vc *viewCheck) tools() []curation.Problem {
 
 // toolSchema checks the curation sel against the input schema of the tool
 // it selects.
-func (vc *viewCheck) toolSchema(key string, sel *curation.ToolSelection, t item[toolReg]) []curation.Problem {
+func (ec *exposureCheck) toolSchema(key string, sel *curation.ToolSelection, t item[toolReg]) []curation.Problem {
 	var schema any
 	switch {
 	case t.reg.own == nil:
@@ -213,24 +184,20 @@ func clashProblem(list, kind string, renamed bool, cl clash, cands []candidate) 
 		kind, cands[cl.item].name, cl.exposed, list, cl.first.sel, kind, cands[cl.first.item].name)}
 }
 
-func (vc *viewCheck) resources() []curation.Problem {
+func (ec *exposureCheck) resources() []curation.Problem {
 	var ps []curation.Problem
-	res, tmpl := candidates(vc.items.resources), candidates(vc.items.templates)
-	for i, sel := range vc.keep.Resources {
+	res, tmpl := candidates(ec.items.resources), candidates(ec.items.templates)
+	for i, sel := range ec.e.Resources {
 		key := fmt.Sprintf("resources[%d]", i)
-		p, ok := vc.source(key, sel.Source)
-		if p != nil {
-			ps = append(ps, *p)
-		}
-		if !ok {
-			continue
+		if sel.Source == "" {
+			continue // curation.Exposure.Check reports it
 		}
 		if len(matches(res, sel.Source, sel.URI, sel.Single()))+len(matches(tmpl, sel.Source, sel.URI, sel.Single())) == 0 {
-			ps = append(ps, vc.none(key, "resource", "uri", append(slices.Clone(res), tmpl...), sel.Source, sel.URI, sel.Single())...)
+			ps = append(ps, ec.none(key, "resource", "uri", append(slices.Clone(res), tmpl...), sel.Source, sel.URI, sel.Single())...)
 		}
 	}
 	for _, cands := range [][]candidate{res, tmpl} {
-		_, clashes := resolve(resourceSelectors(vc.keep), cands)
+		_, clashes := resolve(resourceSelectors(ec.e), cands)
 		for _, cl := range clashes {
 			ps = append(ps, clashProblem("resources", "resource", false, cl, cands))
 		}
@@ -238,25 +205,21 @@ func (vc *viewCheck) resources() []curation.Problem {
 	return ps
 }
 
-func (vc *viewCheck) prompts() []curation.Problem {
+func (ec *exposureCheck) prompts() []curation.Problem {
 	var ps []curation.Problem
-	cands := candidates(vc.items.prompts)
-	for i, sel := range vc.keep.Prompts {
+	cands := candidates(ec.items.prompts)
+	for i, sel := range ec.e.Prompts {
 		key := fmt.Sprintf("prompts[%d]", i)
-		p, ok := vc.source(key, sel.Source)
-		if p != nil {
-			ps = append(ps, *p)
-		}
-		if !ok {
-			continue
+		if sel.Source == "" {
+			continue // curation.Exposure.Check reports it
 		}
 		if len(matches(cands, sel.Source, sel.Name, sel.Single())) == 0 {
-			ps = append(ps, vc.none(key, "prompt", "name", cands, sel.Source, sel.Name, sel.Single())...)
+			ps = append(ps, ec.none(key, "prompt", "name", cands, sel.Source, sel.Name, sel.Single())...)
 		}
 	}
-	_, clashes := resolve(promptSelectors(vc.keep), cands)
+	_, clashes := resolve(promptSelectors(ec.e), cands)
 	for _, cl := range clashes {
-		ps = append(ps, clashProblem("prompts", "prompt", vc.keep.Prompts[cl.sel].ExposeAs != "", cl, cands))
+		ps = append(ps, clashProblem("prompts", "prompt", ec.e.Prompts[cl.sel].ExposeAs != "", cl, cands))
 	}
 	return ps
 }
