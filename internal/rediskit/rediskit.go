@@ -133,14 +133,16 @@ func (c *Client) Durability() Durability { return c.d }
 // recognises its own earlier run): after a lost reply the caller cannot
 // tell whether they ran.
 func (c *Client) Write(ctx context.Context, key string, fn func(redis.Cmdable) error) error {
-	return c.write(ctx, key, fn, nil)
+	return c.WriteUndo(ctx, key, fn, nil)
 }
 
-// write is [Client.Write] with undo, which runs on the same connection
-// when the write reached too few replicas, to take back on the primary
-// what the replicas do not hold, so that a client's retry meets the state
-// a failover would leave. Undo is best effort: its error is not returned.
-func (c *Client) write(ctx context.Context, key string, fn, undo func(redis.Cmdable) error) error {
+// WriteUndo is [Client.Write] with undo, which runs on the same
+// connection when the write reached too few replicas, to take back on the
+// primary what the replicas do not hold, so that a client's retry meets
+// the state a failover would leave. Undo is best effort (its error is not
+// returned), and should change only what fn wrote (compare before it
+// deletes or restores). Nil undo is Write.
+func (c *Client) WriteUndo(ctx context.Context, key string, fn, undo func(redis.Cmdable) error) error {
 	if c.d.Replicas <= 0 {
 		return fn(c.rdb)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,27 +16,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// startReplicated starts a primary and a replica of it, and waits until
-// the replica has copied it.
-func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
-	t.Helper()
-	primary = redistest.Start(t)
-	host, port, _ := net.SplitHostPort(primary.Addr)
-	replica = redistest.Start(t, "--replicaof", host, port)
-	rc := replica.Client(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := rc.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return primary, replica
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica did not copy the primary within 10s: %v\n%s", err, info)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a real process
-	}
-}
 
 // testValues runs what every Values must do on kit, whose writes reach
 // the replicas they wait for.
@@ -144,7 +122,7 @@ func TestValuesCluster(t *testing.T) {
 // are taken back on the primary, so that a retry meets what the replica
 // held.
 func TestValuesWaitForTheReplica(t *testing.T) {
-	primary, replica := startReplicated(t)
+	primary, replica := redistest.StartWithReplica(t)
 	const timeout = 200 * time.Millisecond
 	kit := rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: timeout})
 	testValues(t, kit)
@@ -344,7 +322,7 @@ func TestValuesClusterWaitOnTheKeysPrimary(t *testing.T) {
 // TestRunScript: a script's reply, also when Redis has forgotten it
 // (EVAL after NOSCRIPT) and with a nil reply, waited for.
 func TestRunScript(t *testing.T) {
-	primary, _ := startReplicated(t)
+	primary, _ := redistest.StartWithReplica(t)
 	kit := rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: time.Second})
 	ctx := context.Background()
 	incr := redis.NewScript(`return redis.call('INCR', KEYS[1])`)

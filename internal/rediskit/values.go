@@ -93,7 +93,7 @@ func (v *Values) SetNX(ctx context.Context, name string, value []byte, ttl time.
 	}
 	key := v.Key(name)
 	won := false
-	err := v.c.write(ctx, key, func(w redis.Cmdable) error {
+	err := v.c.WriteUndo(ctx, key, func(w redis.Cmdable) error {
 		old, err := w.SetArgs(ctx, key, value, redis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
@@ -161,7 +161,7 @@ func (v *Values) CompareAndSwap(ctx context.Context, name string, old, value []b
 	}
 	key := v.Key(name)
 	swapped := false
-	err := v.c.write(ctx, key, func(w redis.Cmdable) error {
+	err := v.c.WriteUndo(ctx, key, func(w redis.Cmdable) error {
 		n, err := swapScript.Run(ctx, w, []string{key}, old, value, millis(ttl)).Int()
 		swapped = n == 1
 		return err
@@ -204,7 +204,7 @@ func (v *Values) GetDel(ctx context.Context, name string) (value []byte, found_ 
 		b   []byte
 		ttl int64
 	)
-	err = v.c.write(ctx, key, func(w redis.Cmdable) error {
+	err = v.c.WriteUndo(ctx, key, func(w redis.Cmdable) error {
 		res, err := getDelScript.Run(ctx, w, []string{key}).Slice()
 		if errors.Is(err, redis.Nil) {
 			return nil

@@ -54,12 +54,31 @@ func StartSentinel(t testing.TB, extra ...string) *Sentinel {
 	host, port, _ := net.SplitHostPort(primary.Addr)
 	replica := Start(t, append([]string{"--replicaof", host, port}, extra...)...)
 	d := &Sentinel{Primary: primary, Replica: replica, t: t, primary: primary}
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	defer cancel()
+	d.waitLinkUp(ctx, replica, primary)
 	password := argValue(extra, "--masterauth")
 	for range 3 {
 		d.Sentinels = append(d.Sentinels, startSentinel(t, primary.Addr, password))
 	}
 	d.waitReady()
 	return d
+}
+
+// StartWithReplica starts a primary and a replica of it (no sentinels),
+// and waits until the replica has copied the primary. extra are more
+// arguments of both servers.
+func StartWithReplica(t testing.TB, extra ...string) (primary, replica *Server) {
+	t.Helper()
+	extra = append([]string{"--repl-diskless-sync-delay", "0"}, extra...)
+	primary = Start(t, extra...)
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	replica = Start(t, append([]string{"--replicaof", host, port}, extra...)...)
+	d := &Sentinel{t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	defer cancel()
+	d.waitLinkUp(ctx, replica, primary)
+	return primary, replica
 }
 
 // argValue returns the value after name in args, or "".
@@ -340,19 +359,28 @@ func (d *Sentinel) KillPrimary() time.Duration {
 	return took
 }
 
-// waitLinkUp waits until replica copies primary.
+// waitLinkUp waits until replica copies primary, and primary counts it
+// as online: only then does it acknowledge writes (WAIT). After a copy
+// without a file (diskless, the default), the primary counts a replica
+// online once it has acknowledged something, up to a second later.
 func (d *Sentinel) waitLinkUp(ctx context.Context, replica, primary *Server) {
 	d.t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: replica.Addr, Password: argValue(replica.args, "--requirepass"), DialTimeout: time.Second, ReadTimeout: time.Second, DisableIdentity: true})
 	defer rc.Close()
+	pc := redis.NewClient(&redis.Options{Addr: primary.Addr, Password: argValue(primary.args, "--requirepass"), DialTimeout: time.Second, ReadTimeout: time.Second, DisableIdentity: true})
+	defer pc.Close()
 	host, port, _ := net.SplitHostPort(primary.Addr)
 	for {
 		info, err := rc.Info(ctx, "replication").Result()
 		if err == nil && strings.Contains(info, "master_host:"+host+"\r") && strings.Contains(info, "master_port:"+port+"\r") && strings.Contains(info, "master_link_status:up") {
-			return
+			pinfo, perr := pc.Info(ctx, "replication").Result()
+			if _, online := replicaOffset(pinfo, replica.Addr); perr == nil && online {
+				return
+			}
+			info += pinfo
 		}
 		if ctx.Err() != nil {
-			d.t.Fatalf("redistest: %s did not become a replica of %s within %v: %v\n%s", replica.Addr, primary.Addr, haTimeout, err, info)
+			d.t.Fatalf("redistest: %s did not become an online replica of %s within %v: %v\n%s", replica.Addr, primary.Addr, haTimeout, err, info)
 		}
 		time.Sleep(20 * time.Millisecond) // polling real processes
 	}
