@@ -81,12 +81,11 @@ func (v *Values) Set(ctx context.Context, name string, value []byte, ttl time.Du
 }
 
 // SetNX stores value under name, to expire after ttl, only if name holds
-// no value, and reports whether it did: the one winner of a race. Run
-// again with the same value (a retry whose reply was lost) it reports
-// true again, so give each writer a value of its own (a random one) where
-// writers race. A value it stored that reached too few replicas is
-// deleted again (if it is still this value) before [ErrNotReplicated] is
-// returned.
+// no value, and reports whether it did: the one winner of a race. A
+// value it stored that reached too few replicas is deleted again (if it
+// still is this value: give each writer a value of its own, such as a
+// random one, so that it takes back only its own) before
+// [ErrNotReplicated] is returned.
 func (v *Values) SetNX(ctx context.Context, name string, value []byte, ttl time.Duration) (bool, error) {
 	if err := checkTTL("setnx", ttl); err != nil {
 		return false, err
@@ -94,16 +93,9 @@ func (v *Values) SetNX(ctx context.Context, name string, value []byte, ttl time.
 	key := v.Key(name)
 	won := false
 	err := v.c.WriteUndo(ctx, key, func(w redis.Cmdable) error {
-		old, err := w.SetArgs(ctx, key, value, redis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-			won = true
-		case err != nil:
-			return err
-		default:
-			won = old == string(value)
-		}
-		return nil
+		var err error
+		won, err = w.SetNX(ctx, key, value, ttl).Result()
+		return err
 	}, func(w redis.Cmdable) error {
 		if !won {
 			return nil
