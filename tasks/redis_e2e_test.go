@@ -513,3 +513,26 @@ func TestRedisStoreWaitsForReplicas(t *testing.T) {
 		t.Fatalf("Update with no replica = %v, want ErrUnavailable", err)
 	}
 }
+
+// TestRedisStoreClusterWaitsForReplicas runs the store's contract on a
+// Cluster whose primary of the store's slot has a replica, each write
+// waiting for it: Create's script and Update's transaction wait on the
+// connection of that primary.
+func TestRedisStoreClusterWaitsForReplicas(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	client := c.Client(t, "")
+	node, err := client.MasterForKey(context.Background(), "x{tasks}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range c.Nodes {
+		if n.Addr == node.Options().Addr {
+			c.AddReplica(t, i)
+		}
+	}
+	storetest.Run(t, func(t *testing.T) tasks.Store {
+		s := tasks.NewRedisStore(client, fmt.Sprintf("test%d:{tasks}:", prefixes.Add(1)), nil, tasks.WaitForReplicas(1, time.Second))
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
