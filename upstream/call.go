@@ -3,10 +3,10 @@ package upstream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
@@ -34,9 +34,6 @@ func (u *upstream) meta(ctx context.Context) sdk.Meta {
 	}
 	return m
 }
-
-// errNotConnected is sessionFor's error while the shared session is down.
-var errNotConnected = errors.New("upstream: not connected")
 
 // sessionFor returns the session a request of the caller described by
 // extra goes to: the shared one, or for a per_principal upstream the
@@ -206,4 +203,31 @@ func (u *upstream) forward(ctx context.Context, method, target string, extra *sd
 		return nil, u.requestError(kind, err)
 	}
 	return r, nil
+}
+
+// principal returns the caller's identity, or false without one.
+func (u *upstream) principal(extra *sdk.RequestExtra) (Principal, bool) {
+	if extra == nil || extra.TokenInfo == nil {
+		return Principal{}, false
+	}
+	if u.deps.Principal != nil {
+		return u.deps.Principal(extra.TokenInfo)
+	}
+	return Principal{Subject: extra.TokenInfo.UserID, Scopes: extra.TokenInfo.Scopes}, true
+}
+
+// principalKey names the caller for the pool: the Deps.PrincipalKey of
+// its token info, or "" when it has none.
+func (u *upstream) principalKey(extra *sdk.RequestExtra) string {
+	var ti *sdkauth.TokenInfo
+	if extra != nil {
+		ti = extra.TokenInfo
+	}
+	if ti == nil {
+		return ""
+	}
+	if u.deps.PrincipalKey != nil {
+		return u.deps.PrincipalKey(ti)
+	}
+	return ti.UserID
 }

@@ -112,3 +112,35 @@ func (u *upstream) requestError(kind string, err error) error {
 	res := u.errorResult(kind, err)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: res.Content[0].(*sdk.TextContent).Text}
 }
+
+// errNoPrincipal is the answer of a per_principal upstream to a call
+// without a caller identity (auth off, or stdio).
+var errNoPrincipal = errors.New("upstream: a per_principal upstream serves only callers with a token")
+
+// errNoToken is the answer of a token_exchange upstream to a call whose
+// caller's token is not at hand.
+var errNoToken = errors.New("upstream: a token_exchange upstream serves only callers with a token")
+
+// exchangeError is a failed token exchange for the caller.
+type exchangeError struct{ err error }
+
+func (e *exchangeError) Error() string { return "upstream: token exchange: " + e.err.Error() }
+
+func (e *exchangeError) Unwrap() error { return e.err }
+
+// errPoolFull is the answer when every per-principal process is busy.
+var errPoolFull = errors.New("upstream: every per_principal process is busy")
+
+// errNotConnected is sessionFor's error while the shared session is down.
+var errNotConnected = errors.New("upstream: not connected")
+
+// truncate shortens a name the upstream sent for a log line.
+func truncate(s string) string { return truncateN(s, 128) }
+
+// truncateN is s cut to its first n bytes, with an ellipsis, if longer.
+func truncateN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -77,12 +77,6 @@ func (u *upstream) unwrapState(state string) (string, error) {
 	return string(st.State), nil
 }
 
-// passesInput reports whether input requests go to the caller of session
-// ss in the result: it speaks 2026-07-28 or later.
-func passesInput(ss *sdk.ServerSession) bool {
-	return ss != nil && callerProtocol(ss) >= statelessEra
-}
-
 // inputRequired returns the input requests and a pointer to the
 // requestState of a result that needs input; ok is false for any other.
 func inputRequired(res sdk.Result) (reqs sdk.InputRequestMap, state *string, ok bool) {

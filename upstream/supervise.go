@@ -4,17 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 )
-
-// connectTimeout bounds starting a connection: the process start or HTTP
-// round trip, and the initialize handshake.
-const connectTimeout = 30 * time.Second
 
 // run keeps the upstream connected until ctx is done, reconnecting with
 // backoff after each failure.
@@ -128,62 +121,4 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 			u.setSession(sess, true)
 		}
 	}
-}
-
-// keptTransport keeps the connection its Transport opened, so that a
-// session can be ended without waiting for its calls in flight.
-// It also holds the count of notifications read from the connection, for
-// notes.
-type keptTransport struct {
-	sdk.Transport
-	mu    sync.Mutex
-	conn  sdk.Connection
-	notes *notes
-}
-
-func newKeptTransport(t sdk.Transport) *keptTransport {
-	kt := &keptTransport{Transport: t, notes: &notes{}}
-	if st, ok := t.(*sdk.StreamableClientTransport); ok && st.HTTPClient != nil {
-		if c, ok := st.HTTPClient.Transport.(*sseCounter); ok {
-			kt.notes = c.notes
-		}
-	}
-	return kt
-}
-
-func (t *keptTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	conn, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	t.conn = conn
-	t.mu.Unlock()
-	// The SDK's Streamable HTTP connection has unexported methods that a
-	// wrapper would hide (the negotiated protocol version reaches its
-	// headers through one): its notifications are counted as its HTTP
-	// responses are read (sseCounter).
-	if _, ok := t.Transport.(*sdk.StreamableClientTransport); ok {
-		return conn, nil
-	}
-	return &countingConn{Connection: conn, notes: t.notes}, nil
-}
-
-// close closes the connection, if one was opened. Every call waiting on it
-// is answered with the connection's error.
-func (t *keptTransport) close() {
-	t.mu.Lock()
-	conn := t.conn
-	t.mu.Unlock()
-	if conn != nil {
-		_ = conn.Close()
-	}
-}
-
-// protocolVersion is the protocol version the session s negotiated.
-func protocolVersion(s *sdk.ClientSession) string {
-	if r := s.InitializeResult(); r != nil {
-		return r.ProtocolVersion
-	}
-	return ""
 }

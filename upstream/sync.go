@@ -5,17 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 )
-
-// listTimeout bounds reading the upstream's lists after a connect or a
-// list_changed notification.
-const listTimeout = 30 * time.Second
 
 // maxListed bounds the items read from one list, across its pages: an
 // upstream that pages forever (or loops its cursors) is cut off there.
@@ -246,15 +241,4 @@ func validTemplate(t string) (ok bool) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "check"}, nil)
 	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: t}, nil)
 	return true
-}
-
-// truncate shortens a name the upstream sent for a log line.
-func truncate(s string) string { return truncateN(s, 128) }
-
-// truncateN is s cut to its first n bytes, with an ellipsis, if longer.
-func truncateN(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

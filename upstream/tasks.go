@@ -1,12 +1,9 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"sync"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -22,94 +19,7 @@ import (
 // CreateTaskResult, resultType "task"), the handle goes to the caller
 // through tasks.SetRemote, and the caller's tasks/get, tasks/update and
 // tasks/cancel come back through [Manager.RouteTask].
-//
-// The SDK client (v1.8.0) knows no tasks: it decodes a task handle as a
-// CallToolResult and drops its members. So the call's raw result is
-// captured as it is read — from the HTTP response of the call (sseCounter)
-// or the connection (countingConn) — when the call's context asks for it.
-// The tasks/ methods are sent as custom methods with raw params and
-// results.
-
-// taskMethods are the methods of the tasks extension sent to upstreams.
-var taskMethods = []string{"tasks/get", "tasks/update", "tasks/cancel"}
-
-type captureKey struct{}
-
-// maxCapture bounds a JSON response read for a task handle, which is
-// small; a larger one is not a task handle.
-const maxCapture = 1 << 20
-
-// taskCapture holds the raw result of a call that the upstream answered
-// with a task handle.
-type taskCapture struct {
-	mu  sync.Mutex
-	raw json.RawMessage
-}
-
-func withCapture(ctx context.Context, c *taskCapture) context.Context {
-	return context.WithValue(ctx, captureKey{}, c)
-}
-
-func captureOf(ctx context.Context) *taskCapture {
-	c, _ := ctx.Value(captureKey{}).(*taskCapture)
-	return c
-}
-
-// offer keeps the result of msg if it is a task handle.
-func (c *taskCapture) offer(msg jsonrpc.Message) {
-	resp, ok := msg.(*jsonrpc.Response)
-	if !ok || resp.Error != nil || len(resp.Result) == 0 {
-		return
-	}
-	var r struct {
-		ResultType string `json:"resultType"`
-	}
-	if json.Unmarshal(resp.Result, &r) != nil || r.ResultType != "task" {
-		return
-	}
-	c.mu.Lock()
-	c.raw = bytes.Clone(resp.Result)
-	c.mu.Unlock()
-}
-
-// offerData keeps the result of the encoded message data if it is a task
-// handle.
-func (c *taskCapture) offerData(data []byte) {
-	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
-		c.offer(msg)
-	}
-}
-
-func (c *taskCapture) result() json.RawMessage {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.raw
-}
-
-// jsonCapture reads a JSON response body for a task handle as the SDK
-// reads it.
-type jsonCapture struct {
-	io.ReadCloser
-	capture *taskCapture
-	buf     []byte
-	over    bool
-}
-
-func (b *jsonCapture) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if !b.over {
-		if len(b.buf)+n > maxCapture {
-			b.over, b.buf = true, nil
-		} else {
-			b.buf = append(b.buf, p[:n]...)
-		}
-	}
-	if err == io.EOF && !b.over {
-		b.capture.offerData(b.buf)
-		b.buf = nil
-	}
-	return n, err
-}
+// The handles are captured, and the tasks/ methods sent, by capture.go.
 
 // offersTasks reports whether the upstream of sess offers the tasks
 // extension on 2026-07-28.
@@ -131,48 +41,6 @@ func tasksCapability(meta sdk.Meta) {
 		meta[sdk.MetaKeyClientCapabilities] = caps
 	}
 	caps["extensions"] = map[string]any{tasks.ExtensionID: map[string]any{}}
-}
-
-// rawParams are the params of a tasks/ method sent upstream: the caller's
-// members, and the _meta of Portcullis's request.
-type rawParams struct {
-	sdk.ParamsBase
-	fields map[string]json.RawMessage
-}
-
-func (p *rawParams) MarshalJSON() ([]byte, error) {
-	m := make(map[string]json.RawMessage, len(p.fields)+1)
-	for k, v := range p.fields {
-		m[k] = v
-	}
-	if len(p.Meta) > 0 {
-		b, err := json.Marshal(p.Meta)
-		if err != nil {
-			return nil, err
-		}
-		m["_meta"] = b
-	}
-	return json.Marshal(m)
-}
-
-// rawResult is the result of a tasks/ method as the upstream sent it.
-type rawResult struct {
-	sdk.ResultBase
-	raw json.RawMessage
-}
-
-func (r *rawResult) UnmarshalJSON(data []byte) error {
-	r.raw = bytes.Clone(data)
-	return nil
-}
-
-// registerTaskMethods lets c send the tasks/ methods.
-func registerTaskMethods(c *sdk.Client) {
-	for _, m := range taskMethods {
-		if err := sdk.AddSendingCustomMethod[*rawParams, *rawResult](c, m); err != nil {
-			panic(err) // only a standard method's name fails, and these are not
-		}
-	}
 }
 
 // errTaskNotFound answers a task request for an upstream that is not
