@@ -3,8 +3,6 @@ package upstream
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -99,11 +97,8 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		params.Arguments = map[string]any{}
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-		ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
-		u.progress.Store(ours, progressTarget{ctx: ctx, session: req.Session, token: tok})
-		// The SDK may hand over a progress notification after the
-		// result that followed it; it still reaches the caller.
-		defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
+		ours, done := u.relay.progressToken(ctx, req.Session, tok)
+		defer done()
 		params.SetProgressToken(ours)
 	}
 	if u.opts.PassPrincipal == PassPrincipalMeta {
@@ -123,7 +118,7 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		capture = &taskCapture{}
 		tasksCapability(params.Meta)
 	}
-	state, err := u.unwrapState(req.Params.RequestState)
+	state, err := u.relay.unwrapState(req.Params.RequestState)
 	if err != nil {
 		done(KindProtocol)
 		return nil, err
@@ -135,7 +130,7 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		p.InputResponses, p.RequestState = responses, state
 		return s.callTool(ctx, target, capture, &p)
 	}
-	res, err := u.rounds(target, sendRound, req.Params.InputResponses, state)
+	res, err := u.relay.rounds(target, sendRound, req.Params.InputResponses, state)
 	if err == nil && capture != nil {
 		if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
 			// The caller gets the upstream's task handle instead
@@ -153,7 +148,7 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		// The completion of a URL-mode elicitation the caller is
 		// asked to open comes later, outside the call (relay.go).
 		for _, p := range urlElicitations(rpcErr) {
-			u.rememberElicitation(target, p)
+			u.relay.elicitations.remember(target, p)
 		}
 		return nil, rpcErr
 	}
@@ -187,14 +182,14 @@ func (u *upstream) forward(ctx context.Context, method, target string, extra *sd
 		return nil, u.requestError(KindUnavailable, err)
 	}
 	defer release()
-	state, err := u.unwrapState(requestState)
+	state, err := u.relay.unwrapState(requestState)
 	if err != nil {
 		done(KindProtocol)
 		return nil, err
 	}
 	t := &callTarget{ctx: ctx, session: caller, upstream: sess}
 	s := u.senderFor(sess, "")
-	r, err := u.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+	r, err := u.relay.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 		return send(ctx, sess, s, t, responses, state)
 	}, responses, state)
 	kind := u.classify(ctx, sess, err)

@@ -397,21 +397,19 @@ func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
 	case "notifications/progress":
 		var p sdk.ProgressNotificationParams
 		if json.Unmarshal(m.Params, &p) == nil {
-			u.forwardProgress(ctx, &sdk.ProgressNotificationClientRequest{Params: &p})
+			u.relay.progress(ctx, &p)
 		}
 	case "notifications/message":
 		var p sdk.LoggingMessageParams
 		if t.session != nil && json.Unmarshal(m.Params, &p) == nil {
-			if err := t.session.Log(t.ctx, &p); err != nil {
-				u.logger.Debug("upstream: passing on a log message failed", "error", err)
-			}
+			u.relay.logMessage(t, &p)
 		}
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
-		u.changed()
+		u.relay.listChanged()
 	case "notifications/resources/updated":
 		var p sdk.ResourceUpdatedNotificationParams
 		if json.Unmarshal(m.Params, &p) == nil {
-			u.cat.ResourceUpdated(ctx, p.URI)
+			u.relay.resourceUpdated(ctx, p.URI)
 		}
 	default:
 		u.logger.Debug("upstream: a notification within a call is dropped", "method", strings.Clone(m.Method))
@@ -423,7 +421,7 @@ func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
 // (refuseStateless: a hop's session is always of the 2026-07-28 era),
 // posted as the SDK client posts its answers.
 func (h *hop) refuse(ctx context.Context, m *jsonrpc.Request) {
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: h.u.refuseStateless(m.Method, h.version)})
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: h.u.relay.refuseStateless(m.Method, h.version)})
 	if err == nil {
 		var resp *http.Response
 		if resp, err = h.post(ctx, body, "", ""); err == nil {

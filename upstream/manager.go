@@ -153,18 +153,20 @@ func newClient(u *upstream) *sdk.Client {
 		// the caller or fulfilled by Portcullis itself (mrtr.go), never by
 		// the SDK client.
 		MultiRoundTrip:             &sdk.MultiRoundTripOptions{Disabled: true},
-		ElicitationHandler:         u.elicit,
-		ElicitationCompleteHandler: u.elicitationComplete,
+		ElicitationHandler:         u.relay.elicit,
+		ElicitationCompleteHandler: u.relay.elicitationComplete,
 		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
-		CreateMessageWithToolsHandler: u.createMessage,
+		CreateMessageWithToolsHandler: u.relay.createMessage,
 		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
-		LoggingMessageHandler:       u.log,
-		ToolListChangedHandler:      func(context.Context, *sdk.ToolListChangedRequest) { u.changed() },
-		PromptListChangedHandler:    func(context.Context, *sdk.PromptListChangedRequest) { u.changed() },
-		ResourceListChangedHandler:  func(context.Context, *sdk.ResourceListChangedRequest) { u.changed() },
-		ProgressNotificationHandler: u.forwardProgress,
+		LoggingMessageHandler:      u.relay.log,
+		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { u.relay.listChanged() },
+		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { u.relay.listChanged() },
+		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { u.relay.listChanged() },
+		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+			u.relay.progress(ctx, req.Params)
+		},
 		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
-			u.cat.ResourceUpdated(ctx, req.Params.URI)
+			u.relay.resourceUpdated(ctx, req.Params.URI)
 		},
 	})
 	registerTaskMethods(c)

@@ -149,7 +149,7 @@ func (u *upstream) receiving(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		if cs, ok := req.GetSession().(*sdk.ClientSession); ok && !strings.HasPrefix(method, "notifications/") {
 			if v := protocolVersion(cs); v >= statelessEra {
-				return nil, u.refuseStateless(method, v)
+				return nil, u.relay.refuseStateless(method, v)
 			}
 		}
 		if awaited[method] {
@@ -160,14 +160,14 @@ func (u *upstream) receiving(next sdk.MethodHandler) sdk.MethodHandler {
 			}
 		}
 		if r, ok := req.(*sdk.ElicitRequest); ok && method == "elicitation/create" {
-			res, err := u.elicit(ctx, r)
+			res, err := u.relay.elicit(ctx, r)
 			if err != nil {
 				return nil, err
 			}
 			return res, nil
 		}
 		if r, ok := req.(*sdk.ListRootsRequest); ok && method == "roots/list" {
-			res, err := u.listRoots(ctx, r)
+			res, err := u.relay.listRoots(ctx, r)
 			if err != nil {
 				return nil, err
 			}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,24 +40,58 @@ import (
 
 //lint:file-ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them, and an upstream on an older era sends them
 
+// relay passes on what an upstream sends besides its answers: requests
+// for input, log messages and progress to the caller of the call they
+// belong to, the news that a list changed to whoever keeps the lists
+// (changed), that a resource was updated to the catalog (updated); and it
+// answers with a JSON-RPC error the requests it does not pass on. The SDK
+// client's handlers (newClient) and the direct hop hand it what they
+// receive; a call's rounds of input go through it (mrtr.go).
+type relay struct {
+	name   string // the upstream's, in the requestState it wraps
+	logger *slog.Logger
+	// changed is called when the upstream says one of its lists changed,
+	// updated when it says one of its resources was.
+	changed func()
+	updated func(ctx context.Context, uri string)
+
+	// inflight names the caller of each call in flight, for the
+	// upstream's requests and log messages during it.
+	inflight inflight
+	// elicitations are the URL-mode elicitations passed to callers that
+	// await completion (elicitation.go).
+	elicitations elicitations
+	// tokens maps the progress tokens sent upstream to the callers'
+	// (progress.go).
+	tokens    sync.Map // string → progressTarget
+	nextToken atomic.Uint64
+}
+
+// listChanged tells whoever keeps the upstream's lists that one changed.
+func (r *relay) listChanged() { r.changed() }
+
+// resourceUpdated tells the catalog that the upstream's resource uri was
+// updated.
+func (r *relay) resourceUpdated(ctx context.Context, uri string) { r.updated(ctx, uri) }
+
 // relayTarget returns the caller a request (method) of the upstream goes
 // to, or the JSON-RPC error the upstream is answered with.
-func (u *upstream) relayTarget(ctx context.Context, cs *sdk.ClientSession, method string) (*callTarget, error) {
-	t, err := u.inflight.target(ctx, cs)
+func (r *relay) relayTarget(ctx context.Context, cs *sdk.ClientSession, method string) (*callTarget, error) {
+	t, err := r.inflight.target(ctx, cs)
 	if err != nil {
-		return nil, u.refuse(method, err.Error())
+		return nil, r.refuse(method, err.Error())
 	}
 	v := ""
 	switch {
 	case t.direct:
 		v = statelessEra // the caller's request was of it (directTool)
 	case t.session == nil:
-		return nil, u.refuse(method, "the caller's session cannot receive requests")
+		return nil, r.refuse(method, "the caller's session cannot receive requests")
 	default:
 		v = callerProtocol(t.session)
 	}
 	if v >= statelessEra {
-		return nil, u.refuse(method, fmt.Sprintf("the caller speaks protocol %s, in which a server cannot send it requests during a call", v))
+		return nil, r.refuse(method, fmt.Sprintf("the caller speaks protocol %s, in which a server cannot send it requests during a call", v))
 	}
 	return t, nil
 }
@@ -67,14 +102,14 @@ func (u *upstream) relayTarget(ctx context.Context, cs *sdk.ClientSession, metho
 // request within a call, so the request reaches no caller. Both senders
 // answer with it, whichever the call took: the SDK client (receiving)
 // and the direct hop (hop.refuse).
-func (u *upstream) refuseStateless(method, version string) error {
-	return u.refuse(method, fmt.Sprintf("the upstream speaks protocol %s, in which a server asks for input in its result, not by a request within a call", version))
+func (r *relay) refuseStateless(method, version string) error {
+	return r.refuse(method, fmt.Sprintf("the upstream speaks protocol %s, in which a server asks for input in its result, not by a request within a call", version))
 }
 
 // refuse is the JSON-RPC error an upstream's request (method) that
 // Portcullis does not pass to a caller is answered with, and why.
-func (u *upstream) refuse(method, why string) error {
-	u.logger.Debug("upstream: a request to the client is refused", "method", method, "reason", why)
+func (r *relay) refuse(method, why string) error {
+	r.logger.Debug("upstream: a request to the client is refused", "method", method, "reason", why)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("portcullis: %s not passed to the client: %s", method, why)}
 }
 
@@ -89,26 +124,26 @@ func relayError(method string, err error) error {
 }
 
 // elicit passes an upstream's elicitation request to its caller.
-func (u *upstream) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-	t, err := u.relayTarget(ctx, req.Session, "elicitation/create")
+func (r *relay) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	t, err := r.relayTarget(ctx, req.Session, "elicitation/create")
 	if err != nil {
 		return nil, err
 	}
-	return u.askElicit(t, req.Params)
+	return r.askElicit(t, req.Params)
 }
 
 // createMessage passes an upstream's sampling request to its caller.
-func (u *upstream) createMessage(ctx context.Context, req *sdk.CreateMessageWithToolsRequest) (*sdk.CreateMessageWithToolsResult, error) {
-	t, err := u.relayTarget(ctx, req.Session, "sampling/createMessage")
+func (r *relay) createMessage(ctx context.Context, req *sdk.CreateMessageWithToolsRequest) (*sdk.CreateMessageWithToolsResult, error) {
+	t, err := r.relayTarget(ctx, req.Session, "sampling/createMessage")
 	if err != nil {
 		return nil, err
 	}
-	return u.askSampling(t, req.Params)
+	return r.askSampling(t, req.Params)
 }
 
 // listRoots passes an upstream's roots request to its caller.
-func (u *upstream) listRoots(ctx context.Context, req *sdk.ListRootsRequest) (*sdk.ListRootsResult, error) {
-	t, err := u.relayTarget(ctx, req.Session, "roots/list")
+func (r *relay) listRoots(ctx context.Context, req *sdk.ListRootsRequest) (*sdk.ListRootsResult, error) {
+	t, err := r.relayTarget(ctx, req.Session, "roots/list")
 	if err != nil {
 		return nil, err
 	}
@@ -116,98 +151,111 @@ func (u *upstream) listRoots(ctx context.Context, req *sdk.ListRootsRequest) (*s
 	if params == nil {
 		params = &sdk.ListRootsParams{}
 	}
-	return u.askRoots(t, params)
+	return r.askRoots(t, params)
 }
 
 // log passes an upstream's log message to the caller of the call it was
 // sent during, at the level the caller asked for (none, unless it did).
 // Messages that belong to no one call are dropped (see logTarget).
-func (u *upstream) log(ctx context.Context, req *sdk.LoggingMessageRequest) {
-	t, err := u.inflight.logTarget(ctx, req.Session)
-	if err != nil || t.session == nil {
+func (r *relay) log(ctx context.Context, req *sdk.LoggingMessageRequest) {
+	if t, err := r.inflight.logTarget(ctx, req.Session); err == nil {
+		r.logMessage(t, req.Params)
+	}
+}
+
+// logMessage passes an upstream's log message to the caller of t, if it
+// has a session to receive it.
+func (r *relay) logMessage(t *callTarget, p *sdk.LoggingMessageParams) {
+	if t.session == nil {
 		return
 	}
-	if err := t.session.Log(t.ctx, req.Params); err != nil {
-		u.logger.Debug("upstream: passing on a log message failed", "error", err)
+	if err := t.session.Log(t.ctx, p); err != nil {
+		r.logger.Debug("upstream: passing on a log message failed", "error", err)
 	}
 }
 
-// URL-mode elicitation completes out of band: the upstream later sends
-// notifications/elicitation/complete naming the elicitation's id, outside
-// any call. An id passed to a caller is kept (at most elicitationKept ids,
-// for at most elicitationTTL each), so that its completion goes to that
-// caller and no one else; a completion of an id not kept is dropped. A
-// caller on 2026-07-28 has no stream outside its calls, so only callers of
-// older eras are kept.
-
-// elicitationTTL is how long the completion of a URL-mode elicitation is
-// passed on after the elicitation reached its caller.
-const elicitationTTL = 30 * time.Minute
-
-// elicitationKept bounds the URL-mode elicitations awaiting completion.
-const elicitationKept = 10_000
-
-type elicitationTarget struct {
-	session *sdk.ServerSession
-	until   time.Time
+// withTools is a sampling request of the older form in the form that
+// carries tools, which the caller's session sends.
+func withTools(p *sdk.CreateMessageParams) *sdk.CreateMessageWithToolsParams {
+	msgs := make([]*sdk.SamplingMessageV2, 0, len(p.Messages))
+	for _, m := range p.Messages {
+		msgs = append(msgs, &sdk.SamplingMessageV2{Content: []sdk.Content{m.Content}, Role: m.Role})
+	}
+	return &sdk.CreateMessageWithToolsParams{
+		Meta:             p.Meta,
+		IncludeContext:   p.IncludeContext,
+		MaxTokens:        p.MaxTokens,
+		Messages:         msgs,
+		Metadata:         p.Metadata,
+		ModelPreferences: p.ModelPreferences,
+		StopSequences:    p.StopSequences,
+		SystemPrompt:     p.SystemPrompt,
+		Temperature:      p.Temperature,
+	}
 }
 
-// elicitationKey names a URL-mode elicitation: its id, as the upstream
-// session that asked for it chose it (each caller of a per_principal
-// upstream has a session, and its ids, of its own).
-type elicitationKey struct {
-	upstream *sdk.ClientSession
-	id       string
+// callerCaps returns the capabilities the caller of t declared at
+// initialize; never nil.
+func callerCaps(t *callTarget) *sdk.ClientCapabilities {
+	if p := t.session.InitializeParams(); p != nil && p.Capabilities != nil {
+		return p.Capabilities
+	}
+	return &sdk.ClientCapabilities{}
 }
 
-// elicitations are the URL-mode elicitations of an upstream awaiting
-// completion.
-type elicitations struct {
-	mu  sync.Mutex
-	ids map[elicitationKey]elicitationTarget
+// askElicit passes an elicitation request to the caller of t.
+func (r *relay) askElicit(t *callTarget, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+	r.elicitations.remember(t, p)
+	res, err := t.session.Elicit(t.ctx, p)
+	if err != nil {
+		return nil, relayError("elicitation/create", err)
+	}
+	return res, nil
 }
 
-// rememberElicitation keeps the id of a URL-mode elicitation passed to the
-// caller of t.
-func (u *upstream) rememberElicitation(t *callTarget, p *sdk.ElicitParams) {
-	if p == nil || p.Mode != "url" || p.ElicitationID == "" || t.session == nil || t.upstream == nil || passesInput(t.session) {
-		return
+// askSampling passes a sampling request to the caller of t, if it offers
+// sampling (with tools, when the request has tools).
+func (r *relay) askSampling(t *callTarget, p *sdk.CreateMessageWithToolsParams) (*sdk.CreateMessageWithToolsResult, error) {
+	const method = "sampling/createMessage"
+	caps := callerCaps(t)
+	switch {
+	case caps.Sampling == nil:
+		return nil, r.refuse(method, "the caller does not offer sampling")
+	case p != nil && len(p.Tools) > 0 && caps.Sampling.Tools == nil:
+		return nil, r.refuse(method, "the caller does not offer sampling with tools")
 	}
-	e := &u.elicitations
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := u.now()
-	if e.ids == nil {
-		e.ids = map[elicitationKey]elicitationTarget{}
+	res, err := t.session.CreateMessageWithTools(t.ctx, p)
+	if err != nil {
+		return nil, relayError(method, err)
 	}
-	for k, et := range e.ids {
-		if now.After(et.until) {
-			delete(e.ids, k)
-		}
+	return res, nil
+}
+
+// askRoots passes a roots request to the caller of t, if it offers roots.
+func (r *relay) askRoots(t *callTarget, p *sdk.ListRootsParams) (*sdk.ListRootsResult, error) {
+	const method = "roots/list"
+	if caps := callerCaps(t); caps.RootsV2 == nil && !caps.Roots.ListChanged {
+		return nil, r.refuse(method, "the caller does not offer roots")
 	}
-	if len(e.ids) >= elicitationKept {
-		return
+	res, err := t.session.ListRoots(t.ctx, p)
+	if err != nil {
+		return nil, relayError(method, err)
 	}
-	e.ids[elicitationKey{t.upstream, p.ElicitationID}] = elicitationTarget{session: t.session, until: now.Add(elicitationTTL)}
+	return res, nil
 }
 
 // elicitationComplete passes an upstream's notice that a URL-mode
 // elicitation completed to the caller the elicitation went to.
-func (u *upstream) elicitationComplete(ctx context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
+func (r *relay) elicitationComplete(ctx context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
 	if req.Params == nil {
 		return
 	}
-	k := elicitationKey{req.Session, req.Params.ElicitationID}
-	e := &u.elicitations
-	e.mu.Lock()
-	et, ok := e.ids[k]
-	delete(e.ids, k)
-	e.mu.Unlock()
-	if !ok || u.now().After(et.until) {
-		u.logger.Debug("upstream: an elicitation completion names no elicitation passed on; dropped")
+	caller, ok := r.elicitations.take(req.Session, req.Params.ElicitationID)
+	if !ok {
+		r.logger.Debug("upstream: an elicitation completion names no elicitation passed on; dropped")
 		return
 	}
-	if err := et.session.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: req.Params.ElicitationID}); err != nil {
-		u.logger.Debug("upstream: passing on an elicitation completion failed", "error", err)
+	if err := caller.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: req.Params.ElicitationID}); err != nil {
+		r.logger.Debug("upstream: passing on an elicitation completion failed", "error", err)
 	}
 }

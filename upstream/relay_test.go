@@ -201,9 +201,9 @@ func callInFlight(t *testing.T, cs *sdk.ClientSession, tool string, u *upstream)
 		ended <- text(res)
 	}()
 	waitFor(t, "the "+tool+" call in flight", func() bool {
-		u.inflight.mu.Lock()
-		defer u.inflight.mu.Unlock()
-		return len(u.inflight.calls[u.session()]) == 1
+		u.relay.inflight.mu.Lock()
+		defer u.relay.inflight.mu.Unlock()
+		return len(u.relay.inflight.calls[u.session()]) == 1
 	})
 	return ended
 }

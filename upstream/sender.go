@@ -52,7 +52,7 @@ type clientSender struct {
 }
 
 func (c clientSender) callTool(ctx context.Context, t *callTarget, capture *taskCapture, p *sdk.CallToolParams) (sdk.Result, error) {
-	untrack := c.u.inflight.add(c.sess, t)
+	untrack := c.u.relay.inflight.add(c.sess, t)
 	defer untrack()
 	// The upstream's progress and log messages sent before its result
 	// reach the caller before the result does.

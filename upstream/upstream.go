@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -47,21 +48,12 @@ type upstream struct {
 	subsMu sync.Mutex
 	subs   map[string]int
 
-	// progress maps the progress tokens sent upstream to the callers'.
-	progress  sync.Map // string → progressTarget
-	nextToken atomic.Uint64
-
 	// notes counts each session's progress and log notifications, so that
 	// a call's result waits for those that came before it.
 	notes sync.Map // *sdk.ClientSession → *notes
 
-	// inflight names the caller of each call in flight, for the
-	// upstream's requests and log messages during it (relay.go).
-	inflight inflight
-
-	// elicitations are the URL-mode elicitations passed to callers that
-	// await completion (relay.go).
-	elicitations elicitations
+	// relay passes on what the upstream sends besides its answers.
+	relay *relay
 
 	// hops holds the direct hop of each session whose calls take it
 	// (hop.go); headerTools the upstream tools they cannot (a
@@ -80,6 +72,12 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 		changes: make(chan struct{}, 1),
 		subs:    map[string]int{},
 		broken:  make(chan struct{}, 1),
+	}
+	u.relay = &relay{
+		name:    o.Name,
+		logger:  u.logger,
+		changed: u.changed,
+		updated: func(ctx context.Context, uri string) { u.cat.ResourceUpdated(ctx, uri) },
 	}
 	u.client = newClient(u)
 	u.dialFn = u.dial
