@@ -57,6 +57,16 @@ func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sd
 	return sess, func() {}, nil
 }
 
+// senderFor returns the sender of a request on sess: its direct hop, or
+// the SDK client session when sess has none (an upstream of an older era,
+// a stdio upstream, one that keeps sessions) or the request is a call of
+// tool (the upstream's name; "" for other requests) whose input schema
+// binds arguments to headers, which the SDK client writes.
+func (u *upstream) senderFor(sess *sdk.ClientSession, tool string) sender {
+	bound, _ := u.headerTools.Load().(map[string]bool)
+	return u.links.senderFor(sess, !bound[tool])
+}
+
 // callTool returns the handler of the upstream tool called name.
 func (u *upstream) callTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

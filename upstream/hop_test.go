@@ -365,10 +365,7 @@ func TestMediaType(t *testing.T) {
 // ids ignored, events of other requests passed over, until the response
 // to its request.
 func TestHopReadsEventStreams(t *testing.T) {
-	u, err := newUpstream(Options{Name: "be"}, nil, Deps{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := &hop{n: &relay{logger: slog.New(slog.DiscardHandler)}, logger: slog.New(slog.DiscardHandler)}
 	id, _ := jsonrpc.MakeID(float64(7))
 	for _, c := range []struct {
 		name, stream, want string
@@ -382,7 +379,7 @@ func TestHopReadsEventStreams(t *testing.T) {
 		{"not JSON-RPC", "data: nope\n\n", "error"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			msg, err := (&hop{u: u}).stream(context.Background(), &callTarget{ctx: context.Background()}, strings.NewReader(c.stream), id)
+			msg, err := h.stream(context.Background(), &callTarget{ctx: context.Background()}, strings.NewReader(c.stream), id)
 			got := "error"
 			if err == nil {
 				got = string(msg.Result)

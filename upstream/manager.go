@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // healthyRun is how long a connection must last for the next failure to
@@ -132,44 +130,4 @@ func (m *Manager) Required() bool {
 		}
 	}
 	return false
-}
-
-// newClient returns the SDK client an upstream connects with, whose
-// notification handlers feed u.
-func newClient(u *upstream) *sdk.Client {
-	c := sdk.NewClient(u.impl(), &sdk.ClientOptions{
-		Logger: u.logger,
-		// Elicitation, sampling and roots are offered so that an upstream
-		// of an older era may ask its caller during a call (relay.go); a
-		// caller that cannot answer has the request refused. A 2026-07-28
-		// upstream is sent the caller's own capabilities with each call
-		// instead (caller.go).
-		Capabilities: &sdk.ClientCapabilities{
-			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
-			//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
-			RootsV2: &sdk.RootCapabilities{},
-		},
-		// A 2026-07-28 upstream's input-required results are passed to
-		// the caller or fulfilled by Portcullis itself (mrtr.go), never by
-		// the SDK client.
-		MultiRoundTrip:             &sdk.MultiRoundTripOptions{Disabled: true},
-		ElicitationHandler:         u.relay.elicit,
-		ElicitationCompleteHandler: u.relay.elicitationComplete,
-		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
-		CreateMessageWithToolsHandler: u.relay.createMessage,
-		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
-		LoggingMessageHandler:      u.relay.log,
-		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { u.relay.listChanged() },
-		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { u.relay.listChanged() },
-		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { u.relay.listChanged() },
-		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
-			u.relay.progress(ctx, req.Params)
-		},
-		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
-			u.relay.resourceUpdated(ctx, req.Params.URI)
-		},
-	})
-	registerTaskMethods(c)
-	c.AddReceivingMiddleware(u.receiving)
-	return c
 }

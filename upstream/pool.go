@@ -143,12 +143,8 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 	c.sess = sess
 	p.mu.Unlock()
 	if err == nil {
-		p.u.notes.Store(sess, kt.notes)
-		defer p.u.notes.Delete(sess)
-		if h := newHop(p.u, t, sess); h != nil {
-			p.u.hops.Store(sess, h)
-			defer p.u.hops.Delete(sess)
-		}
+		p.u.links.add(sess, kt.notes, newHop(p.u.relay, p.u.logger, p.u.impl(), t, sess))
+		defer p.u.links.remove(sess)
 	}
 	if err != nil {
 		kt.close()

@@ -45,8 +45,9 @@ import (
 // belong to, the news that a list changed to whoever keeps the lists
 // (changed), that a resource was updated to the catalog (updated); and it
 // answers with a JSON-RPC error the requests it does not pass on. The SDK
-// client's handlers (newClient) and the direct hop hand it what they
-// receive; a call's rounds of input go through it (mrtr.go).
+// client's handlers are its methods (client.go); the direct hop reaches
+// it as its notices (sender.go); a call's rounds of input go through it
+// (mrtr.go).
 type relay struct {
 	name   string // the upstream's, in the requestState it wraps
 	logger *slog.Logger

@@ -57,12 +57,8 @@ func (u *upstream) connectAndServe(ctx context.Context) error {
 		kt.close()
 		return fmt.Errorf("upstream: %s: connecting: %w", u.opts.Name, err)
 	}
-	u.notes.Store(sess, kt.notes)
-	defer u.notes.Delete(sess)
-	if h := newHop(u, t, sess); h != nil {
-		u.hops.Store(sess, h)
-		defer u.hops.Delete(sess)
-	}
+	u.links.add(sess, kt.notes, newHop(u.relay, u.logger, u.impl(), t, sess))
+	defer u.links.remove(sess)
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 	defer func() {

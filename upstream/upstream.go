@@ -48,17 +48,13 @@ type upstream struct {
 	subsMu sync.Mutex
 	subs   map[string]int
 
-	// notes counts each session's progress and log notifications, so that
-	// a call's result waits for those that came before it.
-	notes sync.Map // *sdk.ClientSession → *notes
-
 	// relay passes on what the upstream sends besides its answers.
 	relay *relay
 
-	// hops holds the direct hop of each session whose calls take it
-	// (hop.go); headerTools the upstream tools they cannot (a
+	// links holds the open sessions and their senders; headerTools the
+	// upstream tools whose calls cannot take a direct hop (a
 	// map[string]bool, replaced by each sync).
-	hops        sync.Map // *sdk.ClientSession → *hop
+	links       *links
 	headerTools atomic.Value
 }
 
@@ -79,19 +75,12 @@ func newUpstream(o Options, cat Catalog, deps Deps) (*upstream, error) {
 		changed: u.changed,
 		updated: func(ctx context.Context, uri string) { u.cat.ResourceUpdated(ctx, uri) },
 	}
-	u.client = newClient(u)
+	u.links = &links{inflight: &u.relay.inflight}
+	u.client = newClient(u.impl(), u.logger, u.relay, u.links)
 	u.dialFn = u.dial
 	u.now = time.Now
 	u.dialEnvFn = u.dialStdioEnv
 	return u, nil
-}
-
-// signal wakes the receiver of c, if it is not woken already.
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }
 
 // impl is the client Portcullis names itself to upstreams.
@@ -126,5 +115,13 @@ func (u *upstream) setSession(s *sdk.ClientSession, synced bool) {
 	u.mu.Unlock()
 	if was != now && u.deps.Hooks.Up != nil {
 		u.deps.Hooks.Up(u.opts.Name, now)
+	}
+}
+
+// signal wakes the receiver of c, if it is not woken already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
