@@ -12,7 +12,7 @@ import (
 )
 
 // start begins a request to the upstream, through the StartCall hook.
-func (u *upstream) start(ctx context.Context, method, target string) (context.Context, func(kind string)) {
+func (u *proxy) start(ctx context.Context, method, target string) (context.Context, func(kind string)) {
 	if u.deps.Hooks.StartCall == nil {
 		return ctx, func(string) {}
 	}
@@ -21,7 +21,7 @@ func (u *upstream) start(ctx context.Context, method, target string) (context.Co
 
 // meta is the _meta of a request sent upstream: the trace context, if
 // the Inject hook adds it; nil otherwise.
-func (u *upstream) meta(ctx context.Context) sdk.Meta {
+func (u *proxy) meta(ctx context.Context) sdk.Meta {
 	if u.deps.Hooks.Inject == nil {
 		return nil
 	}
@@ -36,7 +36,7 @@ func (u *upstream) meta(ctx context.Context) sdk.Meta {
 // sessionFor returns the session a request of the caller described by
 // extra goes to: the shared one, or for a per_principal upstream the
 // caller's own process. release must be called when the request is done.
-func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
+func (u *proxy) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
 	if u.pool != nil {
 		var env []string
 		if u.opts.PassPrincipal == PassPrincipalEnv {
@@ -50,7 +50,7 @@ func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sd
 		}
 		return u.pool.acquire(ctx, u.principalKey(extra), env, subject)
 	}
-	sess := u.session()
+	sess := u.sup.session()
 	if sess == nil {
 		return nil, nil, errNotConnected
 	}
@@ -62,13 +62,12 @@ func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sd
 // a stdio upstream, one that keeps sessions) or the request is a call of
 // tool (the upstream's name; "" for other requests) whose input schema
 // binds arguments to headers, which the SDK client writes.
-func (u *upstream) senderFor(sess *sdk.ClientSession, tool string) sender {
-	bound, _ := u.headerTools.Load().(map[string]bool)
-	return u.links.senderFor(sess, !bound[tool])
+func (u *proxy) senderFor(sess *sdk.ClientSession, tool string) sender {
+	return u.conn.links.senderFor(sess, !u.sup.headerBound(tool))
 }
 
 // callTool returns the handler of the upstream tool called name.
-func (u *upstream) callTool(name string) sdk.ToolHandler {
+func (u *proxy) callTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		res, err := u.call(ctx, req, name, false)
 		if err != nil {
@@ -82,7 +81,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 // name (see catalog.DirectHandler): a 2026-07-28 caller's call served
 // without Portcullis's SDK server, by the direct hop where the call takes
 // it and by the SDK client otherwise.
-func (u *upstream) directTool(name string) catalog.DirectHandler {
+func (u *proxy) directTool(name string) catalog.DirectHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
 		return u.call(ctx, req, name, true)
 	}
@@ -94,12 +93,12 @@ func (u *upstream) directTool(name string) catalog.DirectHandler {
 // notifications, and may get the upstream's complete result as it came
 // (*catalog.RawToolResult); any other call's result is a
 // *sdk.CallToolResult.
-func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name string, direct bool) (sdk.Result, error) {
+func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string, direct bool) (sdk.Result, error) {
 	ctx, done := u.start(ctx, "tools/call", name)
 	sess, release, err := u.sessionFor(ctx, req.Extra)
 	if err != nil {
 		done(KindUnavailable)
-		return u.errorResult(KindUnavailable, err), nil
+		return u.fail.errorResult(KindUnavailable, err), nil
 	}
 	defer release()
 	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
@@ -149,7 +148,7 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 			return &sdk.CallToolResult{}, nil
 		}
 	}
-	kind := u.classify(ctx, sess, err)
+	kind := u.sup.classify(ctx, sess, err)
 	if err == nil && toolError(res) {
 		kind = KindToolError
 	}
@@ -163,7 +162,7 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		return nil, rpcErr
 	}
 	if err != nil {
-		return u.errorResult(kind, err), nil
+		return u.fail.errorResult(kind, err), nil
 	}
 	return res, nil
 }
@@ -183,13 +182,13 @@ func toolError(res sdk.Result) bool {
 // target) upstream, round by round (see rounds), from the caller's
 // requestState and input responses: send makes one round on the session
 // sess the caller's request goes to, by its sender s, for the caller t.
-func (u *upstream) forward(ctx context.Context, method, target string, extra *sdk.RequestExtra, caller *sdk.ServerSession, requestState string, responses sdk.InputResponseMap,
+func (u *proxy) forward(ctx context.Context, method, target string, extra *sdk.RequestExtra, caller *sdk.ServerSession, requestState string, responses sdk.InputResponseMap,
 	send func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error)) (sdk.Result, error) {
 	ctx, done := u.start(ctx, method, target)
 	sess, release, err := u.sessionFor(ctx, extra)
 	if err != nil {
 		done(KindUnavailable)
-		return nil, u.requestError(KindUnavailable, err)
+		return nil, u.fail.requestError(KindUnavailable, err)
 	}
 	defer release()
 	state, err := u.relay.unwrapState(requestState)
@@ -202,16 +201,16 @@ func (u *upstream) forward(ctx context.Context, method, target string, extra *sd
 	r, err := u.relay.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 		return send(ctx, sess, s, t, responses, state)
 	}, responses, state)
-	kind := u.classify(ctx, sess, err)
+	kind := u.sup.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
-		return nil, u.requestError(kind, err)
+		return nil, u.fail.requestError(kind, err)
 	}
 	return r, nil
 }
 
 // principal returns the caller's identity, or false without one.
-func (u *upstream) principal(extra *sdk.RequestExtra) (Principal, bool) {
+func (u *proxy) principal(extra *sdk.RequestExtra) (Principal, bool) {
 	if extra == nil || extra.TokenInfo == nil {
 		return Principal{}, false
 	}
@@ -223,7 +222,7 @@ func (u *upstream) principal(extra *sdk.RequestExtra) (Principal, bool) {
 
 // principalKey names the caller for the pool: the Deps.PrincipalKey of
 // its token info, or "" when it has none.
-func (u *upstream) principalKey(extra *sdk.RequestExtra) string {
+func (u *proxy) principalKey(extra *sdk.RequestExtra) string {
 	var ti *sdkauth.TokenInfo
 	if extra != nil {
 		ti = extra.TokenInfo

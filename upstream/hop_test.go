@@ -86,8 +86,8 @@ func startBackend(t *testing.T, f *front, s *sdk.Server, upVersion string) *Mana
 	}
 	if upVersion != overHTTP {
 		var dials atomic.Int32
-		m.ups[0].dialFn = memDial(t, s, &dials)
-		m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
+		m.ups[0].conn.dialFn = memDial(t, s, &dials)
+		m.ups[0].conn.sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
 	}
 	m.Start(context.Background())
 	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
@@ -101,8 +101,8 @@ func startBackend(t *testing.T, f *front, s *sdk.Server, upVersion string) *Mana
 
 // takesHop reports whether a call of tool (the upstream's name) on u's
 // session takes the direct hop.
-func takesHop(u *upstream, tool string) bool {
-	_, ok := u.senderFor(u.session(), tool).(*hop)
+func takesHop(u *proxy, tool string) bool {
+	_, ok := u.senderFor(u.sup.session(), tool).(*hop)
 	return ok
 }
 
@@ -329,12 +329,12 @@ func TestHopFailures(t *testing.T) {
 	f := newFront(t)
 	m := startAt(t, f, srv.URL)
 	u := m.ups[0]
-	sess := u.session()
+	sess := u.sup.session()
 	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_talk", Arguments: map[string]any{}})
 	if err != nil || !res.IsError || !strings.Contains(text(res), `"be"`) {
 		t.Errorf("an answer without a response: %v %q, want an error result naming the upstream", err, text(res))
 	}
-	if u.session() != sess {
+	if u.sup.session() != sess {
 		t.Error("the session was replaced after one call's answer ended without a response")
 	}
 	res, err = f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_fail", Arguments: map[string]any{}})

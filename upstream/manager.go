@@ -6,18 +6,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 )
-
-// healthyRun is how long a connection must last for the next failure to
-// count as the first again.
-const healthyRun = 30 * time.Second
 
 // Manager runs the upstream MCP servers of the configuration and keeps
 // what they offer in a [catalog.Catalog]: build it with [New], start it with
 // [Manager.Start], stop it with [Manager.Close].
 type Manager struct {
-	ups  []*upstream
+	ups  []*proxy
 	deps Deps
 
 	wg     sync.WaitGroup
@@ -54,11 +49,7 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 	}
 	for _, o := range list {
 		o.Defaults()
-		u, err := newUpstream(o, cat, deps)
-		if err != nil {
-			return nil, err
-		}
-		m.ups = append(m.ups, u)
+		m.ups = append(m.ups, newProxy(o, cat, deps))
 	}
 	return m, nil
 }
@@ -74,7 +65,7 @@ func (m *Manager) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for _, u := range m.ups {
 		if u.opts.Isolation == IsolationPerPrincipal {
-			u.pool = newPool(ctx, u)
+			u.pool = newPool(ctx, u.conn)
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()
@@ -85,7 +76,7 @@ func (m *Manager) Start(ctx context.Context) {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			u.run(ctx)
+			u.sup.run(ctx)
 		}()
 	}
 }
@@ -111,7 +102,7 @@ func (m *Manager) Close() error {
 func (m *Manager) Ready(context.Context) error {
 	var down []string
 	for _, u := range m.ups {
-		if u.opts.Required && !u.ready() {
+		if u.opts.Required && !u.sup.ready() {
 			down = append(down, u.opts.Name)
 		}
 	}

@@ -17,8 +17,9 @@ import (
 // The HTTP session of a token_exchange upstream owns the principal's
 // exchanged token, which goes with it.
 type pool struct {
-	u   *upstream
-	ctx context.Context // ends when the manager closes
+	// conn opens the sessions.
+	conn *connector
+	ctx  context.Context // ends when the manager closes
 
 	mu    sync.Mutex
 	conns map[string]*principalConn
@@ -39,8 +40,8 @@ type principalConn struct {
 	src *tokenexchange.Source
 }
 
-func newPool(ctx context.Context, u *upstream) *pool {
-	p := &pool{u: u, ctx: ctx, conns: map[string]*principalConn{}}
+func newPool(ctx context.Context, conn *connector) *pool {
+	p := &pool{conn: conn, ctx: ctx, conns: map[string]*principalConn{}}
 	p.wg.Add(1)
 	go p.reap()
 	return p
@@ -55,25 +56,25 @@ func (p *pool) acquire(ctx context.Context, key string, env []string, subject st
 	if key == "" {
 		return nil, nil, errNoPrincipal
 	}
-	exchange := p.u.opts.OAuth.exchange()
+	exchange := p.conn.opts.OAuth.exchange()
 	if exchange && subject == "" {
 		return nil, nil, errNoToken
 	}
 	p.mu.Lock()
 	c, ok := p.conns[key]
 	if !ok {
-		if len(p.conns) >= p.u.opts.MaxProcesses && !p.evictIdleLocked() {
+		if len(p.conns) >= p.conn.opts.MaxProcesses && !p.evictIdleLocked() {
 			p.mu.Unlock()
 			return nil, nil, errPoolFull
 		}
 		c = &principalConn{ready: make(chan struct{}), stop: func() {}}
 		if exchange {
-			cfg, err := p.u.exchangeConfig()
+			cfg, err := p.conn.exchangeConfig()
 			if err != nil {
 				p.mu.Unlock()
 				return nil, nil, err
 			}
-			c.src = tokenexchange.NewSource(cfg, p.u.now)
+			c.src = tokenexchange.NewSource(cfg, p.conn.now)
 			c.src.SetSubject(subject)
 		}
 		p.conns[key] = c
@@ -116,13 +117,13 @@ func (p *pool) acquire(ctx context.Context, key string, env []string, subject st
 // leaves the pool, and the principal's next request starts a new one.
 func (p *pool) start(key string, c *principalConn, env []string) {
 	defer p.wg.Done()
-	dial := p.u.dialFn
+	dial := p.conn.dialFn
 	if len(env) > 0 {
-		dial = func() (sdk.Transport, func(), error) { return p.u.dialEnvFn(env) }
+		dial = func() (sdk.Transport, func(), error) { return p.conn.dialEnvFn(env) }
 	}
 	var xerr error
 	if c.src != nil {
-		dial = func() (sdk.Transport, func(), error) { return p.u.dialHTTP(c.src) }
+		dial = func() (sdk.Transport, func(), error) { return p.conn.dialHTTP(c.src) }
 		// The session starts with an exchanged token, or not at all.
 		xctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
 		if _, err := c.src.Token(xctx); err != nil {
@@ -133,23 +134,16 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 	}
 	t, stop, err := dial()
 	var sess *sdk.ClientSession
-	kt := newKeptTransport(t)
+	var kt *keptTransport
 	if err == nil {
-		cctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
-		sess, err = p.u.client.Connect(cctx, kt, p.u.sessionOpts)
-		cancel()
+		sess, kt, err = p.conn.open(p.ctx, t)
 	}
 	p.mu.Lock()
 	c.sess = sess
 	p.mu.Unlock()
-	if err == nil {
-		p.u.links.add(sess, kt.notes, newHop(p.u.relay, p.u.logger, p.u.impl(), t, sess))
-		defer p.u.links.remove(sess)
-	}
 	if err != nil {
-		kt.close()
 		stop()
-		c.err = fmt.Errorf("upstream: %s: starting the caller's process: %w", p.u.opts.Name, err)
+		c.err = fmt.Errorf("upstream: %s: starting the caller's process: %w", p.conn.opts.Name, err)
 		if xerr != nil {
 			c.err = xerr
 		}
@@ -157,6 +151,7 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 		close(c.ready)
 		return
 	}
+	defer p.conn.links.remove(sess)
 	p.mu.Lock()
 	c.stop = func() {
 		// Calls still in flight end with a transport error rather than
@@ -166,9 +161,9 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 		stop()
 	}
 	p.mu.Unlock()
-	p.u.setLogLevel(p.ctx, sess)
+	p.conn.setLogLevel(p.ctx, sess)
 	close(c.ready)
-	p.u.logger.Info("upstream: started a process for a caller", "processes", p.size())
+	p.conn.logger.Info("upstream: started a process for a caller", "processes", p.size())
 	done := make(chan struct{})
 	go func() { _ = sess.Wait(); close(done) }()
 	select {
@@ -215,7 +210,7 @@ func (p *pool) evictIdleLocked() bool {
 // reap stops processes idle for IdleTimeout, until the manager closes.
 func (p *pool) reap() {
 	defer p.wg.Done()
-	tick := time.NewTicker(max(p.u.opts.IdleTimeout/4, 10*time.Millisecond))
+	tick := time.NewTicker(max(p.conn.opts.IdleTimeout/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -225,7 +220,7 @@ func (p *pool) reap() {
 		}
 		p.mu.Lock()
 		for k, c := range p.conns {
-			if c.inflight == 0 && c.sess != nil && time.Since(c.lastUsed) >= p.u.opts.IdleTimeout {
+			if c.inflight == 0 && c.sess != nil && time.Since(c.lastUsed) >= p.conn.opts.IdleTimeout {
 				delete(p.conns, k)
 				go c.stopOnce.Do(c.stop)
 			}

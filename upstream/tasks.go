@@ -53,7 +53,7 @@ var errTaskNotFound = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "
 // per_principal upstream), and returns the upstream's result. It is the
 // [tasks.RemoteRouter] of the upstreams.
 func (m *Manager) RouteTask(ctx context.Context, source, method string, params json.RawMessage) (json.RawMessage, error) {
-	var u *upstream
+	var u *proxy
 	for _, up := range m.ups {
 		if up.opts.Name == source {
 			u = up
@@ -75,7 +75,7 @@ func (m *Manager) RouteTask(ctx context.Context, source, method string, params j
 	sess, release, err := u.sessionFor(ctx, &sdk.RequestExtra{TokenInfo: sdkauth.TokenInfoFromContext(ctx)})
 	if err != nil {
 		done(KindUnavailable)
-		return nil, u.requestError(KindUnavailable, err)
+		return nil, u.fail.requestError(KindUnavailable, err)
 	}
 	defer release()
 	if !offersTasks(sess) {
@@ -89,10 +89,10 @@ func (m *Manager) RouteTask(ctx context.Context, source, method string, params j
 	}
 	tasksCapability(p.Meta)
 	res, err := sdk.CallCustomMethod[*rawParams, *rawResult](ctx, sess, method, p)
-	kind := u.classify(ctx, sess, err)
+	kind := u.sup.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
-		return nil, u.requestError(kind, err)
+		return nil, u.fail.requestError(kind, err)
 	}
 	if res == nil || len(res.raw) == 0 {
 		return nil, fmt.Errorf("upstream: %s: %s: no result", u.opts.Name, method)
