@@ -91,15 +91,15 @@ func inputRequired(res sdk.Result) (reqs sdk.InputRequestMap, state *string, ok 
 	return nil, nil, false
 }
 
-// send is one round of a request to an upstream: the request with the
-// given input responses and requestState (the upstream's own).
-type send func(responses sdk.InputResponseMap, state string) (sdk.Result, error)
+// round sends one round of a request to an upstream: the request with
+// the given input responses and requestState (the upstream's own).
+type round func(responses sdk.InputResponseMap, state string) (sdk.Result, error)
 
 // rounds sends a request upstream, starting with the caller's input
 // responses and the upstream's state unwrapped from the caller's, and
 // handles an input-required result: wrapped for a caller that takes it,
 // fulfilled through the caller's session and sent again otherwise.
-func (r *relay) rounds(t *callTarget, sendRound send, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+func (r *relay) rounds(t *callTarget, sendRound round, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 	for round := 1; ; round++ {
 		res, err := sendRound(responses, state)
 		if err != nil {
