@@ -155,7 +155,7 @@ func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string,
 	done(kind)
 	if rpcErr, ok := passedError(err); ok {
 		// The completion of a URL-mode elicitation the caller is
-		// asked to open comes later, outside the call (relay.go).
+		// asked to open comes later, outside the call (elicitation.go).
 		for _, p := range urlElicitations(rpcErr) {
 			u.relay.elicitations.remember(target, p)
 		}

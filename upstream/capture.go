@@ -9,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // Task handles on the wire (tasks.go has what is done with them). The SDK
@@ -140,4 +142,26 @@ func registerTaskMethods(c *sdk.Client) {
 			panic(err) // only a standard method's name fails, and these are not
 		}
 	}
+}
+
+// offersTasks reports whether the upstream of sess offers the tasks
+// extension on 2026-07-28.
+func offersTasks(sess *sdk.ClientSession) bool {
+	r := sess.InitializeResult()
+	if r == nil || r.ProtocolVersion < statelessEra || r.Capabilities == nil {
+		return false
+	}
+	_, ok := r.Capabilities.Extensions[tasks.ExtensionID]
+	return ok
+}
+
+// tasksCapability adds the tasks extension to the client capabilities of
+// meta, as callerMeta wrote them.
+func tasksCapability(meta sdk.Meta) {
+	caps, ok := meta[sdk.MetaKeyClientCapabilities].(map[string]any)
+	if !ok {
+		caps = map[string]any{}
+		meta[sdk.MetaKeyClientCapabilities] = caps
+	}
+	caps["extensions"] = map[string]any{tasks.ExtensionID: map[string]any{}}
 }

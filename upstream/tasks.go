@@ -8,8 +8,6 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // Tasks pass through. An upstream on 2026-07-28 that offers the tasks
@@ -18,30 +16,9 @@ import (
 // that the client supports it. If it answers with its task handle (a
 // CreateTaskResult, resultType "task"), the handle goes to the caller
 // through tasks.SetRemote, and the caller's tasks/get, tasks/update and
-// tasks/cancel come back through [Manager.RouteTask].
-// The handles are captured, and the tasks/ methods sent, by capture.go.
-
-// offersTasks reports whether the upstream of sess offers the tasks
-// extension on 2026-07-28.
-func offersTasks(sess *sdk.ClientSession) bool {
-	r := sess.InitializeResult()
-	if r == nil || r.ProtocolVersion < statelessEra || r.Capabilities == nil {
-		return false
-	}
-	_, ok := r.Capabilities.Extensions[tasks.ExtensionID]
-	return ok
-}
-
-// tasksCapability adds the tasks extension to the client capabilities of
-// meta, as callerMeta wrote them.
-func tasksCapability(meta sdk.Meta) {
-	caps, ok := meta[sdk.MetaKeyClientCapabilities].(map[string]any)
-	if !ok {
-		caps = map[string]any{}
-		meta[sdk.MetaKeyClientCapabilities] = caps
-	}
-	caps["extensions"] = map[string]any{tasks.ExtensionID: map[string]any{}}
-}
+// tasks/cancel come back through [Manager.RouteTask]. Telling the
+// upstream that the client supports tasks, capturing the handles and
+// sending the tasks/ methods is capture.go's.
 
 // errTaskNotFound answers a task request for an upstream that is not
 // there (any more).
