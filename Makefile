@@ -77,7 +77,7 @@ unit: ## The fast loop: go test ./... (unit and in-process tests, on the SDK as 
 	$(GO) test $(GOTESTFLAGS) ./...
 
 test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check image-check chart actionlint fuzz bench-go bench-smoke soak-smoke
+	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check image-check chart actionlint fuzz bench-go budget bench-smoke soak-smoke
 
 check: test ## The same as test (the name CI-minded people look for).
 
@@ -321,6 +321,17 @@ bench-servers: bench-bin ## Compare CPU per call of a tools/call on a virtual se
 
 bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row and server, peers included (seconds); fails on any wrong response.
 	$(LOADTEST) -smoke $(BENCHFLAGS)
+
+# The call budget (budget_test.go, docs/performance.md): what one call of
+# each path a user pays for costs the server in instructions (valgrind's
+# callgrind, which the machine's load does not move), allocations and
+# bytes, held to testdata/budgets.txt, on the shipped build. A test plants
+# a regression and checks that it fails.
+.PHONY: budget
+budget: ## Hold every call path to its per-call budget in instructions (callgrind), allocations and bytes (testdata/budgets.txt), on the shipped build; fails over the margin.
+	bash scripts/install-valgrind.sh
+	modfile="$$($(SDK_PATCH))"; \
+	CALL_BUDGET=1 CGO_ENABLED=0 $(GO) test -modfile "$$modfile" -tags '$(BUILDTAGS)' -count=1 -run '^(TestCallBudget|TestCallBudgetFile|TestBudgetCheck)$$' -v $(GOTESTFLAGS) . | grep -v '^=== '
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... .
