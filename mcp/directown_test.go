@@ -1,0 +1,165 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
+)
+
+// sessionsSeen records the session each call of the own tools came on.
+type sessionsSeen struct {
+	mu   sync.Mutex
+	seen []*sdk.ServerSession
+}
+
+func (s *sessionsSeen) add(req *sdk.CallToolRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = append(s.seen, req.Session)
+}
+
+func (s *sessionsSeen) last(n int) []*sdk.ServerSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*sdk.ServerSession(nil), s.seen[len(s.seen)-n:]...)
+}
+
+// ownToolsCatalog is a catalog of typed tools that exercise what the
+// SDK's tool handling does around a handler: validation of arguments
+// (length, required, type), defaults, structured output, a tool error, a
+// JSON-RPC error, a panic. noSession marks them all.
+func ownToolsCatalog(seen *sessionsSeen, noSession bool) *catalog.Catalog {
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	type greetIn struct {
+		Name  string `json:"name"`
+		Greet string `json:"greet,omitempty"`
+	}
+	type sumOut struct {
+		Sum   int    `json:"sum"`
+		Label string `json:"label"`
+	}
+	maxLen := 5
+	tools := []catalog.Tool{
+		catalog.NewTool(&sdk.Tool{Name: "echo", InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"text"},
+			Properties: map[string]*jsonschema.Schema{"text": {Type: "string", MaxLength: &maxLen}}}},
+			func(_ context.Context, req *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
+				seen.add(req)
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Text}}}, nil, nil
+			}),
+		catalog.NewTool(&sdk.Tool{Name: "greet", InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"name"},
+			Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}, "greet": {Type: "string", Default: json.RawMessage(`"hello"`)}}}},
+			func(_ context.Context, req *sdk.CallToolRequest, in greetIn) (*sdk.CallToolResult, any, error) {
+				seen.add(req)
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Greet + ", " + in.Name}}}, nil, nil
+			}),
+		catalog.NewTool(&sdk.Tool{Name: "sum"},
+			func(_ context.Context, req *sdk.CallToolRequest, in struct{ A, B int }) (*sdk.CallToolResult, sumOut, error) {
+				seen.add(req)
+				if in.A < 0 {
+					return nil, sumOut{}, errors.New("a must not be negative")
+				}
+				if in.B < 0 {
+					return nil, sumOut{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "b must not be negative"}
+				}
+				if in.A == 13 {
+					panic("unlucky")
+				}
+				return nil, sumOut{Sum: in.A + in.B, Label: "sum"}, nil
+			}),
+	}
+	for i := range tools {
+		tools[i].NoSession = noSession
+	}
+	cat := catalog.New(nil)
+	cat.Add(tools...)
+	return cat
+}
+
+// A 2026-07-28 call of one of the catalog's own tools that uses no
+// session is served directly, on one session for all, and answered as
+// the SDK's handler answers it: the same status, content type and
+// message, for results, tool errors, invalid arguments, defaults,
+// structured output, JSON-RPC errors and panics.
+func TestOwnToolsServedDirectly(t *testing.T) {
+	seenDirect, seenSDK := &sessionsSeen{}, &sessionsSeen{}
+	direct := New(ownToolsCatalog(seenDirect, true), Options{}, Deps{Version: "t"}).Handler()
+	viaSDK := New(ownToolsCatalog(seenSDK, false), Options{}, Deps{Version: "t"}).Handler()
+	for _, tt := range []struct {
+		name, tool, args string
+		ran              bool // the handler ran (arguments valid)
+	}{
+		{name: "a result", tool: "echo", args: `{"text":"hi"}`, ran: true},
+		{name: "arguments over the schema's bounds", tool: "echo", args: `{"text":"too long"}`},
+		{name: "a required argument missing", tool: "echo", args: `{}`},
+		{name: "an argument of the wrong type", tool: "echo", args: `{"text":7}`},
+		{name: "no arguments", tool: "echo", args: `null`},
+		{name: "a default applied", tool: "greet", args: `{"name":"Ada"}`, ran: true},
+		{name: "structured output", tool: "sum", args: `{"A":1,"B":2}`, ran: true},
+		{name: "a tool error", tool: "sum", args: `{"A":-1,"B":2}`, ran: true},
+		{name: "a JSON-RPC error", tool: "sum", args: `{"A":1,"B":-2}`, ran: true},
+		{name: "a panic", tool: "sum", args: `{"A":13,"B":0}`, ran: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			header := map[string]string{"Mcp-Name": tt.tool}
+			want := directPost(t, viaSDK, modernCall(tt.tool, tt.args), header)
+			for range 2 {
+				got := directPost(t, direct, modernCall(tt.tool, tt.args), header)
+				// A direct call's result always says it is complete; the
+				// SDK leaves resultType out of a result made by middleware
+				// (a panic's) rather than by the tool.
+				if res, ok := got.message["result"].(map[string]any); ok && res["resultType"] == "complete" {
+					if w, _ := want.message["result"].(map[string]any); w != nil && w["resultType"] == nil {
+						delete(res, "resultType")
+					}
+				}
+				if got.status != want.status || got.header.Get("Content-Type") != want.header.Get("Content-Type") || !reflect.DeepEqual(got.message, want.message) {
+					t.Fatalf("served directly: %d %s %v\nby the SDK's handler: %d %s %v", got.status, got.header.Get("Content-Type"), got.message,
+						want.status, want.header.Get("Content-Type"), want.message)
+				}
+			}
+			if !tt.ran {
+				return
+			}
+			d, s := seenDirect.last(2), seenSDK.last(1)
+			if d[0] == nil || d[0] != d[1] {
+				t.Errorf("direct calls came on sessions %p and %p, want one session for both", d[0], d[1])
+			}
+			if s[0] == d[0] {
+				t.Error("the SDK's handler served its call on the direct calls' session")
+			}
+		})
+	}
+}
+
+// A direct call's session carries nothing: what a tool would send
+// through it fails at once rather than waiting for a client.
+func TestDirectCallsSessionSendsNothing(t *testing.T) {
+	var sendErr error
+	tool := catalog.NewTool(&sdk.Tool{Name: "chatty"}, func(ctx context.Context, req *sdk.CallToolRequest, _ any) (*sdk.CallToolResult, any, error) {
+		sendErr = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: "p", Progress: 1})
+		return &sdk.CallToolResult{}, nil, nil
+	})
+	tool.NoSession = true // wrongly: it sends progress through its session
+	cat := catalog.New(nil)
+	cat.Add(tool)
+	h := New(cat, Options{}, Deps{Version: "t"}).Handler()
+	r := directPost(t, h, modernCall("chatty", `{}`), map[string]string{"Mcp-Name": "chatty"})
+	if r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	if sendErr == nil {
+		t.Error("a notification on a direct call's session succeeded, want an error")
+	}
+}
