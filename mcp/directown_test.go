@@ -118,10 +118,13 @@ func TestOwnToolsServedDirectly(t *testing.T) {
 				got := directPost(t, direct, modernCall(tt.tool, tt.args), header)
 				// A direct call's result always says it is complete; the
 				// SDK leaves resultType out of a result made by middleware
-				// (a panic's) rather than by the tool.
+				// (a panic's) rather than by the tool. Any other answer is
+				// the same to the byte.
 				if res, ok := got.message["result"].(map[string]any); ok && res["resultType"] == "complete" {
 					if w, _ := want.message["result"].(map[string]any); w != nil && w["resultType"] == nil {
 						delete(res, "resultType")
+					} else if got.body != want.body {
+						t.Errorf("served directly:\n%s\nby the SDK's handler:\n%s", got.body, want.body)
 					}
 				}
 				if got.status != want.status || got.header.Get("Content-Type") != want.header.Get("Content-Type") || !reflect.DeepEqual(got.message, want.message) {
@@ -161,5 +164,34 @@ func TestDirectCallsSessionSendsNothing(t *testing.T) {
 	}
 	if sendErr == nil {
 		t.Error("a notification on a direct call's session succeeded, want an error")
+	}
+}
+
+// encodeResponse and decodeID write and read what the jsonrpc package
+// does, byte for byte, for every kind of id.
+func TestEncodeResponseAsTheSDK(t *testing.T) {
+	for _, raw := range []string{`7`, `-1`, `0`, `1e3`, `7.5`, `9007199254740993`, `"abc"`, `"a-b_c.d:e"`, `"<&>"`, `"é"`, `"a\"b"`, `""`} {
+		var v any
+		if err := json.Unmarshal([]byte(raw), &v); err != nil {
+			t.Fatal(err)
+		}
+		want, err := jsonrpc.MakeID(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := decodeID(json.RawMessage(raw))
+		if err != nil || id != want {
+			t.Errorf("decodeID(%s) = %v, %v; want %v", raw, id, err, want)
+		}
+		for _, resp := range []*jsonrpc.Response{
+			{ID: id, Result: json.RawMessage(`{"content":[{"type":"text","text":"<b>"}],"resultType":"complete"}`)},
+			{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "no <b>"}},
+		} {
+			got, err := encodeResponse(resp)
+			wantBytes, wantErr := jsonrpc.EncodeMessage(resp)
+			if err != nil || wantErr != nil || string(got) != string(wantBytes) {
+				t.Errorf("id %s: encodeResponse = %s, %v; EncodeMessage = %s, %v", raw, got, err, wantBytes, wantErr)
+			}
+		}
 	}
 }
