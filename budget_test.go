@@ -68,7 +68,9 @@ import (
 //	CALL_BUDGET=1 CGO_ENABLED=0 go test -modfile .cache/sdk-patched/go.mod -tags grpcnotrace -run '^TestCallBudget$' -v .
 //
 // CALL_BUDGET_KEEP=DIR keeps each path's callgrind dump there, for
-// callgrind_annotate; CALL_BUDGET_ONLY=a,b measures those paths alone.
+// callgrind_annotate (on a test binary built with go test -c: go test
+// strips the names); CALL_BUDGET_ONLY=a,b measures those paths alone;
+// CALL_BUDGET_SERVE_ENV='KEY=VALUE;…' serves them with those variables.
 
 // Margins over a budget before a measurement fails, as fractions.
 const (
@@ -98,6 +100,11 @@ const (
 	budgetKeepEnv  = "CALL_BUDGET_KEEP"  // a directory for the callgrind dumps
 	budgetChildEnv = "CALL_BUDGET_CHILD" // the child's directory (config, logs, dumps)
 	budgetPlantEnv = "CALL_BUDGET_PLANT" // instructions the child's planted regression adds per call
+	// budgetServeEnv is KEY=VALUE;… added to the served configuration's
+	// environment, to measure what a setting costs (e.g.
+	// OTEL_TRACES_EXPORTER=none, PORTCULLIS_LOG_LEVEL=warn). The budgets
+	// hold without it.
+	budgetServeEnv = "CALL_BUDGET_SERVE_ENV"
 )
 
 // budgetPath is one path a user pays for: the configuration added to the
@@ -586,6 +593,10 @@ func (e *budgetEnvironment) measure(t *testing.T, p budgetPath, plant int) measu
 		// The child flushes around the window; no timer exports in it.
 		"OTEL_BSP_SCHEDULE_DELAY=3600000",
 	)
+	if extra := os.Getenv(budgetServeEnv); extra != "" {
+		// The OpenTelemetry SDK reads its variables from the process.
+		cmd.Env = append(append(cmd.Env, budgetServeEnv+"="+extra), strings.Split(extra, ";")...)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -887,6 +898,13 @@ func TestCallBudgetChild(t *testing.T) {
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "OTEL_") {
 			environ = append(environ, kv)
+		}
+	}
+	if extra := os.Getenv(budgetServeEnv); extra != "" {
+		for _, kv := range strings.Split(extra, ";") {
+			if !strings.HasPrefix(kv, "OTEL_") {
+				environ = append(environ, kv)
+			}
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -24,7 +24,7 @@ func TestServerSpansAsOtelhttp(t *testing.T) {
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	name := func(method string) string { return method + " /mcp" }
 	type answer struct {
-		status int  // 0: the handler writes no header
+		status int // 0: the handler writes no header
 		body   string
 		flush  bool // flush before writing
 		early  bool // 103 Early Hints first

@@ -55,7 +55,9 @@ func TestEncodedInputSchema(t *testing.T) {
 // NoSession holds for the catalog's own tools that say so and bind no
 // argument to a header, and for nothing else.
 func TestNoSession(t *testing.T) {
-	handler := func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) { return nil, nil, nil }
+	handler := func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
+		return nil, nil, nil
+	}
 	mark := func(tl Tool) Tool { tl.NoSession = true; return tl }
 	c := New(nil)
 	c.Add(
