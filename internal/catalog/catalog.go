@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -68,6 +69,9 @@ type Catalog struct {
 	// declaredTasks is what the catalog's own task tools declare, filled
 	// as they are added, before any server is built: read without a lock.
 	declaredTasks map[string]tasks.ToolTasks
+	// apps indexes the tools of sources that serve MCP Apps by their
+	// names in the source (apps.go); replaced whole under mu.
+	apps atomic.Pointer[appIndex]
 }
 
 // Tool is one tool, ready to add to any server. Add receives the server so

@@ -13,6 +13,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/portcullis-mcp/portcullis/internal/curation"
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
@@ -108,6 +109,11 @@ type viewState struct {
 	promptsOf    map[string][]*viewPrompt
 	knownPrompts map[string]bool
 
+	// appNames maps the name a tool has in a source that serves MCP
+	// Apps to the names the view exposes the tools of that name by
+	// (see [ServerView.AppTool]).
+	appNames appIndex
+
 	// resources and templates map the URIs (URI templates) exposed to
 	// their curation, nil for none.
 	resources    map[string]*curation.ResourceSelection
@@ -166,6 +172,8 @@ type item[T any] struct {
 type toolReg struct {
 	own *Tool
 	set SetTool
+	// app is whether its source serves MCP Apps.
+	app bool
 }
 
 // catalogItems is every item of the catalog, in a stable order.
@@ -196,7 +204,7 @@ func (c *Catalog) items() catalogItems {
 		src := c.sources[key]
 		from := []string{src.origin}
 		for _, n := range slices.Sorted(maps.Keys(src.tools)) {
-			it.tools = append(it.tools, item[toolReg]{candidate{n, src.local(n), from}, false, toolReg{set: src.tools[n]}})
+			it.tools = append(it.tools, item[toolReg]{candidate{n, src.local(n), from}, false, toolReg{set: src.tools[n], app: src.apps}})
 		}
 		for _, u := range slices.Sorted(maps.Keys(src.resources)) {
 			it.resources = append(it.resources, item[SetResource]{candidate{u, u, from}, false, src.resources[u]})
@@ -344,11 +352,24 @@ func (v *ServerView) refresh() {
 		st.toolsOf[t.Original] = append(st.toolsOf[t.Original], t)
 		wantTools[in.name] = in
 	}
+	appURIs := v.withApps(it, st, wantTools)
 	for _, in := range it.tools {
 		st.knownTools[in.name] = true
 	}
 	st.toolNames = slices.Sorted(maps.Keys(st.tools))
 	v.logClashes(prev, st, "tool", clashes, candidates(it.tools))
+	for _, t := range st.tools {
+		in := wantTools[t.Original]
+		if in.reg.app && in.local != t.Name && !bindsHeaders(in.reg.set.Tool.InputSchema) {
+			if st.appNames == nil {
+				st.appNames = appIndex{}
+			}
+			st.appNames[in.local] = append(st.appNames[in.local], t.Name)
+		}
+	}
+	for _, names := range st.appNames {
+		slices.Sort(names)
+	}
 
 	wantPrompts := map[string]item[SetPrompt]{}
 	picks, clashes = resolve(promptSelectors(&v.sel), candidates(it.prompts))
@@ -373,6 +394,12 @@ func (v *ServerView) refresh() {
 		in := it.resources[p.item]
 		st.resources[in.name] = resourceCuration(&v.sel.Resources[p.sel], p.single)
 		wantResources[in.name] = in
+	}
+	for _, in := range it.resources {
+		if _, ok := wantResources[in.name]; !ok && appURIs[in.name] {
+			st.resources[in.name] = nil
+			wantResources[in.name] = in
+		}
 	}
 	v.logClashes(prev, st, "resource", clashes, candidates(it.resources))
 	wantTemplates := map[string]item[SetTemplate]{}
@@ -405,6 +432,50 @@ func (v *ServerView) refresh() {
 	syncServer(v.regPrompts, wantPrompts, s.RemovePrompts, func(p item[SetPrompt]) { s.AddPrompt(p.reg.Prompt, p.reg.Handler) },
 		func(a, b SetPrompt) bool { return reflect.DeepEqual(a.Prompt, b.Prompt) })
 	v.regTools, v.regResources, v.regTemplates, v.regPrompts = wantTools, wantResources, wantTemplates, wantPrompts
+}
+
+// withApps adds to st the app-only tools of the Apps whose tools st
+// exposes (a tool that names its App in _meta.ui.resourceUri): the
+// tools of the same source that only Apps call
+// (_meta.ui.visibility ["app"]), under the names the root server has them
+// by, unless st exposes another tool by that name. It returns the App
+// resources those tools name (_meta.ui.resourceUri), which the view
+// serves with them. st's tools are exposed under wantTools; c.mu is held.
+func (v *ServerView) withApps(it catalogItems, st *viewState, wantTools map[string]item[toolReg]) map[string]bool {
+	var uris, sources map[string]bool
+	for _, in := range wantTools {
+		if !in.reg.app {
+			continue
+		}
+		u := mcpapps.ResourceURI(in.reg.set.Tool.Meta)
+		if u == "" {
+			continue
+		}
+		if sources == nil {
+			uris, sources = map[string]bool{}, map[string]bool{}
+		}
+		sources[in.sources[0]] = true
+		uris[u] = true
+	}
+	for _, in := range it.tools {
+		if !in.reg.app || !sources[in.sources[0]] || !mcpapps.AppOnly(in.reg.set.Tool.Meta) {
+			continue
+		}
+		if _, ok := wantTools[in.name]; ok {
+			continue
+		}
+		if _, taken := st.tools[in.name]; taken {
+			continue
+		}
+		t := &ViewTool{Name: in.name, Original: in.name}
+		st.tools[t.Name] = t
+		st.toolsOf[t.Original] = append(st.toolsOf[t.Original], t)
+		wantTools[in.name] = in
+		if u := mcpapps.ResourceURI(in.reg.set.Tool.Meta); u != "" {
+			uris[u] = true
+		}
+	}
+	return uris
 }
 
 // syncServer changes what a server has registered from had to want: remove
@@ -455,6 +526,13 @@ func (v *ServerView) logClashes(prev, st *viewState, kind string, clashes []clas
 func (v *ServerView) Tool(name string) (*ViewTool, bool) {
 	t, ok := v.cur.Load().tools[name]
 	return t, ok
+}
+
+// AppTool returns the names the view exposes the tools by that a source
+// serving MCP Apps names name itself (see [Catalog.AppTool]), sorted; nil
+// for none. It is one map lookup.
+func (v *ServerView) AppTool(name string) []string {
+	return v.cur.Load().appNames[name]
 }
 
 // HasTool reports whether the server has a tool callers call by name:
