@@ -1,0 +1,253 @@
+//go:build e2e
+
+package e2e
+
+// MCP Apps behind Portcullis (docs/apps.md), tried as a user would: the
+// published ext-apps example servers (pinned by
+// scripts/install-node-tools.sh; one over Streamable HTTP, one over stdio)
+// behind the real binary with auth on, and a host of our own in headless
+// Chromium (e2e/apphost) that shows their Apps through the extension's
+// AppBridge. The Apps call their servers' tools by their servers' names,
+// through the host, and show what comes back.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// appEras are the protocol eras the host speaks with Portcullis: the SDK
+// client's default (the 2025 era's initialize) and 2026-07-28.
+var appEras = []string{"", "2026-07-28"}
+
+func eraName(era string) string { return cmpOr(era, "2025-11-25") }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// appsDeployment is Portcullis with App servers behind it, auth on, and
+// a token for each of its endpoints.
+type appsDeployment struct {
+	srv   *server
+	idp   *IdP
+	paths map[string]string // endpoint name → path ("root" is /mcp)
+	token map[string]string
+	res   map[string]string
+}
+
+func (d *appsDeployment) url(name string) string { return d.srv.BaseURL + d.paths[name] }
+
+// startApps starts the IdP and Portcullis with upstreams and servers
+// (the servers: entries, each with a name and a path), gets a token for
+// every endpoint, and waits until /mcp lists want.
+func startApps(t *testing.T, upstreams []map[string]any, servers []map[string]any, policy []map[string]any, want ...string) *appsDeployment {
+	t.Helper()
+	idp := startIdP(t)
+	addr := freeLoopbackAddr(t)
+	d := &appsDeployment{idp: idp, paths: map[string]string{"root": "/mcp"}, token: map[string]string{}, res: map[string]string{}}
+	for _, s := range servers {
+		d.paths[s["name"].(string)] = s["path"].(string)
+	}
+	for name, path := range d.paths {
+		d.res[name] = "http://" + addr + path
+	}
+	authCfg := map[string]any{"resource": d.res["root"], "issuers": []map[string]any{{"issuer": idp.Issuer()}}}
+	if policy != nil {
+		authCfg["policy"] = policy
+	}
+	cfg := map[string]any{"auth": authCfg, "upstreams": upstreams, "servers": servers}
+	d.srv = startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
+	for name, res := range d.res {
+		d.token[name] = idp.ClientCredentialsToken(t, idpClient, idpClientSecret, res)
+	}
+	awaitReady(t, d.srv, 90*time.Second)
+	pollUntil(t, 60*time.Second, func() string {
+		got, err := d.listNames("root")
+		if err != nil {
+			return err.Error()
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				return fmt.Sprintf("/mcp does not list %s yet: %v", w, got)
+			}
+		}
+		return ""
+	})
+	return d
+}
+
+// listNames lists the tools of the endpoint name, on 2026-07-28.
+func (d *appsDeployment) listNames(name string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, body, err := doPost(ctx, http.DefaultClient, d.url(name), string(modernRequest(1, "tools/list", nil)), modernHeaders(d.token[name], "tools/list", ""))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("tools/list at %s: status %d: %s", name, resp.StatusCode, body)
+	}
+	var res struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	msgs, err := parseRPCMessages(resp.Header.Get("Content-Type"), body)
+	if err != nil || len(msgs) == 0 {
+		return nil, fmt.Errorf("tools/list at %s: %v: %s", name, err, body)
+	}
+	if err := json.Unmarshal(msgs[len(msgs)-1].Result, &res); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// isoTime matches the time the basic App shows: an ISO 8601 instant.
+var isoTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$`)
+
+// checkBasicApp shows the basic App (server-basic-vanillajs) of tool at
+// the endpoint, clicks its "Get Server Time" and checks that its own call,
+// get-time by its server's name, came back and shows.
+func checkBasicApp(t *testing.T, d *appsDeployment, host appHost, tab context.Context, endpoint, era, tool string) {
+	t.Helper()
+	opened := openApp(t, tab, appOpen{MCPURL: d.url(endpoint), Token: d.token[endpoint], Protocol: era, Tool: tool, Arguments: map[string]any{}, SandboxURL: host.SandboxURL})
+	if want := cmpOr(era, "2025-11-25"); opened.ProtocolVersion != want {
+		t.Errorf("the host speaks %q with %s, want %s", opened.ProtocolVersion, endpoint, want)
+	}
+	if opened.Result.IsError || !isoTime.MatchString(opened.Result.Text) || opened.HTMLBytes < 10_000 {
+		t.Fatalf("showing %s: %+v", tool, opened)
+	}
+	frame := appFrame(t, tab, "#get-time-btn")
+	// The model's result, given to the App by the host.
+	frameText(t, frame, "#server-time", "the tool's result", func(s string) bool { return s == opened.Result.Text })
+	clickIn(t, frame, "#get-time-btn")
+	var own appRequest
+	pollUntil(t, 30*time.Second, func() string {
+		for _, r := range appLog(t, tab) {
+			if r.Method == "tools/call" && (r.Result != nil || r.Error != nil) {
+				own = r
+				return ""
+			}
+		}
+		return "the App made no call yet"
+	})
+	if own.Name != "get-time" || own.Error != nil || own.Result.IsError || !isoTime.MatchString(own.Result.Text) {
+		t.Fatalf("the App's own call: %+v %+v %+v, want get-time by its server's name, answered", own, own.Result, own.Error)
+	}
+	frameText(t, frame, "#server-time", "the App's own call's result", func(s string) bool { return s == own.Result.Text })
+}
+
+// checkMonitorApp shows the system monitor's App (server-system-monitor)
+// of tool at the endpoint: given the model's result, it polls its
+// app-only tool poll-system-stats by its server's name and shows the
+// memory in use.
+func checkMonitorApp(t *testing.T, d *appsDeployment, host appHost, tab context.Context, endpoint, era, tool string) {
+	t.Helper()
+	opened := openApp(t, tab, appOpen{MCPURL: d.url(endpoint), Token: d.token[endpoint], Protocol: era, Tool: tool, Arguments: map[string]any{}, SandboxURL: host.SandboxURL})
+	if opened.Result.IsError || !strings.Contains(opened.Result.Text, "hostname") {
+		t.Fatalf("showing %s: %+v", tool, opened)
+	}
+	frame := appFrame(t, tab, "#memory-percent")
+	frameText(t, frame, "#memory-percent", "the App's own polls", func(s string) bool { return regexp.MustCompile(`^\d+%$`).MatchString(s) })
+	var polls []appRequest
+	for _, r := range appLog(t, tab) {
+		if r.Method == "tools/call" && (r.Result != nil || r.Error != nil) {
+			polls = append(polls, r)
+		}
+	}
+	if len(polls) == 0 {
+		t.Fatal("the App shows stats but made no call")
+	}
+	for _, p := range polls {
+		if p.Name != "poll-system-stats" || p.Error != nil || p.Result.IsError {
+			t.Errorf("the App's own call: %+v %+v %+v, want poll-system-stats by its server's name, answered", p, p.Result, p.Error)
+		}
+	}
+	// The app-only tool is listed, with its _meta, for the host to keep
+	// from the model.
+	tools, err := chromedp.Run(tab, chromedp.Evaluate[[]struct {
+		Name string         `json:"name"`
+		Meta map[string]any `json:"_meta"`
+	}](`window.appHost.tools`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range tools {
+		if strings.HasSuffix(tl.Name, "poll-system-stats") {
+			found = true
+			ui, _ := tl.Meta["ui"].(map[string]any)
+			if vis, _ := ui["visibility"].([]any); len(vis) != 1 || vis[0] != "app" {
+				t.Errorf("%s's _meta = %v, want ui.visibility [app]", tl.Name, tl.Meta)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the app-only tool is not listed at %s", endpoint)
+	}
+}
+
+// TestAppsBehindPortcullis shows the Apps of two published App servers,
+// one over Streamable HTTP and one over stdio, with the default prefixes
+// and a bearer token: through /mcp and through a virtual server each,
+// on both protocol eras. Each App initializes, calls its own server's
+// tools by their names (the monitor's an app-only tool), and shows the
+// results.
+func TestAppsBehindPortcullis(t *testing.T) {
+	basicURL := startAppServerHTTP(t, "server-basic-vanillajs")
+	d := startApps(t,
+		[]map[string]any{
+			{"name": "basic", "transport": "http", "url": basicURL, "required": true},
+			appStdio(t, "monitor", "server-system-monitor"),
+		},
+		[]map[string]any{
+			{"name": "clock", "path": "/mcp/clock", "tools": []map[string]any{{"source": "basic", "name": "get-time"}}},
+			{"name": "stats", "path": "/mcp/stats", "tools": []map[string]any{{"source": "monitor", "name": "get-system-info", "expose_as": "system_info"}}},
+		}, nil,
+		"basic_get-time", "monitor_get-system-info", "monitor_poll-system-stats")
+	host := startAppHost(t)
+	browser := startChromium(t)
+	for _, era := range appEras {
+		t.Run(eraName(era), func(t *testing.T) {
+			t.Run("basic at /mcp", func(t *testing.T) {
+				checkBasicApp(t, d, host, host.appTab(t, browser), "root", era, "basic_get-time")
+			})
+			t.Run("basic at its virtual server", func(t *testing.T) {
+				checkBasicApp(t, d, host, host.appTab(t, browser), "clock", era, "basic_get-time")
+			})
+			t.Run("monitor at /mcp", func(t *testing.T) {
+				checkMonitorApp(t, d, host, host.appTab(t, browser), "root", era, "monitor_get-system-info")
+			})
+			t.Run("monitor at its virtual server", func(t *testing.T) {
+				checkMonitorApp(t, d, host, host.appTab(t, browser), "stats", era, "system_info")
+			})
+		})
+	}
+	// The audit line names the tool as listed and the name the App used.
+	pollUntil(t, 10*time.Second, func() string {
+		for _, line := range strings.Split(d.srv.Stderr(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "tool call" && m["tool"] == "basic_get-time" && m["tool_called_as"] == "get-time" && m["outcome"] == "ok" {
+				return ""
+			}
+		}
+		return "no audit line of the App's call names both names"
+	})
+}
