@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // appEras are the protocol eras the host speaks with Portcullis: the SDK
@@ -250,4 +252,197 @@ func TestAppsBehindPortcullis(t *testing.T) {
 		}
 		return "no audit line of the App's call names both names"
 	})
+}
+
+// appCallResult is the answer to one tools/call: the result's text, or
+// the JSON-RPC error, and the HTTP status.
+type appCallResult struct {
+	Status  int
+	Text    string
+	IsError bool
+	Code    int
+	Message string
+}
+
+// callAs calls name with args at the endpoint with token, in era ("" for
+// a 2025-11-25 request without a session).
+func (d *appsDeployment) callAs(t *testing.T, endpoint, token, era, name string, args map[string]any) appCallResult {
+	t.Helper()
+	params := map[string]any{"name": name, "arguments": args}
+	body, header := legacyRequest(7, "tools/call", params), withHeaders(bearer(token), "MCP-Protocol-Version", "2025-11-25")
+	if era != "" {
+		body, header = modernRequest(7, "tools/call", params), modernHeaders(token, "tools/call", name)
+	}
+	resp, b := postMCP(t, http.DefaultClient, d.url(endpoint), string(body), header)
+	out := appCallResult{Status: resp.StatusCode}
+	msgs, err := parseRPCMessages(resp.Header.Get("Content-Type"), b)
+	if err != nil || len(msgs) == 0 {
+		out.Message = string(b)
+		return out
+	}
+	m := msgs[len(msgs)-1]
+	if m.Error != nil {
+		out.Code, out.Message = m.Error.Code, m.Error.Message
+		return out
+	}
+	var res struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	_ = json.Unmarshal(m.Result, &res)
+	out.IsError = res.IsError
+	for _, c := range res.Content {
+		out.Text += c.Text
+	}
+	return out
+}
+
+// call is callAs with the endpoint's own token.
+func (d *appsDeployment) call(t *testing.T, endpoint, era, name string, args map[string]any) appCallResult {
+	t.Helper()
+	return d.callAs(t, endpoint, d.token[endpoint], era, name, args)
+}
+
+// read reads uri at the endpoint on 2026-07-28 and returns the text of
+// its first content and that content's URI.
+func (d *appsDeployment) read(t *testing.T, endpoint, uri string) (text, at string) {
+	t.Helper()
+	resp, b := postMCP(t, http.DefaultClient, d.url(endpoint), string(modernRequest(8, "resources/read", map[string]any{"uri": uri})), modernHeaders(d.token[endpoint], "resources/read", uri))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reading %s at %s: status %d: %s", uri, endpoint, resp.StatusCode, b)
+	}
+	var res struct {
+		Contents []struct {
+			URI  string `json:"uri"`
+			Text string `json:"text"`
+		} `json:"contents"`
+	}
+	if err := json.Unmarshal(rpcResult(t, rpcMessages(t, resp.Header.Get("Content-Type"), b), "8"), &res); err != nil || len(res.Contents) == 0 {
+		t.Fatalf("reading %s at %s: %v: %s", uri, endpoint, err, b)
+	}
+	return res.Contents[0].Text, res.Contents[0].URI
+}
+
+// resourceURIs lists the resources of the endpoint, on 2026-07-28.
+func (d *appsDeployment) resourceURIs(t *testing.T, endpoint string) []string {
+	t.Helper()
+	resp, b := postMCP(t, http.DefaultClient, d.url(endpoint), string(modernRequest(9, "resources/list", nil)), modernHeaders(d.token[endpoint], "resources/list", ""))
+	var res struct {
+		Resources []struct {
+			URI string `json:"uri"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(rpcResult(t, rpcMessages(t, resp.Header.Get("Content-Type"), b), "9"), &res); err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range res.Resources {
+		uris = append(uris, r.URI)
+	}
+	slices.Sort(uris)
+	return uris
+}
+
+// upstreamRequests is how many requests of method Portcullis sent the
+// upstream up (the count of portcullis_upstream_request_duration_seconds).
+func (d *appsDeployment) upstreamRequests(t *testing.T, up, method string) uint64 {
+	t.Helper()
+	resp, err := http.Get(d.srv.MetricsURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, m := range fams["portcullis_upstream_request_duration_seconds"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["upstream"] == up && labels["mcp_method_name"] == method {
+			n += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return n
+}
+
+// TestAppsTwoInstances puts two instances of one App server (one over
+// Streamable HTTP, one over stdio) on /mcp: they serve one ui:// URI and
+// one tool name. Each App's resource is served under its upstream's
+// prefix and read from that upstream; the bare name both offer is
+// refused, naming both, to the model and to the App alike; a virtual
+// server for each instance makes each App work.
+func TestAppsTwoInstances(t *testing.T) {
+	basicURL := startAppServerHTTP(t, "server-basic-vanillajs")
+	d := startApps(t,
+		[]map[string]any{
+			{"name": "one", "transport": "http", "url": basicURL, "required": true},
+			appStdio(t, "two", "server-basic-vanillajs"),
+		},
+		[]map[string]any{
+			{"name": "team-one", "path": "/mcp/team-one", "tools": []map[string]any{{"source": "one", "name": "get-time"}}},
+			{"name": "team-two", "path": "/mcp/team-two", "tools": []map[string]any{{"source": "two", "name": "get-time"}}},
+		}, nil,
+		"one_get-time", "two_get-time")
+
+	uris := d.resourceURIs(t, "root")
+	if want := []string{"ui://one/get-time/mcp-app.html", "ui://two/get-time/mcp-app.html"}; !slices.Equal(uris, want) {
+		t.Fatalf("/mcp lists resources %v, want %v", uris, want)
+	}
+	for _, p := range []struct{ up, other string }{{"one", "two"}, {"two", "one"}} {
+		uri := "ui://" + p.up + "/get-time/mcp-app.html"
+		before, otherBefore := d.upstreamRequests(t, p.up, "resources/read"), d.upstreamRequests(t, p.other, "resources/read")
+		html, at := d.read(t, "root", uri)
+		if !strings.Contains(html, "<html") || at != uri {
+			t.Errorf("reading %s: %d bytes at %s, want the App's HTML at the URI read", uri, len(html), at)
+		}
+		if got, other := d.upstreamRequests(t, p.up, "resources/read")-before, d.upstreamRequests(t, p.other, "resources/read")-otherBefore; got != 1 || other != 0 {
+			t.Errorf("reading %s reached %s %v times and %s %v times, want its own upstream once", uri, p.up, got, p.other, other)
+		}
+		// Each virtual server serves its own instance's App alone.
+		if got := d.resourceURIs(t, "team-"+p.up); !slices.Equal(got, []string{uri}) {
+			t.Errorf("team-%s lists resources %v, want %s", p.up, got, uri)
+		}
+	}
+	for _, era := range appEras {
+		r := d.call(t, "root", era, "get-time", map[string]any{})
+		if r.Code != -32602 || !strings.Contains(r.Message, "Ambiguous") || !strings.Contains(r.Message, `"one_get-time", "two_get-time"`) {
+			t.Errorf("%s: get-time at /mcp: %+v, want the ambiguity error naming one_get-time and two_get-time", eraName(era), r)
+		}
+	}
+
+	host := startAppHost(t)
+	browser := startChromium(t)
+	t.Run("an App at /mcp", func(t *testing.T) {
+		tab := host.appTab(t, browser)
+		opened := openApp(t, tab, appOpen{MCPURL: d.url("root"), Token: d.token["root"], Tool: "one_get-time", Arguments: map[string]any{}, SandboxURL: host.SandboxURL})
+		if opened.ResourceURI != "ui://one/get-time/mcp-app.html" {
+			t.Errorf("one_get-time names %s", opened.ResourceURI)
+		}
+		frame := appFrame(t, tab, "#get-time-btn")
+		clickIn(t, frame, "#get-time-btn")
+		frameText(t, frame, "#server-time", "the App's refused call", func(s string) bool { return s == "[ERROR]" })
+		log := appLog(t, tab)
+		if len(log) != 1 || log[0].Name != "get-time" || log[0].Error == nil || !strings.Contains(log[0].Error.Message, "Ambiguous") {
+			t.Errorf("the App's calls: %+v, want get-time refused as ambiguous", log)
+		}
+	})
+	for _, up := range []string{"one", "two"} {
+		for _, era := range appEras {
+			t.Run(fmt.Sprintf("the App of %s at its virtual server, %s", up, eraName(era)), func(t *testing.T) {
+				before, otherBefore := d.upstreamRequests(t, up, "tools/call"), d.upstreamRequests(t, map[string]string{"one": "two", "two": "one"}[up], "tools/call")
+				checkBasicApp(t, d, host, host.appTab(t, browser), "team-"+up, era, up+"_get-time")
+				// The model's call and the App's own: both to its instance.
+				if got, other := d.upstreamRequests(t, up, "tools/call")-before, d.upstreamRequests(t, map[string]string{"one": "two", "two": "one"}[up], "tools/call")-otherBefore; got != 2 || other != 0 {
+					t.Errorf("the calls reached %s %v times and the other instance %v times, want 2 and 0", up, got, other)
+				}
+			})
+		}
+	}
 }
