@@ -69,7 +69,9 @@ func startApps(t *testing.T, upstreams []map[string]any, servers []map[string]an
 	if policy != nil {
 		authCfg["policy"] = policy
 	}
-	cfg := map[string]any{"auth": authCfg, "upstreams": upstreams, "servers": servers}
+	// The attacks make many calls in a row.
+	limits := map[string]any{"rate_per_principal": 1000, "burst_per_principal": 1000}
+	cfg := map[string]any{"auth": authCfg, "upstreams": upstreams, "servers": servers, "limits": limits}
 	d.srv = startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
 	for name, res := range d.res {
 		d.token[name] = idp.ClientCredentialsToken(t, idpClient, idpClientSecret, res)
