@@ -448,3 +448,35 @@ func TestAppsTwoInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestConformanceWithApps runs both requirement sets of the conformance
+// suite against an endpoint that also serves Apps: the conformance toolset
+// beside the two published App servers on /mcp, and a virtual server
+// exposing the toolset and an App. Serving Apps, and resolving their
+// names, changes nothing the suite checks.
+func TestConformanceWithApps(t *testing.T) {
+	basicURL := startAppServerHTTP(t, "server-basic-vanillajs")
+	all := map[string]any{"source": "conformance"}
+	cfg := writeConfigFile(t, map[string]any{
+		"tools": map[string]any{"toolsets": []string{"conformance"}},
+		"upstreams": []map[string]any{
+			{"name": "basic", "transport": "http", "url": basicURL, "required": true},
+			appStdio(t, "monitor", "server-system-monitor"),
+		},
+		"servers": []any{map[string]any{
+			"name": "conf-apps", "path": "/mcp/conf-apps",
+			"tools":     []any{all, map[string]any{"source": "monitor", "name": "get-system-info"}},
+			"resources": []any{all}, "prompts": []any{all},
+		}},
+	})
+	srv := startServer(t, nil, "--config", cfg)
+	awaitReady(t, srv, 90*time.Second)
+	for _, s := range []struct{ name, path string }{{"root", "/mcp"}, {"conf-apps", "/mcp/conf-apps"}} {
+		t.Run(s.name, func(t *testing.T) {
+			conformanceRequirements(t, srv.BaseURL+s.path, func(format string, args ...any) {
+				t.Helper()
+				t.Logf(s.path+": "+format, args...)
+			})
+		})
+	}
+}

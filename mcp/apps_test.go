@@ -87,13 +87,26 @@ func (s *appServers) set(prefix string, own string) catalog.Set {
 // appCatalog is the core toolset, a and b (a's own tool only-a, b's
 // only-b) and up.
 func appCatalog(tb testing.TB, s *appServers) *catalog.Catalog {
+	return appCatalogOf(tb, s, true)
+}
+
+// appCatalogOf is appCatalog, where a and b serve no App unless apps:
+// their tools say nothing of Apps, and they have no ui:// resource.
+func appCatalogOf(tb testing.TB, s *appServers, apps bool) *catalog.Catalog {
 	tb.Helper()
 	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, p := range [][2]string{{"a", "only-a"}, {"b", "only-b"}} {
-		if _, err := cat.SetSource("upstream "+p[0], s.set(p[0], p[1])); err != nil {
+		set := s.set(p[0], p[1])
+		if !apps {
+			for _, t := range set.Tools {
+				t.Tool.Meta = nil
+			}
+			set.Resources = nil
+		}
+		if _, err := cat.SetSource("upstream "+p[0], set); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -376,5 +389,75 @@ func TestResolveAllocates(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { g.resolve(nil, name) }); n != 0 {
 			t.Errorf("resolve(%q): %v allocations", name, n)
 		}
+	}
+}
+
+// appCallRequest is a 2026-07-28 tools/call of tool with args, as a
+// client sends it.
+func appCallRequest(tb testing.TB, tool, args string) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, "http://example.test/mcp", strings.NewReader(modernCall(tool, args)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header = http.Header{
+		"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Protocol-Version": {modernHdr}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {tool},
+	}
+	return req
+}
+
+// serveAppCall serves one call of tool on h and fails unless it worked.
+func serveAppCall(tb testing.TB, h http.Handler, tool, args string) {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, appCallRequest(tb, tool, args))
+	if w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"error"`) || strings.Contains(w.Body.String(), `"isError":true`) {
+		tb.Fatalf("%s: status %d: %s", tool, w.Code, w.Body)
+	}
+}
+
+// BenchmarkAppCall measures a 2026-07-28 call of an upstream's tool on
+// the direct path: of an upstream without Apps on an endpoint that serves
+// none (server=plain) and on one that also serves Apps (server=apps),
+// which must cost the same (the two endpoints have the same tools, whose
+// _meta says nothing of Apps on the first); and an App's tool by its
+// listed name and by its upstream's own name (one map lookup more):
+//
+//	go test -run '^$' -bench AppCall -count 10 ./mcp | benchstat -col /server -
+func BenchmarkAppCall(b *testing.B) {
+	plainH := New(appCatalogOf(b, &appServers{}, false), Options{}, Deps{Version: "t"}).Handler()
+	appsH := New(appCatalog(b, &appServers{}), Options{}, Deps{Version: "t"}).Handler()
+	for _, tt := range []struct {
+		name       string
+		h          http.Handler
+		tool, args string
+	}{
+		{name: "tool=up_search/server=plain", h: plainH, tool: "up_search", args: `{"q":"x","org":"acme"}`},
+		{name: "tool=up_search/server=apps", h: appsH, tool: "up_search", args: `{"q":"x","org":"acme"}`},
+		{name: "tool=a_only-a/server=apps", h: appsH, tool: "a_only-a", args: `{}`},
+		{name: "tool=only-a/server=apps", h: appsH, tool: "only-a", args: `{}`},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				serveAppCall(b, tt.h, tt.tool, tt.args)
+			}
+		})
+	}
+}
+
+// TestAppsCostOtherCallsNothing checks that a call of a tool of an
+// upstream without Apps allocates no more on an endpoint that also serves
+// Apps than on one that serves none.
+func TestAppsCostOtherCallsNothing(t *testing.T) {
+	allocs := func(cat *catalog.Catalog) float64 {
+		h := New(cat, Options{}, Deps{Version: "t"}).Handler()
+		for range 50 {
+			serveAppCall(t, h, "up_search", `{"q":"x","org":"acme"}`)
+		}
+		return testing.AllocsPerRun(500, func() { serveAppCall(t, h, "up_search", `{"q":"x","org":"acme"}`) })
+	}
+	without, with := allocs(appCatalogOf(t, &appServers{}, false)), allocs(appCatalog(t, &appServers{}))
+	if with > without+0.5 {
+		t.Errorf("a call of up_search allocates %.1f times on an endpoint that serves Apps, %.1f on one that serves none", with, without)
 	}
 }
