@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,6 +19,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // appServers are two upstreams serving one App (prefixes a and b), each
@@ -460,4 +462,29 @@ func TestAppsCostOtherCallsNothing(t *testing.T) {
 	if with > without+0.5 {
 		t.Errorf("a call of up_search allocates %.1f times on an endpoint that serves Apps, %.1f on one that serves none", with, without)
 	}
+}
+
+// TestAppTaskCall checks the task-augmented form: an App's call by its
+// upstream's name of a tool that runs as a task becomes the listed tool's
+// task.
+func TestAppTaskCall(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		s := &appServers{}
+		add := func(c *catalog.Catalog) {
+			if _, err := c.SetSource("upstream a", s.set("a", "only-a")); err != nil {
+				t.Fatal(err)
+			}
+			c.SetTaskSupport("a_only-a", tasks.ToolTasks{Support: tasks.SupportOptional})
+		}
+		h, _ := taskSetup{add: add}.endpoint(t)
+		id := createTask(t, h, "alice", "only-a", `{"n":1}`)
+		synctest.Wait()
+		d := getTask(t, h, "alice", id)
+		if d.Status != tasks.StatusCompleted {
+			t.Fatalf("the task: %+v (error %+v), want completed", d, d.Error)
+		}
+		if text, _ := resultText(t, d.Result); text != `a:only-a {"n":1}` {
+			t.Fatalf("result %s, want a_only-a's", d.Result)
+		}
+	})
 }

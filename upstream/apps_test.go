@@ -19,6 +19,10 @@ import (
 
 const appURI = "ui://get-time/mcp-app.html"
 
+// appMeta is the _meta of appBackend's App, on the resource and its
+// contents, as a client decodes it.
+var appMeta = sdk.Meta{"ui": map[string]any{"csp": map[string]any{"connectDomains": []any{"https://api.example"}}, "domain": "a.example", "prefersBorder": true}}
+
 // appBackend is an App server called name, as the published ext-apps
 // examples are: its tool get-time names the App (in both _meta keys), poll
 // is for the App alone, link returns a link to the App and the App
@@ -98,7 +102,7 @@ func newAppBackend(name string) *appBackend {
 			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: mcpapps.MIMEType, Text: text, Meta: meta}}}, nil
 		}
 	}
-	csp := sdk.Meta{"ui": map[string]any{"csp": map[string]any{"connectDomains": []any{"https://api.example"}}, "domain": "a.example"}}
+	csp := appMeta
 	b.AddResource(&sdk.Resource{URI: appURI, Name: "app", MIMEType: mcpapps.MIMEType, Meta: csp}, read("<html>"+name+"</html>", csp))
 	b.AddResource(&sdk.Resource{URI: "file:///shared", Name: "shared"}, read(name, nil))
 	b.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: "ui://views/{id}", Name: "view"}, read(name+" view", nil))
@@ -151,8 +155,8 @@ func TestAppsServedUnderPrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		uris = append(uris, r.URI)
-		if mcpapps.IsURI(r.URI) && r.Meta["ui"] == nil {
-			t.Errorf("%s: _meta %v, want the App's", r.URI, r.Meta)
+		if mcpapps.IsURI(r.URI) && !reflect.DeepEqual(r.Meta, appMeta) {
+			t.Errorf("%s: _meta %v, want the App's as it is", r.URI, r.Meta)
 		}
 	}
 	slices.Sort(uris)
@@ -183,8 +187,8 @@ func TestAppsServedUnderPrefix(t *testing.T) {
 		if got := res.Contents[0]; got.Text != c.text || got.URI != c.uri {
 			t.Errorf("reading %s: %q at %s, want %q at the URI read", c.uri, got.Text, got.URI, c.text)
 		}
-		if mcpapps.IsURI(c.uri) && !strings.Contains(c.uri, "views") && res.Contents[0].Meta["ui"] == nil {
-			t.Errorf("reading %s: _meta %v, want the App's", c.uri, res.Contents[0].Meta)
+		if mcpapps.IsURI(c.uri) && !strings.Contains(c.uri, "views") && !reflect.DeepEqual(res.Contents[0].Meta, appMeta) {
+			t.Errorf("reading %s: _meta %v, want the App's as it is", c.uri, res.Contents[0].Meta)
 		}
 	}
 	if _, err := f.session.ReadResource(callCtx(t), &sdk.ReadResourceParams{URI: appURI}); err == nil {
