@@ -90,7 +90,7 @@ func TestAppsAttacks(t *testing.T) {
 			},
 		}},
 		[]map[string]any{
-			{"tool": "shop_reset", "scopes": []string{"mcp:admin"}},                   // the step-up 403
+			{"tool": "shop_reset", "scopes": []string{"mcp:admin"}},                     // the step-up 403
 			{"tool": "shop_audit_log", "scopes": []string{"mcp:admin"}, "hidden": true}, // an unknown tool
 		},
 		"shop_orders", "shop_lookup", "shop_reset")

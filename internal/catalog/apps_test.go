@@ -224,3 +224,115 @@ func TestViewServesApps(t *testing.T) {
 		}
 	}
 }
+
+// TestAppNamesListedStayListed checks that a name or URI something is
+// listed by never stands for an App's tool or resource of that name in
+// its source, in the catalog and in a view, whether it was listed before
+// or after the App's source came.
+func TestAppNamesListedStayListed(t *testing.T) {
+	c := New(nil)
+	if _, err := c.SetSource("upstream a", monitorSet("a")); err != nil {
+		t.Fatal(err)
+	}
+	v, _, _ := viewServer(t, c, &curation.Exposure{Tools: []curation.ToolSelection{{Source: "a", Name: "get-system-info"}}})
+	if got := c.AppTool("get-system-info"); !slices.Equal(got, []string{"a_get-system-info"}) {
+		t.Fatalf("before: AppTool = %v", got)
+	}
+	// A source without a prefix lists the names and the URI a's App has
+	// in a.
+	bare := Set{
+		Origin:    "bare",
+		Tools:     []SetTool{appTool("get-system-info", `{"ui":{"resourceUri":"ui://system-monitor/mcp-app.html"}}`)},
+		Resources: []SetResource{{Resource: &sdk.Resource{URI: "ui://system-monitor/mcp-app.html", Name: "app"}, Handler: readText("bare")}},
+	}
+	if _, err := c.SetSource("upstream bare", bare); err != nil {
+		t.Fatal(err)
+	}
+	own := "ui://system-monitor/mcp-app.html"
+	if got := c.AppTool("get-system-info"); got != nil {
+		t.Errorf("a listed name: AppTool = %v, want nil", got)
+	}
+	if got := c.AppResource(own); got != nil {
+		t.Errorf("a listed URI: AppResource = %v, want nil", got)
+	}
+	// The view lists neither: they stand for a's there.
+	if got := v.AppTool("get-system-info"); !slices.Equal(got, []string{"a_get-system-info"}) {
+		t.Errorf("view: AppTool = %v", got)
+	}
+	if got := v.AppResource(own); !slices.Equal(got, []string{"ui://a/system-monitor/mcp-app.html"}) {
+		t.Errorf("view: AppResource = %v", got)
+	}
+	// A tool added to the view's server while it serves is called by its
+	// name.
+	AddRunningTool(c, v.s, &sdk.Tool{Name: "poll-system-stats", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *sdk.CallToolRequest, map[string]any) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{}, nil, nil
+		})
+	if got := v.AppTool("poll-system-stats"); got != nil {
+		t.Errorf("view: a running tool's name: AppTool = %v, want nil", got)
+	}
+	if got := c.AppTool("poll-system-stats"); got != nil {
+		t.Errorf("a running tool's name: AppTool = %v, want nil", got)
+	}
+	c.RemoveSource("upstream bare")
+	if got := c.AppResource(own); !slices.Equal(got, []string{"ui://a/system-monitor/mcp-app.html"}) {
+		t.Errorf("after bare left: AppResource = %v", got)
+	}
+}
+
+func TestAppResourceIndex(t *testing.T) {
+	c := New(nil)
+	c.AddResource(&sdk.Resource{URI: "ui://builtin/app.html", Name: "builtin"}, readText("builtin"))
+	for _, p := range []string{"a", "b"} {
+		if _, err := c.SetSource("upstream "+p, monitorSet(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c3 := monitorSet("c")
+	c3.Resources = append(c3.Resources,
+		SetResource{Resource: &sdk.Resource{URI: "ui://c/builtin/app.html", Name: "shadowed"}, Handler: readText("c")},
+		SetResource{Resource: &sdk.Resource{URI: "ui://c/only-c.html", Name: "only"}, Handler: readText("c")})
+	c3.Tools = c3.Tools[:1]
+	c3.Tools[0] = appTool("c_only", `{"ui":{"resourceUri":"ui://c/only-c.html"}}`)
+	if _, err := c.SetSource("upstream c", c3); err != nil {
+		t.Fatal(err)
+	}
+	// A source that serves no App: its URIs are what it lists.
+	if _, err := c.SetSource("upstream gh", ghSet()); err != nil {
+		t.Fatal(err)
+	}
+	va, _, _ := viewServer(t, c, &curation.Exposure{Tools: []curation.ToolSelection{{Source: "a", Name: "get-system-info"}}})
+	vc, _, _ := viewServer(t, c, &curation.Exposure{Tools: []curation.ToolSelection{{Source: "c", Name: "only"}}})
+	mon := []string{"ui://a/system-monitor/mcp-app.html", "ui://b/system-monitor/mcp-app.html", "ui://c/system-monitor/mcp-app.html"}
+	tests := []struct {
+		uri          string
+		want, va, vc []string
+	}{
+		{uri: "ui://system-monitor/mcp-app.html", want: mon, va: mon[:1]},
+		{uri: "ui://only-c.html", want: []string{"ui://c/only-c.html"}, vc: []string{"ui://c/only-c.html"}},
+		{uri: "ui://a/system-monitor/mcp-app.html"}, // listed
+		{uri: "ui://builtin/app.html"},              // the catalog's own
+		{uri: "file:///a"},                          // not an App's
+		{uri: "file:///notes"},
+		{uri: "ui://nothing.html"},
+	}
+	for _, tt := range tests {
+		if got := c.AppResource(tt.uri); !slices.Equal(got, tt.want) {
+			t.Errorf("AppResource(%q) = %v, want %v", tt.uri, got, tt.want)
+		}
+		if got := va.AppResource(tt.uri); !slices.Equal(got, tt.va) {
+			t.Errorf("view of a: AppResource(%q) = %v, want %v", tt.uri, got, tt.va)
+		}
+		if got := vc.AppResource(tt.uri); !slices.Equal(got, tt.vc) {
+			t.Errorf("view of c: AppResource(%q) = %v, want %v", tt.uri, got, tt.vc)
+		}
+	}
+	c.RemoveSource("upstream b")
+	c.RemoveSource("upstream c")
+	if got := c.AppResource("ui://system-monitor/mcp-app.html"); !slices.Equal(got, mon[:1]) {
+		t.Errorf("after b and c left: AppResource = %v", got)
+	}
+	if got := vc.AppResource("ui://only-c.html"); got != nil {
+		t.Errorf("after c left: view of c: AppResource = %v", got)
+	}
+}

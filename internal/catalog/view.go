@@ -111,8 +111,10 @@ type viewState struct {
 
 	// appNames maps the name a tool has in a source that serves MCP
 	// Apps to the names the view exposes the tools of that name by
-	// (see [ServerView.AppTool]).
-	appNames appIndex
+	// (see [ServerView.AppTool]), and appURIs the URI a ui:// resource
+	// has there to the URIs of those the view serves
+	// ([ServerView.AppResource]).
+	appNames, appURIs appIndex
 
 	// resources and templates map the URIs (URI templates) exposed to
 	// their curation, nil for none.
@@ -360,7 +362,7 @@ func (v *ServerView) refresh() {
 	v.logClashes(prev, st, "tool", clashes, candidates(it.tools))
 	for _, t := range st.tools {
 		in := wantTools[t.Original]
-		if in.reg.app && in.local != t.Name && !bindsHeaders(in.reg.set.Tool.InputSchema) {
+		if in.reg.app && !v.listed(st, in.local) && !bindsHeaders(in.reg.set.Tool.InputSchema) {
 			if st.appNames == nil {
 				st.appNames = appIndex{}
 			}
@@ -402,6 +404,8 @@ func (v *ServerView) refresh() {
 		}
 	}
 	v.logClashes(prev, st, "resource", clashes, candidates(it.resources))
+	served := func(uri string) bool { _, ok := st.resources[uri]; return ok }
+	st.appURIs = v.c.appURIIndex(served, served)
 	wantTemplates := map[string]item[SetTemplate]{}
 	picks, clashes = resolve(resourceSelectors(&v.sel), candidates(it.templates))
 	for _, p := range picks {
@@ -530,9 +534,17 @@ func (v *ServerView) Tool(name string) (*ViewTool, bool) {
 
 // AppTool returns the names the view exposes the tools by that a source
 // serving MCP Apps names name itself (see [Catalog.AppTool]), sorted; nil
-// for none. It is one map lookup.
+// for none, and for a name the view exposes a tool by. It is one map
+// lookup.
 func (v *ServerView) AppTool(name string) []string {
 	return v.cur.Load().appNames[name]
+}
+
+// AppResource returns the URIs of the resources the view serves that a
+// source serving MCP Apps gives uri itself (see [Catalog.AppResource]),
+// sorted; nil for none. It is one map lookup.
+func (v *ServerView) AppResource(uri string) []string {
+	return v.cur.Load().appURIs[uri]
 }
 
 // HasTool reports whether the server has a tool callers call by name:
@@ -545,6 +557,15 @@ func (v *ServerView) HasTool(name string) bool {
 		return true
 	}
 	return !st.knownTools[name] && v.running(name)
+}
+
+// listed reports whether callers call a tool of the server by name, as
+// HasTool does, in st. v.c.mu is held.
+func (v *ServerView) listed(st *viewState, name string) bool {
+	if _, ok := st.tools[name]; ok {
+		return true
+	}
+	return !st.knownTools[name] && v.c.runningOn[v.s][name]
 }
 
 func (v *ServerView) running(name string) bool {
