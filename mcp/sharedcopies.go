@@ -58,6 +58,7 @@ const trustFraction = 10
 
 // sessionCopy is this replica's copy of a shared session.
 type sessionCopy struct {
+	key       string // the session's [sharedsession.Key]
 	ss        *sdk.ServerSession
 	transport *sdk.StreamableServerTransport
 	events    *sharedEventStore
@@ -123,10 +124,11 @@ func (cs *sessionCopies) connect(ctx context.Context, id, principal string, rec 
 	if err != nil {
 		return nil, false, err
 	}
-	c = &sessionCopy{ss: ss, transport: t, events: cs.events, principal: principal, level: level, version: version, ttl: cs.ttl, subscribed: map[string]bool{}}
+	key := sharedsession.Key(id)
+	c = &sessionCopy{key: key, ss: ss, transport: t, events: cs.events, principal: principal, level: level, version: version, ttl: cs.ttl, subscribed: map[string]bool{}}
 	c.timer = time.AfterFunc(cs.ttl, func() { ss.Close() })
 	cs.byID[id] = c
-	cs.byKey[sharedsession.Key(id)] = id
+	cs.byKey[key] = id
 	return c, rec != nil, nil
 }
 
@@ -148,7 +150,7 @@ func (cs *sessionCopies) ended(id string) {
 	defer cs.mu.Unlock()
 	if cs.byID[id] == c {
 		delete(cs.byID, id)
-		delete(cs.byKey, sharedsession.Key(id))
+		delete(cs.byKey, c.key)
 	}
 }
 

@@ -89,7 +89,12 @@ func (s *sharedSessions) serve(w http.ResponseWriter, r *http.Request, kind shar
 		return
 	}
 	id := r.Header.Get(mcpheader.SessionID)
-	q := &sessionRequest{sharedRequest: kind, id: id, key: sharedsession.Key(id), copy: s.copies.lookup(id)}
+	q := &sessionRequest{sharedRequest: kind, id: id, copy: s.copies.lookup(id)}
+	if q.copy != nil {
+		q.key = q.copy.key // hashed once, as the copy was made
+	} else {
+		q.key = sharedsession.Key(id)
+	}
 	if !s.resolve(w, r, q) {
 		return
 	}

@@ -28,7 +28,7 @@ const streamRetry = time.Second
 // sent reaches it, and a stream resumed on any replica goes on from the
 // event it names. A drain ends it with a retry hint.
 func (s *sharedSessions) serveGET(w http.ResponseWriter, r *http.Request, id string, c *sessionCopy, version string) {
-	st := &standaloneStream{s: s, id: id, key: sharedsession.Key(id), copy: c, version: version, last: -1}
+	st := &standaloneStream{s: s, id: id, key: c.key, copy: c, version: version, last: -1}
 	if v := r.Header.Values("Last-Event-ID"); len(v) > 0 {
 		stream, n, ok := parseEventID(v[0])
 		if !ok {
