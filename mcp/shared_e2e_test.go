@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession/redissession"
 )
@@ -20,7 +21,7 @@ func TestSharedHandlerCloseEndsRedisSubscription(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	const channel = "test:session-events"
-	h := endpoint{deps: Deps{SharedSessions: redissession.New(client, "test:")}}.handler(t)
+	h := endpoint{deps: Deps{SharedSessions: redissession.New(rediskit.New(client, rediskit.Durability{}), "test:")}}.handler(t)
 	subscribers := func() int64 {
 		t.Helper()
 		n, err := client.PubSubNumSub(t.Context(), channel).Result()

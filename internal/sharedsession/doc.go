@@ -14,10 +14,7 @@
 // request and passes the key.
 package sharedsession
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-)
+import "github.com/portcullis-mcp/portcullis/internal/rediskit"
 
 // Backend is where replicas share legacy sessions.
 type Backend struct {
@@ -31,20 +28,16 @@ type Backend struct {
 	Bus Bus
 }
 
-// Key is the key a session with id is filed under: the first 32 hex
-// digits of the id's SHA-256, so that no store holds an id a caller could
-// present.
-func Key(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:16])
-}
+// Key is the key a session with id is filed under: [rediskit.Hash] of
+// the id, so that no store holds an id a caller could present.
+func Key(id string) string { return rediskit.Hash(id) }
 
 // PrincipalHash is the [Record.Principal] of a caller with the limits key
-// key: its SHA-256 in hex, or empty for the empty key.
+// key: [rediskit.Hash] of it, so that no store holds a caller's issuer
+// and subject; empty for the empty key.
 func PrincipalHash(key string) string {
 	if key == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	return rediskit.Hash(key)
 }

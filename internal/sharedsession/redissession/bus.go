@@ -4,23 +4,23 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
 
 // Bus is the [sharedsession.Bus] in Redis: one Pub/Sub channel, prefix
 // "session-events", with PUBLISH (broadcast to every node of a Cluster).
 type Bus struct {
-	rdb     redis.UniversalClient
+	kit     *rediskit.Client
 	channel string
 }
 
-// NewBus returns the bus on rdb under prefix.
-func NewBus(rdb redis.UniversalClient, prefix string) *Bus {
-	return &Bus{rdb: rdb, channel: prefix + "session-events"}
+// NewBus returns the bus in kit's Redis under prefix.
+func NewBus(kit *rediskit.Client, prefix string) *Bus {
+	return &Bus{kit: kit, channel: prefix + "session-events"}
 }
 
 // Publish implements [sharedsession.Bus]. On a Cluster it publishes on the
@@ -29,35 +29,27 @@ func NewBus(rdb redis.UniversalClient, prefix string) *Bus {
 // nodes may arrive in either order. Should that primary not answer, it
 // publishes on any node.
 func (b *Bus) Publish(ctx context.Context, msg []byte) error {
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+	rdb := b.kit.Redis()
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		node, err := cc.MasterForKey(ctx, b.channel)
 		if err == nil && node.Publish(ctx, b.channel, msg).Err() == nil {
 			return nil
 		}
 	}
-	if err := b.rdb.Publish(ctx, b.channel, msg).Err(); err != nil {
-		return fmt.Errorf("redissession: publishing a session message: %w", err)
+	if err := rdb.Publish(ctx, b.channel, msg).Err(); err != nil {
+		return fmt.Errorf("redissession: %w", rediskit.Unavailable("publishing a session message", err))
 	}
 	return nil
 }
 
-// subscribeTimeout bounds waiting for Redis to confirm a subscription.
-const subscribeTimeout = 10 * time.Second
-
 // Subscribe implements [sharedsession.Bus] with a subscription of its
-// own, which go-redis renews after a lost connection or a failover; what
-// is published while it is down is lost, as Redis Pub/Sub goes, and lost
-// is called as the subscription is renewed.
+// own ([rediskit.Client.Subscribe]: it returns once Redis confirmed it),
+// which go-redis renews after a lost connection or a failover; what is
+// published while it is down is lost, as Redis Pub/Sub goes, and lost is
+// called as the subscription is renewed.
 func (b *Bus) Subscribe(ctx context.Context, deliver func([]byte), lost func()) (sharedsession.Subscription, error) {
-	ps := b.rdb.Subscribe(ctx, b.channel)
-	// The first reply is the subscription's confirmation: from then on,
-	// what anyone publishes reaches it.
-	reply, err := ps.ReceiveTimeout(ctx, subscribeTimeout)
-	if _, ok := reply.(*redis.Subscription); !ok && err == nil {
-		err = fmt.Errorf("a reply of %T", reply)
-	}
+	ps, err := b.kit.Subscribe(ctx, b.channel)
 	if err != nil {
-		ps.Close()
 		return nil, fmt.Errorf("redissession: subscribing to session messages: %w", err)
 	}
 	s := &subscription{ps: ps, stop: make(chan struct{})}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
 
@@ -40,10 +41,12 @@ type Log struct {
 	keep   int // events kept per stream
 }
 
-// NewLog returns the log in rdb under prefix, keeping [keptPerStream]
-// events per stream.
-func NewLog(rdb redis.UniversalClient, prefix string) *Log {
-	return &Log{rdb: rdb, prefix: prefix, keep: keptPerStream}
+// NewLog returns the log in kit's Redis under prefix, keeping
+// [keptPerStream] events per stream. Its writes do not wait for
+// replicas: what a failover loses of a stream is what Redis Pub/Sub
+// loses of the bus, notifications a client re-reads the state after.
+func NewLog(kit *rediskit.Client, prefix string) *Log {
+	return &Log{rdb: kit.Redis(), prefix: prefix, keep: keptPerStream}
 }
 
 // base is the start of every key of the session keyed key.
@@ -165,7 +168,7 @@ func (e *Log) append(ctx context.Context, key, stream string, ttl time.Duration,
 	}
 	n, err := appendScript.Run(ctx, e.rdb, []string{base + "s:" + stream, base + "streams"}, args...).Int()
 	if err != nil {
-		return 0, fmt.Errorf("redissession: appending a session event: %w", err)
+		return 0, fmt.Errorf("redissession: %w", rediskit.Unavailable("appending a session event", err))
 	}
 	return n, nil
 }
@@ -175,7 +178,7 @@ func (e *Log) After(ctx context.Context, key, stream string, index int) ([][]byt
 	base := e.base(key)
 	res, err := afterScript.Run(ctx, e.rdb, []string{base + "s:" + stream, base + "streams"}, stream, strconv.Itoa(index)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redissession: reading session events: %w", err)
+		return nil, fmt.Errorf("redissession: %w", rediskit.Unavailable("reading session events", err))
 	}
 	switch v := res.(type) {
 	case int64:
@@ -202,7 +205,7 @@ func (e *Log) Last(ctx context.Context, key, stream string) (int, error) {
 	base := e.base(key)
 	n, err := lastScript.Run(ctx, e.rdb, []string{base + "s:" + stream, base + "streams"}, stream).Int()
 	if err != nil {
-		return 0, fmt.Errorf("redissession: reading the last session event: %w", err)
+		return 0, fmt.Errorf("redissession: %w", rediskit.Unavailable("reading the last session event", err))
 	}
 	return n, nil
 }
@@ -211,7 +214,7 @@ func (e *Log) Last(ctx context.Context, key, stream string) (int, error) {
 func (e *Log) Delete(ctx context.Context, key string) error {
 	base := e.base(key)
 	if err := deleteScript.Run(ctx, e.rdb, []string{base + "streams"}, base+"s:").Err(); err != nil {
-		return fmt.Errorf("redissession: deleting session events: %w", err)
+		return fmt.Errorf("redissession: %w", rediskit.Unavailable("deleting session events", err))
 	}
 	return nil
 }

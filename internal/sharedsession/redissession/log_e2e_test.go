@@ -14,9 +14,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
+
+// kit is rdb without waiting for replicas.
+func kit(rdb redis.UniversalClient) *rediskit.Client { return rediskit.New(rdb, rediskit.Durability{}) }
 
 // eventsStep is one call of a [sharedsession.Log] test, or time passing,
 // with what it must give.
@@ -331,7 +335,7 @@ func TestRedisSessionEventsLayout(t *testing.T) {
 			ctx := t.Context()
 			const id = "sEsSiOnIdThAtMuStNoTlEaK"
 			key := sharedsession.Key(id)
-			e := NewLog(tc.rdb, "test:")
+			e := NewLog(kit(tc.rdb), "test:")
 			for _, stream := range []string{"", "", "s1"} {
 				if _, err := e.Append(ctx, key, stream, time.Hour, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)); err != nil {
 					t.Fatal(err)
@@ -408,7 +412,7 @@ func redisValues(t *testing.T, rdb redis.UniversalClient, key string) []string {
 // the retry a new event, which is the price of remembering one token.
 func TestRedisSessionEventsRetriedAppend(t *testing.T) {
 	ctx := t.Context()
-	e := NewLog(redistest.Start(t).Client(t), "test:")
+	e := NewLog(kit(redistest.Start(t).Client(t)), "test:")
 	key := sharedsession.Key("s")
 	for i, want := range []int{0, 0, 1, 1} {
 		token := fmt.Sprintf("%016x", i/2+1)
@@ -470,7 +474,7 @@ func TestRedisSessionEventsBus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ca, cb := tc.clients(t)
-			a, b := NewBus(ca, "test:"), NewBus(cb, "test:")
+			a, b := NewBus(kit(ca), "test:"), NewBus(kit(cb), "test:")
 			gotA, gotB := listenFor(t, a), listenFor(t, b)
 			if n := subscribers(t, ca, a.channel); n != 2 {
 				t.Fatalf("%d subscribers once both listen, want 2", n)
@@ -522,7 +526,7 @@ func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, fail := tc.start(t)
-			e := NewBus(rdb, "test:")
+			e := NewBus(kit(rdb), "test:")
 			got := listenFor(t, e)
 			if err := e.Publish(t.Context(), []byte("before")); err != nil {
 				t.Fatal(err)

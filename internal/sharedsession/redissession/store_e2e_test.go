@@ -3,12 +3,14 @@
 package redissession
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
@@ -20,8 +22,8 @@ func TestRedisSessionStore(t *testing.T) {
 	ctx := t.Context()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	a := NewStore(client, "test:")
-	b := NewStore(srv.Client(t), "test:") // another replica
+	a := NewStore(kit(client), "test:")
+	b := NewStore(kit(srv.Client(t)), "test:") // another replica
 	const id = "sEsSiOnIdThAtMuStNoTlEaK"
 	key := sharedsession.Key(id)
 	rec := sharedsession.Record{
@@ -63,5 +65,31 @@ func TestRedisSessionStore(t *testing.T) {
 	}
 	if _, ok, err := a.Get(ctx, key, time.Minute); ok || err != nil {
 		t.Fatalf("Get after Delete: ok %v, err %v", ok, err)
+	}
+}
+
+// TestRedisSessionStoreWaitsForReplicas: a record is written as the kit's
+// durability says. Asked for a replica's acknowledgement on a server that
+// has none, a Put fails with rediskit.ErrUnavailable, so that the
+// initialize fails rather than make a session a failover could lose;
+// asking none, it succeeds.
+func TestRedisSessionStoreWaitsForReplicas(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	rec := sharedsession.Record{ProtocolVersion: "2025-11-25", Initialize: &sdk.InitializeParams{ProtocolVersion: "2025-11-25"}}
+	for _, tt := range []struct {
+		name     string
+		replicas int
+		wantErr  error
+	}{
+		{name: "one replica asked", replicas: 1, wantErr: rediskit.ErrUnavailable},
+		{name: "none asked", replicas: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(rediskit.New(client, rediskit.Durability{Replicas: tt.replicas, Timeout: 100 * time.Millisecond}), "test:")
+			err := s.Put(t.Context(), sharedsession.Key(tt.name), rec, time.Minute)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Put = %v, want %v", err, tt.wantErr)
+			}
+		})
 	}
 }
