@@ -136,6 +136,7 @@ func (st *standaloneStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-wt.events:
 		case <-wt.subs:
 			s.syncSubscriptions(ctx, st.key, st.copy)
+			evs = nil // written already
 			continue
 		case <-poll.C:
 			if !st.keep(ctx) {

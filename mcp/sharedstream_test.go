@@ -416,3 +416,70 @@ func TestSharedRequestStreamLost(t *testing.T) {
 		return slices.ContainsFunc(resume(asked.id), func(e sseEvent) bool { return strings.Contains(e.data, "resumed-elsewhere") })
 	})
 }
+
+// TestSharedStreamFollowsSubscriptionsWithoutRepeating: a standalone
+// stream that follows a change of the session's subscriptions goes on
+// from the event it last wrote: it writes no event twice, and skips none.
+func TestSharedStreamFollowsSubscriptionsWithoutRepeating(t *testing.T) {
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
+	rs.pin.Store(0)
+	r := postTo(t, rs, legacyInit, map[string]string{principalHeader: "alice"})
+	id := r.header.Get(mcpheader.SessionID)
+	if id == "" {
+		t.Fatalf("initialize: %d %s", r.status, r.body)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rs.url, nil)
+	rs.pin.Store(1)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(mcpheader.SessionID, id)
+	req.Header.Set(principalHeader, "alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	waitFor(t, func() bool { return watching(rs.hs[1], id) })
+	events := rs.hs[0].shared.events
+	notify := func(data string) {
+		t.Helper()
+		if err := events.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`+data+`"}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := make(chan sseEvent, 10)
+	go func() {
+		defer close(evs)
+		readEvents(resp.Body, func(e sseEvent) bool {
+			if e.data != "" {
+				evs <- e
+			}
+			return strings.Contains(e.data, `"c"`)
+		})
+	}()
+	notify("a")
+	if e := <-evs; !strings.Contains(e.data, `"a"`) || e.id != "_0" {
+		t.Fatalf("first event %+v, want a, _0", e)
+	}
+	// The subscriptions changed (on whichever replica): the stream's copy
+	// follows them.
+	if err := rs.hs[0].shared.bus.publish(t.Context(), busMessage{Kind: busSubscriptions, Key: sharedsession.Key(id)}); err != nil {
+		t.Fatal(err)
+	}
+	notify("b")
+	notify("c")
+	var got []sseEvent
+	for e := range evs {
+		got = append(got, e)
+	}
+	want := []struct{ id, data string }{{"_1", `"b"`}, {"_2", `"c"`}}
+	if len(got) != len(want) {
+		t.Fatalf("events after the first: %+v, want b (_1) and c (_2)", got)
+	}
+	for i, w := range want {
+		if got[i].id != w.id || !strings.Contains(got[i].data, w.data) {
+			t.Errorf("event %d: %+v, want %s with id %s", i+2, got[i], w.data, w.id)
+		}
+	}
+}
