@@ -102,12 +102,12 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 	return h
 }
 
-// Start starts what the handler runs beside its requests, until Close.
+// Start starts what the handler runs beside its requests until Close.
 // With shared sessions ([Deps.SharedSessions]) that is its subscription
-// to the bus between replicas, made again in the background, until ctx
-// ends, while the bus does not answer; such a handler answers requests of
-// legacy sessions only between Start and Close (503 before and after).
-// Without shared sessions Start does nothing. Call it once, before
+// to the bus between replicas; while the bus does not answer, it keeps
+// trying in the background until ctx ends. Such a handler serves legacy
+// sessions only between Start and Close, and answers 503 before and
+// after. Without shared sessions Start does nothing. Call it once, before
 // serving.
 func (h *Handler) Start(ctx context.Context) {
 	if h.shared != nil {
