@@ -172,3 +172,48 @@ func serveSessions(t *testing.T, h *Handler, store sharedsession.Store) {
 		t.Fatalf("the standalone stream: status %d: %s", r.status, r.body)
 	}
 }
+
+// TestSharedHandlerCloseEndsCallsInFlight closes a handler while a call
+// of a shared session waits for its client's answer, which never comes
+// (the client went, and the server stopped serving): Close ends the call
+// at once rather than wait for the tool's timeout, and leaves nothing.
+func TestSharedHandlerCloseEndsCallsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		before, _ := bubbleGoroutines()
+		h := endpoint{sets: []string{"core", "conformance"}, deps: Deps{
+			SharedSessions: sharedsession.Backend{Store: sharedsession.NewMemoryStore(nil)},
+		}}.handler(t)
+		const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
+		r := postTo(t, h, initialize, nil)
+		id := r.header.Get(mcpheader.SessionID)
+		if r.status != http.StatusOK || id == "" {
+			t.Fatalf("initialize: status %d, session %q: %s", r.status, id, r.body)
+		}
+		session := map[string]string{mcpheader.SessionID: id, mcpheader.ProtocolVersion: "2025-11-25"}
+		postTo(t, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session)
+		ctx, leave := context.WithCancel(t.Context())
+		call := newPost(t, "http://example.test/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_elicitation","arguments":{"message":"who?"}}}`, session).WithContext(ctx)
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			serve(h, call)
+		}()
+		synctest.Wait() // the call waits for the client's answer
+		leave()
+		<-served
+		start := time.Now()
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 0 {
+			t.Errorf("Close took %v: it waited for the call instead of ending it", took)
+		}
+		// The worker that ran the call is the server's, not the
+		// handler's: it ends once idle (toolworkers.go).
+		time.Sleep(toolWorkerIdle)
+		synctest.Wait()
+		if n, stacks := bubbleGoroutines(); n != before {
+			t.Errorf("%d goroutines after Close, %d before the handler was made:\n%s", n, before, stacks)
+		}
+	})
+}

@@ -61,6 +61,7 @@ type sessionCopy struct {
 	key       string // the session's [sharedsession.Key]
 	ss        *sdk.ServerSession
 	transport *sdk.StreamableServerTransport
+	conn      sdk.Connection // the transport's, which the SDK reads
 	events    *sharedEventStore
 	principal string        // the record's
 	ttl       time.Duration // the idle timeout
@@ -107,7 +108,7 @@ func (cs *sessionCopies) connect(ctx context.Context, id, principal string, rec 
 	if c := cs.byID[id]; c != nil {
 		return c, false, nil
 	}
-	t := &sdk.StreamableServerTransport{SessionID: id, EventStore: cs.events}
+	t := &connectedTransport{StreamableServerTransport: &sdk.StreamableServerTransport{SessionID: id, EventStore: cs.events}}
 	var opts *sdk.ServerSessionOptions
 	var level sdk.LoggingLevel
 	var version string
@@ -125,7 +126,7 @@ func (cs *sessionCopies) connect(ctx context.Context, id, principal string, rec 
 		return nil, false, err
 	}
 	key := sharedsession.Key(id)
-	c = &sessionCopy{key: key, ss: ss, transport: t, events: cs.events, principal: principal, level: level, version: version, ttl: cs.ttl, subscribed: map[string]bool{}}
+	c = &sessionCopy{key: key, ss: ss, transport: t.StreamableServerTransport, conn: t.conn, events: cs.events, principal: principal, level: level, version: version, ttl: cs.ttl, subscribed: map[string]bool{}}
 	c.timer = time.AfterFunc(cs.ttl, func() { ss.Close() })
 	cs.byID[id] = c
 	cs.byKey[key] = id
@@ -154,7 +155,8 @@ func (cs *sessionCopies) ended(id string) {
 	}
 }
 
-// closeAll closes every copy this replica holds.
+// closeAll closes every copy this replica holds, ending the calls in
+// flight on them.
 func (cs *sessionCopies) closeAll() {
 	cs.mu.Lock()
 	all := make([]*sessionCopy, 0, len(cs.byID))
@@ -164,7 +166,7 @@ func (cs *sessionCopies) closeAll() {
 	cs.mu.Unlock()
 	for _, c := range all {
 		c.stopTimer()
-		c.close()
+		c.abort()
 	}
 }
 
@@ -298,6 +300,30 @@ func (c *sessionCopy) distrust(ended bool) {
 func (c *sessionCopy) close() {
 	c.distrust(true)
 	c.ss.Close()
+}
+
+// abort closes the copy without waiting for the calls in flight on it:
+// its connection closes first, which ends them (their contexts are
+// cancelled, and what they wait for from the client fails), where
+// closing the session alone would wait for them to end.
+func (c *sessionCopy) abort() {
+	c.distrust(true)
+	_ = c.conn.Close()
+	c.ss.Close()
+}
+
+// connectedTransport is the transport of a copy, which keeps the
+// connection the SDK made on it, for abort.
+type connectedTransport struct {
+	*sdk.StreamableServerTransport
+	conn sdk.Connection
+}
+
+// Connect implements [sdk.Transport].
+func (t *connectedTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := t.StreamableServerTransport.Connect(ctx)
+	t.conn = conn
+	return conn, err
 }
 
 // inject serves body as a POST of the session's client to the copy, and
