@@ -163,7 +163,10 @@ func (b *sharedBus) deliver(msg []byte) {
 	case busEnded:
 		b.copies.changed()
 		if _, c := b.copies.lookupKey(m.Key); c != nil {
-			c.close()
+			// Distrusted now; closed aside, since closing waits for the
+			// calls in flight on the copy, and the bus does not.
+			c.distrust(true)
+			b.goroutines.goOn(c.close)
 		}
 	}
 }

@@ -217,3 +217,47 @@ func TestSharedHandlerCloseEndsCallsInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedSessionEndedWhileCalled deletes a session on one replica
+// while a call of it waits, on another, for its client's answer: the
+// other replica's copy is distrusted at once, and the bus goes on
+// delivering (here, the DELETE that published on it returns) without
+// waiting for that call to end.
+func TestSharedSessionEndedWhileCalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := sharedsession.NewMemoryStore(nil)
+		shared := sharedsession.Backend{Store: store, Log: sharedsession.NewMemoryLog(nil, 100), Bus: sharedsession.NewMemoryBus()}
+		var hs []*Handler
+		for range 2 {
+			hs = append(hs, endpoint{sets: []string{"core", "conformance"}, deps: Deps{SharedSessions: shared}}.handler(t))
+		}
+		const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
+		r := postTo(t, hs[0], initialize, nil)
+		id := r.header.Get(mcpheader.SessionID)
+		if r.status != http.StatusOK || id == "" {
+			t.Fatalf("initialize: status %d, session %q: %s", r.status, id, r.body)
+		}
+		session := map[string]string{mcpheader.SessionID: id, mcpheader.ProtocolVersion: "2025-11-25"}
+		postTo(t, hs[0], `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session)
+		call := newPost(t, "http://example.test/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_elicitation","arguments":{"message":"who?"}}}`, session)
+		called := make(chan response)
+		go func() { called <- serve(hs[0], call) }()
+		synctest.Wait() // the call waits for the client's answer
+		start := time.Now()
+		del := httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "/mcp", nil)
+		for k, v := range session {
+			del.Header.Set(k, v)
+		}
+		if r := serve(hs[1], del); r.status != http.StatusNoContent {
+			t.Fatalf("DELETE on replica 1: status %d: %s", r.status, r.body)
+		}
+		if took := time.Since(start); took > 0 {
+			t.Errorf("the DELETE took %v: the bus waited for the call on replica 0", took)
+		}
+		if c := hs[0].shared.copies.lookup(id); c != nil && hs[0].shared.copies.trusts(c) {
+			t.Error("replica 0 trusts its copy of the deleted session")
+		}
+		<-called
+		time.Sleep(toolWorkerIdle) // the worker that ran the call ends
+	})
+}
