@@ -5,7 +5,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession/redissession"
 )
@@ -21,5 +20,5 @@ func sharedSessions(cfg *configFile, rdb redis.UniversalClient) (sharedsession.B
 	case rdb == nil:
 		return sharedsession.Backend{}, fmt.Errorf("mcp.session_store: redis needs a Redis (redis.url, redis.sentinel or redis.cluster)")
 	}
-	return redissession.New(rediskit.New(rdb, rediskit.Durability{}), cfg.Redis.KeyPrefix), nil
+	return redissession.New(redisKit(cfg, rdb), cfg.Redis.KeyPrefix), nil
 }

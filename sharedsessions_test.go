@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 	"github.com/portcullis-mcp/portcullis/internal/sharedsession/redissession"
 )
@@ -45,7 +44,7 @@ func TestSharedSessions(t *testing.T) {
 				}
 				return
 			}
-			if want := redissession.New(rediskit.New(tt.rdb, rediskit.Durability{}), "p:"); !reflect.DeepEqual(shared, want) {
+			if want := redissession.New(redisKit(cfg, tt.rdb), "p:"); !reflect.DeepEqual(shared, want) {
 				t.Fatalf("shared %#v; want the store, log and bus in the Redis given, under p: (%#v)", shared, want)
 			}
 		})
