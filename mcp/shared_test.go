@@ -44,6 +44,12 @@ func newReplicasOn(t *testing.T, n int, shared sharedsession.Backend, edit func(
 	t.Helper()
 	rs := &replicas{}
 	rs.pin.Store(-1)
+	// The server first, so that its Close comes after the handlers':
+	// closing a handler ends the calls in flight on it, for which the
+	// server's Close would wait.
+	ts := httptest.NewServer(rs)
+	t.Cleanup(ts.Close)
+	rs.url = ts.URL
 	for range n {
 		rs.hs = append(rs.hs, endpoint{sets: []string{"core", "conformance"}, edit: edit, deps: Deps{
 			SharedSessions:   shared,
@@ -51,9 +57,6 @@ func newReplicasOn(t *testing.T, n int, shared sharedsession.Backend, edit func(
 			PrincipalKey:     func(r *http.Request) string { return r.Header.Get(principalHeader) },
 		}}.handler(t))
 	}
-	ts := httptest.NewServer(rs)
-	t.Cleanup(ts.Close)
-	rs.url = ts.URL
 	return rs
 }
 

@@ -312,8 +312,8 @@ func (c *sessionCopy) abort() {
 	c.ss.Close()
 }
 
-// connectedTransport is the transport of a copy, which keeps the
-// connection the SDK made on it, for abort.
+// connectedTransport is the transport of a copy, which gives the SDK the
+// connection it made as a [copyConn], and keeps it, for abort.
 type connectedTransport struct {
 	*sdk.StreamableServerTransport
 	conn sdk.Connection
@@ -322,8 +322,11 @@ type connectedTransport struct {
 // Connect implements [sdk.Transport].
 func (t *connectedTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	conn, err := t.StreamableServerTransport.Connect(ctx)
-	t.conn = conn
-	return conn, err
+	if err != nil {
+		return nil, err
+	}
+	t.conn = newCopyConn(conn)
+	return t.conn, nil
 }
 
 // inject serves body as a POST of the session's client to the copy, and
