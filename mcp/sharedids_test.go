@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 a legacy session's client answers sampling requests, which the 2026-07-28 revision deprecates
+
 package mcp
 
 import (
