@@ -30,7 +30,7 @@ BUILDTAGS := grpcnotrace
 # exported only to the targets that use it: the server treats every
 # PORTCULLIS_* variable as a config key and rejects unknown ones.
 PORTCULLIS_NODE_TOOLS ?= $(CURDIR)/.cache/node-tools
-tools test go-test e2e example-test: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
+tools test go-test e2e example-test flake: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 
 # GOTESTFLAGS adds flags to the Go test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
@@ -43,7 +43,7 @@ IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools browser-tools \
 	obs-tools obs-check haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
-	fuzz bench bench-bin bench-sessions bench-servers bench-smoke bench-go soak soak-smoke
+	fuzz flake bench bench-bin bench-sessions bench-servers bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -117,6 +117,33 @@ sdk-patch-test: ## Run the own test suites of the MCP Go SDK and of fosite on th
 		if [ -d "$$(dirname "$$modfile")/$$m" ]; then (cd "$$(dirname "$$modfile")/$$m" && $(GO) test -count=1 ./...); \
 		else echo "sdk-patch-test: no $$m patch for the version go.mod requires"; fi; \
 	done
+
+# make flake hunts tests that fail by chance (scripts/flake): FLAKE_COUNT
+# rounds of each chosen package's tests, pinned with taskset to FLAKE_CPUS
+# CPUs (GOMAXPROCS too) beside FLAKE_HOGS busy loops on the same CPUs
+# (default twice FLAKE_CPUS), then every failing test with failures/runs
+# and the output of its first failure; the whole go test -json stream is
+# kept in results/flake.json. FLAKE_PKGS chooses the packages (default:
+# every package whose tests use time, goroutines or the network),
+# FLAKE_FLAGS adds flake's own flags (-race, -tags e2e, -run REGEXP,
+# -modfile .cache/sdk-patched/go.mod), and FLAKE_MODULE=go-sdk or fosite
+# runs that module's own suite on its patched copy instead. CONTRIBUTING.md
+# says when to run it and what the whole tree gave.
+FLAKE_COUNT  ?= 20
+FLAKE_CPUS   ?= 2
+FLAKE_HOGS   ?=
+FLAKE_PKGS   ?=
+FLAKE_FLAGS  ?=
+FLAKE_MODULE ?=
+
+flake: ## Hunt chance failures: FLAKE_COUNT (20) rounds of the tests on FLAKE_CPUS (2) CPUs beside busy loops; prints each failing test with failures/runs (FLAKE_PKGS, FLAKE_FLAGS, FLAKE_MODULE=go-sdk|fosite).
+	@dir=$(CURDIR); \
+	if [ -n "$(FLAKE_MODULE)" ]; then \
+		dir="$$(dirname "$$($(SDK_PATCH))")/$(FLAKE_MODULE)"; \
+		[ -d "$$dir" ] || { echo "flake: no patched copy of $(FLAKE_MODULE) (FLAKE_MODULE is go-sdk or fosite)" >&2; exit 1; }; \
+	fi; \
+	$(GO) run ./scripts/flake -C "$$dir" -count $(FLAKE_COUNT) -cpus $(FLAKE_CPUS) $(if $(FLAKE_HOGS),-hogs $(FLAKE_HOGS)) \
+		-json $(CURDIR)/results/flake.json $(FLAKE_FLAGS) $(FLAKE_PKGS)
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
 	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...
