@@ -37,6 +37,12 @@ tools test go-test go-test-e2e e2e example-test flake: export PORTCULLIS_NODE_TO
 # GOTESTFLAGS adds flags to the Go test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
 
+# GO_TEST_TIMEOUT is go test's -timeout in the test targets: how long one
+# package's test binary may run before it is stopped with every goroutine's
+# stack. It is there to catch a hang; go test's default, 10 minutes, is less
+# than the end-to-end package takes on two cores that other work keeps busy.
+GO_TEST_TIMEOUT ?= 45m
+
 # Kubernetes packaging: the Helm chart, the manifests generated from it and
 # the image. Tools (helm, helm-unittest, kubeconform, schemas) live in .cache.
 HELM_CHART  := helm/portcullis
@@ -109,7 +115,7 @@ haproxy-tools: ## Install haproxy (Debian's package; the replica tests run their
 # need redis-server). go-test-stock runs the unit tests again on the SDK
 # as released, which is what library users build with.
 GO_TEST_SHIPPED = modfile="$$($(SDK_PATCH))"; \
-	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) PORTCULLIS_E2E_IMAGE=$(abspath $(IMAGE_DIR))/portcullis.oci.tar $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e $(GOTESTFLAGS)
+	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) PORTCULLIS_E2E_IMAGE=$(abspath $(IMAGE_DIR))/portcullis.oci.tar $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS)
 
 go-test: go-test-e2e go-test-units ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK, bin/portcullis and the image in bin/image (needs make tools).
 
@@ -123,10 +129,10 @@ go-test-units: ## Run every package but ./e2e as go-test does: -race, -tags e2e 
 	$(GO_TEST_SHIPPED) $$($(GO) list -tags e2e ./... | grep -vx '$(SERVERPKG)/e2e')
 
 go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go test ./...` does and library users build.
-	$(GO) test -count=1 $(GOTESTFLAGS) ./...
+	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
 sdk-patch-test: ## Run the own test suites of the MCP Go SDK and of fosite on their patched copies (patches/go-sdk, patches/fosite), but the few tests patches/skipped-tests.txt names.
-	GO=$(GO) bash scripts/sdk-patch-test.sh
+	GO=$(GO) bash scripts/sdk-patch-test.sh -timeout $(GO_TEST_TIMEOUT)
 
 # make flake hunts tests that fail by chance (scripts/flake): FLAKE_COUNT
 # rounds of each chosen package's tests, pinned with taskset to FLAKE_CPUS
@@ -158,7 +164,7 @@ flake: ## Hunt chance failures: FLAKE_COUNT (20) rounds of the tests on FLAKE_CP
 		-json $(CURDIR)/results/flake.json "$${skip[@]}" $(FLAKE_FLAGS) $(FLAKE_PKGS)
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
-	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...
+	$(GO) test -race -count=1 -tags e2e -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
 
 # The example module (its own go.mod, replacing Portcullis with this
 # checkout): a team's tool server on the public API. go-test runs its
@@ -167,7 +173,7 @@ e2e: tools ## Run only the end-to-end tests (./e2e/...).
 HELLO_TOOLS := examples/hello-tools
 
 example-test: example-vet ## Vet and build examples/hello-tools, then run it for real: the dev token over both protocol eras, the conformance requirement sets, the chart with its image (needs make tools).
-	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) -run '^TestHelloToolsExample$$' ./e2e/
+	$(GO) test -race -count=1 -tags e2e -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) -run '^TestHelloToolsExample$$' ./e2e/
 
 example-vet: ## Vet and build examples/hello-tools.
 	cd $(HELLO_TOOLS) && $(GO) vet ./... && $(GO) build -o /dev/null .
@@ -283,7 +289,7 @@ actionlint: release-tools ## Check the GitHub Actions workflows (.github/workflo
 	$(GO) test -count=1 -run '^(TestWorkflowActionsPinned|TestUnpinnedActions|TestDependabotWatchesEveryManifest|TestDependabotProblems)$$' ./internal/docscheck/
 
 image-check: sbom ## Test the image builder and the SBOMs (scripts/image, its own module): reproducible digests, files, user and labels, the Dockerfile's final stage describing the same image, go-sdk and its patches in the SBOM.
-	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 $(GOTESTFLAGS) ./...
+	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
 image-docker: ## docker build the image IMAGE from the Dockerfile (for Docker users; needs a Docker engine, which the dev machines lack).
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
@@ -295,7 +301,7 @@ image-docker: ## docker build the image IMAGE from the Dockerfile (for Docker us
 FUZZ_EXECS ?= 10000x
 
 fuzz: ## Run every fuzz target (found by go test -list) for FUZZ_EXECS executions, one by one; crashers land in testdata/fuzz.
-	GO=$(GO) bash scripts/fuzz.sh $(FUZZ_EXECS)
+	GO=$(GO) GO_TEST_TIMEOUT=$(GO_TEST_TIMEOUT) bash scripts/fuzz.sh $(FUZZ_EXECS)
 
 # The load harness (bench/loadtest) and the servers it compares Portcullis
 # with: the bare go-sdk (bench/loadtest/refserver), the bare mcp-go and the
@@ -364,7 +370,7 @@ bench-smoke: bench-bin ## Run the load harness for a few hundred requests per ro
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... .
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x -timeout $(GO_TEST_TIMEOUT) ./auth/... ./mcp/... ./observability/... .
 
 # The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
 # traffic, bounded in time and request count (bench/soak, not part of the
