@@ -327,6 +327,18 @@ func (d *appsDeployment) read(t *testing.T, endpoint, uri string) (text, at stri
 	return res.Contents[0].Text, res.Contents[0].URI
 }
 
+// readError reads uri at the endpoint on 2026-07-28 and returns the
+// JSON-RPC error it is refused with; code 0 when it is not.
+func (d *appsDeployment) readError(t *testing.T, endpoint, uri string) (code int, message string) {
+	t.Helper()
+	resp, b := postMCP(t, http.DefaultClient, d.url(endpoint), string(modernRequest(8, "resources/read", map[string]any{"uri": uri})), modernHeaders(d.token[endpoint], "resources/read", uri))
+	msgs, err := parseRPCMessages(resp.Header.Get("Content-Type"), b)
+	if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Error == nil {
+		return 0, string(b)
+	}
+	return msgs[len(msgs)-1].Error.Code, msgs[len(msgs)-1].Error.Message
+}
+
 // resourceURIs lists the resources of the endpoint, on 2026-07-28.
 func (d *appsDeployment) resourceURIs(t *testing.T, endpoint string) []string {
 	t.Helper()
@@ -377,9 +389,9 @@ func (d *appsDeployment) upstreamRequests(t *testing.T, up, method string) uint6
 // TestAppsTwoInstances puts two instances of one App server (one over
 // Streamable HTTP, one over stdio) on /mcp: they serve one ui:// URI and
 // one tool name. Each App's resource is served under its upstream's
-// prefix and read from that upstream; the bare name both offer is
-// refused, naming both, to the model and to the App alike; a virtual
-// server for each instance makes each App work.
+// prefix and read from that upstream; the bare name and URI both offer
+// are refused, naming both, to the model and to the App alike; a virtual
+// server for each instance makes each App work, by either URI.
 func TestAppsTwoInstances(t *testing.T) {
 	basicURL := startAppServerHTTP(t, "server-basic-vanillajs")
 	d := startApps(t,
@@ -397,6 +409,7 @@ func TestAppsTwoInstances(t *testing.T) {
 	if want := []string{"ui://one/get-time/mcp-app.html", "ui://two/get-time/mcp-app.html"}; !slices.Equal(uris, want) {
 		t.Fatalf("/mcp lists resources %v, want %v", uris, want)
 	}
+	const own = "ui://get-time/mcp-app.html" // the App server's own URI
 	for _, p := range []struct{ up, other string }{{"one", "two"}, {"two", "one"}} {
 		uri := "ui://" + p.up + "/get-time/mcp-app.html"
 		before, otherBefore := d.upstreamRequests(t, p.up, "resources/read"), d.upstreamRequests(t, p.other, "resources/read")
@@ -407,10 +420,24 @@ func TestAppsTwoInstances(t *testing.T) {
 		if got, other := d.upstreamRequests(t, p.up, "resources/read")-before, d.upstreamRequests(t, p.other, "resources/read")-otherBefore; got != 1 || other != 0 {
 			t.Errorf("reading %s reached %s %v times and %s %v times, want its own upstream once", uri, p.up, got, p.other, other)
 		}
-		// Each virtual server serves its own instance's App alone.
+		// Each virtual server serves its own instance's App alone, by
+		// the URI it lists and by the App server's own.
 		if got := d.resourceURIs(t, "team-"+p.up); !slices.Equal(got, []string{uri}) {
 			t.Errorf("team-%s lists resources %v, want %s", p.up, got, uri)
 		}
+		before, otherBefore = d.upstreamRequests(t, p.up, "resources/read"), d.upstreamRequests(t, p.other, "resources/read")
+		if html, at := d.read(t, "team-"+p.up, own); !strings.Contains(html, "<html") || at != own {
+			t.Errorf("reading %s at team-%s: %d bytes at %s, want the App's HTML at the URI read", own, p.up, len(html), at)
+		}
+		if got, other := d.upstreamRequests(t, p.up, "resources/read")-before, d.upstreamRequests(t, p.other, "resources/read")-otherBefore; got != 1 || other != 0 {
+			t.Errorf("reading %s at team-%s reached %s %v times and %s %v times, want its own upstream once", own, p.up, p.up, got, p.other, other)
+		}
+	}
+	// The App server's own URI, which both serve, at /mcp: refused,
+	// naming both.
+	if code, msg := d.readError(t, "root", own); code != -32602 || !strings.Contains(msg, "Ambiguous") ||
+		!strings.Contains(msg, `"ui://one/get-time/mcp-app.html", "ui://two/get-time/mcp-app.html"`) {
+		t.Errorf("reading %s at /mcp: %d %s, want the ambiguity error naming both served URIs", own, code, msg)
 	}
 	for _, era := range appEras {
 		r := d.call(t, "root", era, "get-time", map[string]any{})
