@@ -123,6 +123,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Identity:        identity,
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
+		CalledAs:        mcp.CalledAs,
 	}
 	telemetry := observability.MCPMiddleware(telemetryOpts)
 	rdb, err := openRedis(ctx, cfg, metrics, logger)
@@ -136,7 +137,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
-	sessions, events, err := newSessionStore(cfg, rdb)
+	shared, err := sharedSessions(cfg, rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -151,19 +152,18 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Sealer:    sealer,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy:           policy,
-		OnDenied:         toolDeniedHook(logger, metrics, "", cat.HasTool, nil),
-		Middleware:       []sdk.Middleware{telemetry},
-		LimitHook:        limitHook(logger, metrics),
-		Tasks:            taskMgr,
-		RemoteTasks:      remoteTasks,
-		PrincipalKey:     principalKey,
-		Sessions:         sessions,
-		OnSessionAdopted: metrics.SessionRebuilt,
-		StepUp:           stepUp(cfg.Auth, cfg.authOn()),
-		// The shared sessions' streams, and what crosses replicas, with
-		// the session store.
-		Events:            events,
+		Policy:       policy,
+		OnDenied:     toolDeniedHook(logger, metrics, "", cat.HasTool, nil),
+		Middleware:   []sdk.Middleware{telemetry},
+		LimitHook:    limitHook(logger, metrics),
+		Tasks:        taskMgr,
+		RemoteTasks:  remoteTasks,
+		PrincipalKey: principalKey,
+		StepUp:       stepUp(cfg.Auth, cfg.authOn()),
+		// Legacy sessions shared between replicas, as
+		// mcp.session_store says.
+		SharedSessions:    shared,
+		OnSessionAdopted:  metrics.SessionRebuilt,
 		OnEventsReplayed:  metrics.EventsReplayed,
 		OnAnswerForwarded: metrics.AnswerForwarded,
 	}

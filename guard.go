@@ -137,6 +137,13 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server 
 			name = strings.ToValidUTF8(name[:maxLoggedName], "") + "…"
 		}
 		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", name)}
+		if d.CalledAs != "" {
+			calledAs := d.CalledAs
+			if len(calledAs) > maxLoggedName {
+				calledAs = strings.ToValidUTF8(calledAs[:maxLoggedName], "") + "…"
+			}
+			attrs = append(attrs, slog.String("tool_called_as", calledAs))
+		}
 		if server != "" {
 			attrs = append(attrs, slog.String("server", server))
 		}

@@ -5,15 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/curation"
+	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 )
 
 // sessionsSeen records the session each call of the own tools came on.
@@ -193,5 +199,140 @@ func TestEncodeResponseAsTheSDK(t *testing.T) {
 				t.Errorf("id %s: encodeResponse = %s, %v; EncodeMessage = %s, %v", raw, got, err, wantBytes, wantErr)
 			}
 		}
+	}
+}
+
+// A 2026-07-28 call of a built-in tool served directly is held to every
+// check a call through the SDK's handler is: the policy (hidden without
+// its scope, the step-up 403), a virtual server's selection, names and
+// fixed arguments, an App's name resolved to the tool it stands for
+// (never to a listed tool's name), and the program's middleware, which
+// sees the listed name and the name used. The middleware records whether
+// the request came on a session: the SDK's handler makes one per request;
+// a direct call has none.
+func TestOwnToolsDirectHoldEveryCheck(t *testing.T) {
+	policy := func(info *sdkauth.TokenInfo, tool string) (bool, []string, bool) {
+		has := func(s string) bool { return info != nil && slices.Contains(info.Scopes, s) }
+		switch tool {
+		case "echo", "repeat":
+			return has("own:echo"), []string{"own:echo"}, true
+		case "time":
+			return has("own:time"), []string{"own:time"}, false
+		}
+		return true, nil, false
+	}
+	// The core toolset (its tools NoSession) and the App server c, whose
+	// App calls its own tool by the name echo (listed as c_echo).
+	s := &appServers{}
+	cat, err := toolsets.New(toolsets.Options{Toolsets: []string{"core"}}, toolsets.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.SetSource("upstream c", s.set("c", "echo")); err != nil {
+		t.Fatal(err)
+	}
+	endpoint := func(exposure *curation.Exposure) (*httptest.Server, *[]string) {
+		var (
+			mu   sync.Mutex
+			seen []string
+		)
+		record := func(next sdk.MethodHandler) sdk.MethodHandler {
+			return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+				if r, ok := req.(*sdk.CallToolRequest); ok {
+					path := "direct"
+					if r.Session != nil {
+						path = "sdk"
+					}
+					mu.Lock()
+					seen = append(seen, r.Params.Name+" as "+CalledAs(ctx)+" "+path)
+					mu.Unlock()
+				}
+				return next(ctx, method, req)
+			}
+		}
+		h := New(cat, Options{}, Deps{
+			Version: "t", Policy: policy, Exposure: exposure, Middleware: []sdk.Middleware{record},
+			StepUp: func(w http.ResponseWriter, _ *http.Request, scopes []string) {
+				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+strings.Join(scopes, " ")+`"`)
+				w.WriteHeader(http.StatusForbidden)
+			},
+		}).Handler()
+		verify := func(_ context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+			var scopes []string
+			if token != "-" {
+				scopes = strings.Fields(strings.ReplaceAll(token, "+", " "))
+			}
+			return &sdkauth.TokenInfo{UserID: "u", Scopes: scopes}, nil
+		}
+		ts := httptest.NewServer(sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h))
+		t.Cleanup(ts.Close)
+		return ts, &seen
+	}
+	mcpEndpoint, seenMCP := endpoint(nil)
+	viewEndpoint, seenView := endpoint(&curation.Exposure{Tools: []curation.ToolSelection{
+		{Source: "core", Name: "echo", ExposeAs: "repeat", FixedArguments: map[string]json.RawMessage{"text": json.RawMessage(`"fixed"`)}},
+		{Source: "core", Name: "time"},
+		{Source: "c", Name: "echo"},
+	}})
+	for _, tt := range []struct {
+		name       string
+		url        string
+		seen       *[]string
+		token      string
+		tool, args string
+		// want is the result's text; else status and errWant, a part of
+		// the error's message (or of WWW-Authenticate, for a 403).
+		want    string
+		status  int
+		errWant string
+		// saw is what the middleware saw, "" for nothing.
+		saw string
+	}{
+		{name: "a call", url: mcpEndpoint.URL, seen: seenMCP, token: "own:echo", tool: "echo", args: `{"text":"hi"}`,
+			want: "hi", saw: "echo as  direct"},
+		{name: "hidden without its scope", url: mcpEndpoint.URL, seen: seenMCP, token: "-", tool: "echo", args: `{"text":"hi"}`,
+			status: http.StatusOK, errWant: `Unknown tool: "echo"`},
+		{name: "the step-up without its scope", url: mcpEndpoint.URL, seen: seenMCP, token: "-", tool: "time", args: `{}`,
+			status: http.StatusForbidden, errWant: "own:time"},
+		{name: "a listed name never stands for an App's", url: mcpEndpoint.URL, seen: seenMCP, token: "own:echo", tool: "echo", args: `{"text":"mine"}`,
+			want: "mine", saw: "echo as  direct"},
+		{name: "an App's name where the view does not list it", url: viewEndpoint.URL, seen: seenView, token: "own:echo", tool: "echo", args: `{}`,
+			want: "c:echo {}", saw: "c_echo as echo direct"},
+		{name: "renamed, its argument fixed", url: viewEndpoint.URL, seen: seenView, token: "own:echo", tool: "repeat", args: `{}`,
+			want: "fixed", saw: "repeat as  direct"},
+		{name: "a fixed argument smuggled in", url: viewEndpoint.URL, seen: seenView, token: "own:echo", tool: "repeat", args: `{"TEXT":"x"}`,
+			status: http.StatusBadRequest, errWant: "TEXT", saw: "repeat as  direct"},
+		{name: "hidden on the view without its scope", url: viewEndpoint.URL, seen: seenView, token: "-", tool: "repeat", args: `{}`,
+			status: http.StatusOK, errWant: `Unknown tool: "repeat"`},
+		{name: "by its name on /mcp, which the view does not serve", url: viewEndpoint.URL, seen: seenView, token: "own:echo", tool: "calculator", args: `{}`,
+			status: http.StatusOK, errWant: `Unknown tool: "calculator"`},
+		{name: "the step-up on the view", url: viewEndpoint.URL, seen: seenView, token: "-", tool: "time", args: `{}`,
+			status: http.StatusForbidden, errWant: "own:time"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			*tt.seen = nil
+			r := appCall(t, tt.url, tt.token, modernHdr, tt.tool, tt.args, "")
+			switch {
+			case tt.want != "":
+				if got := appText(r); got != tt.want {
+					t.Errorf("%d %s, want the text %q", r.status, r.body, tt.want)
+				}
+			case tt.status == http.StatusForbidden:
+				if r.status != tt.status || !strings.Contains(r.header.Get("WWW-Authenticate"), tt.errWant) {
+					t.Errorf("%d %s %q, want the step-up 403 naming %s", r.status, r.body, r.header.Get("WWW-Authenticate"), tt.errWant)
+				}
+			default:
+				if r.status != tt.status || !strings.Contains(errorMessage(r.message), tt.errWant) {
+					t.Errorf("%d %s, want %d with an error naming %s", r.status, r.body, tt.status, tt.errWant)
+				}
+			}
+			var saw []string
+			if tt.saw != "" {
+				saw = []string{tt.saw}
+			}
+			if !slices.Equal(*tt.seen, saw) {
+				t.Errorf("the middleware saw %q, want %q", *tt.seen, saw)
+			}
+		})
 	}
 }

@@ -48,8 +48,13 @@ type Denial struct {
 	// Tool is the name as the caller sent it; it is registered unless
 	// Reason is [DenialUnknownTool].
 	Tool string
-	// Reason is [DenialPolicy], [DenialUnknownTool] or [DenialStepUp].
+	// Reason is [DenialPolicy], [DenialUnknownTool] or [DenialStepUp]. A
+	// name that stands for several tools of upstreams serving Apps (see
+	// [CalledAs]) is not registered: [DenialUnknownTool].
 	Reason string
+	// CalledAs is the name the caller sent when Tool is the listed name
+	// of the tool it stands for (see [CalledAs]); empty otherwise.
+	CalledAs string
 	// Needed are the scopes the policy says the call needs (sent to the
 	// caller only with a step-up). Empty for an unknown tool.
 	Needed []string
@@ -71,6 +76,7 @@ type Tools interface {
 type toolGate struct {
 	policy ToolPolicy // nil: every registered tool is visible
 	tools  Tools
+	apps   appTools // tools, when it serves MCP Apps' names (apps.go); else nil
 	hook   DenialHook
 	// stepUp is whether a caller may see a tool it may not call, and be
 	// told which scopes would let it: over HTTP with auth on. Otherwise
@@ -79,16 +85,30 @@ type toolGate struct {
 }
 
 func newToolGate(policy ToolPolicy, tools Tools, hook DenialHook, stepUp bool) *toolGate {
-	return &toolGate{policy: policy, tools: tools, hook: hook, stepUp: stepUp}
+	g := &toolGate{policy: policy, tools: tools, hook: hook, stepUp: stepUp}
+	g.apps, _ = tools.(appTools)
+	return g
 }
 
-// check returns nil, nil when the caller with info may call tool. When the
-// caller sees the tool but may not call it, it returns the scopes to step
-// up to; otherwise the unknown-tool error. Either way it reports the
-// denial.
+// check returns nil, nil when the caller with info may call tool, by its
+// listed name or one that stands for it (see [toolGate.resolve]). When
+// the caller sees the tool but may not call it, it returns the scopes to
+// step up to; otherwise the unknown-tool error, or the error that names
+// the tools a name stands for. Either way it reports the denial.
 func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool string) (stepUp []string, jerr *jsonrpc.Error) {
 	d := Denial{Tool: tool, Info: info, Reason: DenialUnknownTool}
-	if g.tools.HasTool(tool) {
+	known := g.tools.HasTool(tool)
+	if !known && g.apps != nil {
+		listed, ambiguous := g.resolve(info, tool)
+		if len(ambiguous) > 1 {
+			g.report(ctx, d)
+			return nil, ambiguousToolError(tool, ambiguous)
+		}
+		if listed != "" {
+			d.Tool, d.CalledAs, tool, known = listed, tool, listed, true
+		}
+	}
+	if known {
 		if g.policy == nil {
 			return nil, nil
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -72,6 +73,12 @@ type Catalog struct {
 	// session (see NoSession), filled as they are added: read without a
 	// lock, as declaredTasks.
 	noSession map[string]bool
+	// apps indexes the tools of sources that serve MCP Apps by their
+	// names in the source (apps.go); replaced whole under mu.
+	apps atomic.Pointer[appIndex]
+	// appURIs indexes the ui:// resources of those sources by their URIs
+	// in the source (apps.go); replaced whole under mu.
+	appURIs atomic.Pointer[appIndex]
 }
 
 // Tool is one tool, ready to add to any server. Add receives the server so
@@ -291,6 +298,15 @@ func AddRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.T
 		c.runningOn[s] = map[string]bool{}
 	}
 	c.runningOn[s][t.Name] = true
+	// The name calls the tool now, not an App's tool it stood for.
+	if c.AppTool(t.Name) != nil {
+		c.indexApps()
+	}
+	for _, v := range c.views {
+		if v.s == s && v.AppTool(t.Name) != nil {
+			v.refresh()
+		}
+	}
 	c.mu.Unlock()
 	sdk.AddTool(s, t, h)
 }
