@@ -378,7 +378,7 @@ bench-smoke: bench-bin ## Run the load harness for a few hundred requests per ro
 budget: ## Hold every call path to its per-call budget in instructions (callgrind), allocations and bytes (testdata/budgets.txt), on the shipped build; fails over the margin.
 	bash scripts/install-valgrind.sh
 	modfile="$$($(SDK_PATCH))"; \
-	CALL_BUDGET=1 CGO_ENABLED=0 $(GO) test -modfile "$$modfile" -tags '$(BUILDTAGS)' -count=1 -run '^(TestCallBudget|TestCallBudgetFile|TestBudgetCheck)$$' -v $(GOTESTFLAGS) . | grep -v '^=== '
+	CALL_BUDGET=1 CGO_ENABLED=0 $(GO) test -modfile "$$modfile" -trimpath -tags '$(BUILDTAGS)' -count=1 -run '^(TestCallBudget|TestCallBudgetFile|TestBudgetCheck)$$' -v $(GOTESTFLAGS) . | grep -v '^=== '
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x -timeout $(GO_TEST_TIMEOUT) ./auth/... ./mcp/... ./observability/... .
