@@ -426,9 +426,9 @@ SUBMAKE := $(MAKE) --no-print-directory $(addprefix -o ,$(MADE_BY_STAGES))
 
 TEST_STAGES := modules debian node otelcol helm-tools go-tools build go-test-e2e go-test-units generate-check \
 	go-test-stock sdk-patch-test lint helm chart image-check obs-check api-check actionlint example fuzz bench-go \
-	bench-bin bench-smoke soak-smoke
+	budget bench-bin bench-smoke soak-smoke
 
-test: ## Run everything CI checks, installing the test tools first: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs; in stages side by side (TEST_JOBS caps them) that print their times.
+test: ## Run everything CI checks, installing the test tools first: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, the call budget, load and soak smoke runs; in stages side by side (TEST_JOBS caps them) that print their times.
 	@$(STAGE) -begin
 	@status=0; $(MAKE) --no-print-directory -j$(TEST_JOBS) $(addprefix stage-,$(TEST_STAGES)) || status=$$?; \
 	$(STAGE) -summary $(TEST_STAGES) || status=1; exit $$status
@@ -490,6 +490,10 @@ stage-fuzz: stage-build
 	@$(STAGE) fuzz $(SUBMAKE) fuzz
 stage-bench-go: stage-build
 	@$(STAGE) bench-go $(SUBMAKE) bench-go
+# The call budget: valgrind comes from the debian stage, the patched SDK
+# and the compiled packages it shares (-trimpath) from build.
+stage-budget: stage-debian stage-build
+	@$(STAGE) budget $(SUBMAKE) budget
 stage-bench-smoke: stage-bench-bin
 	@$(STAGE) bench-smoke $(SUBMAKE) bench-smoke
 stage-soak-smoke: stage-build
