@@ -55,8 +55,9 @@ type app struct {
 // auth.policy (over stdio, none if auth.allow_stdio_all_tools says so).
 func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext extensions, p process) (*app, error) {
 	policy := toolPolicy(cfg.Auth)
+	rulesOf := cfg.Auth.Policy
 	if transport == mcp.Stdio && cfg.Auth.AllowStdioAllTools {
-		policy = nil
+		policy, rulesOf = nil, nil
 	}
 	logger, err := observability.NewLogger(p.stderr, cfg.Log.Level)
 	if err != nil {
@@ -115,6 +116,10 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	}
 	// The catalog knows tools that upstreams add while serving too.
 	known := cat.HasTool
+	rules, err := newPolicyRules("auth.", rulesOf, "", cat.ToolFacts, func(name string) string { return name }, logger)
+	if err != nil {
+		return nil, err
+	}
 	telemetryOpts := observability.MCPOptions{
 		Metrics:         metrics,
 		Tracing:         tracing,
@@ -152,6 +157,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:           policy,
+		Rules:            rules,
 		OnDenied:         toolDeniedHook(logger, metrics, "", cat.HasTool, nil),
 		Middleware:       []sdk.Middleware{telemetry},
 		LimitHook:        limitHook(logger, metrics),
@@ -232,6 +238,13 @@ func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, tel
 		var srv *mcp.Server // set before the server serves
 		known := func(name string) bool { return srv.View().HasTool(name) }
 		original := func(name string) string { return srv.View().Original(name) }
+		facts := func(name string) (string, *sdk.ToolAnnotations, bool) { return srv.View().ToolFacts(name) }
+		rules, err := newPolicyRules(fmt.Sprintf("servers[%d].auth.", i), vs.Auth.Policy, vs.Name, facts, original, logger)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		deps.Rules = rules
 		tel := telemetry
 		tel.Server = vs.Name
 		tel.KnownTool, tel.OriginalTool = known, original

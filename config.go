@@ -234,6 +234,9 @@ func (c *configFile) Validate() error {
 	add("tools.", c.Tools.Validate())
 	add("upstreams", upstream.Validate(c.Upstreams))
 	add("auth.", c.authForValidation().Validate())
+	if _, err := compileRules("auth.", c.Auth.Policy); err != nil {
+		add("", err)
+	}
 	add("authorization_server.", c.AuthorizationServer.Validate(c.Auth.Resource))
 	add("limits.", c.Limits.Validate())
 	add("tasks.", c.Tasks.Validate())
@@ -277,6 +280,9 @@ func (c *configFile) validateServerSections(i int, add func(prefix string, err e
 			section = ""
 		}
 		add(fmt.Sprintf("servers[%d].%s", i, section), err)
+	}
+	if _, err := compileRules(fmt.Sprintf("servers[%d].auth.", i), s.Auth.Policy); err != nil {
+		add("", err)
 	}
 	lim := limits.Options{RatePerPrincipal: s.Limits.RatePerPrincipal, BurstPerPrincipal: s.Limits.BurstPerPrincipal}
 	add(fmt.Sprintf("servers[%d].limits.", i), lim.Validate())

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
@@ -126,17 +125,16 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server 
 		}
 		metrics.ToolDenied(counted)
 		level := slog.LevelDebug
-		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp {
+		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp || d.Reason == mcp.DenialRule {
 			level = slog.LevelInfo
 		}
 		if !logger.Enabled(ctx, level) {
 			return
 		}
-		name := d.Tool
-		if len(name) > maxLoggedName {
-			name = strings.ToValidUTF8(name[:maxLoggedName], "") + "…"
+		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", truncateName(d.Tool))}
+		if d.Rule != "" {
+			attrs = append(attrs, slog.String("rule", d.Rule))
 		}
-		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", name)}
 		if server != "" {
 			attrs = append(attrs, slog.String("server", server))
 		}
