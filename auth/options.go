@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -187,9 +188,10 @@ type IntrospectionOptions struct {
 // besides.
 type ToolPolicy struct {
 	// Tool is the tool's name, as tools/list shows it. An entry that
-	// lists only rules may name tools by a pattern instead, in which '*'
-	// stands for any run of characters ("delete_*"); a tool is then held
-	// to the rules of every entry that names or matches it.
+	// lists only rules may name tools by a pattern instead, as a virtual
+	// server's selections do ("delete_*": '*' any run of characters, '?'
+	// one, [a-z] one of a class); a tool is then held to the rules of
+	// every entry that names or matches it.
 	Tool string `yaml:"tool" schema:"required"`
 	// Scopes are the scopes a token needs, all of them, to call the tool.
 	Scopes []string `yaml:"scopes"`
@@ -249,8 +251,9 @@ func validRuleName(s string) bool {
 	return true
 }
 
-// IsPattern reports whether the entry names tools by a pattern.
-func (tp ToolPolicy) IsPattern() bool { return strings.Contains(tp.Tool, "*") }
+// IsPattern reports whether the entry names tools by a pattern: its Tool
+// holds '*', '?', '[' or '\'.
+func (tp ToolPolicy) IsPattern() bool { return strings.ContainsAny(tp.Tool, `*?[\`) }
 
 // Hides reports whether the entry hides its tool from the callers it
 // refuses (see [ToolPolicy.Hidden]), its default applied.
@@ -502,8 +505,13 @@ func (o *Options) Validate() error {
 			add(k+".tool", "duplicate tool %q", p.Tool)
 		}
 		tools[p.Tool] = true
-		if p.IsPattern() && (len(p.Scopes) > 0 || len(p.Roles) > 0) {
-			add(k+".tool", "%q is a pattern: an entry that names tools by a pattern takes rules only (scopes and roles name one tool)", p.Tool)
+		if p.IsPattern() {
+			if _, err := path.Match(p.Tool, ""); err != nil {
+				add(k+".tool", "%q: a malformed pattern: %v", p.Tool, err)
+			}
+			if len(p.Scopes) > 0 || len(p.Roles) > 0 {
+				add(k+".tool", "%q is a pattern: an entry that names tools by a pattern takes rules only (scopes and roles name one tool)", p.Tool)
+			}
 		}
 		for j, r := range p.Rules {
 			kk := fmt.Sprintf("%s.rules[%d]", k, j)

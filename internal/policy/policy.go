@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -73,7 +74,7 @@ type Spec struct {
 	// the problems [Compile] reports.
 	Key string
 	// Tool is the name of the tool the rule applies to as callers call
-	// it, or a pattern in which '*' stands for any run of characters.
+	// it, or a pattern as path.Match takes it ("delete_*").
 	Tool string
 	// Name names the rule in a refusal and in the audit trail.
 	Name string
@@ -433,30 +434,13 @@ func (s *Set) rulesFor(tool string) *toolRules {
 	return v.(*toolRules)
 }
 
-// matchTool reports whether name matches pattern, in which '*' stands for
-// any run of characters and everything else for itself.
+// matchTool reports whether name matches pattern, as path.Match does
+// (the patterns of virtual servers' selections): '*' any run of
+// characters, '?' one, [a-z] one of a class. A malformed pattern, which
+// the configuration refuses, matches nothing.
 func matchTool(pattern, name string) bool {
-	star := strings.IndexByte(pattern, '*')
-	if star < 0 {
-		return pattern == name
-	}
-	if !strings.HasPrefix(name, pattern[:star]) {
-		return false
-	}
-	name = name[star:]
-	pattern = pattern[star+1:]
-	for {
-		star = strings.IndexByte(pattern, '*')
-		if star < 0 {
-			return strings.HasSuffix(name, pattern)
-		}
-		i := strings.Index(name, pattern[:star])
-		if i < 0 {
-			return false
-		}
-		name = name[i+star:]
-		pattern = pattern[star+1:]
-	}
+	ok, err := path.Match(pattern, name)
+	return ok && err == nil
 }
 
 // Governs reports whether any rule applies to tool.

@@ -247,7 +247,7 @@ func TestMatchTool(t *testing.T) {
 	}{
 		{"a", "a", true}, {"a", "ab", false}, {"*", "anything", true}, {"delete_*", "delete_x", true},
 		{"delete_*", "xdelete_x", false}, {"*_admin", "db_admin", true}, {"*_admin", "db_admins", false},
-		{"a*b*c", "aXbYc", true}, {"a*b*c", "aXcYb", false}, {"a*a", "a", false},
+		{"a*b*c", "aXbYc", true}, {"a*b*c", "aXcYb", false}, {"a*a", "a", false}, {"get_?", "get_x", true}, {"[", "[", false},
 	} {
 		if got := matchTool(tt.pattern, tt.name); got != tt.want {
 			t.Errorf("matchTool(%q, %q) = %v", tt.pattern, tt.name, got)
