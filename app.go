@@ -2,6 +2,7 @@ package portcullis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,8 @@ type app struct {
 	redis redis.UniversalClient
 	// virtual are the virtual servers (servers), each on its own path.
 	virtual []*virtualApp
+	// audit emits the audit events; nil without audit sinks.
+	audit *auditor
 	// authServer is the authorization server; nil unless
 	// authorization_server.enabled (see setupAuthServer).
 	authServer atomic.Pointer[authserver.Server]
@@ -109,7 +112,11 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	// Upstream MCP servers: the one hook (see upstream.go). The
 	// authorization server, when on, is set up after the app exists, so
 	// the subject-token hook looks it up when called.
-	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing}
+	au, err := newAuditor(ctx, cfg, metrics, logger, p.stderr)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing, audit: au}
 	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger))
 	if err != nil {
 		return nil, err
@@ -158,9 +165,9 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:           policy,
 		Rules:            rules,
-		OnDenied:         toolDeniedHook(logger, metrics, "", cat.HasTool, nil),
-		Middleware:       []sdk.Middleware{telemetry},
-		LimitHook:        limitHook(logger, metrics),
+		OnDenied:         toolDeniedHook(logger, metrics, "", cat.HasTool, nil, au),
+		Middleware:       []sdk.Middleware{telemetry, au.toolCalls("", known, func(n string) string { return n }, cat.ToolFacts, nil)},
+		LimitHook:        limitHook(logger, metrics, au),
 		Tasks:            taskMgr,
 		RemoteTasks:      remoteTasks,
 		PrincipalKey:     principalKey,
@@ -175,7 +182,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	}
 	server := mcp.New(cat, cfg.MCP, deps)
 	if transport == mcp.HTTP {
-		if a.virtual, err = newVirtualServers(cfg, cat, deps, telemetryOpts, logger); err != nil {
+		if a.virtual, err = newVirtualServers(cfg, cat, deps, telemetryOpts, logger, au); err != nil {
 			return nil, err
 		}
 		for _, v := range a.virtual {
@@ -188,6 +195,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		}
 	}
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
+	au.configLoaded(cfg)
 	return a, nil
 }
 
@@ -204,7 +212,7 @@ type virtualApp struct {
 // exposure against the catalog as built: what no source offers fails the
 // start, with every problem at once, except what an upstream not listed
 // yet may still offer, which is logged.
-func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, telemetry observability.MCPOptions, logger *slog.Logger) ([]*virtualApp, error) {
+func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, telemetry observability.MCPOptions, logger *slog.Logger, au *auditor) ([]*virtualApp, error) {
 	upstreams := make([]string, 0, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
 		upstreams = append(upstreams, u.Name)
@@ -248,10 +256,18 @@ func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, tel
 		tel := telemetry
 		tel.Server = vs.Name
 		tel.KnownTool, tel.OriginalTool = known, original
-		deps.Middleware = append([]sdk.Middleware{observability.MCPMiddleware(tel)}, root.Middleware[1:]...)
+		curate := func(name string, args json.RawMessage) json.RawMessage {
+			if t, ok := srv.View().Tool(name); ok && t.Curated() {
+				if out, err := t.Arguments(args); err == nil {
+					return out
+				}
+			}
+			return args
+		}
+		deps.Middleware = append([]sdk.Middleware{observability.MCPMiddleware(tel), au.toolCalls(vs.Name, known, original, facts, curate)}, root.Middleware[2:]...)
 		deps.Name = vs.Name
 		if telemetry.Metrics != nil {
-			deps.OnDenied = toolDeniedHook(logger, telemetry.Metrics, vs.Name, known, original)
+			deps.OnDenied = toolDeniedHook(logger, telemetry.Metrics, vs.Name, known, original, au)
 			telemetry.Metrics.DeclareServer(vs.Name)
 		}
 		srv = mcp.New(cat, cfg.MCP, deps)

@@ -26,9 +26,10 @@ func principalKey(r *http.Request) string {
 
 // limitHook receives every refusal by a limit (internal/limits and the MCP
 // layer's body size, session cap and tool timeout): it counts it in
-// metrics and logs it at debug level.
-func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook {
+// metrics, logs it at debug level and records its audit event.
+func limitHook(logger *slog.Logger, metrics *observability.Metrics, au *auditor) limits.Hook {
 	return func(ctx context.Context, ev limits.Event) {
+		au.limitRefused(ctx, string(ev.Limit), ev.Tool)
 		if ev.Limit == limits.LimitRate {
 			metrics.RateLimited("principal")
 		} else {
@@ -43,7 +44,7 @@ func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook 
 // auth off (loopback only, or the loud opt-out) /mcp is open, and the tools
 // that the policy guards are hidden (see newApp). Readiness waits for the
 // issuers' keys; auth outcomes are counted in metrics.
-func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metrics, logger *slog.Logger, health *observability.Health) (func(http.Handler) http.Handler, error) {
+func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metrics, logger *slog.Logger, health *observability.Health, au *auditor) (func(http.Handler) http.Handler, error) {
 	if !o.Enabled() {
 		if o.InsecureAllowUnauthenticated {
 			logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
@@ -73,7 +74,10 @@ func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metri
 		// not wait for them, and an unreachable issuer is logged at start.
 		go func() { _ = r.Ready(ctx) }()
 	}
-	hook := func(_ context.Context, e auth.Event) { metrics.AuthEvent(e.Outcome, string(e.Reason)) }
+	hook := func(ctx context.Context, e auth.Event) {
+		metrics.AuthEvent(e.Outcome, string(e.Reason))
+		au.authRefused(ctx, e)
+	}
 	return auth.Middleware(v, o, auth.MetadataURL(o.Resource), auth.Deps{Logger: logger, Hook: hook}), nil
 }
 
@@ -111,8 +115,9 @@ func stepUp(o auth.Options, authOn bool) func(http.ResponseWriter, *http.Request
 // renamed it, original nil meaning never) and logs it with the caller, as
 // auth failures are logged: at Info when the policy refused a registered
 // tool, at Debug for a name that is not registered (so a scanner cannot
-// flood the log). Never the token or the arguments.
-func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server string, known func(string) bool, original func(string) string) mcp.DenialHook {
+// flood the log), and records its audit event. Never the token or the
+// arguments.
+func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server string, known func(string) bool, original func(string) string, au *auditor) mcp.DenialHook {
 	return func(ctx context.Context, d mcp.Denial) {
 		counted := observability.ToolDenial{Server: server, Reason: d.Reason, Tool: observability.Other}
 		if known(d.Tool) {
@@ -124,6 +129,7 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server 
 			}
 		}
 		metrics.ToolDenied(counted)
+		au.refused(ctx, server, toolRefusal{info: d.Info, tool: counted.Tool, original: counted.ToolOriginal, reason: d.Reason, rule: d.Rule, needed: d.Needed})
 		level := slog.LevelDebug
 		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp || d.Reason == mcp.DenialRule {
 			level = slog.LevelInfo

@@ -98,7 +98,7 @@ func (m *memSink) count() int {
 
 func TestRecorderDeliversInOrder(t *testing.T) {
 	sink := &memSink{}
-	r := NewRecorder(Options{}, sink)
+	r := NewRecorder(RecorderOptions{}, sink)
 	for i := range 1000 {
 		r.Record(&Event{Type: TypeToolCall, Tool: strconv.Itoa(i)})
 	}
@@ -124,7 +124,7 @@ func TestRecorderSinkDown(t *testing.T) {
 	sink := &memSink{fail: true}
 	var mu sync.Mutex
 	dropped, failed, recovered := 0, 0, 0
-	r := NewRecorder(Options{QueueSize: 10, BatchSize: 1, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, Hooks: Hooks{
+	r := NewRecorder(RecorderOptions{QueueSize: 10, BatchSize: 1, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, Hooks: Hooks{
 		Dropped:   func(_ string, n int) { mu.Lock(); dropped += n; mu.Unlock() },
 		Failed:    func(string, error) { mu.Lock(); failed++; mu.Unlock() },
 		Recovered: func(string) { mu.Lock(); recovered++; mu.Unlock() },

@@ -104,8 +104,9 @@ type Event struct {
 	Type    string
 	Outcome string
 	Actor   Actor
-	// TraceID is the W3C trace id of the request, hex; empty outside one.
-	TraceID string
+	// TraceID and SpanID are the W3C trace id of the request and the id
+	// of its span, hex; empty outside one.
+	TraceID, SpanID string
 	// Server names the virtual server ("" for /mcp).
 	Server string
 	// Tool is the tool as the caller called it; ToolOriginal the
@@ -183,6 +184,7 @@ func (e *Event) AppendJSON(b []byte) []byte {
 		b = append(b, '}')
 	}
 	b = appendField(b, "trace_id", e.TraceID)
+	b = appendField(b, "span_id", e.SpanID)
 	b = appendField(b, "server", e.Server)
 	b = appendField(b, "tool", e.Tool)
 	b = appendField(b, "tool_original", e.ToolOriginal)

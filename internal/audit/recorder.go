@@ -34,8 +34,8 @@ type Hooks struct {
 	Recovered func(sink string)
 }
 
-// Options configure a [Recorder].
-type Options struct {
+// RecorderOptions configure a [Recorder].
+type RecorderOptions struct {
 	// QueueSize is how many events each sink's queue holds while the
 	// sink is slow or down. Zero means 10000.
 	QueueSize int
@@ -55,7 +55,7 @@ type Options struct {
 // event is dropped for that sink and counted ([Hooks.Dropped]). A nil
 // *Recorder records nothing.
 type Recorder struct {
-	opts   Options
+	opts   RecorderOptions
 	queues []*queue
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -69,7 +69,7 @@ type queue struct {
 }
 
 // NewRecorder starts a recorder that sends to sinks until [Recorder.Close].
-func NewRecorder(opts Options, sinks ...Sink) *Recorder {
+func NewRecorder(opts RecorderOptions, sinks ...Sink) *Recorder {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 10000
 	}
