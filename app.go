@@ -117,7 +117,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		return nil, err
 	}
 	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing, audit: au}
-	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger))
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger, au), au)
 	if err != nil {
 		return nil, err
 	}

@@ -286,6 +286,37 @@ func (a *auditor) limitRefused(ctx context.Context, limit, tool string) {
 	a.record(ctx, e)
 }
 
+// upstream records an upstream's connection (up) or its loss; restarted
+// says a stdio upstream was started again after it failed.
+func (a *auditor) upstream(name string, up, restarted bool) {
+	if a == nil {
+		return
+	}
+	e := &audit.Event{Type: audit.TypeUpstreamConnected, Outcome: audit.OutcomeSuccess, Upstream: name}
+	if !up {
+		e.Outcome, e.Reason = audit.OutcomeFailure, "disconnected"
+	}
+	if restarted {
+		e.Reason = "restarted"
+	}
+	a.rec.Record(e)
+}
+
+// tokenExchange records that a token_exchange upstream asked for the
+// token it exchanges for a caller: from the identity provider (a caller
+// signed in through the authorization server) or the caller's own; ok
+// false when there was none to give.
+func (a *auditor) tokenExchange(info *sdkauth.TokenInfo, from string, ok bool) {
+	if a == nil {
+		return
+	}
+	e := &audit.Event{Type: audit.TypeTokenExchanged, Outcome: audit.OutcomeSuccess, Actor: actor(info), Detail: map[string]string{"subject_token": from}}
+	if !ok {
+		e.Outcome, e.Reason = audit.OutcomeRefused, "no_subject_token"
+	}
+	a.rec.Record(e)
+}
+
 // configLoaded records the configuration the process serves.
 func (a *auditor) configLoaded(cfg *configFile) {
 	if a == nil {

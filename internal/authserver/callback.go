@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/ory/fosite"
+
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 )
 
 // serveCallback is where the identity provider sends the browser back.
@@ -52,6 +54,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.Info("audit", "event", "sign_in", "client_id", l.ClientID, "sub", u.Subject, "email", u.Email)
+	s.record(ctx, audit.TypeSignIn, audit.OutcomeSuccess, l.ClientID, u.Subject, nil, "idp", s.o.IdP.Issuer)
 	if s.keepIdPTokens {
 		if err := s.saveIdPToken(ctx, u.Subject, idpTok); err != nil {
 			s.logger.Warn("authorization server: the identity provider's token was not kept; upstreams that exchange it refuse this user until the next sign-in", "error", err)
