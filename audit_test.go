@@ -2,6 +2,7 @@ package portcullis
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -12,6 +13,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 )
 
 // auditEvent is an audit event as a SIEM reads it.
@@ -167,5 +174,58 @@ audit:
 		if !strings.Contains(string(page), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// BenchmarkAuditToolCall measures issue 42's goal for audit: what
+// recording a tool.call event adds to a call, the sink's work included
+// (cpu-ns/op is the process's CPU per call, the recorder's goroutine and
+// the garbage collector with it). audit=off is the tool-call middleware
+// of a configuration without sinks, around a handler that returns a
+// result at once; audit=on records each call's event, with the caller's
+// actor, to a JSON-lines sink writing to io.Discard.
+func BenchmarkAuditToolCall(b *testing.B) {
+	principal := &auth.Principal{Issuer: "https://idp.example", Subject: "alice", ClientID: "cli", Scopes: []string{"mcp:tools"}}
+	// As auth.Middleware makes it; the key is the auth package's.
+	info := &sdkauth.TokenInfo{UserID: principal.UserID(), Extra: map[string]any{"portcullis.principal": principal}}
+	req := &sdk.CallToolRequest{
+		Params: &sdk.CallToolParamsRaw{Name: "calculator", Arguments: json.RawMessage(`{"operation":"add","a":1,"b":2}`)},
+		Extra:  &sdk.RequestExtra{TokenInfo: info},
+	}
+	result := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "3"}}}
+	handler := func(context.Context, string, sdk.Request) (sdk.Result, error) { return result, nil }
+	known := func(string) bool { return true }
+	same := func(n string) string { return n }
+	facts := func(string) (string, *sdk.ToolAnnotations, bool) { return "", nil, true }
+	for _, tt := range []struct {
+		name string
+		au   *auditor
+	}{
+		{name: "audit=off"},
+		{name: "audit=on", au: &auditor{rec: audit.NewRecorder(audit.RecorderOptions{}, audit.NewLines("stderr", io.Discard))}},
+	} {
+		h := tt.au.toolCalls("", known, same, facts, nil)(handler)
+		if tt.au != nil {
+			e := &audit.Event{}
+			e.Actor = actor(info)
+			if e.Actor.Subject != "alice" {
+				b.Fatal("the principal is not found in the token info: has auth's key changed?")
+			}
+		}
+		b.Run(tt.name, func(b *testing.B) {
+			ctx := b.Context()
+			b.ReportAllocs()
+			cpu := processCPU(b)
+			for b.Loop() {
+				if _, err := h(ctx, "tools/call", req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if tt.au != nil {
+				// The sink's work is part of the cost: wait for it.
+				_ = tt.au.rec.Close(context.Background())
+			}
+			b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
