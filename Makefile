@@ -42,7 +42,7 @@ HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools browser-tools \
-	obs-tools obs-check haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
+	obs-tools obs-check rsyslog-tools haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
 	fuzz bench bench-bin bench-sessions bench-servers bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
@@ -83,7 +83,7 @@ check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools redis-tools haproxy-tools browser-tools helm-tools api-tools lint-tools image-tools release-tools
+	$(MAKE) --no-print-directory obs-tools redis-tools rsyslog-tools haproxy-tools browser-tools helm-tools api-tools lint-tools image-tools release-tools
 
 image-tools: ## Install podman, runc, qemu-user-static, patch and ca-certificates (Debian's packages) for make image and the image e2e tests.
 	bash scripts/install-image-tools.sh
@@ -93,6 +93,9 @@ browser-tools: ## Install Chromium (Debian's package) for the consent-page tests
 
 redis-tools: ## Install redis-server (Debian's package; the Redis tests start their own on a free port).
 	bash scripts/install-redis.sh
+
+rsyslog-tools: ## Install rsyslog (Debian's package; the audit e2e test runs its own rsyslogd on a free port).
+	bash scripts/install-rsyslog.sh
 
 haproxy-tools: ## Install haproxy (Debian's package; the replica tests run their own in front of several portcullis processes).
 	bash scripts/install-haproxy.sh
