@@ -70,18 +70,20 @@ func newPolicyRules(prefix string, ps []auth.ToolPolicy, server string, facts to
 	return &policyRules{set: set, server: server, facts: facts, original: original, now: time.Now, logger: logger}, nil
 }
 
-func (p *policyRules) input(pr *auth.Principal, tool, original string) *policy.Input {
-	in := &policy.Input{Now: p.now(), Tool: policy.Tool{Name: tool, Original: original, Server: p.server}}
+// input fills in and c, the decision's input, for the caller pr (nil:
+// none) of tool.
+func (p *policyRules) input(in *policy.Input, c *policy.Caller, pr *auth.Principal, tool, original string) {
+	*in = policy.Input{Now: p.now(), Tool: policy.Tool{Name: tool, Original: original, Server: p.server}}
 	if pr != nil {
-		in.Caller = &policy.Caller{
+		*c = policy.Caller{
 			Issuer: pr.Issuer, Subject: pr.Subject, ClientID: pr.ClientID,
 			Scopes: pr.Scopes, Groups: pr.Roles, Claims: pr.Claims,
 		}
+		in.Caller = c
 	}
 	upstream, ann, _ := p.facts(tool)
 	in.Tool.Upstream = upstream
 	in.Tool.Annotations = policyAnnotations(ann)
-	return in
 }
 
 // policyAnnotations are a tool's hints with MCP's defaults for those it
@@ -108,10 +110,13 @@ func (p *policyRules) Caller(ctx context.Context, info *sdkauth.TokenInfo, tool 
 }
 
 func (p *policyRules) caller(ctx context.Context, pr *auth.Principal, tool string) (string, bool) {
-	if !p.set.Governs(tool) {
+	if !p.set.HasCallerRules(tool) {
 		return "", false
 	}
-	r := p.set.Caller(p.input(pr, tool, p.original(tool)))
+	var in policy.Input
+	var c policy.Caller
+	p.input(&in, &c, pr, tool, p.original(tool))
+	r := p.set.Caller(&in)
 	if r == nil {
 		return "", false
 	}
@@ -129,7 +134,10 @@ func (p *policyRules) Arguments(ctx context.Context, info *sdkauth.TokenInfo, to
 }
 
 func (p *policyRules) arguments(ctx context.Context, pr *auth.Principal, tool, original string, args json.RawMessage) string {
-	r := p.set.Arguments(p.input(pr, tool, original), args)
+	var in policy.Input
+	var c policy.Caller
+	p.input(&in, &c, pr, tool, original)
+	r := p.set.Arguments(&in, args)
 	if r == nil {
 		return ""
 	}

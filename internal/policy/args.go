@@ -37,10 +37,39 @@ const maxDepth = 64
 // errArguments is the cause of every refusal of arguments as such.
 var errArguments = errors.New("policy: arguments")
 
+// argNames are what decodeArguments checks and decodes of arguments for
+// a tool's rules.
+type argNames struct {
+	// exact holds the names the rules read; folded maps the fold key of
+	// each (see foldKey) to it.
+	exact  map[string]bool
+	folded map[string]string
+	// top are the arguments the rules read by name; all is set when they
+	// read arguments otherwise, and every argument is decoded.
+	top map[string]bool
+	all bool
+}
+
+func newArgNames(names, top []string, all bool) *argNames {
+	n := &argNames{exact: map[string]bool{}, folded: map[string]string{}, top: map[string]bool{}, all: all}
+	for _, name := range names {
+		n.exact[name] = true
+		n.folded[foldKey(name)] = name
+	}
+	for _, name := range top {
+		n.top[name] = true
+	}
+	return n
+}
+
 // decodeArguments decodes raw, a call's arguments, strictly (see above).
-// names are the names the rules read, against which keys are checked for
-// folding.
-func decodeArguments(raw []byte, names []string) (map[string]any, error) {
+// names holds the names the rules read, against which keys are checked
+// for folding, and the arguments to decode: the others are checked as
+// the rest and left out of the result (nil names: none read, all decoded).
+func decodeArguments(raw []byte, names *argNames) (map[string]any, error) {
+	if names == nil {
+		names = &argNames{all: true}
+	}
 	d := decoder{data: raw, names: names}
 	d.skipSpace()
 	if d.pos == len(d.data) {
@@ -63,13 +92,21 @@ func decodeArguments(raw []byte, names []string) (map[string]any, error) {
 	if d.pos != len(d.data) {
 		return nil, fmt.Errorf("%w: data after the object", errArguments)
 	}
-	return v.(map[string]any), nil
+	out := v.(map[string]any)
+	if !names.all {
+		for k, v := range out {
+			if _, ok := v.(skipped); ok {
+				delete(out, k)
+			}
+		}
+	}
+	return out, nil
 }
 
 type decoder struct {
 	data  []byte
 	pos   int
-	names []string
+	names *argNames
 }
 
 func (d *decoder) fail(what string) error {
@@ -157,11 +194,20 @@ func (d *decoder) object(depth int) (any, error) {
 			return nil, d.fail("expected ':'")
 		}
 		d.pos++
-		v, err := d.value(depth + 1)
-		if err != nil {
-			return nil, err
+		if depth == 0 && !d.names.all && !d.names.top[k] {
+			// An argument no rule reads: passed over, not kept. Its key
+			// in out still tells a duplicate or a folded key.
+			if err := d.skipValue(); err != nil {
+				return nil, err
+			}
+			out[k] = skipped{}
+		} else {
+			v, err := d.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = v
 		}
-		out[k] = v
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, d.fail("unexpected end")
@@ -186,8 +232,8 @@ const smallObject = 8
 // the rules read without being it. folded holds obj's fold keys once it
 // outgrows smallObject.
 func (d *decoder) checkFold(obj map[string]any, folded *map[string]string, k string) error {
-	for _, n := range d.names {
-		if n != k && strings.EqualFold(n, k) {
+	if len(d.names.folded) > 0 && !d.names.exact[k] {
+		if n, ok := d.names.folded[foldKeyFast(k)]; ok {
 			return fmt.Errorf("%w: the key %q is not %q, which the policy reads", errArguments, k, n)
 		}
 	}
@@ -211,6 +257,72 @@ func (d *decoder) checkFold(obj map[string]any, folded *map[string]string, k str
 	}
 	(*folded)[fk] = k
 	return nil
+}
+
+// skipValue passes over one value without decoding it: to the end of
+// its string, or of its object or array, brackets inside strings
+// ignored; or to the next ',', '}' or ']' for a scalar.
+func (d *decoder) skipValue() error {
+	d.skipSpace()
+	depth := 0
+	for d.pos < len(d.data) {
+		switch c := d.data[d.pos]; c {
+		case '"':
+			d.pos++
+			for d.pos < len(d.data) && d.data[d.pos] != '"' {
+				if d.data[d.pos] == '\\' {
+					d.pos++
+				}
+				d.pos++
+			}
+			if d.pos >= len(d.data) {
+				return d.fail("an unterminated string")
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return nil
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return nil
+			}
+		}
+		d.pos++
+		if depth == 0 && (d.data[d.pos-1] == '"' || d.data[d.pos-1] == '}' || d.data[d.pos-1] == ']') {
+			return nil
+		}
+	}
+	if depth > 0 {
+		return d.fail("unexpected end")
+	}
+	return nil
+}
+
+// skipped stands, in decoded arguments, for an argument no rule reads;
+// it is removed before the rules see them.
+type skipped struct{}
+
+// foldKeyFast is foldKey, without allocating for a short ASCII s (an
+// ASCII letter's least fold is its upper case).
+func foldKeyFast(s string) string {
+	var buf [64]byte
+	if len(s) > len(buf) {
+		return foldKey(s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= utf8.RuneSelf:
+			return foldKey(s)
+		case c >= 'a' && c <= 'z':
+			c -= 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return string(buf[:len(s)])
 }
 
 // foldKey maps s to a string that two strings share exactly when

@@ -152,6 +152,12 @@ type rule struct {
 	// names are the argument names (field selections and literal keys)
 	// the expression reads, for the folding check of decodeArguments.
 	names []string
+	// topArgs are the arguments the expression reads by name (args.x,
+	// args["x"], "x" in args); allArgs is set when it reads args
+	// otherwise (iterates it, indexes it by a variable), and then every
+	// argument is decoded.
+	topArgs []string
+	allArgs bool
 }
 
 // toolRules are the rules that apply to one tool, in configuration order.
@@ -161,7 +167,9 @@ type toolRules struct {
 	usesCaller, usesTool bool
 	claims               []string
 	allClaims            bool
-	names                []string
+	// What decodeArguments needs: the names the rules read, keyed by
+	// their fold key, and the arguments to decode (nil: all).
+	names *argNames
 }
 
 var (
@@ -195,6 +203,10 @@ func newEnv() (*cel.Env, error) {
 // wrong, joins one error per problem, each prefixed with the spec's
 // [Spec.Key]. An empty specs compiles to a Set without rules.
 func Compile(specs []Spec) (*Set, error) {
+	if len(specs) == 0 {
+		// No CEL environment: building one costs a start without rules.
+		return &Set{}, nil
+	}
 	e, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -316,6 +328,16 @@ func (r *rule) inspect(a *celast.AST, problems *[]string) {
 				}
 			}
 		}
+		// args used in any other way than by the name of an argument:
+		// every argument may be read.
+		if n.Kind() == celast.IdentKind && n.AsIdent() == "args" {
+			parent, ok := n.Parent()
+			if name, named := argNamed(parent, n); ok && named {
+				r.topArgs = appendNew(r.topArgs, name)
+			} else {
+				r.allArgs = true
+			}
+		}
 		// caller.claims used in any other way than a field or a literal
 		// key of it: every claim may be read.
 		if isCallerClaims(n) {
@@ -359,6 +381,29 @@ func isCallerClaims(e celast.Expr) bool {
 	}
 	s := e.AsSelect()
 	return s.FieldName() == "claims" && s.Operand().Kind() == celast.IdentKind && s.Operand().AsIdent() == "caller"
+}
+
+// argNamed returns the argument parent reads of args by its name:
+// args.name, has(args.name), args["name"], "name" in args.
+func argNamed(parent celast.NavigableExpr, args celast.NavigableExpr) (string, bool) {
+	switch parent.Kind() {
+	case celast.SelectKind:
+		return parent.AsSelect().FieldName(), true
+	case celast.CallKind:
+		call := parent.AsCall()
+		a := call.Args()
+		switch call.FunctionName() {
+		case operators.Index, operators.OptIndex:
+			if name, ok := stringLiteral(a[1]); ok && a[0].ID() == args.ID() {
+				return name, true
+			}
+		case operators.In:
+			if name, ok := stringLiteral(a[0]); ok && a[1].ID() == args.ID() {
+				return name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // claimsNamed reports whether parent reads one claim of claims by its
@@ -411,6 +456,8 @@ func (s *Set) rulesFor(tool string) *toolRules {
 		return v.(*toolRules)
 	}
 	tr := &toolRules{}
+	var names, top []string
+	allArgs := false
 	for _, r := range s.rules {
 		if !matchTool(r.Tool, tool) {
 			continue
@@ -427,9 +474,19 @@ func (s *Set) rulesFor(tool string) *toolRules {
 			tr.claims = appendNew(tr.claims, c)
 		}
 		for _, n := range r.names {
-			tr.names = appendNew(tr.names, n)
+			names = appendNew(names, n)
+		}
+		if r.args {
+			for _, n := range r.topArgs {
+				top = appendNew(top, n)
+			}
+			allArgs = allArgs || r.allArgs
 		}
 	}
+	if allArgs {
+		top = nil
+	}
+	tr.names = newArgNames(names, top, allArgs)
 	v, _ := s.byTool.LoadOrStore(tool, tr)
 	return v.(*toolRules)
 }
@@ -470,6 +527,12 @@ func (s *Set) Caller(in *Input) *Refusal {
 	}
 	act := newActivation(tr, in)
 	return evalAll(tr.caller, act)
+}
+
+// HasCallerRules reports whether a rule that reads no arguments applies
+// to tool: only then does [Set.Caller] decide anything.
+func (s *Set) HasCallerRules(tool string) bool {
+	return s.Len() > 0 && len(s.rulesFor(tool).caller) > 0
 }
 
 // Arguments decides the argument rules of in.Tool.Name on a call with
@@ -517,17 +580,19 @@ type activation struct {
 	tool   toolValue
 	args   map[string]any
 	now    time.Time
+	// The caller and the tool, copied: the decision's input stays the
+	// caller's, and can live on its stack.
+	c Caller
+	t Tool
 }
 
-var noCaller = &Caller{}
-
 func newActivation(tr *toolRules, in *Input) *activation {
-	a := &activation{now: in.Now, args: emptyArgs}
-	a.caller = callerValue{c: in.Caller, tr: tr}
-	if a.caller.c == nil {
-		a.caller.c = noCaller
+	a := &activation{now: in.Now, args: emptyArgs, t: in.Tool}
+	if in.Caller != nil {
+		a.c = *in.Caller
 	}
-	a.tool = toolValue{t: &in.Tool}
+	a.caller = callerValue{c: &a.c, tr: tr}
+	a.tool = toolValue{t: &a.t}
 	return a
 }
 
@@ -642,7 +707,7 @@ func (v *annotationsValue) FindStringKey(k string) (any, bool) {
 // claimValue decodes a claim as arguments are decoded; a claim that does
 // not decode is left out.
 func claimValue(raw json.RawMessage) (any, bool) {
-	d := decoder{data: raw}
+	d := decoder{data: raw, names: &argNames{all: true}}
 	v, err := d.value(0)
 	if err != nil {
 		return nil, false
