@@ -63,3 +63,66 @@ func TestAuditEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditSignInRefused: a sign-in the identity provider refuses, one
+// whose answer does not sign the user in, and one whose answer comes to
+// another browser each send a refused signin event with its reason.
+func TestAuditSignInRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		edit         func(*Options)
+		run          func(t *testing.T, ts *testServer)
+	}{
+		{name: "idp refuses", reason: "idp_refused", run: func(t *testing.T, ts *testServer) {
+			ts.idp.refuse = "access_denied"
+			authURL, _ := ts.authorizeURL(nil)
+			ts.signIn(newBrowser(t), authURL)
+		}},
+		{name: "sign-in fails", reason: "sign_in", edit: func(o *Options) { o.IdP.AllowedEmailDomains = []string{"example.org"} }, run: func(t *testing.T, ts *testServer) {
+			authURL, _ := ts.authorizeURL(nil)
+			ts.signIn(newBrowser(t), authURL)
+		}},
+		{name: "another browser", reason: "browser", run: func(t *testing.T, ts *testServer) {
+			b := newBrowser(t)
+			authURL, _ := ts.authorizeURL(nil)
+			resp, _ := b.get(authURL)
+			resp, _ = b.get(resp.Header.Get("Location"))
+			newBrowser(t).get(resp.Header.Get("Location"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			edit := tc.edit
+			if edit == nil {
+				edit = func(*Options) {}
+			}
+			var mu sync.Mutex
+			var events []*audit.Event
+			ts := startServerDeps(t, func(d *Deps) {
+				d.Audit = func(_ context.Context, e *audit.Event) {
+					mu.Lock()
+					events = append(events, e)
+					mu.Unlock()
+				}
+			}, edit)
+			tc.run(t, ts)
+			mu.Lock()
+			defer mu.Unlock()
+			var got []string
+			for _, e := range events {
+				got = append(got, e.Type+"/"+e.Outcome+"/"+e.Detail["reason"])
+				if e.Type == audit.TypeSignIn && e.Outcome == audit.OutcomeSuccess {
+					t.Errorf("a refused sign-in recorded a successful one: %s", e.JSON())
+				}
+			}
+			want := audit.TypeSignIn + "/" + audit.OutcomeRefused + "/" + tc.reason
+			if !slices.Contains(got, want) {
+				t.Fatalf("events %q, want %s", got, want)
+			}
+			for _, e := range events {
+				if e.Type == audit.TypeSignIn && e.Actor.ClientID != "app" {
+					t.Errorf("actor %+v, want the client app", e.Actor)
+				}
+			}
+		})
+	}
+}

@@ -37,12 +37,14 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.sameBrowser(r, l) {
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "browser"})
+		s.record(ctx, audit.TypeSignIn, audit.OutcomeRefused, l.ClientID, "", nil, "reason", "browser", "idp", s.o.IdP.Issuer)
 		s.page(w, http.StatusBadRequest, "Sign-in refused", "This sign-in was started in another browser.")
 		return
 	}
 	if e := q.Get("error"); e != "" {
 		s.logger.Warn("authorization server: the identity provider refused the sign-in", "client_id", l.ClientID, "idp_error", e)
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "idp_refused"})
+		s.record(ctx, audit.TypeSignIn, audit.OutcomeRefused, l.ClientID, "", nil, "reason", "idp_refused", "idp", s.o.IdP.Issuer)
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("The identity provider did not sign the user in."))
 		return
 	}
@@ -50,6 +52,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.logger.Warn("authorization server: sign-in failed", "client_id", l.ClientID, "error", err)
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "sign_in"})
+		s.record(ctx, audit.TypeSignIn, audit.OutcomeRefused, l.ClientID, "", nil, "reason", "sign_in", "idp", s.o.IdP.Issuer)
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("Signing in at the identity provider failed."))
 		return
 	}
