@@ -4,11 +4,13 @@
 # in dev mode, and `make test` runs every test and check, which is also
 # what CI runs (.ci/run). `make test` installs every test tool it needs
 # into .cache (Node 22, the MCP conformance suite and Inspector, an OpenID
-# provider, the OpenTelemetry Collector, Prometheus, redis-server,
-# Chromium, helm and the Kubernetes schemas), then runs every Go test with
+# provider, the OpenTelemetry Collector, Prometheus, redis-server, rsyslog,
+# Chromium, helm and the Kubernetes schemas) and runs every Go test with
 # the race detector (end-to-end tests included), the chart, rule and
-# dashboard checks, short fuzzing, and short load and soak runs. `make
-# unit` is the fast loop (go test ./..., only Go needed).
+# dashboard checks, short fuzzing, and short load and soak runs, as stages
+# side by side that print their times ("make test: the stages", at the
+# end). `make unit` is the fast loop (go test ./..., only Go needed), and
+# `make flake` hunts tests that fail by chance.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -30,10 +32,16 @@ BUILDTAGS := grpcnotrace
 # exported only to the targets that use it: the server treats every
 # PORTCULLIS_* variable as a config key and rejects unknown ones.
 PORTCULLIS_NODE_TOOLS ?= $(CURDIR)/.cache/node-tools
-tools test go-test e2e example-test: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
+tools test go-test go-test-e2e e2e example-test flake: export PORTCULLIS_NODE_TOOLS := $(PORTCULLIS_NODE_TOOLS)
 
 # GOTESTFLAGS adds flags to the Go test targets, e.g. make e2e GOTESTFLAGS='-v -run Conformance'.
 GOTESTFLAGS ?=
+
+# GO_TEST_TIMEOUT is go test's -timeout in the test targets: how long one
+# package's test binary may run before it is stopped with every goroutine's
+# stack. It is there to catch a hang; go test's default, 10 minutes, is less
+# than the end-to-end package takes on two cores that other work keeps busy.
+GO_TEST_TIMEOUT ?= 45m
 
 # Kubernetes packaging: the Helm chart, the manifests generated from it and
 # the image. Tools (helm, helm-unittest, kubeconform, schemas) live in .cache.
@@ -41,9 +49,9 @@ HELM_CHART  := helm/portcullis
 HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
-.PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools go-test go-test-stock sdk-patch-test e2e example-test api-tools api-check vet clean redis-tools browser-tools \
+.PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools debian-tools go-test go-test-e2e go-test-units go-test-stock sdk-patch-test e2e example-test example-vet api-tools api-check vet clean redis-tools browser-tools \
 	obs-tools obs-check rsyslog-tools haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
-	fuzz bench bench-bin bench-sessions bench-servers bench-smoke bench-go soak soak-smoke
+	fuzz flake bench bench-bin bench-sessions bench-servers bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -76,14 +84,16 @@ run: ## Run the server in dev mode (go run ./cmd/server serve --dev $(RUNFLAGS))
 unit: ## The fast loop: go test ./... (unit and in-process tests, on the SDK as released; only Go needed, cached results reused).
 	$(GO) test $(GOTESTFLAGS) ./...
 
-test: tools ## Install the test tools, then run everything CI checks: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs.
-	$(MAKE) --no-print-directory lint generate-check go-test go-test-stock sdk-patch-test example-test api-check obs-check helm-lint helm-test manifests-check image-check chart actionlint fuzz bench-go bench-smoke soak-smoke
+# make test is drawn below, in "make test: the stages".
 
 check: test ## The same as test (the name CI-minded people look for).
 
 tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
-	$(MAKE) --no-print-directory obs-tools redis-tools rsyslog-tools haproxy-tools browser-tools helm-tools api-tools lint-tools image-tools release-tools
+	$(MAKE) --no-print-directory debian-tools obs-tools helm-tools api-tools lint-tools release-tools
+
+debian-tools: ## Install the tools that come from Debian's packages (Prometheus, redis-server, rsyslog, haproxy, Chromium, podman, runc, qemu-user-static, patch, ca-certificates) in one apt-get.
+	bash scripts/install-debian-tools.sh
 
 image-tools: ## Install podman, runc, qemu-user-static, patch and ca-certificates (Debian's packages) for make image and the image e2e tests.
 	bash scripts/install-image-tools.sh
@@ -102,37 +112,74 @@ haproxy-tools: ## Install haproxy (Debian's package; the replica tests run their
 
 # go-test runs what we ship: the packages on the patched SDK (the go.mod
 # that scripts/sdk-patch.sh writes) and the end-to-end tests against
-# bin/portcullis from `make build`. go-test-stock runs the unit tests again
-# on the SDK as released, which is what library users build with.
-go-test: build image ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK, bin/portcullis and the image in bin/image (needs make tools).
+# bin/portcullis from `make build`, in two parts that make test runs side
+# by side: go-test-e2e (the e2e package, which needs the tools) and
+# go-test-units (every other package, with their -tags e2e tests, which
+# need redis-server). go-test-stock runs the unit tests again on the SDK
+# as released, which is what library users build with.
+GO_TEST_SHIPPED = modfile="$$($(SDK_PATCH))"; \
+	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) PORTCULLIS_E2E_IMAGE=$(abspath $(IMAGE_DIR))/portcullis.oci.tar $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS)
+
+go-test: go-test-e2e go-test-units ## Run every Go test with the race detector, end-to-end tests (-tags e2e) included, on the shipped build: the patched SDK, bin/portcullis and the image in bin/image (needs make tools).
+
+go-test-e2e: build image ## Run the end-to-end package (./e2e) as go-test does: -race, on the patched SDK, against bin/portcullis and bin/image (needs make tools).
 	rm -f results/conformance.txt results/upstream-conformance.txt
-	modfile="$$($(SDK_PATCH))"; \
-	PORTCULLIS_E2E_BINARY=$(abspath $(BIN)) PORTCULLIS_E2E_IMAGE=$(abspath $(IMAGE_DIR))/portcullis.oci.tar $(GO) test -modfile "$$modfile" -race -count=1 -tags e2e $(GOTESTFLAGS) ./...
+	$(GO_TEST_SHIPPED) ./e2e/
 	@echo "MCP conformance suite (one portcullis process):"; cat results/conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 	@echo "MCP conformance suite, go-sdk everything-server directly and through Portcullis:"; cat results/upstream-conformance.txt 2>/dev/null || echo "  (not run by this selection of tests)"
 
-go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go test ./...` does and library users build.
-	$(GO) test -count=1 $(GOTESTFLAGS) ./...
+go-test-units: ## Run every package but ./e2e as go-test does: -race, -tags e2e (the Redis tests need redis-server), on the patched SDK.
+	$(GO_TEST_SHIPPED) $$($(GO) list -tags e2e ./... | grep -vx '$(SERVERPKG)/e2e')
 
-sdk-patch-test: ## Run the own test suites of the MCP Go SDK and of fosite on their patched copies (patches/go-sdk, patches/fosite).
-	modfile="$$($(SDK_PATCH))"; \
-	for m in go-sdk fosite; do \
-		if [ -d "$$(dirname "$$modfile")/$$m" ]; then (cd "$$(dirname "$$modfile")/$$m" && $(GO) test -count=1 ./...); \
-		else echo "sdk-patch-test: no $$m patch for the version go.mod requires"; fi; \
-	done
+go-test-stock: ## Run the unit tests (no e2e) on the SDK as released, as `go test ./...` does and library users build.
+	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+
+sdk-patch-test: ## Run the own test suites of the MCP Go SDK and of fosite on their patched copies (patches/go-sdk, patches/fosite), but the few tests patches/skipped-tests.txt names.
+	GO=$(GO) bash scripts/sdk-patch-test.sh -timeout $(GO_TEST_TIMEOUT)
+
+# make flake hunts tests that fail by chance (scripts/flake): FLAKE_COUNT
+# rounds of each chosen package's tests, pinned with taskset to FLAKE_CPUS
+# CPUs (GOMAXPROCS too) beside FLAKE_HOGS busy loops on the same CPUs
+# (default twice FLAKE_CPUS), then every failing test with failures/runs
+# and the output of its first failure; the whole go test -json stream is
+# kept in results/flake.json. FLAKE_PKGS chooses the packages (default:
+# every package whose tests use time, goroutines or the network),
+# FLAKE_FLAGS adds flake's own flags (-race, -tags e2e, -run REGEXP,
+# -modfile .cache/sdk-patched/go.mod), and FLAKE_MODULE=go-sdk or fosite
+# runs that module's own suite on its patched copy instead. CONTRIBUTING.md
+# says when to run it and what the whole tree gave.
+FLAKE_COUNT  ?= 20
+FLAKE_CPUS   ?= 2
+FLAKE_HOGS   ?=
+FLAKE_PKGS   ?=
+FLAKE_FLAGS  ?=
+FLAKE_MODULE ?=
+
+flake: ## Hunt chance failures: FLAKE_COUNT (20) rounds of the tests on FLAKE_CPUS (2) CPUs beside busy loops; prints each failing test with failures/runs (FLAKE_PKGS, FLAKE_FLAGS, FLAKE_MODULE=go-sdk|fosite).
+	@dir=$(CURDIR); skip=(); \
+	if [ -n "$(FLAKE_MODULE)" ]; then \
+		dir="$$(dirname "$$($(SDK_PATCH))")/$(FLAKE_MODULE)"; \
+		[ -d "$$dir" ] || { echo "flake: no patched copy of $(FLAKE_MODULE) (FLAKE_MODULE is go-sdk or fosite)" >&2; exit 1; }; \
+		names="$$(awk -v m=$(FLAKE_MODULE) '!/^[[:space:]]*(#|$$)/ && $$1 == m { print $$2 }' patches/skipped-tests.txt | paste -sd'|')"; \
+		if [ -n "$$names" ]; then echo "flake: skipping what patches/skipped-tests.txt lists: $$names"; skip=(-skip "^($$names)\$$"); fi; \
+	fi; \
+	$(GO) run ./scripts/flake -C "$$dir" -count $(FLAKE_COUNT) -cpus $(FLAKE_CPUS) $(if $(FLAKE_HOGS),-hogs $(FLAKE_HOGS)) \
+		-json $(CURDIR)/results/flake.json "$${skip[@]}" $(FLAKE_FLAGS) $(FLAKE_PKGS)
 
 e2e: tools ## Run only the end-to-end tests (./e2e/...).
-	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) ./e2e/...
+	$(GO) test -race -count=1 -tags e2e -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
 
 # The example module (its own go.mod, replacing Portcullis with this
 # checkout): a team's tool server on the public API. go-test runs its
-# end-to-end test too, as part of ./e2e; this target also vets the module,
-# which ./... at the root does not reach.
+# end-to-end test too, as part of ./e2e, so make test runs example-vet
+# only: it vets the module, which ./... at the root does not reach.
 HELLO_TOOLS := examples/hello-tools
 
-example-test: ## Vet and build examples/hello-tools, then run it for real: the dev token over both protocol eras, the conformance requirement sets, the chart with its image (needs make tools).
+example-test: example-vet ## Vet and build examples/hello-tools, then run it for real: the dev token over both protocol eras, the conformance requirement sets, the chart with its image (needs make tools).
+	$(GO) test -race -count=1 -tags e2e -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) -run '^TestHelloToolsExample$$' ./e2e/
+
+example-vet: ## Vet and build examples/hello-tools.
 	cd $(HELLO_TOOLS) && $(GO) vet ./... && $(GO) build -o /dev/null .
-	$(GO) test -race -count=1 -tags e2e $(GOTESTFLAGS) -run '^TestHelloToolsExample$$' ./e2e/
 
 api-tools: ## Install apidiff (pinned) into .cache/bin.
 	bash scripts/install-apidiff.sh
@@ -245,7 +292,7 @@ actionlint: release-tools ## Check the GitHub Actions workflows (.github/workflo
 	$(GO) test -count=1 -run '^(TestWorkflowActionsPinned|TestUnpinnedActions|TestDependabotWatchesEveryManifest|TestDependabotProblems)$$' ./internal/docscheck/
 
 image-check: sbom ## Test the image builder and the SBOMs (scripts/image, its own module): reproducible digests, files, user and labels, the Dockerfile's final stage describing the same image, go-sdk and its patches in the SBOM.
-	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 $(GOTESTFLAGS) ./...
+	cd scripts/image && PORTCULLIS_IMAGE_DIR=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) $(GOTESTFLAGS) ./...
 
 image-docker: ## docker build the image IMAGE from the Dockerfile (for Docker users; needs a Docker engine, which the dev machines lack).
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
@@ -257,7 +304,7 @@ image-docker: ## docker build the image IMAGE from the Dockerfile (for Docker us
 FUZZ_EXECS ?= 10000x
 
 fuzz: ## Run every fuzz target (found by go test -list) for FUZZ_EXECS executions, one by one; crashers land in testdata/fuzz.
-	GO=$(GO) bash scripts/fuzz.sh $(FUZZ_EXECS)
+	GO=$(GO) GO_TEST_TIMEOUT=$(GO_TEST_TIMEOUT) bash scripts/fuzz.sh $(FUZZ_EXECS)
 
 # The load harness (bench/loadtest) and the servers it compares Portcullis
 # with: the bare go-sdk (bench/loadtest/refserver), the bare mcp-go and the
@@ -326,7 +373,7 @@ bench-smoke: bench-bin ## Run the load harness for a few hundred requests per ro
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x ./auth/... ./mcp/... ./observability/... .
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x -timeout $(GO_TEST_TIMEOUT) ./auth/... ./mcp/... ./observability/... ./internal/policy/ .
 
 # The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
 # traffic, bounded in time and request count (bench/soak, not part of the
@@ -339,3 +386,103 @@ soak: build ## Soak the built binary on loopback for SOAK_DURATION (10m): errors
 
 soak-smoke: build ## A 20-second soak for CI, reported every 5 seconds.
 	$(GO) run ./bench/soak -binary $(BIN) -duration 20s -interval 5s -warmup 3s -rate $(SOAK_RATE)
+
+# ---- make test: the stages ---------------------------------------------
+
+# make test runs every check CI runs as stages (scripts/stage.sh), side by
+# side (make -j), each as soon as the stages it needs are done. A stage's
+# output is printed in one block when it ends, with its wall and CPU time;
+# a failed stage fails make test, its whole log printed between two FAILED
+# lines, and the summary at the end lists every stage, its result and its
+# time (results/stages keeps the logs).
+#
+# The order: the installs start at once (the Go modules, Debian's packages
+# in one apt-get, npm, the tools built from source), with go-test-units and
+# generate-check; the shipped build and the image follow apt-get (patch,
+# CA certificates). The other checks start once the build is done, beside
+# go-test-e2e: while the installs compile, the cores are busy already, and
+# the checks then share them with the end-to-end tests, which spend much of
+# their time waiting on the processes they drive.
+#
+# TEST_JOBS caps how many stages run at once (default: no cap; every stage
+# that is ready starts). A machine with little memory can set it, e.g.
+# TEST_JOBS=4; make then starts stages in the order of TEST_STAGES.
+TEST_JOBS ?=
+
+# Each stage runs its targets in a sub-make that takes as made what other
+# stages make (-o), so nothing is built twice, or by two stages at once.
+MADE_BY_STAGES := tools debian-tools obs-tools redis-tools rsyslog-tools haproxy-tools browser-tools image-tools helm-tools api-tools lint-tools release-tools \
+	generate build image bench-bin
+STAGE := bash scripts/stage.sh
+SUBMAKE := $(MAKE) --no-print-directory $(addprefix -o ,$(MADE_BY_STAGES))
+
+TEST_STAGES := modules debian node otelcol helm-tools go-tools build go-test-e2e go-test-units generate-check \
+	go-test-stock sdk-patch-test lint helm chart image-check obs-check api-check actionlint example fuzz bench-go \
+	bench-bin bench-smoke soak-smoke
+
+test: ## Run everything CI checks, installing the test tools first: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs; in stages side by side (TEST_JOBS caps them) that print their times.
+	@$(STAGE) -begin
+	@status=0; $(MAKE) --no-print-directory -j$(TEST_JOBS) $(addprefix stage-,$(TEST_STAGES)) || status=$$?; \
+	$(STAGE) -summary $(TEST_STAGES) || status=1; exit $$status
+
+.PHONY: $(addprefix stage-,$(TEST_STAGES))
+
+# Installs. modules fetches the Go modules of the repository's own modules
+# while the rest starts; a go command that needs one meanwhile waits for it.
+stage-modules:
+	@$(STAGE) modules bash -c 'for d in . bench/peers examples/hello-tools scripts/image; do (cd $$d && $(GO) mod download) || exit 1; done'
+stage-debian:
+	@$(STAGE) debian bash scripts/install-debian-tools.sh
+stage-node:
+	@$(STAGE) node bash -c 'bash scripts/install-node-tools.sh && bash scripts/install-grafana-schema.sh'
+stage-otelcol:
+	@$(STAGE) otelcol bash scripts/install-otelcol.sh
+stage-helm-tools:
+	@$(STAGE) helm-tools bash scripts/install-helm-tools.sh
+stage-go-tools:
+	@$(STAGE) go-tools $(MAKE) --no-print-directory lint-tools api-tools release-tools
+
+# The shipped binary and the image, built once for the stages after them
+# (scripts/sdk-patch.sh needs patch(1), the image Debian's CA
+# certificates), and the load harness's servers.
+stage-build: stage-debian
+	@$(STAGE) build $(MAKE) --no-print-directory build image
+stage-bench-bin: stage-build stage-node
+	@$(STAGE) bench-bin $(MAKE) --no-print-directory -o build bench-bin
+
+# Checks. (go generate, in generate-check, rewrites only a generated file
+# that differs, so the stages reading them beside it read them whole.)
+stage-go-test-e2e: stage-debian stage-node stage-otelcol stage-helm-tools stage-build
+	@$(STAGE) go-test-e2e $(SUBMAKE) go-test-e2e
+stage-go-test-units: stage-debian
+	@$(STAGE) go-test-units $(SUBMAKE) go-test-units
+stage-generate-check:
+	@$(STAGE) generate-check $(MAKE) --no-print-directory generate-check
+stage-go-test-stock: stage-build
+	@$(STAGE) go-test-stock $(SUBMAKE) go-test-stock
+stage-sdk-patch-test: stage-build
+	@$(STAGE) sdk-patch-test $(SUBMAKE) sdk-patch-test
+stage-lint: stage-build stage-go-tools
+	@$(STAGE) lint $(SUBMAKE) lint
+stage-helm: stage-build stage-helm-tools
+	@$(STAGE) helm $(SUBMAKE) helm-lint helm-test manifests-check
+stage-chart: stage-build stage-helm-tools
+	@$(STAGE) chart $(SUBMAKE) chart
+stage-image-check: stage-build stage-go-tools
+	@$(STAGE) image-check $(SUBMAKE) image-check
+stage-obs-check: stage-build stage-node
+	@$(STAGE) obs-check $(SUBMAKE) obs-check
+stage-api-check: stage-build stage-go-tools
+	@$(STAGE) api-check $(SUBMAKE) api-check
+stage-actionlint: stage-build stage-go-tools
+	@$(STAGE) actionlint $(SUBMAKE) actionlint
+stage-example: stage-build
+	@$(STAGE) example $(SUBMAKE) example-vet
+stage-fuzz: stage-build
+	@$(STAGE) fuzz $(SUBMAKE) fuzz
+stage-bench-go: stage-build
+	@$(STAGE) bench-go $(SUBMAKE) bench-go
+stage-bench-smoke: stage-bench-bin
+	@$(STAGE) bench-smoke $(SUBMAKE) bench-smoke
+stage-soak-smoke: stage-build
+	@$(STAGE) soak-smoke $(SUBMAKE) soak-smoke

@@ -148,7 +148,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
-	sessions, events, err := newSessionStore(cfg, rdb)
+	shared, err := sharedSessions(cfg, rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -163,20 +163,19 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Sealer:    sealer,
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
-		Policy:           policy,
-		Rules:            rules,
-		OnDenied:         toolDeniedHook(logger, metrics, "", cat.HasTool, nil, au),
-		Middleware:       []sdk.Middleware{telemetry, au.toolCalls("", known, func(n string) string { return n }, cat.ToolFacts, nil)},
-		LimitHook:        limitHook(logger, metrics, au),
-		Tasks:            taskMgr,
-		RemoteTasks:      remoteTasks,
-		PrincipalKey:     principalKey,
-		Sessions:         sessions,
-		OnSessionAdopted: metrics.SessionRebuilt,
-		StepUp:           stepUp(cfg.Auth, cfg.authOn()),
-		// The shared sessions' streams, and what crosses replicas, with
-		// the session store.
-		Events:            events,
+		Policy:       policy,
+		Rules:        rules,
+		OnDenied:     toolDeniedHook(logger, metrics, "", cat.HasTool, nil, au),
+		Middleware:   []sdk.Middleware{telemetry, au.toolCalls("", known, func(n string) string { return n }, cat.ToolFacts, nil)},
+		LimitHook:    limitHook(logger, metrics, au),
+		Tasks:        taskMgr,
+		RemoteTasks:  remoteTasks,
+		PrincipalKey: principalKey,
+		StepUp:       stepUp(cfg.Auth, cfg.authOn()),
+		// Legacy sessions shared between replicas, as
+		// mcp.session_store says.
+		SharedSessions:    shared,
+		OnSessionAdopted:  metrics.SessionRebuilt,
 		OnEventsReplayed:  metrics.EventsReplayed,
 		OnAnswerForwarded: metrics.AnswerForwarded,
 	}

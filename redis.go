@@ -13,6 +13,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/limits/redisrate"
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/observability"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
@@ -49,6 +50,16 @@ func openRedis(ctx context.Context, cfg *configFile, metrics *observability.Metr
 	// the client is closed, after the drain.
 	go redisWatcher(obs, cfg.Redis.Mode(), err == nil, logger).Run(context.WithoutCancel(ctx), client, cfg.Redis)
 	return client, nil
+}
+
+// redisKit returns the Redis the stores share, with the durability of
+// the redis.wait keys (how many replicas must hold each write a client is
+// told of), or nil when rdb is nil.
+func redisKit(cfg *configFile, rdb redis.UniversalClient) *rediskit.Client {
+	if rdb == nil {
+		return nil
+	}
+	return rediskit.New(rdb, rediskit.Durability{Replicas: cfg.Redis.WaitReplicas(), Timeout: cfg.Redis.WaitTimeout()})
 }
 
 // redisWatcher returns the watcher of the Redis deployment of mode, which
@@ -107,7 +118,7 @@ func newTaskManager(cfg *configFile, cat *catalog.Catalog, rdb redis.UniversalCl
 		if rdb == nil {
 			return nil, nil, fmt.Errorf("tasks.store: redis needs a Redis (redis.url, redis.sentinel or redis.cluster)")
 		}
-		store = tasks.NewRedisStore(rdb, cfg.Redis.GroupPrefix("tasks"), nil)
+		store = tasks.NewRedisStore(rdb, cfg.Redis.GroupPrefix("tasks"), nil, tasks.WaitForReplicas(cfg.Redis.WaitReplicas(), cfg.Redis.WaitTimeout()))
 		kind = "redis"
 	}
 	var mgr *tasks.Manager

@@ -163,6 +163,8 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	// Closed once serving stopped, before the Redis client.
+	defer a.startHandlers(bg)()
 	go a.catalog.Run(bg, a.server.SDK())
 	for _, v := range a.virtual {
 		go a.catalog.Run(bg, v.server.SDK())
@@ -218,6 +220,26 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	}
 	a.logger.Info("stopped")
 	return nil
+}
+
+// startHandlers starts the /mcp handlers, the root server's and the
+// virtual servers' (their shared sessions' subscriptions to the bus
+// between replicas), and returns what closes them.
+func (a *app) startHandlers(ctx context.Context) (closeAll func()) {
+	hs := []*mcp.Handler{a.server.Handler()}
+	for _, v := range a.virtual {
+		hs = append(hs, v.server.Handler())
+	}
+	for _, h := range hs {
+		h.Start(ctx)
+	}
+	return func() {
+		for _, h := range hs {
+			if err := h.Close(); err != nil {
+				a.logger.Warn("closing the MCP handler", "error", err)
+			}
+		}
+	}
 }
 
 // newHTTPServer returns the MCP listener's server with the connection

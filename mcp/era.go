@@ -14,6 +14,10 @@ import (
 // handshake; the SDK serves it only from a stateless handler.
 const statelessEra = "2026-07-28"
 
+// sdkVersions are the protocol versions the SDK supports, read once: the
+// SDK returns a copy on every call, and requests check against them.
+var sdkVersions = sdk.SupportedProtocolVersions()
+
 // isStatelessEra reports whether a request uses protocol 2026-07-28 or later,
 // by its header or, when a client sends none, by the per-request _meta.
 func isStatelessEra(header http.Header, msgs []envelope) bool {

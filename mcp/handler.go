@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,10 +18,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/mcpmethod"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
-
-// sdkVersions are the protocol versions the SDK supports, read once: the
-// SDK returns a copy on every call, and requests check against them.
-var sdkVersions = sdk.SupportedProtocolVersions()
 
 // Handler serves /mcp for every protocol era on one endpoint.
 //
@@ -45,29 +40,24 @@ type Handler struct {
 	gate      *toolGate // nil without a policy or an exposure
 	stepUp    func(w http.ResponseWriter, r *http.Request, scopes []string)
 	sessions  *sessionCap
+	streams   *openStreams // the standalone GET streams, which Drain ends
 	limitHook limits.Hook
 	tasks     *tasks.Manager // nil: the tasks extension is off
 	remote    *remoteTasks   // nil: no remote tasks
 	direct    *directCalls   // calls served without the SDK (direct.go)
-
-	mu       sync.Mutex
-	draining bool
-	streams  map[*context.CancelFunc]struct{}
 }
 
 // newHandler returns the /mcp handler for server, with opts defaulted and
 // deps' logger and limit hook set (see [New]). gate applies the per-tool
-// policy before the SDK sees a request.
-func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *directCalls, shared *sharedSessions, deps Deps) *Handler {
+// policy before the SDK sees a request; caps bound its sessions, and
+// streams are its GET streams, which it shares with shared.
+func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *directCalls, caps *sessionCap, streams *openStreams, shared *sharedSessions, deps Deps) *Handler {
 	logger := deps.Logger
 	get := func(*http.Request) *sdk.Server { return server }
 	sdkLog := sdkLogger(logger)
-	maxSessions := opts.MaxSessions
-	if maxSessions <= 0 {
-		maxSessions = DefaultMaxSessions
-	}
 	h := &Handler{
-		sessions:  newSessionCap(maxSessions, min(opts.MaxSessionsPerPrincipal, maxSessions), deps.PrincipalKey, server),
+		sessions:  caps,
+		streams:   streams,
 		limitHook: deps.LimitHook,
 		tasks:     deps.Tasks,
 		remote:    newRemoteTasks(deps),
@@ -75,7 +65,6 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 		origins:   opts.AllowedOrigins,
 		maxBody:   opts.MaxBodyBytes,
 		logger:    logger,
-		streams:   make(map[*context.CancelFunc]struct{}),
 		stateless: sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{
 			Stateless:                    true,
 			Logger:                       sdkLog,
@@ -108,15 +97,39 @@ func newHandler(server *sdk.Server, opts Options, gate *toolGate, direct *direct
 			SessionTimeout:      opts.SessionIdleTimeout,
 			EventStore:          events,
 		})
-		if shared != nil {
-			if err := shared.listen(context.Background()); err != nil {
-				go shared.listenUntilListening(context.Background(), err)
-			}
-			h.shared = shared
-		}
+		h.shared = shared
 	}
 	return h
 }
+
+// Start starts what the handler runs beside its requests until Close.
+// With shared sessions ([Deps.SharedSessions]) that is its subscription
+// to the bus between replicas; while the bus does not answer, it keeps
+// trying in the background until ctx ends. Such a handler serves legacy
+// sessions only between Start and Close, and answers 503 before and
+// after. Without shared sessions Start does nothing. Call it once, before
+// serving.
+func (h *Handler) Start(ctx context.Context) {
+	if h.shared != nil {
+		h.shared.start(ctx)
+	}
+}
+
+// Close ends what Start started and closes the copies of shared sessions
+// this replica holds (the sessions go on, on the other replicas); it
+// returns once none of the handler's goroutines is left. Call it once
+// the server stopped serving ([http.Server.Shutdown]).
+func (h *Handler) Close() error {
+	if h.shared == nil {
+		return nil
+	}
+	return h.shared.close()
+}
+
+// Drain ends every open GET stream and refuses new ones, so that an
+// [http.Server.Shutdown] waits only for calls in flight. Clients reconnect to
+// another replica.
+func (h *Handler) Drain() { h.streams.drain() }
 
 // ServeHTTP implements [http.Handler].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -133,11 +146,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.shared != nil {
-			h.serveShared(w, r, sharedRequest{})
+			h.shared.serve(w, r, sharedRequest{})
 			return
 		}
 		if r.Method == http.MethodGet {
-			h.serveStream(w, r, h.stateful)
+			h.streams.serve(w, r, h.stateful)
 			return
 		}
 		h.stateful.ServeHTTP(w, r)
@@ -216,7 +229,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	case h.stateful == nil || modern:
 		h.stateless.ServeHTTP(w, r)
 	case r.Header.Get(mcpheader.SessionID) != "" && h.shared != nil:
-		h.serveShared(w, r, sharedRequest{answers: allAnswers(msgs), initialized: onlyInitialized(msgs)})
+		h.shared.serve(w, r, sharedRequest{answers: allAnswers(msgs), initialized: onlyInitialized(msgs)})
 	case r.Header.Get(mcpheader.SessionID) != "":
 		h.stateful.ServeHTTP(w, r)
 	case isInitialize(msgs):
@@ -224,6 +237,26 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.stateless.ServeHTTP(w, r)
 	}
+}
+
+// serveInitialize serves a legacy initialize through the session caps:
+// a principal holding its share is refused with 429, a full server with
+// 503; both with Retry-After and a JSON-RPC error. A shared session is
+// made by the shared sessions (sharedserve.go).
+func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request) {
+	if h.shared != nil {
+		h.shared.serveInitialize(w, r)
+		return
+	}
+	key := h.sessions.principal(r)
+	limit, ok := h.sessions.acquire(key)
+	if !ok {
+		h.sessions.refuse(w, r, limit)
+		return
+	}
+	rec := &sessionIDRecorder{ResponseWriter: w}
+	defer func() { h.sessions.release(key, rec.id) }()
+	h.stateful.ServeHTTP(rec, r)
 }
 
 // bodyReader is the body handed on to the SDK: the bytes already read.

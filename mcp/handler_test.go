@@ -35,7 +35,8 @@ func newPolicyEndpoint(t *testing.T, edit func(*Options), deps Deps) (*httptest.
 // as New's handler would serve it.
 func handlerFor(server *sdk.Server, opts Options) *Handler {
 	opts.Defaults()
-	return newHandler(server, opts, nil, nil, nil, Deps{Logger: slog.New(slog.DiscardHandler), LimitHook: func(context.Context, limits.Event) {}})
+	deps := Deps{Logger: slog.New(slog.DiscardHandler), LimitHook: func(context.Context, limits.Event) {}}
+	return newHandler(server, opts, nil, nil, newSessionCap(opts.MaxSessions, opts.MaxSessionsPerPrincipal, server, nil, deps.LimitHook, deps.Logger), newOpenStreams(), nil, deps)
 }
 
 // endpoint says how to build a test /mcp endpoint; the zero value serves
@@ -78,7 +79,14 @@ func (e endpoint) handler(t testing.TB) *Handler {
 	if e.edit != nil {
 		e.edit(&opts)
 	}
-	return New(cat, opts, deps).Handler()
+	h := New(cat, opts, deps).Handler()
+	h.Start(t.Context())
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
 }
 
 type response struct {

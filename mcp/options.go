@@ -17,21 +17,23 @@ type Options struct {
 	// initialize request gets an Mcp-Session-Id, and requests carrying it
 	// reach that session, which allows the GET stream, server→client
 	// requests and stream resumption. With a shared session store (see
-	// session_store) any replica serves a session's requests and
-	// responses; server→client requests, notifications from another
-	// replica and stream resumption still need the replica that holds the
-	// stream (session affinity on Mcp-Session-Id helps). Requests without
-	// a session id are always served statelessly. Unset means true.
+	// session_store) any replica serves every request of a session, with
+	// no session affinity: its GET stream carries what any replica's copy
+	// of the session sends, a client's answer to a server→client request
+	// reaches the call waiting for it on whichever replica, and a stream
+	// resumes on any replica. Requests without a session id are always
+	// served statelessly. Unset means true.
 	Sessions *bool `yaml:"sessions"`
 	// SessionStore is where the record of each legacy session is kept:
 	// "memory" (a session lives on the replica that made it; another
 	// replica answers 404) or "redis" (shared by every replica, so that
 	// any replica serves any request of a session, and DELETE and the idle
 	// timeout hold on all of them; needs the redis section: one server,
-	// Sentinel or Cluster). With redis, a call of a session costs one Redis
-	// round trip (its response's append to the session's event log), and
-	// each replica reads the session's record once per tenth of the idle
-	// timeout. Empty means redis when Redis is configured, else memory.
+	// Sentinel or Cluster). With redis, a call of a session costs Redis
+	// nothing while its replica trusts its copy of the session: each
+	// replica reads the session's record once per tenth of the idle
+	// timeout, and writes a call's stream to Redis only when its client
+	// lost it. Empty means redis when Redis is configured, else memory.
 	SessionStore string `yaml:"session_store" schema:"enum=memory|redis"`
 	// SessionIdleTimeout closes a legacy session that has seen no request
 	// for this long (on any replica, with a shared session store). Zero

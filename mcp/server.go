@@ -20,6 +20,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
@@ -105,20 +106,19 @@ type Deps struct {
 	// counts under; an empty key (no principal, as with auth off) is held
 	// to MaxSessions only. Nil means no per-principal share.
 	PrincipalKey limits.KeyFunc
-	// Sessions is the registry of legacy sessions that replicas share:
-	// with it, any replica serves any request of a session, adopting a
-	// session another replica made (see [SessionStore]). Nil keeps each
-	// session on the replica that made it. Only for [HTTP].
-	Sessions SessionStore
+	// SharedSessions is where the replicas share legacy sessions (see
+	// [sharedsession.Backend]): with its Store, any replica serves any
+	// request of a session, adopting a session another replica made, and
+	// a session's standalone stream, its Last-Event-ID replay and a
+	// client's answer to a server→client request work on any replica,
+	// through its Log and Bus (in this process when nil, as replicas
+	// sharing one process do). The zero value keeps each session on the
+	// replica that made it. Only for [HTTP]; the handler serves shared
+	// sessions between [Handler.Start] and [Handler.Close].
+	SharedSessions sharedsession.Backend
 	// OnSessionAdopted is called whenever this replica adopts a session
 	// another replica made (or that it held and closed). Nil means none.
 	OnSessionAdopted func(context.Context)
-	// Events is the log of shared sessions' event streams and the bus
-	// between replicas (see [SessionEvents]): with it, a session's
-	// standalone stream, its Last-Event-ID replay and a client's answer to
-	// a server→client request work on any replica. Nil with Sessions set
-	// keeps them in this process only, as replicas sharing one process do.
-	Events SessionEvents
 	// OnEventsReplayed is called with the number of events a
 	// Last-Event-ID replay wrote. Nil means none.
 	OnEventsReplayed func(ctx context.Context, n int)
@@ -210,9 +210,20 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
 	mws := append([]sdk.Middleware{}, deps.Middleware...)
-	var shared *sharedSessions
-	if deps.Transport == HTTP && *opts.Sessions {
-		shared = newSharedSessions(deps.Sessions, opts.SessionIdleTimeout, s, deps)
+	var (
+		caps    *sessionCap
+		streams *openStreams
+		shared  *sharedSessions
+	)
+	if deps.Transport == HTTP {
+		caps = newSessionCap(opts.MaxSessions, opts.MaxSessionsPerPrincipal, s, deps.PrincipalKey, deps.LimitHook, deps.Logger)
+		streams = newOpenStreams()
+		if *opts.Sessions {
+			shared = newSharedSessions(s, caps, streams, sharedConfig{
+				backend: deps.SharedSessions, ttl: opts.SessionIdleTimeout, logger: deps.Logger,
+				onAdopt: deps.OnSessionAdopted, onAnswer: deps.OnAnswerForwarded, onReplayed: deps.OnEventsReplayed,
+			})
+		}
 	}
 	if shared != nil {
 		mws = append(mws, sessionRecordMiddleware(shared))
@@ -232,7 +243,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	s.AddReceivingMiddleware(mws...)
 	srv := &Server{sdk: s, view: view}
 	if deps.Transport == HTTP {
-		srv.handler = newHandler(s, opts, gate, newDirectCalls(direct, support, mws, impl), shared, deps)
+		srv.handler = newHandler(s, opts, gate, newDirectCalls(direct, support, mws, impl), caps, streams, shared, deps)
 	}
 	return srv
 }

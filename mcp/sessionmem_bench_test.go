@@ -13,6 +13,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
 
 // idleBatch is how many idle sessions BenchmarkIdleSessionMemory holds
@@ -51,7 +53,7 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			deps := Deps{}
 			if bc.store {
-				deps.Sessions = newRemoteRecords(b)
+				deps.SharedSessions.Store = newRemoteRecords(b)
 			}
 			h := endpoint{deps: deps, edit: func(o *Options) {
 				o.MaxSessions, o.MaxSessionsPerPrincipal = idleBatch, idleBatch
@@ -175,19 +177,19 @@ func deleteSession(b testing.TB, h http.Handler, id string) {
 	}
 }
 
-// remoteRecords is a [SessionStore] whose records live outside the
+// remoteRecords is a [sharedsession.Store] whose records live outside the
 // process, as Redis keeps them: it holds one encoded record, the one
 // openSession's initialize makes, and answers every Get with a fresh
 // decoding of it, for any id, as Redis answers with the bytes it holds.
 // Put and Delete keep nothing. What else a store may offer comes from the
 // embedded memory store.
 type remoteRecords struct {
-	*MemorySessionStore
+	*sharedsession.MemoryStore
 	record []byte
 }
 
 func newRemoteRecords(b testing.TB) *remoteRecords {
-	rec, err := json.Marshal(SessionRecord{ProtocolVersion: "2025-11-25", Initialize: &sdk.InitializeParams{
+	rec, err := json.Marshal(sharedsession.Record{ProtocolVersion: "2025-11-25", Initialize: &sdk.InitializeParams{
 		ProtocolVersion: "2025-11-25",
 		Capabilities:    &sdk.ClientCapabilities{},
 		ClientInfo:      &sdk.Implementation{Name: "bench", Version: "1"},
@@ -195,22 +197,22 @@ func newRemoteRecords(b testing.TB) *remoteRecords {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &remoteRecords{MemorySessionStore: NewMemorySessionStore(nil), record: rec}
+	return &remoteRecords{MemoryStore: sharedsession.NewMemoryStore(nil), record: rec}
 }
 
-// Put implements [SessionStore]: the record is the one it holds.
-func (s *remoteRecords) Put(context.Context, string, SessionRecord, time.Duration) error {
+// Put implements [sharedsession.Store]: the record is the one it holds.
+func (s *remoteRecords) Put(context.Context, string, sharedsession.Record, time.Duration) error {
 	return nil
 }
 
-// Get implements [SessionStore].
-func (s *remoteRecords) Get(context.Context, string, time.Duration) (SessionRecord, bool, error) {
-	var rec SessionRecord
+// Get implements [sharedsession.Store].
+func (s *remoteRecords) Get(context.Context, string, time.Duration) (sharedsession.Record, bool, error) {
+	var rec sharedsession.Record
 	err := json.Unmarshal(s.record, &rec)
 	return rec, err == nil, err
 }
 
-// Delete implements [SessionStore].
+// Delete implements [sharedsession.Store].
 func (s *remoteRecords) Delete(context.Context, string) error { return nil }
 
 // TestIdleSessionGoroutines opens idle 2025-11-25 sessions on one replica:
@@ -222,7 +224,7 @@ func TestIdleSessionGoroutines(t *testing.T) {
 	perSession := func(t *testing.T, store, adopted bool) float64 {
 		deps := Deps{}
 		if store {
-			deps.Sessions = newRemoteRecords(t)
+			deps.SharedSessions.Store = newRemoteRecords(t)
 		}
 		h := endpoint{deps: deps, edit: func(o *Options) {
 			o.MaxSessions, o.MaxSessionsPerPrincipal = n, n
@@ -279,10 +281,10 @@ func BenchmarkSessionCall(b *testing.B) {
 		{name: "store=shared", shared: true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			log := &countingEvents{SessionEvents: NewMemorySessionEvents(nil, defaultEventsKept)}
+			log := &countingLog{Log: sharedsession.NewMemoryLog(nil, defaultEventsKept)}
 			deps := Deps{}
 			if bc.shared {
-				deps.Sessions, deps.Events = NewMemorySessionStore(nil), log
+				deps.SharedSessions = sharedsession.Backend{Store: sharedsession.NewMemoryStore(nil), Log: log}
 			}
 			h := endpoint{deps: deps}.handler(b)
 			id := openSession(b, h)

@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
 
 // byMethod routes a request to replica 1 when it is a GET or carries
@@ -43,7 +44,7 @@ func byMethod(r *http.Request) int {
 // (elicitation, sampling); the client's answer lands on replica 1, and the
 // call completes with it.
 func TestSharedSessionServerRequests(t *testing.T) {
-	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 	rs.route = byMethod
 	ct := &sdk.StreamableClientTransport{Endpoint: rs.url, HTTPClient: &http.Client{Transport: headerTransport{"alice"}}, MaxRetries: -1}
 	c := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
@@ -85,7 +86,7 @@ func TestSharedSessionServerRequests(t *testing.T) {
 // TestSharedSessionListChanged: the client's stream is on replica 1, the
 // tool list changes on replica 0; the notification reaches the client.
 func TestSharedSessionListChanged(t *testing.T) {
-	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 	rs.route = byMethod
 	changed := make(chan struct{}, 10)
 	ct := &sdk.StreamableClientTransport{Endpoint: rs.url, HTTPClient: &http.Client{Transport: headerTransport{"alice"}}, MaxRetries: -1}
@@ -111,9 +112,9 @@ func TestSharedSessionListChanged(t *testing.T) {
 
 // watching reports whether h has a standalone stream of session id open.
 func watching(h *Handler, id string) bool {
-	h.shared.mu.Lock()
-	defer h.shared.mu.Unlock()
-	return len(h.shared.watches[SessionKey(id)]) > 0
+	h.shared.bus.mu.Lock()
+	defer h.shared.bus.mu.Unlock()
+	return len(h.shared.bus.watches[sharedsession.Key(id)]) > 0
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -131,14 +132,14 @@ func waitFor(t *testing.T, cond func() bool) {
 // stream while its client was away are replayed on another replica from
 // the Last-Event-ID the client names, and only to the session's principal.
 func TestSharedStreamResumption(t *testing.T) {
-	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 	rs.pin.Store(0)
 	r := postTo(t, rs, legacyInit, map[string]string{principalHeader: "alice"})
 	id := r.header.Get(mcpheader.SessionID)
 	if id == "" {
 		t.Fatalf("initialize: %d %s", r.status, r.body)
 	}
-	ev := rs.hs[0].shared.sdkStore
+	ev := rs.hs[0].shared.events
 	for _, m := range []string{"a", "b", "c"} {
 		if err := ev.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`+m+`"}}`)); err != nil {
 			t.Fatal(err)
@@ -199,7 +200,7 @@ func TestSharedStreamResumption(t *testing.T) {
 // subscription, so that an update replica 1 observes reaches the client
 // after replica 0's copy is gone.
 func TestSharedSessionSubscriptions(t *testing.T) {
-	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 	rs.route = byMethod
 	const uri = "test://static-text"
 	updated := make(chan string, 10)
@@ -216,7 +217,7 @@ func TestSharedSessionSubscriptions(t *testing.T) {
 	if err := cs.Subscribe(t.Context(), &sdk.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	copyOn := func(i int) *localSession { return rs.hs[i].shared.lookup(cs.ID()) }
+	copyOn := func(i int) *sessionCopy { return rs.hs[i].shared.copies.lookup(cs.ID()) }
 	waitFor(t, func() bool {
 		ls := copyOn(1)
 		if ls == nil {
@@ -227,7 +228,7 @@ func TestSharedSessionSubscriptions(t *testing.T) {
 		return ls.subscribed[uri]
 	})
 	copyOn(0).ss.Close()
-	if err := rs.hs[1].shared.server.ResourceUpdated(t.Context(), &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+	if err := rs.hs[1].shared.copies.server.ResourceUpdated(t.Context(), &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -244,12 +245,12 @@ func TestSharedSessionSubscriptions(t *testing.T) {
 // the log no longer keeps gets the stream from the newest event on, not an
 // error that would end its session.
 func TestSharedStreamResumedPastTheLog(t *testing.T) {
-	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 	rs.pin.Store(0)
 	r := postTo(t, rs, legacyInit, map[string]string{principalHeader: "alice"})
 	id := r.header.Get(mcpheader.SessionID)
 	for i := range 150 { // the log keeps 100
-		if err := rs.hs[0].shared.sdkStore.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":`+strconv.Itoa(i)+`}}`)); err != nil {
+		if err := rs.hs[0].shared.events.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":`+strconv.Itoa(i)+`}}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,7 +271,7 @@ func TestSharedStreamResumedPastTheLog(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("status %d, want 200: %s", resp.StatusCode, b)
 	}
-	if err := rs.hs[0].shared.sdkStore.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"next"}}`)); err != nil {
+	if err := rs.hs[0].shared.events.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"next"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -325,8 +326,8 @@ func readEvents(body io.Reader, stop func(sseEvent) bool) []sseEvent {
 // event: the call's response, produced on replica 0 after the client
 // went, reaches it.
 func TestSharedRequestStreamLost(t *testing.T) {
-	log := &countingEvents{SessionEvents: NewMemorySessionEvents(nil, 100)}
-	rs := newReplicasOn(t, 2, NewMemorySessionStore(nil), log, nil)
+	log := &countingLog{Log: sharedsession.NewMemoryLog(nil, 100)}
+	rs := newReplicasOn(t, 2, sharedsession.Backend{Store: sharedsession.NewMemoryStore(nil), Log: log, Bus: sharedsession.NewMemoryBus()}, nil)
 	rs.pin.Store(0)
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
 	r := postTo(t, rs, initialize, map[string]string{principalHeader: "alice"})
@@ -373,7 +374,7 @@ func TestSharedRequestStreamLost(t *testing.T) {
 	// Replica 0 notices the client went, and writes what the stream
 	// carried to the log.
 	waitFor(t, func() bool {
-		last, err := log.Last(t.Context(), SessionKey(id), stream)
+		last, err := log.Last(t.Context(), sharedsession.Key(id), stream)
 		return err == nil && last >= n
 	})
 
@@ -414,4 +415,71 @@ func TestSharedRequestStreamLost(t *testing.T) {
 	waitFor(t, func() bool {
 		return slices.ContainsFunc(resume(asked.id), func(e sseEvent) bool { return strings.Contains(e.data, "resumed-elsewhere") })
 	})
+}
+
+// TestSharedStreamFollowsSubscriptionsWithoutRepeating: a standalone
+// stream that follows a change of the session's subscriptions goes on
+// from the event it last wrote: it writes no event twice, and skips none.
+func TestSharedStreamFollowsSubscriptionsWithoutRepeating(t *testing.T) {
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
+	rs.pin.Store(0)
+	r := postTo(t, rs, legacyInit, map[string]string{principalHeader: "alice"})
+	id := r.header.Get(mcpheader.SessionID)
+	if id == "" {
+		t.Fatalf("initialize: %d %s", r.status, r.body)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rs.url, nil)
+	rs.pin.Store(1)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(mcpheader.SessionID, id)
+	req.Header.Set(principalHeader, "alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	waitFor(t, func() bool { return watching(rs.hs[1], id) })
+	events := rs.hs[0].shared.events
+	notify := func(data string) {
+		t.Helper()
+		if err := events.Append(t.Context(), id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`+data+`"}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := make(chan sseEvent, 10)
+	go func() {
+		defer close(evs)
+		readEvents(resp.Body, func(e sseEvent) bool {
+			if e.data != "" {
+				evs <- e
+			}
+			return strings.Contains(e.data, `"c"`)
+		})
+	}()
+	notify("a")
+	if e := <-evs; !strings.Contains(e.data, `"a"`) || e.id != "_0" {
+		t.Fatalf("first event %+v, want a, _0", e)
+	}
+	// The subscriptions changed (on whichever replica): the stream's copy
+	// follows them.
+	if err := rs.hs[0].shared.bus.publish(t.Context(), busMessage{Kind: busSubscriptions, Key: sharedsession.Key(id)}); err != nil {
+		t.Fatal(err)
+	}
+	notify("b")
+	notify("c")
+	var got []sseEvent
+	for e := range evs {
+		got = append(got, e)
+	}
+	want := []struct{ id, data string }{{"_1", `"b"`}, {"_2", `"c"`}}
+	if len(got) != len(want) {
+		t.Fatalf("events after the first: %+v, want b (_1) and c (_2)", got)
+	}
+	for i, w := range want {
+		if got[i].id != w.id || !strings.Contains(got[i].data, w.data) {
+			t.Errorf("event %d: %+v, want %s with id %s", i+2, got[i], w.data, w.id)
+		}
+	}
 }

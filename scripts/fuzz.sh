@@ -12,6 +12,7 @@
 # only takes longer.
 #
 # Usage: scripts/fuzz.sh [EXECS]   (default $FUZZ_EXECS, else 10000x)
+# GO_TEST_TIMEOUT (default 45m) is go test's -timeout, there to catch a hang.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,7 +27,7 @@ while IFS= read -r line; do
 	target=$(sed -E 's/^[^:]*:func (Fuzz[A-Za-z0-9_]*).*/\1/' <<<"$line")
 	pkg=./$(dirname "$file")
 	echo "fuzz $target ($pkg, $execs)"
-	$go test -run='^$' -fuzz="^${target}\$" -fuzztime="$execs" "$pkg" </dev/null
+	$go test -run='^$' -fuzz="^${target}\$" -fuzztime="$execs" -timeout="${GO_TEST_TIMEOUT:-45m}" "$pkg" </dev/null
 	n=$((n + 1))
 done < <(git grep -E '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' -- '*_test.go' | sort)
 ((n > 0)) || { echo "fuzz.sh: found no fuzz targets" >&2; exit 1; }

@@ -38,6 +38,7 @@ if ! have; then
 	apt_install_quietly install-chromium chromium chromium || die "apt-get install chromium failed"
 	have || die "apt-get installed chromium but it is still not on PATH"
 fi
+apt_plan_done
 
 version="$(chromium --version 2>/dev/null | sed -n 's/^Chromium \([0-9][0-9.]*\).*/\1/p')"
 [[ -n "$version" ]] || die "cannot read the version of $(command -v chromium) (does it start? try chromium --version)"

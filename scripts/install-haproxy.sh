@@ -31,6 +31,7 @@ if ! have; then
 	fi
 	have || die "apt-get installed haproxy but it is not there"
 fi
+apt_plan_done
 
 bin="$(command -v haproxy || echo /usr/sbin/haproxy)"
 echo "haproxy: $bin ($("$bin" -v | sed -n 1p))"

@@ -49,10 +49,9 @@ if ((${#missing[@]})); then
   sudo apt-get install -y --no-install-recommends ${missing[*]}"
 	fi
 	command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and apt-get is not available"
-	for package in "${missing[@]}"; do
-		apt_install_quietly install-image-tools "$package" "$package" || die "apt-get install $package failed"
-	done
+	apt_install_quietly install-image-tools "${missing[*]}" "${missing[*]}" || die "apt-get install ${missing[*]} failed"
 fi
+apt_plan_done
 
 for w in "${wanted[@]}"; do
 	read -r what package <<<"$w"

@@ -19,6 +19,9 @@
 # It is idempotent: <folder>/otelcol-portcullis.stamp records the builder
 # version and a hash of the manifest, and a second run with the same
 # stamp only checks that the binary runs and reports the manifest's version.
+# A collector built once is kept in the tools cache outside the checkout
+# (scripts/lib/tool-cache.sh) under the same stamp and the Go toolchain,
+# and copied from there by another clone.
 set -euo pipefail
 
 BUILDER_MODULE="go.opentelemetry.io/collector/cmd/builder"
@@ -55,6 +58,15 @@ builder="$bin_dir/builder"
 stamp="$collector.stamp"
 rm -f "$stamp"
 
+# shellcheck source=lib/tool-cache.sh
+. "$repo_root/scripts/lib/tool-cache.sh"
+key="$(tool_cache_key otelcol "$want_stamp")"
+if tool_cache_get "$key" "$bin_dir" && [[ "$(collector_version)" == "$want_version" ]]; then
+	echo "$want_stamp" >"$stamp"
+	echo "otelcol-portcullis: $collector ($want_version, from the tools cache)"
+	exit 0
+fi
+
 if [[ ! -x "$builder" ]] || ! "$builder" version 2>/dev/null | grep -qF "$BUILDER_VERSION"; then
 	echo "install-otelcol: go install $BUILDER_MODULE@$BUILDER_VERSION into $bin_dir" >&2
 	GOBIN="$bin_dir" "$go_cmd" install "$BUILDER_MODULE@$BUILDER_VERSION" >&2
@@ -77,4 +89,5 @@ install -m 0755 "$work/src/otelcol-portcullis" "$collector"
 got="$(collector_version)"
 [[ "$got" == "$want_version" ]] || die "$collector reports version '$got', want '$want_version'"
 echo "$want_stamp" >"$stamp"
+tool_cache_put "$key" "$collector"
 echo "otelcol-portcullis: $collector ($got)"

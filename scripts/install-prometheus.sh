@@ -43,6 +43,7 @@ or put prometheus and promtool (>= $MIN_MAJOR.$MIN_MINOR) from https://prometheu
 	apt_install_quietly install-prometheus prometheus prometheus || die "apt-get install prometheus failed"
 	have || die "apt-get installed prometheus but prometheus/promtool are still not on PATH"
 fi
+apt_plan_done
 
 version="$(prometheus --version 2>&1 | sed -n 's/^prometheus, version \([0-9][0-9.]*\).*/\1/p')"
 [[ -n "$version" ]] || die "cannot read the version of $(command -v prometheus)"

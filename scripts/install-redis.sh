@@ -55,6 +55,7 @@ or put a redis-server (>= $MIN_MAJOR.$MIN_MINOR) from https://redis.io/downloads
 	fi
 	have || die "apt-get installed redis-server but it is still not on PATH"
 fi
+apt_plan_done
 
 version="$(redis-server --version 2>&1 | sed -n 's/.* v=\([0-9][0-9.]*\).*/\1/p')"
 [[ -n "$version" ]] || die "cannot read the version of $(command -v redis-server)"

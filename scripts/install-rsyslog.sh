@@ -35,5 +35,6 @@ if ! have; then
 	fi
 	have || die "apt-get installed rsyslog but rsyslogd is still not found"
 fi
+apt_plan_done
 
 echo "rsyslogd: $(command -v rsyslogd) ($(rsyslogd -v 2>/dev/null | head -1))"

@@ -24,6 +24,13 @@ cd "$repo_root"
 dir="${1:-$repo_root/.cache/sdk-patched}"
 go="${GO:-go}"
 
+# make test runs stages side by side, several of which call this script:
+# one at a time checks the stamp and, if need be, rebuilds the copies, so
+# that none reads a copy another is rebuilding.
+mkdir -p "$(dirname "$dir")"
+exec 9>"$dir.lock"
+flock 9
+
 # The patched modules: the folder of patches/ and the module path.
 modules=(
 	"go-sdk github.com/modelcontextprotocol/go-sdk"

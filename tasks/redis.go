@@ -2,8 +2,6 @@ package tasks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,29 +9,27 @@ import (
 	"sync"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/redis/go-redis/v9"
 )
 
 // ErrUnavailable wraps every error of a [RedisStore] that comes from
 // reaching Redis (a refused or lost connection, a timeout, a server
-// error): the task may well exist, so a caller must not answer "not
+// error, a write that reached fewer replicas than [WaitForReplicas]
+// asks): the task may well exist, so a caller must not answer "not
 // found" but "try again". errors.Is(err, ErrUnavailable) tells it apart
 // from [ErrNotFound], which a RedisStore returns only when Redis answered
 // that the task is not there. After a timeout, a write (Create, Update)
 // may or may not have taken effect: Redis may have run it without its
-// reply arriving.
-var ErrUnavailable = errors.New("tasks: task store unavailable")
+// reply arriving. It is the one error of every store Portcullis keeps in
+// Redis (internal/rediskit).
+var ErrUnavailable = rediskit.ErrUnavailable
 
 // maxUpdateAttempts bounds how often [RedisStore.Update] retries when
 // another writer changes the task between its read and its write. Each
 // round of conflicting writers lets at least one through, so this many
 // concurrent writers on one task always succeed.
 const maxUpdateAttempts = 64
-
-// subscribeTimeout bounds waiting for Redis to confirm a subscription when
-// neither the client (a *redis.Client's read timeout) nor the caller's
-// context bounds it.
-const subscribeTimeout = 5 * time.Second
 
 // RedisStore keeps tasks in Redis, so that every replica sees every task
 // and a result outlives the replica that produced it. Create it with
@@ -45,8 +41,8 @@ const subscribeTimeout = 5 * time.Second
 //   - live, a sorted set of the live tasks' IDs scored by their lease
 //     (Unix milliseconds), so that [RedisStore.Stale] is one range query
 //     and the total cap one count;
-//   - owner:HASH, the set of one owner's live tasks, HASH being the first
-//     32 hex digits of the SHA-256 of the owner (never the owner itself);
+//   - owner:HASH, the set of one owner's live tasks, HASH being
+//     rediskit.Hash of the owner (never the owner itself);
 //   - the Pub/Sub channel "changed", carrying the ID of each task written.
 //
 // A live task whose key expired (Redis forgot it) leaves its ID in the
@@ -58,11 +54,16 @@ const subscribeTimeout = 5 * time.Second
 // Stale): the replicas' and Redis's clocks must agree (NTP) to well
 // within a lease.
 //
+// With [WaitForReplicas], Create and Update return once the replicas
+// hold the task, so that a failover does not lose a task a client was
+// told of; a Create that reached too few is taken back.
+//
 // It needs Redis 7.0 or later (SET … PXAT, PEXPIREAT … GT). On Redis
 // Cluster every key must be in one slot: give a prefix with a hash tag,
 // such as "{portcullis}:".
 type RedisStore struct {
 	client  redis.UniversalClient
+	kit     *rediskit.Client
 	prefix  string
 	now     func() time.Time
 	live    string // the live sorted set's key
@@ -81,12 +82,17 @@ type RedisStore struct {
 // The client belongs to the caller (it may be shared with other users,
 // such as the rate limits): [RedisStore.Close] does not close it. Its read
 // timeout bounds how long each method waits when Redis stops answering.
-func NewRedisStore(client redis.UniversalClient, prefix string, now func() time.Time) *RedisStore {
+func NewRedisStore(client redis.UniversalClient, prefix string, now func() time.Time, opts ...RedisOption) *RedisStore {
 	if now == nil {
 		now = time.Now
 	}
+	var o redisOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return &RedisStore{
 		client:  client,
+		kit:     rediskit.New(client, rediskit.Durability{Replicas: o.replicas, Timeout: o.timeout}),
 		prefix:  prefix,
 		now:     now,
 		live:    prefix + "live",
@@ -95,18 +101,34 @@ func NewRedisStore(client redis.UniversalClient, prefix string, now func() time.
 	}
 }
 
+// RedisOption tunes a [RedisStore].
+type RedisOption func(*redisOptions)
+
+type redisOptions struct {
+	replicas int
+	timeout  time.Duration
+}
+
+// WaitForReplicas makes Create and Update return only once replicas of
+// the Redis primary acknowledged the write (Redis's WAIT, on the
+// connection that wrote), waiting at most timeout (zero: half a second);
+// too few is an [ErrUnavailable], and a Create is then taken back. Zero
+// replicas (the default) does not wait.
+func WaitForReplicas(replicas int, timeout time.Duration) RedisOption {
+	return func(o *redisOptions) { o.replicas, o.timeout = replicas, timeout }
+}
+
 func (s *RedisStore) taskKey(id string) string { return s.prefix + "task:" + id }
 
 // ownerKey is the key of owner's set of live tasks. The owner (issuer and
 // subject) is hashed: Redis keys show up in monitoring and slow logs.
 func (s *RedisStore) ownerKey(owner string) string {
-	sum := sha256.Sum256([]byte(owner))
-	return s.prefix + "owner:" + hex.EncodeToString(sum[:])[:32]
+	return s.prefix + "owner:" + rediskit.Hash(owner)
 }
 
 // unavailable wraps an error from Redis.
 func unavailable(op string, err error) error {
-	return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, op, err)
+	return rediskit.Unavailable("task "+op, err)
 }
 
 // createScript saves a new task and counts it against the caps, as one
@@ -184,6 +206,20 @@ end
 return out
 `)
 
+// uncreateScript takes back a task Create saved that reached too few
+// replicas: the task key if it still holds what Create wrote, and its ID
+// in the live sets.
+//
+// KEYS: the task key, the live set, the owner's set. ARGV: the task
+// JSON, the ID.
+var uncreateScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('SREM', KEYS[3], ARGV[2])
+return 1
+`)
+
 // Create implements [Store].
 func (s *RedisStore) Create(ctx context.Context, t *Task, caps Caps) error {
 	if t.ID == "" {
@@ -200,11 +236,21 @@ func (s *RedisStore) Create(ctx context.Context, t *Task, caps Caps) error {
 	if !t.Status.Terminal() {
 		live = "1"
 	}
-	res, err := createScript.Run(ctx, s.client,
-		[]string{s.taskKey(t.ID), s.live, s.ownerKey(t.Owner)},
-		data, t.Expires.UnixMilli(), t.Lease.UnixMilli(), live, t.ID,
-		max(caps.PerOwner, 0), max(caps.Total, 0), s.prefix+"task:",
-	).Text()
+	keys := []string{s.taskKey(t.ID), s.live, s.ownerKey(t.Owner)}
+	var res string
+	err = s.kit.WriteUndo(ctx, keys[0], func(w redis.Cmdable) error {
+		var err error
+		res, err = createScript.Run(ctx, w, keys,
+			data, t.Expires.UnixMilli(), t.Lease.UnixMilli(), live, t.ID,
+			max(caps.PerOwner, 0), max(caps.Total, 0), s.prefix+"task:",
+		).Text()
+		return err
+	}, func(w redis.Cmdable) error {
+		if res != "ok" {
+			return nil
+		}
+		return uncreateScript.Run(ctx, w, keys, data, t.ID).Err()
+	})
 	if err != nil {
 		return unavailable("create", err)
 	}
@@ -304,6 +350,9 @@ func (s *RedisStore) Update(ctx context.Context, id string, fn func(*Task) error
 			if err != nil {
 				return err
 			}
+			if err := s.kit.Replicated(ctx, tx); err != nil {
+				return err
+			}
 			out = c
 			return nil
 		}, key)
@@ -365,20 +414,8 @@ func (s *RedisStore) Subscribe(ctx context.Context) (<-chan string, error) {
 		return nil, errors.New("tasks: Subscribe on a closed store")
 	default:
 	}
-	ps := s.client.Subscribe(ctx)
-	if err := ps.Subscribe(ctx, s.channel); err != nil {
-		_ = ps.Close()
-		return nil, unavailable("subscribe", err)
-	}
-	wait := subscribeTimeout
-	if c, ok := s.client.(*redis.Client); ok && c.Options().ReadTimeout > 0 {
-		wait = c.Options().ReadTimeout
-	}
-	if d, ok := ctx.Deadline(); ok {
-		wait = max(min(wait, time.Until(d)), time.Millisecond)
-	}
-	if _, err := ps.ReceiveTimeout(ctx, wait); err != nil {
-		_ = ps.Close()
+	ps, err := s.kit.Subscribe(ctx, s.channel)
+	if err != nil {
 		return nil, unavailable("subscribe", err)
 	}
 	msgs := ps.Channel(redis.WithChannelSize(64))

@@ -472,3 +472,67 @@ func TestRedisStoreSentinelFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisStoreWaitsForReplicas: with WaitForReplicas, a task created or
+// updated is on the replica when the call returns; with no replica to
+// acknowledge, Create and Update fail as unavailable, and the task a
+// failed Create saved is taken back (not there, not counted as live).
+func TestRedisStoreWaitsForReplicas(t *testing.T) {
+	ctx := context.Background()
+	primary, replica := redistest.StartWithReplica(t)
+	prefix := newPrefix()
+	s := tasks.NewRedisStore(primary.Client(t), prefix, nil, tasks.WaitForReplicas(1, 200*time.Millisecond))
+	defer s.Close()
+	onReplica := tasks.NewRedisStore(replica.Client(t), prefix, nil)
+	defer onReplica.Close()
+	now := time.Now()
+	if err := s.Create(ctx, liveTask("kept", "alice", now), tasks.Caps{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := onReplica.Get(ctx, "kept"); err != nil || got.Status != tasks.StatusWorking {
+		t.Fatalf("the replica right after Create: %v, %v", got, err)
+	}
+	if _, err := s.Update(ctx, "kept", func(t *tasks.Task) error { t.Status = tasks.StatusCompleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := onReplica.Get(ctx, "kept"); err != nil || got.Status != tasks.StatusCompleted {
+		t.Fatalf("the replica right after Update: %v, %v", got, err)
+	}
+
+	replica.Stop()
+	if err := s.Create(ctx, liveTask("unkept", "alice", now), tasks.Caps{PerOwner: 1}); !errors.Is(err, tasks.ErrUnavailable) {
+		t.Fatalf("Create with no replica = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Get(ctx, "unkept"); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("a task whose Create failed: %v, want not found (taken back)", err)
+	}
+	if ids, err := s.Stale(ctx, now.Add(time.Hour)); err != nil || len(ids) != 0 {
+		t.Fatalf("live tasks after a failed Create: %q, %v; want none", ids, err)
+	}
+	if _, err := s.Update(ctx, "kept", func(t *tasks.Task) error { t.StatusMessage = "x"; return nil }); !errors.Is(err, tasks.ErrUnavailable) {
+		t.Fatalf("Update with no replica = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestRedisStoreClusterWaitsForReplicas runs the store's contract on a
+// Cluster whose primary of the store's slot has a replica, each write
+// waiting for it: Create's script and Update's transaction wait on the
+// connection of that primary.
+func TestRedisStoreClusterWaitsForReplicas(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	client := c.Client(t, "")
+	node, err := client.MasterForKey(context.Background(), "x{tasks}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range c.Nodes {
+		if n.Addr == node.Options().Addr {
+			c.AddReplica(t, i)
+		}
+	}
+	storetest.Run(t, func(t *testing.T) tasks.Store {
+		s := tasks.NewRedisStore(client, fmt.Sprintf("test%d:{tasks}:", prefixes.Add(1)), nil, tasks.WaitForReplicas(1, time.Second))
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

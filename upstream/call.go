@@ -3,10 +3,8 @@ package upstream
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"strconv"
-	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
@@ -14,7 +12,7 @@ import (
 )
 
 // start begins a request to the upstream, through the StartCall hook.
-func (u *upstream) start(ctx context.Context, method, target string) (context.Context, func(kind string)) {
+func (u *proxy) start(ctx context.Context, method, target string) (context.Context, func(kind string)) {
 	if u.deps.Hooks.StartCall == nil {
 		return ctx, func(string) {}
 	}
@@ -23,7 +21,7 @@ func (u *upstream) start(ctx context.Context, method, target string) (context.Co
 
 // meta is the _meta of a request sent upstream: the trace context, if
 // the Inject hook adds it; nil otherwise.
-func (u *upstream) meta(ctx context.Context) sdk.Meta {
+func (u *proxy) meta(ctx context.Context) sdk.Meta {
 	if u.deps.Hooks.Inject == nil {
 		return nil
 	}
@@ -35,13 +33,10 @@ func (u *upstream) meta(ctx context.Context) sdk.Meta {
 	return m
 }
 
-// errNotConnected is sessionFor's error while the shared session is down.
-var errNotConnected = errors.New("upstream: not connected")
-
 // sessionFor returns the session a request of the caller described by
 // extra goes to: the shared one, or for a per_principal upstream the
 // caller's own process. release must be called when the request is done.
-func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
+func (u *proxy) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.ClientSession, func(), error) {
 	if u.pool != nil {
 		var env []string
 		if u.opts.PassPrincipal == PassPrincipalEnv {
@@ -55,15 +50,24 @@ func (u *upstream) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sd
 		}
 		return u.pool.acquire(ctx, u.principalKey(extra), env, subject)
 	}
-	sess := u.session()
+	sess := u.sup.session()
 	if sess == nil {
 		return nil, nil, errNotConnected
 	}
 	return sess, func() {}, nil
 }
 
+// senderFor returns the sender of a request on sess: its direct hop, or
+// the SDK client session when sess has none (an upstream of an older era,
+// a stdio upstream, one that keeps sessions) or the request is a call of
+// tool (the upstream's name; "" for other requests) whose input schema
+// binds arguments to headers, which the SDK client writes.
+func (u *proxy) senderFor(sess *sdk.ClientSession, tool string) sender {
+	return u.conn.links.senderFor(sess, !u.sup.headerBound(tool))
+}
+
 // callTool returns the handler of the upstream tool called name.
-func (u *upstream) callTool(name string) sdk.ToolHandler {
+func (u *proxy) callTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		res, err := u.call(ctx, req, name, false)
 		if err != nil {
@@ -77,7 +81,7 @@ func (u *upstream) callTool(name string) sdk.ToolHandler {
 // name (see catalog.DirectHandler): a 2026-07-28 caller's call served
 // without Portcullis's SDK server, by the direct hop where the call takes
 // it and by the SDK client otherwise.
-func (u *upstream) directTool(name string) catalog.DirectHandler {
+func (u *proxy) directTool(name string) catalog.DirectHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
 		return u.call(ctx, req, name, true)
 	}
@@ -89,12 +93,12 @@ func (u *upstream) directTool(name string) catalog.DirectHandler {
 // notifications, and may get the upstream's complete result as it came
 // (*catalog.RawToolResult); any other call's result is a
 // *sdk.CallToolResult.
-func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name string, direct bool) (sdk.Result, error) {
+func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string, direct bool) (sdk.Result, error) {
 	ctx, done := u.start(ctx, "tools/call", name)
 	sess, release, err := u.sessionFor(ctx, req.Extra)
 	if err != nil {
 		done(KindUnavailable)
-		return u.errorResult(KindUnavailable, err), nil
+		return u.fail.errorResult(KindUnavailable, err), nil
 	}
 	defer release()
 	params := &sdk.CallToolParams{Name: name, Arguments: json.RawMessage(req.Params.Arguments), Meta: u.meta(ctx)}
@@ -102,11 +106,8 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		params.Arguments = map[string]any{}
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-		ours := "portcullis-" + strconv.FormatUint(u.nextToken.Add(1), 10)
-		u.progress.Store(ours, progressTarget{ctx: ctx, session: req.Session, token: tok})
-		// The SDK may hand over a progress notification after the
-		// result that followed it; it still reaches the caller.
-		defer time.AfterFunc(progressGrace, func() { u.progress.Delete(ours) })
+		ours, done := u.relay.progressToken(ctx, req.Session, tok)
+		defer done()
 		params.SetProgressToken(ours)
 	}
 	if u.opts.PassPrincipal == PassPrincipalMeta {
@@ -126,7 +127,7 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		capture = &taskCapture{}
 		tasksCapability(params.Meta)
 	}
-	state, err := u.unwrapState(req.Params.RequestState)
+	state, err := u.relay.unwrapState(req.Params.RequestState)
 	if err != nil {
 		done(KindProtocol)
 		return nil, err
@@ -138,7 +139,7 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 		p.InputResponses, p.RequestState = responses, state
 		return s.callTool(ctx, target, capture, &p)
 	}
-	res, err := u.rounds(target, sendRound, req.Params.InputResponses, state)
+	res, err := u.relay.rounds(target, sendRound, req.Params.InputResponses, state)
 	if err == nil && capture != nil {
 		if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
 			// The caller gets the upstream's task handle instead
@@ -147,21 +148,21 @@ func (u *upstream) call(ctx context.Context, req *sdk.CallToolRequest, name stri
 			return &sdk.CallToolResult{}, nil
 		}
 	}
-	kind := u.classify(ctx, sess, err)
+	kind := u.sup.classify(ctx, sess, err)
 	if err == nil && toolError(res) {
 		kind = KindToolError
 	}
 	done(kind)
 	if rpcErr, ok := passedError(err); ok {
 		// The completion of a URL-mode elicitation the caller is
-		// asked to open comes later, outside the call (relay.go).
+		// asked to open comes later, outside the call (elicitation.go).
 		for _, p := range urlElicitations(rpcErr) {
-			u.rememberElicitation(target, p)
+			u.relay.elicitations.remember(target, p)
 		}
 		return nil, rpcErr
 	}
 	if err != nil {
-		return u.errorResult(kind, err), nil
+		return u.fail.errorResult(kind, err), nil
 	}
 	return res, nil
 }
@@ -181,29 +182,56 @@ func toolError(res sdk.Result) bool {
 // target) upstream, round by round (see rounds), from the caller's
 // requestState and input responses: send makes one round on the session
 // sess the caller's request goes to, by its sender s, for the caller t.
-func (u *upstream) forward(ctx context.Context, method, target string, extra *sdk.RequestExtra, caller *sdk.ServerSession, requestState string, responses sdk.InputResponseMap,
+func (u *proxy) forward(ctx context.Context, method, target string, extra *sdk.RequestExtra, caller *sdk.ServerSession, requestState string, responses sdk.InputResponseMap,
 	send func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error)) (sdk.Result, error) {
 	ctx, done := u.start(ctx, method, target)
 	sess, release, err := u.sessionFor(ctx, extra)
 	if err != nil {
 		done(KindUnavailable)
-		return nil, u.requestError(KindUnavailable, err)
+		return nil, u.fail.requestError(KindUnavailable, err)
 	}
 	defer release()
-	state, err := u.unwrapState(requestState)
+	state, err := u.relay.unwrapState(requestState)
 	if err != nil {
 		done(KindProtocol)
 		return nil, err
 	}
 	t := &callTarget{ctx: ctx, session: caller, upstream: sess}
 	s := u.senderFor(sess, "")
-	r, err := u.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+	r, err := u.relay.rounds(t, func(responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 		return send(ctx, sess, s, t, responses, state)
 	}, responses, state)
-	kind := u.classify(ctx, sess, err)
+	kind := u.sup.classify(ctx, sess, err)
 	done(kind)
 	if err != nil {
-		return nil, u.requestError(kind, err)
+		return nil, u.fail.requestError(kind, err)
 	}
 	return r, nil
+}
+
+// principal returns the caller's identity, or false without one.
+func (u *proxy) principal(extra *sdk.RequestExtra) (Principal, bool) {
+	if extra == nil || extra.TokenInfo == nil {
+		return Principal{}, false
+	}
+	if u.deps.Principal != nil {
+		return u.deps.Principal(extra.TokenInfo)
+	}
+	return Principal{Subject: extra.TokenInfo.UserID, Scopes: extra.TokenInfo.Scopes}, true
+}
+
+// principalKey names the caller for the pool: the Deps.PrincipalKey of
+// its token info, or "" when it has none.
+func (u *proxy) principalKey(extra *sdk.RequestExtra) string {
+	var ti *sdkauth.TokenInfo
+	if extra != nil {
+		ti = extra.TokenInfo
+	}
+	if ti == nil {
+		return ""
+	}
+	if u.deps.PrincipalKey != nil {
+		return u.deps.PrincipalKey(ti)
+	}
+	return ti.UserID
 }

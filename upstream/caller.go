@@ -107,3 +107,29 @@ func urlElicitations(rpcErr *jsonrpc.Error) []*sdk.ElicitParams {
 	}
 	return data.Elicitations
 }
+
+// protocolVersion is the protocol version the session s negotiated.
+func protocolVersion(s *sdk.ClientSession) string {
+	if r := s.InitializeResult(); r != nil {
+		return r.ProtocolVersion
+	}
+	return ""
+}
+
+// callerProtocol is the protocol version the caller's session speaks.
+func callerProtocol(ss *sdk.ServerSession) string {
+	if p := ss.InitializeParams(); p != nil {
+		return p.ProtocolVersion
+	}
+	return ""
+}
+
+// statelessEra is the first protocol version in which a server cannot
+// send requests to the client during a call.
+const statelessEra = "2026-07-28"
+
+// passesInput reports whether input requests go to the caller of session
+// ss in the result: it speaks 2026-07-28 or later.
+func passesInput(ss *sdk.ServerSession) bool {
+	return ss != nil && callerProtocol(ss) >= statelessEra
+}

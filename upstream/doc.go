@@ -65,33 +65,66 @@
 //
 // # The files, by job
 //
-// Keeping a session, apart from sending requests on it:
+// The files are layered: each uses only files listed after it.
 //
-//   - manager.go: [Manager], started and closed, ready or not; the SDK
-//     client sessions are opened with.
-//   - upstream.go: the upstream, one per configured server, and its
-//     current session.
-//   - supervise.go: connecting, serving until the session ends, and
-//     reconnecting with backoff.
+// Serving the callers:
+//
+//   - tasks.go: [Manager.RouteTask], a caller's task request sent to the
+//     upstream that holds the task.
+//   - manager.go: [Manager], started and closed, ready or not.
+//   - prompts.go, resources.go, completion.go, call.go: the handlers of
+//     what an upstream offers: a caller's prompts/get, resources/read,
+//     completion and tools/call, sent to a session (the shared one, or
+//     the caller's own) by one of its senders; the _meta sent, rounds of
+//     input, the StartCall hook.
+//   - proxy.go: the proxy, one per configured server, which holds the
+//     rest.
+//
+// Keeping the sessions:
+//
+//   - supervise.go: the shared session: connecting, serving until the
+//     session ends, and reconnecting with backoff.
 //   - sync.go: the upstream's lists, read page by page and put into the
-//     catalog under its prefix.
-//   - transport.go, drain.go, notes.go: the connections (stdio processes,
-//     HTTP with the upstream's credentials), kept alive across calls,
-//     their notifications counted.
-//   - principal.go: per_principal sessions, one per caller.
-//   - options.go, files.go: the configuration and its mounted secrets.
+//     catalog under its prefix, with the proxy's handlers.
+//   - subscriptions.go: the callers' resource subscriptions, kept on the
+//     shared session.
+//   - pool.go: per_principal sessions, one per caller.
+//   - supervisor.go: the supervisor and the shared session it keeps;
+//     failures classified.
+//   - connect.go: the connector: dialing (stdio processes, HTTP with the
+//     upstream's credentials) and opening sessions, each linked with its
+//     senders.
 //
-// Sending a caller's request:
+// Sending a request:
 //
-//   - call.go: tools/call, and the forward of prompts/get and
-//     resources/read: the session, the _meta sent, rounds of input, the
-//     StartCall hook.
-//   - sender.go: the interface of the two ways a request goes, chosen per
-//     request: the SDK client session, or the direct hop (hop.go).
-//   - resources.go, prompts.go, completion.go, subscriptions.go,
-//     progress.go: each feature's requests and notifications.
-//   - errors.go: failures classified, and worded for the caller.
-//   - caller.go: the caller's capabilities and log level.
-//   - relay.go: what the upstream sends during a call, to its caller.
-//   - mrtr.go, tasks.go: input-required results and task handles.
+//   - client.go: the SDK client sessions are opened with; its handlers
+//     are the relay's.
+//   - links.go: each open session's senders.
+//   - hop.go: the direct hop.
+//   - sender.go: the two ways a request goes, chosen per request: the
+//     SDK client session or the direct hop; and the notices a sender
+//     hands on.
+//
+// What the upstream sends besides its answers:
+//
+//   - mrtr.go: input-required results, wrapped for the caller or
+//     fulfilled through its session.
+//   - progress.go: progress, passed on under the caller's own token.
+//   - relay.go: the relay: requests for input and log messages to their
+//     caller, list changes, resource updates, refusals.
+//   - elicitation.go: URL-mode elicitations awaiting completion.
+//   - inflight.go: the calls in flight, and their callers.
+//
+// Below them all:
+//
+//   - transport.go, notes.go, drain.go, capture.go: the connections: the
+//     configured headers, the connection kept, notifications counted,
+//     kept alive across calls, task handles captured and the tasks/
+//     methods sent.
+//   - errors.go: failures worded for the caller.
+//   - caller.go: the caller's capabilities and log level, and the
+//     protocol eras.
+//   - deps.go, principal.go, options.go, files.go, proc_*.go: what the
+//     package is given: [Deps], the caller's [Principal], the
+//     configuration and its mounted secrets.
 package upstream

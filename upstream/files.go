@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -19,6 +20,9 @@ func readValueFile(name string) (string, error) {
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	return string(b), nil
 }
+
+// validEnvName matches the name of an environment variable.
+var validEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // readEnvFile parses a file of KEY=VALUE lines; blank lines and lines
 // starting with # are skipped. Values are taken as written, without quote
@@ -46,12 +50,4 @@ func readEnvFile(name string) ([]string, error) {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	return env, nil
-}
-
-// value resolves v, reading its file if it names one.
-func (v NamedValue) value() (string, error) {
-	if v.ValueFile != "" {
-		return readValueFile(v.ValueFile)
-	}
-	return v.Value, nil
 }

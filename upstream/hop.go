@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
@@ -63,7 +63,9 @@ const maxHopEvent = 32 << 20
 // hop makes calls to one session of an http upstream: it is that
 // session's sender (sender.go) for the requests it can make.
 type hop struct {
-	u      *upstream
+	// n takes what the upstream sends within a call besides its answer.
+	n      notices
+	logger *slog.Logger
 	client *http.Client
 	url    string
 	// headers are the upstream's configured headers, set on each request
@@ -75,9 +77,10 @@ type hop struct {
 	sent    atomic.Int64 // requests sent
 }
 
-// newHop returns the hop of u's session sess opened through t, or nil if
-// calls on it take the SDK client.
-func newHop(u *upstream, t sdk.Transport, sess *sdk.ClientSession) *hop {
+// newHop returns the hop of the session sess opened through t, or nil if
+// calls on it take the SDK client. It sends as the client impl, and hands
+// what the upstream sends besides its answers to n.
+func newHop(n notices, logger *slog.Logger, impl *sdk.Implementation, t sdk.Transport, sess *sdk.ClientSession) *hop {
 	st, ok := t.(*sdk.StreamableClientTransport)
 	// A server that gave the session an id expects it on every request,
 	// which the SDK client sends and the hop does not.
@@ -94,23 +97,13 @@ func newHop(u *upstream, t sdk.Transport, sess *sdk.ClientSession) *hop {
 	if d, ok := rt.(*drainTransport); ok {
 		rt = d.next
 	}
-	h := &hop{u: u, url: st.Endpoint, version: protocolVersion(sess), impl: u.impl()}
+	h := &hop{n: n, logger: logger, url: st.Endpoint, version: protocolVersion(sess), impl: impl}
 	if ht, ok := rt.(*headerTransport); ok {
 		rt, h.headers = ht.next, ht.headers
 	}
 	c.Transport = rt
 	h.client = &c
 	return h
-}
-
-// hopOf returns the hop of sess, or nil when its requests take the SDK
-// client.
-func (u *upstream) hopOf(sess *sdk.ClientSession) *hop {
-	v, ok := u.hops.Load(sess)
-	if !ok {
-		return nil
-	}
-	return v.(*hop)
 }
 
 // hasHeaderBindings reports whether an input schema marks arguments
@@ -127,7 +120,7 @@ var errNoResponse = errors.New("request terminated without response")
 // for a direct call (t.direct) a complete one as it came, a
 // *catalog.RawToolResult, otherwise a *sdk.CallToolResult.
 // Progress and log messages in the answer go to the caller of t (with the
-// progress token the caller gave, see forwardProgress); a task handle goes
+// progress token the caller gave, see relay.progress); a task handle goes
 // to capture, if any. An upstream's JSON-RPC error is returned as the
 // *jsonrpc.Error.
 func (h *hop) callTool(ctx context.Context, t *callTarget, capture *taskCapture, params *sdk.CallToolParams) (sdk.Result, error) {
@@ -388,7 +381,6 @@ func (h *hop) stream(ctx context.Context, t *callTarget, body io.Reader, id json
 // caller of t, as the SDK client's handlers do with those of a session,
 // and refuses a request (see refuse).
 func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
-	u := h.u
 	if m.IsCall() {
 		h.refuse(ctx, m)
 		return
@@ -397,24 +389,22 @@ func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
 	case "notifications/progress":
 		var p sdk.ProgressNotificationParams
 		if json.Unmarshal(m.Params, &p) == nil {
-			u.forwardProgress(ctx, &sdk.ProgressNotificationClientRequest{Params: &p})
+			h.n.progress(ctx, &p)
 		}
 	case "notifications/message":
 		var p sdk.LoggingMessageParams
 		if t.session != nil && json.Unmarshal(m.Params, &p) == nil {
-			if err := t.session.Log(t.ctx, &p); err != nil {
-				u.logger.Debug("upstream: passing on a log message failed", "error", err)
-			}
+			h.n.logMessage(t, &p)
 		}
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
-		u.changed()
+		h.n.listChanged()
 	case "notifications/resources/updated":
 		var p sdk.ResourceUpdatedNotificationParams
 		if json.Unmarshal(m.Params, &p) == nil {
-			u.cat.ResourceUpdated(ctx, p.URI)
+			h.n.resourceUpdated(ctx, p.URI)
 		}
 	default:
-		u.logger.Debug("upstream: a notification within a call is dropped", "method", strings.Clone(m.Method))
+		h.logger.Debug("upstream: a notification within a call is dropped", "method", strings.Clone(m.Method))
 	}
 }
 
@@ -423,7 +413,7 @@ func (h *hop) notify(ctx context.Context, t *callTarget, m *jsonrpc.Request) {
 // (refuseStateless: a hop's session is always of the 2026-07-28 era),
 // posted as the SDK client posts its answers.
 func (h *hop) refuse(ctx context.Context, m *jsonrpc.Request) {
-	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: h.u.refuseStateless(m.Method, h.version)})
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: m.ID, Error: h.n.refuseStateless(m.Method, h.version)})
 	if err == nil {
 		var resp *http.Response
 		if resp, err = h.post(ctx, body, "", ""); err == nil {
@@ -434,6 +424,6 @@ func (h *hop) refuse(ctx context.Context, m *jsonrpc.Request) {
 		}
 	}
 	if err != nil {
-		h.u.logger.Debug("upstream: answering a request within a call failed", "method", strings.Clone(m.Method), "error", err)
+		h.logger.Debug("upstream: answering a request within a call failed", "method", strings.Clone(m.Method), "error", err)
 	}
 }

@@ -86,8 +86,8 @@ func startBackend(t *testing.T, f *front, s *sdk.Server, upVersion string) *Mana
 	}
 	if upVersion != overHTTP {
 		var dials atomic.Int32
-		m.ups[0].dialFn = memDial(t, s, &dials)
-		m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
+		m.ups[0].conn.dialFn = memDial(t, s, &dials)
+		m.ups[0].conn.sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
 	}
 	m.Start(context.Background())
 	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
@@ -101,8 +101,8 @@ func startBackend(t *testing.T, f *front, s *sdk.Server, upVersion string) *Mana
 
 // takesHop reports whether a call of tool (the upstream's name) on u's
 // session takes the direct hop.
-func takesHop(u *upstream, tool string) bool {
-	_, ok := u.senderFor(u.session(), tool).(*hop)
+func takesHop(u *proxy, tool string) bool {
+	_, ok := u.senderFor(u.sup.session(), tool).(*hop)
 	return ok
 }
 
@@ -329,12 +329,12 @@ func TestHopFailures(t *testing.T) {
 	f := newFront(t)
 	m := startAt(t, f, srv.URL)
 	u := m.ups[0]
-	sess := u.session()
+	sess := u.sup.session()
 	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_talk", Arguments: map[string]any{}})
 	if err != nil || !res.IsError || !strings.Contains(text(res), `"be"`) {
 		t.Errorf("an answer without a response: %v %q, want an error result naming the upstream", err, text(res))
 	}
-	if u.session() != sess {
+	if u.sup.session() != sess {
 		t.Error("the session was replaced after one call's answer ended without a response")
 	}
 	res, err = f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_fail", Arguments: map[string]any{}})
@@ -365,10 +365,7 @@ func TestMediaType(t *testing.T) {
 // ids ignored, events of other requests passed over, until the response
 // to its request.
 func TestHopReadsEventStreams(t *testing.T) {
-	u, err := newUpstream(Options{Name: "be"}, nil, Deps{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := &hop{n: &relay{logger: slog.New(slog.DiscardHandler)}, logger: slog.New(slog.DiscardHandler)}
 	id, _ := jsonrpc.MakeID(float64(7))
 	for _, c := range []struct {
 		name, stream, want string
@@ -382,7 +379,7 @@ func TestHopReadsEventStreams(t *testing.T) {
 		{"not JSON-RPC", "data: nope\n\n", "error"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			msg, err := (&hop{u: u}).stream(context.Background(), &callTarget{ctx: context.Background()}, strings.NewReader(c.stream), id)
+			msg, err := h.stream(context.Background(), &callTarget{ctx: context.Background()}, strings.NewReader(c.stream), id)
 			got := "error"
 			if err == nil {
 				got = string(msg.Result)

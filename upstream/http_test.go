@@ -282,7 +282,7 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 	defer within(t, "Manager.Close", func() { m.Close() })
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 	u := m.ups[0]
-	sess := u.session()
+	sess := u.sup.session()
 
 	blocked := callInFlight(t, f.session, "web_block", u)
 	other := f.caller(t, &sdk.ClientOptions{}, "2025-11-25")
@@ -294,7 +294,7 @@ func TestClosedCallStreamKeepsTheSession(t *testing.T) {
 	if got := <-blocked; got != "released" {
 		t.Errorf("the call in flight on the same session ended with %q, want \"released\"", got)
 	}
-	if u.session() != sess {
+	if u.sup.session() != sess {
 		t.Error("the upstream's session was replaced after one call's stream ended")
 	}
 }
@@ -345,7 +345,7 @@ func TestClosedCallStreamResumed(t *testing.T) {
 	defer close(stop) // before the session is closed, which waits for the tool
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
 	u := m.ups[0]
-	sess := u.session()
+	sess := u.sup.session()
 
 	res, err := f.session.CallTool(callCtx(t), &sdk.CallToolParams{Name: "web_reconnect", Arguments: map[string]any{}, Meta: sdk.Meta{"progressToken": "mine"}})
 	if err != nil || res.IsError || text(res) != "after reconnecting" {
@@ -367,7 +367,7 @@ func TestClosedCallStreamResumed(t *testing.T) {
 	if n := gets.Load(); n != 1 {
 		t.Errorf("the client resumed %d times with Last-Event-ID, want once", n)
 	}
-	if u.session() != sess {
+	if u.sup.session() != sess {
 		t.Error("the upstream's session was replaced")
 	}
 }

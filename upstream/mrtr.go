@@ -51,8 +51,8 @@ type upstreamState struct {
 // wrapState returns the upstream's requestState as the caller is handed it
 // (before sealing): with the upstream's name, so that the retry goes on only
 // to this upstream.
-func (u *upstream) wrapState(state string) string {
-	b, err := json.Marshal(upstreamState{Upstream: u.opts.Name, State: []byte(state)})
+func (r *relay) wrapState(state string) string {
+	b, err := json.Marshal(upstreamState{Upstream: r.name, State: []byte(state)})
 	if err != nil { // a struct of a string and bytes always encodes
 		panic(err)
 	}
@@ -62,25 +62,19 @@ func (u *upstream) wrapState(state string) string {
 // unwrapState returns the upstream's requestState from the state of a
 // retry (opened by Portcullis's server). An empty state is none; one that
 // is not this upstream's is refused with -32602.
-func (u *upstream) unwrapState(state string) (string, error) {
+func (r *relay) unwrapState(state string) (string, error) {
 	if state == "" {
 		return "", nil
 	}
 	rest, ok := strings.CutPrefix(state, statePrefix)
 	var st upstreamState
-	if !ok || json.Unmarshal([]byte(rest), &st) != nil || st.Upstream != u.opts.Name {
+	if !ok || json.Unmarshal([]byte(rest), &st) != nil || st.Upstream != r.name {
 		return "", &jsonrpc.Error{
 			Code:    jsonrpc.CodeInvalidParams,
 			Message: "Invalid requestState: it does not belong to this request. Retry the original request without requestState.",
 		}
 	}
 	return string(st.State), nil
-}
-
-// passesInput reports whether input requests go to the caller of session
-// ss in the result: it speaks 2026-07-28 or later.
-func passesInput(ss *sdk.ServerSession) bool {
-	return ss != nil && callerProtocol(ss) >= statelessEra
 }
 
 // inputRequired returns the input requests and a pointer to the
@@ -97,15 +91,15 @@ func inputRequired(res sdk.Result) (reqs sdk.InputRequestMap, state *string, ok 
 	return nil, nil, false
 }
 
-// send is one round of a request to an upstream: the request with the
-// given input responses and requestState (the upstream's own).
-type send func(responses sdk.InputResponseMap, state string) (sdk.Result, error)
+// round sends one round of a request to an upstream: the request with
+// the given input responses and requestState (the upstream's own).
+type round func(responses sdk.InputResponseMap, state string) (sdk.Result, error)
 
 // rounds sends a request upstream, starting with the caller's input
 // responses and the upstream's state unwrapped from the caller's, and
 // handles an input-required result: wrapped for a caller that takes it,
 // fulfilled through the caller's session and sent again otherwise.
-func (u *upstream) rounds(t *callTarget, sendRound send, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
+func (r *relay) rounds(t *callTarget, sendRound round, responses sdk.InputResponseMap, state string) (sdk.Result, error) {
 	for round := 1; ; round++ {
 		res, err := sendRound(responses, state)
 		if err != nil {
@@ -116,7 +110,7 @@ func (u *upstream) rounds(t *callTarget, sendRound send, responses sdk.InputResp
 		case !needs:
 			return res, nil
 		case t.direct || passesInput(t.session):
-			*st = u.wrapState(*st)
+			*st = r.wrapState(*st)
 			return res, nil
 		case len(reqs) == 0:
 			// Load shedding: the upstream asks for a retry later.
@@ -124,7 +118,7 @@ func (u *upstream) rounds(t *callTarget, sendRound send, responses sdk.InputResp
 		case round >= maxRounds:
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("portcullis: the server asked for input more than %d times in one call", maxRounds)}
 		}
-		if responses, err = u.fulfil(t, reqs); err != nil {
+		if responses, err = r.fulfil(t, reqs); err != nil {
 			return nil, err
 		}
 		state = *st
@@ -133,9 +127,9 @@ func (u *upstream) rounds(t *callTarget, sendRound send, responses sdk.InputResp
 
 // fulfil sends an upstream's input requests to a caller of an older era,
 // one at a time, and returns its answers.
-func (u *upstream) fulfil(t *callTarget, reqs sdk.InputRequestMap) (sdk.InputResponseMap, error) {
+func (r *relay) fulfil(t *callTarget, reqs sdk.InputRequestMap) (sdk.InputResponseMap, error) {
 	if t.session == nil {
-		return nil, u.refuse("an input request", "the caller's session cannot receive requests")
+		return nil, r.refuse("an input request", "the caller's session cannot receive requests")
 	}
 	out := make(sdk.InputResponseMap, len(reqs))
 	for id, ir := range reqs {
@@ -143,15 +137,15 @@ func (u *upstream) fulfil(t *callTarget, reqs sdk.InputRequestMap) (sdk.InputRes
 		var err error
 		switch p := ir.(type) {
 		case *sdk.ElicitParams:
-			res, err = u.askElicit(t, p)
+			res, err = r.askElicit(t, p)
 		case *sdk.CreateMessageWithToolsParams:
-			res, err = u.askSampling(t, p)
+			res, err = r.askSampling(t, p)
 		case *sdk.CreateMessageParams:
-			res, err = u.askSampling(t, withTools(p))
+			res, err = r.askSampling(t, withTools(p))
 		case *sdk.ListRootsParams:
-			res, err = u.askRoots(t, p)
+			res, err = r.askRoots(t, p)
 		default:
-			err = u.refuse("an input request", fmt.Sprintf("Portcullis does not know input requests of type %T", ir))
+			err = r.refuse("an input request", fmt.Sprintf("Portcullis does not know input requests of type %T", ir))
 		}
 		if err != nil {
 			return nil, err
@@ -159,74 +153,4 @@ func (u *upstream) fulfil(t *callTarget, reqs sdk.InputRequestMap) (sdk.InputRes
 		out[id] = res
 	}
 	return out, nil
-}
-
-// withTools is a sampling request of the older form in the form that
-// carries tools, which the caller's session sends.
-func withTools(p *sdk.CreateMessageParams) *sdk.CreateMessageWithToolsParams {
-	msgs := make([]*sdk.SamplingMessageV2, 0, len(p.Messages))
-	for _, m := range p.Messages {
-		msgs = append(msgs, &sdk.SamplingMessageV2{Content: []sdk.Content{m.Content}, Role: m.Role})
-	}
-	return &sdk.CreateMessageWithToolsParams{
-		Meta:             p.Meta,
-		IncludeContext:   p.IncludeContext,
-		MaxTokens:        p.MaxTokens,
-		Messages:         msgs,
-		Metadata:         p.Metadata,
-		ModelPreferences: p.ModelPreferences,
-		StopSequences:    p.StopSequences,
-		SystemPrompt:     p.SystemPrompt,
-		Temperature:      p.Temperature,
-	}
-}
-
-// callerCaps returns the capabilities the caller of t declared at
-// initialize; never nil.
-func callerCaps(t *callTarget) *sdk.ClientCapabilities {
-	if p := t.session.InitializeParams(); p != nil && p.Capabilities != nil {
-		return p.Capabilities
-	}
-	return &sdk.ClientCapabilities{}
-}
-
-// askElicit passes an elicitation request to the caller of t.
-func (u *upstream) askElicit(t *callTarget, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
-	u.rememberElicitation(t, p)
-	res, err := t.session.Elicit(t.ctx, p)
-	if err != nil {
-		return nil, relayError("elicitation/create", err)
-	}
-	return res, nil
-}
-
-// askSampling passes a sampling request to the caller of t, if it offers
-// sampling (with tools, when the request has tools).
-func (u *upstream) askSampling(t *callTarget, p *sdk.CreateMessageWithToolsParams) (*sdk.CreateMessageWithToolsResult, error) {
-	const method = "sampling/createMessage"
-	caps := callerCaps(t)
-	switch {
-	case caps.Sampling == nil:
-		return nil, u.refuse(method, "the caller does not offer sampling")
-	case p != nil && len(p.Tools) > 0 && caps.Sampling.Tools == nil:
-		return nil, u.refuse(method, "the caller does not offer sampling with tools")
-	}
-	res, err := t.session.CreateMessageWithTools(t.ctx, p)
-	if err != nil {
-		return nil, relayError(method, err)
-	}
-	return res, nil
-}
-
-// askRoots passes a roots request to the caller of t, if it offers roots.
-func (u *upstream) askRoots(t *callTarget, p *sdk.ListRootsParams) (*sdk.ListRootsResult, error) {
-	const method = "roots/list"
-	if caps := callerCaps(t); caps.RootsV2 == nil && !caps.Roots.ListChanged {
-		return nil, u.refuse(method, "the caller does not offer roots")
-	}
-	res, err := t.session.ListRoots(t.ctx, p)
-	if err != nil {
-		return nil, relayError(method, err)
-	}
-	return res, nil
 }

@@ -205,7 +205,7 @@ func testInputRequiredResultsWithTheSDKClient(t *testing.T, upEra string) {
 		// Every round went by the direct hop: three of the tool's, two
 		// of the prompt's, two of the resource's.
 		u := m.ups[0]
-		if n := u.hopOf(u.session()).sent.Load(); n != 7 {
+		if n := u.conn.links.get(u.sup.session()).hop.sent.Load(); n != 7 {
 			t.Errorf("the direct hop sent %d requests, want 7", n)
 		}
 	}

@@ -130,53 +130,6 @@ func (c *countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return msg, err
 }
 
-// awaitNotes waits for the awaited notifications read on sess so far to
-// be handled.
-func (u *upstream) awaitNotes(ctx context.Context, sess *sdk.ClientSession) {
-	if n, ok := u.notes.Load(sess); ok {
-		n.(*notes).wait(ctx)
-	}
-}
-
-// receiving is the middleware of the client's incoming messages: it
-// refuses every request of an upstream on 2026-07-28 or later
-// (refuseStateless), counts the awaited notifications handled, and
-// passes elicitation requests to
-// the caller itself (see relay.go) without the SDK client's check of the
-// schema, which refuses forms the caller may well show (titled
-// multi-select).
-func (u *upstream) receiving(next sdk.MethodHandler) sdk.MethodHandler {
-	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-		if cs, ok := req.GetSession().(*sdk.ClientSession); ok && !strings.HasPrefix(method, "notifications/") {
-			if v := protocolVersion(cs); v >= statelessEra {
-				return nil, u.refuseStateless(method, v)
-			}
-		}
-		if awaited[method] {
-			if cs, ok := req.GetSession().(*sdk.ClientSession); ok {
-				if n, ok := u.notes.Load(cs); ok {
-					defer n.(*notes).addHandled()
-				}
-			}
-		}
-		if r, ok := req.(*sdk.ElicitRequest); ok && method == "elicitation/create" {
-			res, err := u.elicit(ctx, r)
-			if err != nil {
-				return nil, err
-			}
-			return res, nil
-		}
-		if r, ok := req.(*sdk.ListRootsRequest); ok && method == "roots/list" {
-			res, err := u.listRoots(ctx, r)
-			if err != nil {
-				return nil, err
-			}
-			return res, nil
-		}
-		return next(ctx, method, req)
-	}
-}
-
 // sseCounter counts the awaited notifications in the SSE streams of an
 // http upstream's responses, as the SDK reads them: an event is counted
 // when the blank line that ends it is read, before the SDK can hand it on.

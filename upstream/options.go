@@ -197,6 +197,14 @@ type NamedValue struct {
 	ValueFile string `yaml:"value_file"`
 }
 
+// value resolves v, reading its file if it names one.
+func (v NamedValue) value() (string, error) {
+	if v.ValueFile != "" {
+		return readValueFile(v.ValueFile)
+	}
+	return v.Value, nil
+}
+
 // Defaults fills zero values with defaults. Call it before [Validate].
 func (o *Options) Defaults() {
 	if o.Prefix == nil {
@@ -406,10 +414,7 @@ func Validate(list []Options) error {
 	return errors.Join(errs...)
 }
 
-var (
-	validEnvName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	validHeaderName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-)
+var validHeaderName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 func checkNamedValue(at string, v NamedValue, name *regexp.Regexp) []error {
 	var errs []error

@@ -26,7 +26,7 @@ func countingDial(dials *atomic.Int32) func() (sdk.Transport, func(), error) {
 	}
 }
 
-func callAs(t *testing.T, u *upstream, user string) *sdk.CallToolResult {
+func callAs(t *testing.T, u *proxy, user string) *sdk.CallToolResult {
 	t.Helper()
 	req := &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "p_who", Arguments: []byte(`{"text":""}`)}}
 	if user != "" {
@@ -48,7 +48,7 @@ func TestPerPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := m.ups[0]
-	u.dialFn = countingDial(&dials)
+	u.conn.dialFn = countingDial(&dials)
 	m.Start(context.Background())
 	waitFor(t, "the listing process", func() bool { return m.Ready(context.Background()) == nil })
 	if !f.cat.HasTool("p_who") {
@@ -90,7 +90,7 @@ func TestPerPrincipalIdleAndBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := m.ups[0]
-	u.dialFn = countingDial(&dials)
+	u.conn.dialFn = countingDial(&dials)
 	m.Start(context.Background())
 	defer within(t, "Manager.Close", func() { m.Close() })
 	callAs(t, u, "alice")

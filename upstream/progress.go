@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,19 +22,31 @@ type progressTarget struct {
 	token   any
 }
 
-// forwardProgress passes an upstream's progress notification to the caller
+// progressToken returns a progress token of Portcullis's own that stands
+// for the caller's token tok, given in the request of ctx on session:
+// progress the upstream sends under it goes to the caller under tok. The
+// token is forgotten progressGrace after done is called (at the call's
+// end): the SDK may hand over a progress notification after the result
+// that followed it, and it still reaches the caller.
+func (r *relay) progressToken(ctx context.Context, session *sdk.ServerSession, tok any) (ours string, done func()) {
+	ours = "portcullis-" + strconv.FormatUint(r.nextToken.Add(1), 10)
+	r.tokens.Store(ours, progressTarget{ctx: ctx, session: session, token: tok})
+	return ours, func() { time.AfterFunc(progressGrace, func() { r.tokens.Delete(ours) }) }
+}
+
+// progress passes an upstream's progress notification to the caller
 // whose call it is about, under the caller's own token.
-func (u *upstream) forwardProgress(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
-	tok, ok := req.Params.ProgressToken.(string)
+func (r *relay) progress(ctx context.Context, params *sdk.ProgressNotificationParams) {
+	tok, ok := params.ProgressToken.(string)
 	if !ok {
 		return
 	}
-	v, ok := u.progress.Load(tok)
+	v, ok := r.tokens.Load(tok)
 	if !ok {
 		return
 	}
 	t := v.(progressTarget)
-	p := *req.Params
+	p := *params
 	p.ProgressToken = t.token
 	// After the call, its context is done; the notification goes out
 	// with the notification's own then.
@@ -42,6 +55,6 @@ func (u *upstream) forwardProgress(ctx context.Context, req *sdk.ProgressNotific
 		nctx = ctx
 	}
 	if err := t.session.NotifyProgress(nctx, &p); err != nil {
-		u.logger.Debug("upstream: passing on progress failed", "error", err)
+		r.logger.Debug("upstream: passing on progress failed", "error", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // getPrompt returns the handler of the upstream prompt called name: the
 // caller's prompts/get, forwarded.
-func (u *upstream) getPrompt(name string) sdk.PromptHandler {
+func (u *proxy) getPrompt(name string) sdk.PromptHandler {
 	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 		r, err := u.forward(ctx, "prompts/get", name, req.Extra, req.Session, req.Params.RequestState, req.Params.InputResponses,
 			func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error) {

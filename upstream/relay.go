@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,180 +40,59 @@ import (
 
 //lint:file-ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them, and an upstream on an older era sends them
 
-// callTarget is the caller a call to an upstream is made for: its request
-// context (requests sent with it travel on the caller's call) and session.
-type callTarget struct {
-	ctx     context.Context
-	session *sdk.ServerSession
-	// upstream is the upstream session the call went to.
-	upstream *sdk.ClientSession
-	// direct marks a call served without Portcullis's SDK server (see
-	// directTool): it has no session, and its caller takes
-	// input-required results itself.
-	direct bool
+// relay passes on what an upstream sends besides its answers: requests
+// for input, log messages and progress to the caller of the call they
+// belong to, the news that a list changed to whoever keeps the lists
+// (changed), that a resource was updated to the catalog (updated); and it
+// answers with a JSON-RPC error the requests it does not pass on. The SDK
+// client's handlers are its methods (client.go); the direct hop reaches
+// it as its notices (sender.go); a call's rounds of input go through it
+// (mrtr.go).
+type relay struct {
+	name   string // the upstream's, in the requestState it wraps
+	logger *slog.Logger
+	// changed is called when the upstream says one of its lists changed,
+	// updated when it says one of its resources was.
+	changed func()
+	updated func(ctx context.Context, uri string)
+
+	// inflight names the caller of each call in flight, for the
+	// upstream's requests and log messages during it.
+	inflight inflight
+	// elicitations are the URL-mode elicitations passed to callers that
+	// await completion (elicitation.go).
+	elicitations elicitations
+	// tokens maps the progress tokens sent upstream to the callers'
+	// (progress.go).
+	tokens    sync.Map // string → progressTarget
+	nextToken atomic.Uint64
 }
 
-type targetKey struct{}
+// listChanged tells whoever keeps the upstream's lists that one changed.
+func (r *relay) listChanged() { r.changed() }
 
-// lateGrace is how long after a call ends a log message of its upstream
-// session may still be handled for it (see the package comment above).
-const lateGrace = time.Second
-
-// inflight tracks the calls in flight on each upstream session, and those
-// that ended within lateGrace.
-type inflight struct {
-	mu    sync.Mutex
-	calls map[*sdk.ClientSession]map[*callTarget]struct{}
-	ended map[*sdk.ClientSession]map[*callTarget]time.Time
-	now   func() time.Time // nil means time.Now
-	// pruned is when ended was last pruned. A call's end prunes at most
-	// every prunePeriod, not each time: ended holds every call of the last
-	// second, and going through them all at each call's end costs more
-	// than the call itself at a few thousand calls a second.
-	pruned time.Time
-}
-
-// prunePeriod is how often the end of a call prunes the calls ended.
-const prunePeriod = lateGrace / 4
-
-func (f *inflight) clock() time.Time {
-	if f.now != nil {
-		return f.now()
-	}
-	return time.Now()
-}
-
-// add records t as in flight on cs until the returned function is called.
-func (f *inflight) add(cs *sdk.ClientSession, t *callTarget) func() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.calls == nil {
-		f.calls = map[*sdk.ClientSession]map[*callTarget]struct{}{}
-	}
-	if f.calls[cs] == nil {
-		f.calls[cs] = map[*callTarget]struct{}{}
-	}
-	f.calls[cs][t] = struct{}{}
-	return func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		delete(f.calls[cs], t)
-		if len(f.calls[cs]) == 0 {
-			delete(f.calls, cs)
-		}
-		if f.ended == nil {
-			f.ended = map[*sdk.ClientSession]map[*callTarget]time.Time{}
-		}
-		if f.ended[cs] == nil {
-			f.ended[cs] = map[*callTarget]time.Time{}
-		}
-		now := f.clock()
-		f.ended[cs][t] = now
-		if now.Sub(f.pruned) >= prunePeriod {
-			f.pruneLocked()
-		}
-	}
-}
-
-// pruneLocked forgets the calls that ended more than lateGrace ago.
-func (f *inflight) pruneLocked() {
-	now := f.clock()
-	f.pruned = now
-	cutoff := now.Add(-lateGrace)
-	for cs, ended := range f.ended {
-		for t, at := range ended {
-			if at.Before(cutoff) {
-				delete(ended, t)
-			}
-		}
-		if len(ended) == 0 {
-			delete(f.ended, cs)
-		}
-	}
-}
-
-// logTarget returns the caller a log message of an upstream belongs to:
-// the one named by ctx, the caller of the only call in flight on cs, or,
-// with none in flight, the caller of the only call that ended within
-// lateGrace. With several, the message is not passed on.
-func (f *inflight) logTarget(ctx context.Context, cs *sdk.ClientSession) (*callTarget, error) {
-	if t, err := f.target(ctx, cs); !errors.Is(err, errNoCaller) {
-		return t, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pruneLocked()
-	var only *callTarget
-	n := 0
-	for t := range f.ended[cs] {
-		only, n = t, n+1
-	}
-	switch n {
-	case 0:
-		return nil, errNoCaller
-	case 1:
-		return only, nil
-	}
-	return nil, errAmbiguousCaller
-}
-
-// errNoCaller and errAmbiguousCaller are why a request of an upstream is
-// not passed to a caller.
-var (
-	errNoCaller        = errors.New("no call of Portcullis's is in flight on this session")
-	errAmbiguousCaller = errors.New("several calls are in flight on this session and the request does not say which one it belongs to")
-)
-
-// target returns the caller a request or notification of an upstream
-// belongs to: the one named by ctx (a request made within a call), or the
-// caller of the only call in flight on cs.
-func (f *inflight) target(ctx context.Context, cs *sdk.ClientSession) (*callTarget, error) {
-	if t, ok := ctx.Value(targetKey{}).(*callTarget); ok {
-		return t, nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch calls := f.calls[cs]; len(calls) {
-	case 0:
-		return nil, errNoCaller
-	case 1:
-		for t := range calls {
-			return t, nil
-		}
-	}
-	return nil, errAmbiguousCaller
-}
-
-// callerProtocol is the protocol version the caller's session speaks.
-func callerProtocol(ss *sdk.ServerSession) string {
-	if p := ss.InitializeParams(); p != nil {
-		return p.ProtocolVersion
-	}
-	return ""
-}
-
-// statelessEra is the first protocol version in which a server cannot
-// send requests to the client during a call.
-const statelessEra = "2026-07-28"
+// resourceUpdated tells the catalog that the upstream's resource uri was
+// updated.
+func (r *relay) resourceUpdated(ctx context.Context, uri string) { r.updated(ctx, uri) }
 
 // relayTarget returns the caller a request (method) of the upstream goes
 // to, or the JSON-RPC error the upstream is answered with.
-func (u *upstream) relayTarget(ctx context.Context, cs *sdk.ClientSession, method string) (*callTarget, error) {
-	t, err := u.inflight.target(ctx, cs)
+func (r *relay) relayTarget(ctx context.Context, cs *sdk.ClientSession, method string) (*callTarget, error) {
+	t, err := r.inflight.target(ctx, cs)
 	if err != nil {
-		return nil, u.refuse(method, err.Error())
+		return nil, r.refuse(method, err.Error())
 	}
 	v := ""
 	switch {
 	case t.direct:
 		v = statelessEra // the caller's request was of it (directTool)
 	case t.session == nil:
-		return nil, u.refuse(method, "the caller's session cannot receive requests")
+		return nil, r.refuse(method, "the caller's session cannot receive requests")
 	default:
 		v = callerProtocol(t.session)
 	}
 	if v >= statelessEra {
-		return nil, u.refuse(method, fmt.Sprintf("the caller speaks protocol %s, in which a server cannot send it requests during a call", v))
+		return nil, r.refuse(method, fmt.Sprintf("the caller speaks protocol %s, in which a server cannot send it requests during a call", v))
 	}
 	return t, nil
 }
@@ -223,14 +103,14 @@ func (u *upstream) relayTarget(ctx context.Context, cs *sdk.ClientSession, metho
 // request within a call, so the request reaches no caller. Both senders
 // answer with it, whichever the call took: the SDK client (receiving)
 // and the direct hop (hop.refuse).
-func (u *upstream) refuseStateless(method, version string) error {
-	return u.refuse(method, fmt.Sprintf("the upstream speaks protocol %s, in which a server asks for input in its result, not by a request within a call", version))
+func (r *relay) refuseStateless(method, version string) error {
+	return r.refuse(method, fmt.Sprintf("the upstream speaks protocol %s, in which a server asks for input in its result, not by a request within a call", version))
 }
 
 // refuse is the JSON-RPC error an upstream's request (method) that
 // Portcullis does not pass to a caller is answered with, and why.
-func (u *upstream) refuse(method, why string) error {
-	u.logger.Debug("upstream: a request to the client is refused", "method", method, "reason", why)
+func (r *relay) refuse(method, why string) error {
+	r.logger.Debug("upstream: a request to the client is refused", "method", method, "reason", why)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("portcullis: %s not passed to the client: %s", method, why)}
 }
 
@@ -245,26 +125,26 @@ func relayError(method string, err error) error {
 }
 
 // elicit passes an upstream's elicitation request to its caller.
-func (u *upstream) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-	t, err := u.relayTarget(ctx, req.Session, "elicitation/create")
+func (r *relay) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	t, err := r.relayTarget(ctx, req.Session, "elicitation/create")
 	if err != nil {
 		return nil, err
 	}
-	return u.askElicit(t, req.Params)
+	return r.askElicit(t, req.Params)
 }
 
 // createMessage passes an upstream's sampling request to its caller.
-func (u *upstream) createMessage(ctx context.Context, req *sdk.CreateMessageWithToolsRequest) (*sdk.CreateMessageWithToolsResult, error) {
-	t, err := u.relayTarget(ctx, req.Session, "sampling/createMessage")
+func (r *relay) createMessage(ctx context.Context, req *sdk.CreateMessageWithToolsRequest) (*sdk.CreateMessageWithToolsResult, error) {
+	t, err := r.relayTarget(ctx, req.Session, "sampling/createMessage")
 	if err != nil {
 		return nil, err
 	}
-	return u.askSampling(t, req.Params)
+	return r.askSampling(t, req.Params)
 }
 
 // listRoots passes an upstream's roots request to its caller.
-func (u *upstream) listRoots(ctx context.Context, req *sdk.ListRootsRequest) (*sdk.ListRootsResult, error) {
-	t, err := u.relayTarget(ctx, req.Session, "roots/list")
+func (r *relay) listRoots(ctx context.Context, req *sdk.ListRootsRequest) (*sdk.ListRootsResult, error) {
+	t, err := r.relayTarget(ctx, req.Session, "roots/list")
 	if err != nil {
 		return nil, err
 	}
@@ -272,113 +152,111 @@ func (u *upstream) listRoots(ctx context.Context, req *sdk.ListRootsRequest) (*s
 	if params == nil {
 		params = &sdk.ListRootsParams{}
 	}
-	return u.askRoots(t, params)
+	return r.askRoots(t, params)
 }
 
 // log passes an upstream's log message to the caller of the call it was
 // sent during, at the level the caller asked for (none, unless it did).
 // Messages that belong to no one call are dropped (see logTarget).
-func (u *upstream) log(ctx context.Context, req *sdk.LoggingMessageRequest) {
-	t, err := u.inflight.logTarget(ctx, req.Session)
-	if err != nil || t.session == nil {
+func (r *relay) log(ctx context.Context, req *sdk.LoggingMessageRequest) {
+	if t, err := r.inflight.logTarget(ctx, req.Session); err == nil {
+		r.logMessage(t, req.Params)
+	}
+}
+
+// logMessage passes an upstream's log message to the caller of t, if it
+// has a session to receive it.
+func (r *relay) logMessage(t *callTarget, p *sdk.LoggingMessageParams) {
+	if t.session == nil {
 		return
 	}
-	if err := t.session.Log(t.ctx, req.Params); err != nil {
-		u.logger.Debug("upstream: passing on a log message failed", "error", err)
+	if err := t.session.Log(t.ctx, p); err != nil {
+		r.logger.Debug("upstream: passing on a log message failed", "error", err)
 	}
 }
 
-// setLogLevel asks an upstream of an era before 2026-07-28 that logs for
-// every message: each is passed only to a caller that asked for its level.
-// (On 2026-07-28 each call carries the level, see logLevel.)
-func (u *upstream) setLogLevel(ctx context.Context, sess *sdk.ClientSession) {
-	r := sess.InitializeResult()
-	if r == nil || r.Capabilities == nil || r.Capabilities.Logging == nil || r.ProtocolVersion >= statelessEra {
-		return
+// withTools is a sampling request of the older form in the form that
+// carries tools, which the caller's session sends.
+func withTools(p *sdk.CreateMessageParams) *sdk.CreateMessageWithToolsParams {
+	msgs := make([]*sdk.SamplingMessageV2, 0, len(p.Messages))
+	for _, m := range p.Messages {
+		msgs = append(msgs, &sdk.SamplingMessageV2{Content: []sdk.Content{m.Content}, Role: m.Role})
 	}
-	ctx, cancel := context.WithTimeout(ctx, listTimeout)
-	defer cancel()
-	if err := sess.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
-		u.logger.Debug("upstream: setting the log level failed", "error", err)
+	return &sdk.CreateMessageWithToolsParams{
+		Meta:             p.Meta,
+		IncludeContext:   p.IncludeContext,
+		MaxTokens:        p.MaxTokens,
+		Messages:         msgs,
+		Metadata:         p.Metadata,
+		ModelPreferences: p.ModelPreferences,
+		StopSequences:    p.StopSequences,
+		SystemPrompt:     p.SystemPrompt,
+		Temperature:      p.Temperature,
 	}
 }
 
-// URL-mode elicitation completes out of band: the upstream later sends
-// notifications/elicitation/complete naming the elicitation's id, outside
-// any call. An id passed to a caller is kept (at most elicitationKept ids,
-// for at most elicitationTTL each), so that its completion goes to that
-// caller and no one else; a completion of an id not kept is dropped. A
-// caller on 2026-07-28 has no stream outside its calls, so only callers of
-// older eras are kept.
-
-// elicitationTTL is how long the completion of a URL-mode elicitation is
-// passed on after the elicitation reached its caller.
-const elicitationTTL = 30 * time.Minute
-
-// elicitationKept bounds the URL-mode elicitations awaiting completion.
-const elicitationKept = 10_000
-
-type elicitationTarget struct {
-	session *sdk.ServerSession
-	until   time.Time
+// callerCaps returns the capabilities the caller of t declared at
+// initialize; never nil.
+func callerCaps(t *callTarget) *sdk.ClientCapabilities {
+	if p := t.session.InitializeParams(); p != nil && p.Capabilities != nil {
+		return p.Capabilities
+	}
+	return &sdk.ClientCapabilities{}
 }
 
-// elicitationKey names a URL-mode elicitation: its id, as the upstream
-// session that asked for it chose it (each caller of a per_principal
-// upstream has a session, and its ids, of its own).
-type elicitationKey struct {
-	upstream *sdk.ClientSession
-	id       string
+// askElicit passes an elicitation request to the caller of t.
+func (r *relay) askElicit(t *callTarget, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+	r.elicitations.remember(t, p)
+	res, err := t.session.Elicit(t.ctx, p)
+	if err != nil {
+		return nil, relayError("elicitation/create", err)
+	}
+	return res, nil
 }
 
-// elicitations are the URL-mode elicitations of an upstream awaiting
-// completion.
-type elicitations struct {
-	mu  sync.Mutex
-	ids map[elicitationKey]elicitationTarget
+// askSampling passes a sampling request to the caller of t, if it offers
+// sampling (with tools, when the request has tools).
+func (r *relay) askSampling(t *callTarget, p *sdk.CreateMessageWithToolsParams) (*sdk.CreateMessageWithToolsResult, error) {
+	const method = "sampling/createMessage"
+	caps := callerCaps(t)
+	switch {
+	case caps.Sampling == nil:
+		return nil, r.refuse(method, "the caller does not offer sampling")
+	case p != nil && len(p.Tools) > 0 && caps.Sampling.Tools == nil:
+		return nil, r.refuse(method, "the caller does not offer sampling with tools")
+	}
+	res, err := t.session.CreateMessageWithTools(t.ctx, p)
+	if err != nil {
+		return nil, relayError(method, err)
+	}
+	return res, nil
 }
 
-// rememberElicitation keeps the id of a URL-mode elicitation passed to the
-// caller of t.
-func (u *upstream) rememberElicitation(t *callTarget, p *sdk.ElicitParams) {
-	if p == nil || p.Mode != "url" || p.ElicitationID == "" || t.session == nil || t.upstream == nil || passesInput(t.session) {
-		return
+// askRoots passes a roots request to the caller of t, if it offers roots.
+func (r *relay) askRoots(t *callTarget, p *sdk.ListRootsParams) (*sdk.ListRootsResult, error) {
+	const method = "roots/list"
+	if caps := callerCaps(t); caps.RootsV2 == nil && !caps.Roots.ListChanged {
+		return nil, r.refuse(method, "the caller does not offer roots")
 	}
-	e := &u.elicitations
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := u.now()
-	if e.ids == nil {
-		e.ids = map[elicitationKey]elicitationTarget{}
+	res, err := t.session.ListRoots(t.ctx, p)
+	if err != nil {
+		return nil, relayError(method, err)
 	}
-	for k, et := range e.ids {
-		if now.After(et.until) {
-			delete(e.ids, k)
-		}
-	}
-	if len(e.ids) >= elicitationKept {
-		return
-	}
-	e.ids[elicitationKey{t.upstream, p.ElicitationID}] = elicitationTarget{session: t.session, until: now.Add(elicitationTTL)}
+	return res, nil
 }
 
 // elicitationComplete passes an upstream's notice that a URL-mode
 // elicitation completed to the caller the elicitation went to.
-func (u *upstream) elicitationComplete(ctx context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
+func (r *relay) elicitationComplete(ctx context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
 	if req.Params == nil {
 		return
 	}
-	k := elicitationKey{req.Session, req.Params.ElicitationID}
-	e := &u.elicitations
-	e.mu.Lock()
-	et, ok := e.ids[k]
-	delete(e.ids, k)
-	e.mu.Unlock()
-	if !ok || u.now().After(et.until) {
-		u.logger.Debug("upstream: an elicitation completion names no elicitation passed on; dropped")
+	caller, ok := r.elicitations.take(req.Session, req.Params.ElicitationID)
+	if !ok {
+		r.logger.Debug("upstream: an elicitation completion names no elicitation passed on; dropped")
 		return
 	}
-	if err := et.session.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: req.Params.ElicitationID}); err != nil {
-		u.logger.Debug("upstream: passing on an elicitation completion failed", "error", err)
+	if err := caller.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: req.Params.ElicitationID}); err != nil {
+		r.logger.Debug("upstream: passing on an elicitation completion failed", "error", err)
 	}
 }

@@ -105,8 +105,8 @@ func startAsking(t *testing.T, f *front, upVersion string, release <-chan struct
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ups[0].dialFn = memDial(t, askingBackend(release), &dials)
-	m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
+	m.ups[0].conn.dialFn = memDial(t, askingBackend(release), &dials)
+	m.ups[0].conn.sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: upVersion}
 	m.Start(context.Background())
 	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
@@ -189,7 +189,7 @@ func TestRequestsOfUnknownCallRefused(t *testing.T) {
 // callInFlight starts a call of tool by cs and returns once it is the one
 // call in flight on u's session; the channel gets the call's text or
 // error when it ends.
-func callInFlight(t *testing.T, cs *sdk.ClientSession, tool string, u *upstream) <-chan string {
+func callInFlight(t *testing.T, cs *sdk.ClientSession, tool string, u *proxy) <-chan string {
 	t.Helper()
 	ended := make(chan string, 1)
 	go func() {
@@ -201,9 +201,9 @@ func callInFlight(t *testing.T, cs *sdk.ClientSession, tool string, u *upstream)
 		ended <- text(res)
 	}()
 	waitFor(t, "the "+tool+" call in flight", func() bool {
-		u.inflight.mu.Lock()
-		defer u.inflight.mu.Unlock()
-		return len(u.inflight.calls[u.session()]) == 1
+		u.relay.inflight.mu.Lock()
+		defer u.relay.inflight.mu.Unlock()
+		return len(u.relay.inflight.calls[u.sup.session()]) == 1
 	})
 	return ended
 }
@@ -273,8 +273,8 @@ func TestElicitationSchemaPassesUnchanged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.ups[0].dialFn = memDial(t, s, &dials)
-			m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: era}
+			m.ups[0].conn.dialFn = memDial(t, s, &dials)
+			m.ups[0].conn.sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: era}
 			m.Start(context.Background())
 			t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
 			waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })
@@ -398,8 +398,8 @@ func startSession(t *testing.T, f *front) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ups[0].dialFn = memDial(t, sessionBackend(), &dials)
-	m.ups[0].sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	m.ups[0].conn.dialFn = memDial(t, sessionBackend(), &dials)
+	m.ups[0].conn.sessionOpts = &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	m.Start(context.Background())
 	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
 	waitFor(t, "ready", func() bool { return m.Ready(context.Background()) == nil })

@@ -9,8 +9,8 @@ import (
 // sender sends a caller's request to one upstream session, and returns
 // the upstream's result or its JSON-RPC error (a *jsonrpc.Error). There
 // are two: the SDK client session (clientSender) and the session's direct
-// hop (hop.go), chosen per request by senderFor. Everything around the
-// request is the same code for both: the caller's _meta (caller.go),
+// hop (hop.go), chosen per request (links.senderFor). Everything around
+// the request is the same code for both: the caller's _meta (caller.go),
 // rounds of input (mrtr.go), task handles (tasks.go), errors (errors.go)
 // and the StartCall hook. t is the caller the request is made for; what
 // the upstream sends within the request goes to it (relay.go).
@@ -27,36 +27,47 @@ type sender interface {
 	readResource(ctx context.Context, t *callTarget, p *sdk.ReadResourceParams) (sdk.Result, error)
 }
 
-// senderFor returns the sender of a request on sess: its direct hop, or
-// the SDK client session when sess has none (an upstream of an older era,
-// a stdio upstream, one that keeps sessions) or the request is a call of
-// tool (the upstream's name; "" for other requests) whose input schema
-// binds arguments to headers, which the SDK client writes.
-func (u *upstream) senderFor(sess *sdk.ClientSession, tool string) sender {
-	if bound, _ := u.headerTools.Load().(map[string]bool); !bound[tool] {
-		if h := u.hopOf(sess); h != nil {
-			return h
-		}
-	}
-	return clientSender{u: u, sess: sess}
+// notices take what an upstream sends within a request besides its
+// answer, which a sender that reads the answer itself (the direct hop)
+// hands on; the relay is them, and the SDK client's handlers hand the
+// same to it.
+type notices interface {
+	// progress passes a progress notification to the caller whose call
+	// it is about.
+	progress(ctx context.Context, p *sdk.ProgressNotificationParams)
+	// logMessage passes a log message to the caller of t.
+	//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging; upstreams still send log messages within a call
+	logMessage(t *callTarget, p *sdk.LoggingMessageParams)
+	// listChanged says that one of the upstream's lists changed.
+	listChanged()
+	// resourceUpdated says that the upstream's resource uri was updated.
+	resourceUpdated(ctx context.Context, uri string)
+	// refuseStateless is the error a request of an upstream that speaks
+	// protocol version (2026-07-28 or later) is answered with.
+	refuseStateless(method, version string) error
 }
 
 // clientSender sends requests through the SDK client session sess. The
 // SDK client hands what the upstream sends within a request to its
-// handlers (relay.go, notes.go) on goroutines of its own, which find the
-// caller by the request's context (targetKey) or by the calls in flight
-// on sess (inflight).
+// handlers (client.go) on goroutines of its own, which find the caller by
+// the request's context (targetKey) or by the calls in flight on sess
+// (inflight).
 type clientSender struct {
-	u    *upstream
 	sess *sdk.ClientSession
+	// notes counts the session's awaited notifications; nil: none are.
+	notes *notes
+	// inflight records the calls in flight.
+	inflight *inflight
 }
 
-func (c clientSender) callTool(ctx context.Context, t *callTarget, capture *taskCapture, p *sdk.CallToolParams) (sdk.Result, error) {
-	untrack := c.u.inflight.add(c.sess, t)
+func (c *clientSender) callTool(ctx context.Context, t *callTarget, capture *taskCapture, p *sdk.CallToolParams) (sdk.Result, error) {
+	untrack := c.inflight.add(c.sess, t)
 	defer untrack()
 	// The upstream's progress and log messages sent before its result
 	// reach the caller before the result does.
-	defer c.u.awaitNotes(ctx, c.sess)
+	if c.notes != nil {
+		defer c.notes.wait(ctx)
+	}
 	ctx = context.WithValue(ctx, targetKey{}, t)
 	if capture != nil {
 		ctx = withCapture(ctx, capture)
@@ -68,7 +79,7 @@ func (c clientSender) callTool(ctx context.Context, t *callTarget, capture *task
 	return res, nil
 }
 
-func (c clientSender) getPrompt(ctx context.Context, t *callTarget, p *sdk.GetPromptParams) (sdk.Result, error) {
+func (c *clientSender) getPrompt(ctx context.Context, t *callTarget, p *sdk.GetPromptParams) (sdk.Result, error) {
 	res, err := c.sess.GetPrompt(context.WithValue(ctx, targetKey{}, t), p)
 	if err != nil {
 		return nil, err
@@ -76,7 +87,7 @@ func (c clientSender) getPrompt(ctx context.Context, t *callTarget, p *sdk.GetPr
 	return res, nil
 }
 
-func (c clientSender) readResource(ctx context.Context, t *callTarget, p *sdk.ReadResourceParams) (sdk.Result, error) {
+func (c *clientSender) readResource(ctx context.Context, t *callTarget, p *sdk.ReadResourceParams) (sdk.Result, error) {
 	res, err := c.sess.ReadResource(context.WithValue(ctx, targetKey{}, t), p)
 	if err != nil {
 		return nil, err

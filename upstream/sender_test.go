@@ -166,7 +166,7 @@ func TestRequestsWithinACallRefusedByBothSenders(t *testing.T) {
 					return next(ctx, method, req)
 				}
 			})
-			sent := u.hopOf(u.session()).sent.Load()
+			sent := u.conn.links.get(u.sup.session()).hop.sent.Load()
 			res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "be_" + tt.tool, Arguments: map[string]any{"method": tt.method}})
 			if err != nil {
 				t.Fatal(err)
@@ -178,7 +178,7 @@ func TestRequestsWithinACallRefusedByBothSenders(t *testing.T) {
 			if n := asked.Load(); n != 0 {
 				t.Errorf("the caller was asked %d times, want 0", n)
 			}
-			if n, want := u.hopOf(u.session()).sent.Load()-sent, map[bool]int64{true: 1}[tt.tool == "ask"]; n != want {
+			if n, want := u.conn.links.get(u.sup.session()).hop.sent.Load()-sent, map[bool]int64{true: 1}[tt.tool == "ask"]; n != want {
 				t.Errorf("the hop sent %d requests, want %d", n, want)
 			}
 		})

@@ -22,9 +22,9 @@ func TestSubscriptionsForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the upstream subscription", func() bool {
-		m.ups[0].subsMu.Lock()
-		defer m.ups[0].subsMu.Unlock()
-		return m.ups[0].subs["mem://readme"] == 1
+		m.ups[0].sup.subsMu.Lock()
+		defer m.ups[0].sup.subsMu.Unlock()
+		return m.ups[0].sup.subs["mem://readme"] == 1
 	})
 	// The front server records the caller's subscription after passing
 	// it on, so the upstream reports updates until one arrives.
@@ -44,8 +44,8 @@ func TestSubscriptionsForwarded(t *testing.T) {
 	// little after Unsubscribe returns.
 	u := m.ups[0]
 	waitFor(t, "the upstream unsubscribed", func() bool {
-		u.subsMu.Lock()
-		defer u.subsMu.Unlock()
-		return len(u.subs) == 0
+		u.sup.subsMu.Lock()
+		defer u.sup.subsMu.Unlock()
+		return len(u.sup.subs) == 0
 	})
 }

@@ -5,17 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 )
-
-// listTimeout bounds reading the upstream's lists after a connect or a
-// list_changed notification.
-const listTimeout = 30 * time.Second
 
 // maxListed bounds the items read from one list, across its pages: an
 // upstream that pages forever (or loops its cursors) is cut off there.
@@ -26,33 +21,33 @@ const maxPages = 1_000
 
 // sync reads the upstream's lists and puts them in the catalog. A clash
 // leaves the catalog as it was and is logged as an error.
-func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
+func (s *supervisor) sync(ctx context.Context, sess *sdk.ClientSession) error {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	set, err := u.list(ctx, sess)
+	set, err := s.list(ctx, sess)
 	if err != nil {
-		return fmt.Errorf("upstream: %s: listing: %w", u.opts.Name, err)
+		return fmt.Errorf("upstream: %s: listing: %w", s.opts.Name, err)
 	}
 	bound := map[string]bool{}
 	for _, t := range set.Tools {
 		if in, _ := t.Tool.InputSchema.(json.RawMessage); hasHeaderBindings(in) {
 			name := t.Tool.Name
-			if u.prefix != "" {
-				name = strings.TrimPrefix(name, u.prefix+"_")
+			if s.prefix != "" {
+				name = strings.TrimPrefix(name, s.prefix+"_")
 			}
 			bound[name] = true
 		}
 	}
-	u.headerTools.Store(bound)
-	skipped, err := u.setSource(set)
+	s.headerTools.Store(bound)
+	skipped, err := s.setSource(set)
 	if err != nil {
-		u.logger.Error("upstream: its tools, resources and prompts are not served", "error", err)
-		return fmt.Errorf("upstream: %s: %w", u.opts.Name, err)
+		s.logger.Error("upstream: its tools, resources and prompts are not served", "error", err)
+		return fmt.Errorf("upstream: %s: %w", s.opts.Name, err)
 	}
 	if len(skipped) > 0 {
-		u.logger.Warn("upstream: resources left out: another server serves their URIs", "skipped", skipped)
+		s.logger.Warn("upstream: resources left out: another server serves their URIs", "skipped", skipped)
 	}
-	u.logger.Info("upstream: lists updated", "tools", len(set.Tools), "resources", len(set.Resources),
+	s.logger.Info("upstream: lists updated", "tools", len(set.Tools), "resources", len(set.Resources),
 		"resource_templates", len(set.Templates), "prompts", len(set.Prompts))
 	return nil
 }
@@ -60,20 +55,20 @@ func (u *upstream) sync(ctx context.Context, sess *sdk.ClientSession) error {
 // setSource hands set to the catalog. The SDK panics on a tool it cannot
 // serve; list filters those out, and a panic left is an error here, not a
 // crash.
-func (u *upstream) setSource(set catalog.Set) (skipped []string, err error) {
+func (s *supervisor) setSource(set catalog.Set) (skipped []string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", u.opts.Name, p)
+			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", s.opts.Name, p)
 		}
 	}()
 	// Views select the upstream's tools and prompts by its name, and
 	// match their names without the prefix.
-	set.Origin, set.Prefix = u.opts.Name, u.prefix
-	return u.cat.SetSource("upstream "+u.opts.Name, set)
+	set.Origin, set.Prefix = s.opts.Name, s.prefix
+	return s.cat.SetSource("upstream "+s.opts.Name, set)
 }
 
 // list reads every list the upstream offers, following pagination.
-func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (catalog.Set, error) {
+func (s *supervisor) list(ctx context.Context, sess *sdk.ClientSession) (catalog.Set, error) {
 	var set catalog.Set
 	caps := &sdk.ServerCapabilities{}
 	if r := sess.InitializeResult(); r != nil && r.Capabilities != nil {
@@ -87,7 +82,7 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (catalog.S
 			}
 			return r.Tools, r.NextCursor, nil
 		}, func(t *sdk.Tool) {
-			if st, ok := u.tool(t); ok {
+			if st, ok := s.tool(t); ok {
 				set.Tools = append(set.Tools, st)
 			}
 		})
@@ -104,7 +99,7 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (catalog.S
 			return r.Resources, r.NextCursor, nil
 		}, func(r *sdk.Resource) {
 			if r.URI != "" {
-				set.Resources = append(set.Resources, catalog.SetResource{Resource: r, Handler: u.readResource})
+				set.Resources = append(set.Resources, catalog.SetResource{Resource: r, Handler: s.serve.readResource})
 			}
 		})
 		if err != nil {
@@ -118,7 +113,7 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (catalog.S
 			return r.ResourceTemplates, r.NextCursor, nil
 		}, func(t *sdk.ResourceTemplate) {
 			if t.URITemplate != "" && validTemplate(t.URITemplate) {
-				set.Templates = append(set.Templates, catalog.SetTemplate{Template: t, Handler: u.readResource})
+				set.Templates = append(set.Templates, catalog.SetTemplate{Template: t, Handler: s.serve.readResource})
 			}
 		})
 		if err != nil {
@@ -126,10 +121,10 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (catalog.S
 		}
 	}
 	if caps.Completions != nil {
-		set.Complete = u.complete
+		set.Complete = s.serve.complete
 	}
 	if caps.Resources != nil && caps.Resources.Subscribe {
-		set.Subscribe, set.Unsubscribe = u.subscribe, u.unsubscribe
+		set.Subscribe, set.Unsubscribe = s.subscribe, s.unsubscribe
 	}
 	if caps.Prompts != nil {
 		err := listAll(ctx, func(ctx context.Context, c string) ([]*sdk.Prompt, string, error) {
@@ -139,14 +134,14 @@ func (u *upstream) list(ctx context.Context, sess *sdk.ClientSession) (catalog.S
 			}
 			return r.Prompts, r.NextCursor, nil
 		}, func(p *sdk.Prompt) {
-			name := u.prefixed(p.Name)
+			name := s.prefixed(p.Name)
 			if p.Name == "" || !mcpname.Valid(name) {
-				u.logger.Warn("upstream: a prompt is skipped: its namespaced name is not valid", "prompt", truncate(p.Name))
+				s.logger.Warn("upstream: a prompt is skipped: its namespaced name is not valid", "prompt", truncate(p.Name))
 				return
 			}
 			pp := *p
 			pp.Name = name
-			set.Prompts = append(set.Prompts, catalog.SetPrompt{Prompt: &pp, Handler: u.getPrompt(p.Name)})
+			set.Prompts = append(set.Prompts, catalog.SetPrompt{Prompt: &pp, Handler: s.serve.getPrompt(p.Name)})
 		})
 		if err != nil {
 			return set, fmt.Errorf("prompts/list: %w", err)
@@ -188,26 +183,26 @@ func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor s
 }
 
 // prefixed is name as served: under the upstream's prefix, if it has one.
-func (u *upstream) prefixed(name string) string {
-	return servedName(u.prefix, name)
+func (s *supervisor) prefixed(name string) string {
+	return servedName(s.prefix, name)
 }
 
 // tool returns the served form of an upstream tool: namespaced, with its
 // schemas as JSON. ok is false for a tool that is filtered out or that the
 // SDK could not serve (an invalid name, an input schema that is not an
 // object).
-func (u *upstream) tool(t *sdk.Tool) (catalog.SetTool, bool) {
-	if t == nil || t.Name == "" || !u.opts.allowed(t.Name) {
+func (s *supervisor) tool(t *sdk.Tool) (catalog.SetTool, bool) {
+	if t == nil || t.Name == "" || !s.opts.allowed(t.Name) {
 		return catalog.SetTool{}, false
 	}
-	name := u.prefixed(t.Name)
+	name := s.prefixed(t.Name)
 	if !mcpname.Valid(name) {
-		u.logger.Warn("upstream: a tool is skipped: its namespaced name is not valid", "tool", truncate(name))
+		s.logger.Warn("upstream: a tool is skipped: its namespaced name is not valid", "tool", truncate(name))
 		return catalog.SetTool{}, false
 	}
 	in, ok := objectSchema(t.InputSchema)
 	if !ok {
-		u.logger.Warn("upstream: a tool is skipped: its input schema is not a JSON object schema", "tool", name)
+		s.logger.Warn("upstream: a tool is skipped: its input schema is not a JSON object schema", "tool", name)
 		return catalog.SetTool{}, false
 	}
 	tt := *t
@@ -219,7 +214,7 @@ func (u *upstream) tool(t *sdk.Tool) (catalog.SetTool, bool) {
 			tt.OutputSchema = out
 		}
 	}
-	return catalog.SetTool{Tool: &tt, Handler: u.callTool(t.Name), Direct: u.directTool(t.Name)}, true
+	return catalog.SetTool{Tool: &tt, Handler: s.serve.callTool(t.Name), Direct: s.serve.directTool(t.Name)}, true
 }
 
 // objectSchema encodes s as JSON if it is a schema of type object.
@@ -246,15 +241,4 @@ func validTemplate(t string) (ok bool) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "check"}, nil)
 	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: t}, nil)
 	return true
-}
-
-// truncate shortens a name the upstream sent for a log line.
-func truncate(s string) string { return truncateN(s, 128) }
-
-// truncateN is s cut to its first n bytes, with an ellipsis, if longer.
-func truncateN(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

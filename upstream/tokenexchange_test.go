@@ -113,7 +113,7 @@ func (u *authUpstream) requests() []string {
 // rawKey is where the tests' token infos keep the caller's raw token.
 const rawKey = "test.raw"
 
-func callWithToken(t *testing.T, u *upstream, user, raw string) *sdk.CallToolResult {
+func callWithToken(t *testing.T, u *proxy, user, raw string) *sdk.CallToolResult {
 	t.Helper()
 	req := &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "x_who", Arguments: []byte(`{"text":""}`)},
 		Extra: &sdk.RequestExtra{TokenInfo: &sdkauth.TokenInfo{UserID: user, Extra: map[string]any{rawKey: raw}}}}
@@ -163,7 +163,7 @@ func testTokenExchange(t *testing.T, stateless bool) {
 		t.Fatalf("isolation defaulted to %q", u.opts.Isolation)
 	}
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
-	u.now = clock.Now
+	u.conn.now = clock.Now
 	m.Start(context.Background())
 	defer within(t, "Manager.Close", func() { m.Close() })
 	waitFor(t, "the listing session", func() bool { return m.Ready(context.Background()) == nil })
@@ -180,7 +180,12 @@ func testTokenExchange(t *testing.T, stateless bool) {
 		t.Errorf("%d sessions, want one per caller", n)
 	}
 	hops := 0
-	u.hops.Range(func(any, any) bool { hops++; return true })
+	u.conn.links.m.Range(func(_, v any) bool {
+		if v.(*link).hop != nil {
+			hops++
+		}
+		return true
+	})
 	if want := map[bool]int{false: 0, true: 3}[stateless]; hops != want {
 		t.Errorf("%d sessions with a direct hop, want %d (the listing session's and each caller's on 2026-07-28)", hops, want)
 	}

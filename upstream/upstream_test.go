@@ -280,7 +280,7 @@ func startManager(t *testing.T, cat Catalog, list []Options, dial map[string]fun
 		t.Fatal(err)
 	}
 	for _, u := range m.ups {
-		u.dialFn = dial[u.opts.Name]
+		u.conn.dialFn = dial[u.opts.Name]
 	}
 	m.Start(context.Background())
 	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
@@ -389,7 +389,7 @@ func TestClashRefused(t *testing.T) {
 	m := startManager(t, f.cat, []Options{{Name: "be", Prefix: ptr(""), Transport: TransportHTTP, URL: "http://unused", Required: true}},
 		map[string]func() (sdk.Transport, func(), error){"be": memDial(t, backend(), &d1)}, Hooks{})
 	// The upstream connects but is never ready, and nothing of it is served.
-	waitFor(t, "the connection", func() bool { return m.ups[0].session() != nil })
+	waitFor(t, "the connection", func() bool { return m.ups[0].sup.session() != nil })
 	if _, err := f.cat.SetSource("probe", catalog.Set{}); err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +551,7 @@ func TestCallsInFlightEndWithTheSession(t *testing.T) {
 
 	hung := hangCall(callCtx(t), f)
 	be.waitHanging(t)
-	signal(m.ups[0].broken)
+	signal(m.ups[0].sup.broken)
 	// Well before the call's own deadline (callTimeout).
 	r := awaitHang(t, hung, callTimeout/3, "after its session ended")
 	if r.err != nil || !r.res.IsError || !strings.Contains(text(r.res), brokenMsg) {

@@ -225,7 +225,7 @@ func (h *idjagHandler) handle(ctx context.Context, ar fosite.AccessRequester) (*
 	// this; the jti is remembered for as long as the assertion would be
 	// accepted.
 	ttl := max(c.Expiry.Add(assertionLeeway).Sub(h.now()), time.Second)
-	ok, err := h.s.kv.SetNX(ctx, joinKey("idjag-jti", hashString(e.o.Issuer), hashString(c.JTI)), []byte("1"), ttl)
+	ok, err := h.s.kv.SetNX(ctx, joinKey("idjag-jti", hashString(e.o.Issuer), hashString(c.JTI)), nonce(), ttl)
 	if err != nil {
 		return e, err // the token endpoint answers 503 for a store outage
 	}

@@ -1,24 +1,27 @@
 package authserver
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 )
 
 // ErrNotFound is what a [KV] returns for a key it does not hold.
 var ErrNotFound = errors.New("authserver: not found")
 
-// ErrUnavailable wraps a [KV] failure: the shared store did not answer.
-// The endpoints answer 503 temporarily_unavailable; tokens already issued
-// keep working, since /mcp verifies them without the store.
-var ErrUnavailable = errors.New("authserver: store unavailable")
+// ErrUnavailable wraps a [KV] failure: the shared store did not answer,
+// or did not keep a write on as many replicas as asked. The endpoints
+// answer 503 temporarily_unavailable; tokens already issued keep
+// working, since /mcp verifies them without the store. It is the one
+// error of every store Portcullis keeps in Redis (internal/rediskit).
+var ErrUnavailable = rediskit.ErrUnavailable
 
 // KV is the state the authorization server keeps: codes, sign-ins in
 // progress, refresh-token families, consents. Replicas share it through
@@ -30,8 +33,14 @@ type KV interface {
 	// Set stores value under key for ttl.
 	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
 	// SetNX stores value under key for ttl only if key is absent, and
-	// reports whether it did: the one winner of a race.
+	// reports whether it did: the one winner of a race. Give each writer
+	// a value of its own ([nonce]): a write Redis took but too few
+	// replicas acknowledged is taken back only while it holds that value.
 	SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
+	// CompareAndSwap stores value under key for ttl if key holds old, and
+	// reports whether it did; it reports true too when key holds value
+	// already (a retry of the same swap).
+	CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error)
 	// GetDel returns key's value and deletes it in one step, or ErrNotFound:
 	// what is used once is taken once.
 	GetDel(ctx context.Context, key string) ([]byte, error)
@@ -108,6 +117,20 @@ func (k *memoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.D
 	return true, nil
 }
 
+func (k *memoryKV) CompareAndSwap(_ context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.get(key)
+	switch {
+	case ok && bytes.Equal(e.value, value):
+		return true, nil
+	case !ok || !bytes.Equal(e.value, old):
+		return false, nil
+	}
+	k.m[key] = memoryEntry{value: value, expires: k.now().Add(ttl)}
+	return true, nil
+}
+
 func (k *memoryKV) GetDel(_ context.Context, key string) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -128,69 +151,60 @@ func (k *memoryKV) Del(_ context.Context, keys ...string) error {
 	return nil
 }
 
-// redisKV is a KV in Redis, shared by replicas.
-type redisKV struct {
-	c      redis.UniversalClient
-	prefix string
-}
+// redisKV is a KV in Redis, shared by replicas: rediskit's expiring
+// values, whose writes wait for replicas as the client's durability says.
+type redisKV struct{ v *rediskit.Values }
 
 // NewRedisKV returns a KV in Redis under keys starting with prefix.
-func NewRedisKV(c redis.UniversalClient, prefix string) KV {
-	return &redisKV{c: c, prefix: prefix}
+func NewRedisKV(c *rediskit.Client, prefix string) KV {
+	return &redisKV{v: c.Values(prefix)}
 }
 
-func (k *redisKV) key(key string) string { return k.prefix + key }
-
-// redisErr maps go-redis errors: Nil is ErrNotFound, anything else means
-// Redis did not answer.
-func redisErr(err error) error {
+// found maps a rediskit read: a value not found is ErrNotFound.
+func found(b []byte, ok bool, err error) ([]byte, error) {
 	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, redis.Nil):
-		return ErrNotFound
-	default:
-		return errors.Join(ErrUnavailable, err)
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, ErrNotFound
 	}
+	return b, nil
 }
 
 func (k *redisKV) Get(ctx context.Context, key string) ([]byte, error) {
-	b, err := k.c.Get(ctx, k.key(key)).Bytes()
-	return b, redisErr(err)
+	return found(k.v.Get(ctx, key))
 }
 
 func (k *redisKV) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return redisErr(k.c.Set(ctx, k.key(key), value, ttl).Err())
+	return k.v.Set(ctx, key, value, ttl)
 }
 
 func (k *redisKV) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
-	ok, err := k.c.SetNX(ctx, k.key(key), value, ttl).Result()
-	return ok, redisErr(err)
+	return k.v.SetNX(ctx, key, value, ttl)
+}
+
+func (k *redisKV) CompareAndSwap(ctx context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+	return k.v.CompareAndSwap(ctx, key, old, value, ttl)
 }
 
 func (k *redisKV) GetDel(ctx context.Context, key string) ([]byte, error) {
-	b, err := k.c.GetDel(ctx, k.key(key)).Bytes()
-	return b, redisErr(err)
+	return found(k.v.GetDel(ctx, key))
 }
 
 func (k *redisKV) Del(ctx context.Context, keys ...string) error {
-	// One DEL per key, pipelined: on Redis Cluster the keys may live in
-	// different slots, where one DEL of them all is refused (CROSSSLOT);
-	// the cluster client sends each to its node.
-	_, err := k.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, key := range keys {
-			p.Del(ctx, k.key(key))
-		}
-		return nil
-	})
-	return redisErr(err)
+	return k.v.Del(ctx, keys...)
 }
 
 // joinKey builds a key from parts; parts are ids and hashes, never raw
 // tokens.
 func joinKey(parts ...string) string { return strings.Join(parts, ":") }
 
-func hashString(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(sum[:])
+// hashString names v in a key without holding it (rediskit.Hash).
+func hashString(v string) string { return rediskit.Hash(v) }
+
+// nonce returns a value of its own for a writer of SetNX.
+func nonce() []byte {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return []byte(hex.EncodeToString(b[:]))
 }

@@ -8,13 +8,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
 )
 
 // TestRedisKV runs the KV contract against a real redis-server.
 func TestRedisKV(t *testing.T) {
 	srv := redistest.Start(t)
-	testKV(t, NewRedisKV(srv.Client(t), "test:as:"), time.Sleep)
+	testKV(t, NewRedisKV(rediskit.New(srv.Client(t), rediskit.Durability{}), "test:as:"), time.Sleep)
+}
+
+// TestRedisKVWaitsForTheReplica runs the KV contract with each write
+// waiting for a replica, and shows what the replica holds.
+func TestRedisKVWaitsForTheReplica(t *testing.T) {
+	primary, replica := redistest.StartWithReplica(t)
+	kv := NewRedisKV(rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: time.Second}), "test:as:")
+	testKV(t, kv, time.Sleep)
+	if err := kv.Set(context.Background(), "grant", []byte("kept"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := replica.Client(t).Get(context.Background(), "test:as:grant").Val(); got != "kept" {
+		t.Fatalf("the replica holds %q right after the write, want kept", got)
+	}
 }
 
 // TestRedisKVCluster runs the KV contract against a three-primary Redis
@@ -22,7 +37,7 @@ func TestRedisKV(t *testing.T) {
 // at once (a DEL of several would be refused with CROSSSLOT).
 func TestRedisKVCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
-	testKV(t, NewRedisKV(c.Client(t, ""), "test:as:"), time.Sleep)
+	testKV(t, NewRedisKV(rediskit.New(c.Client(t, ""), rediskit.Durability{}), "test:as:"), time.Sleep)
 }
 
 // TestRedisKVSentinelFailover: what the authorization server keeps
@@ -30,7 +45,7 @@ func TestRedisKVCluster(t *testing.T) {
 // survives a failover of the primary, and writes work on the new one.
 func TestRedisKVSentinelFailover(t *testing.T) {
 	d := redistest.StartSentinel(t)
-	kv := NewRedisKV(d.Client(t, ""), "test:as:")
+	kv := NewRedisKV(rediskit.New(d.Client(t, ""), rediskit.Durability{}), "test:as:")
 	ctx := context.Background()
 	for i := range 200 {
 		if err := kv.Set(ctx, fmt.Sprintf("grant:%d", i), []byte(fmt.Sprint(i)), time.Hour); err != nil {

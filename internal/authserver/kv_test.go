@@ -3,6 +3,7 @@ package authserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,32 @@ func testKV(t *testing.T, kv KV, advance func(time.Duration)) {
 		wg.Wait()
 		if wins.Load() != 1 {
 			t.Fatalf("%d winners, want 1", wins.Load())
+		}
+	})
+	t.Run("swap from the value held", func(t *testing.T) {
+		kv.Set(ctx, "current", []byte("a"), time.Hour)
+		if ok, err := kv.CompareAndSwap(ctx, "current", []byte("x"), []byte("b"), time.Hour); ok || err != nil {
+			t.Fatalf("a swap from a value not held = %v, %v; want refused", ok, err)
+		}
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				if ok, err := kv.CompareAndSwap(ctx, "current", []byte("a"), fmt.Appendf(nil, "b%d", i), time.Hour); err == nil && ok {
+					wins.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("%d swaps from one value, want 1", wins.Load())
+		}
+		v, _ := kv.Get(ctx, "current")
+		if ok, err := kv.CompareAndSwap(ctx, "current", []byte("a"), v, time.Hour); !ok || err != nil {
+			t.Fatalf("the winning swap again (a retry) = %v, %v; want true", ok, err)
+		}
+		if ok, _ := kv.CompareAndSwap(ctx, "absent", []byte("a"), []byte("b"), time.Hour); ok {
+			t.Fatal("a swap of an absent key succeeded")
 		}
 	})
 	t.Run("values expire", func(t *testing.T) {

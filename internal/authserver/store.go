@@ -2,27 +2,33 @@ package authserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/storage"
 )
 
 // store is fosite's storage on a KV: authorization codes, PKCE requests,
 // access and refresh token sessions, refresh-token families.
 //
 // A grant's family is fosite's request id, which every token issued from
-// one authorization code (and every refresh of them) shares. Refreshing
-// marks the presented refresh token used; presenting a used one makes
-// fosite revoke the family, which refuses every refresh token of it from
-// then on. Access tokens are JWTs verified without the store, so they
-// live until they expire (access_token_ttl).
+// one authorization code (and every refresh of them) shares. The family
+// names its current refresh token (rt-current); a refresh moves that to
+// the new token in one compare-and-swap, the last write before the client
+// is answered, so that of two refreshes racing with one token one wins,
+// and a refresh that failed before it (the store unavailable, or a write
+// that reached too few replicas and was taken back) leaves the presented
+// token current: the client's retry with it is a refresh, not a reuse.
+// Presenting a refresh token that is no longer current is reuse: fosite
+// revokes the family, which refuses every refresh token of it from then
+// on. Access tokens are JWTs verified without the store, so they live
+// until they expire (access_token_ttl).
 type store struct {
 	kv      KV
 	clients *clientRegistry
@@ -44,6 +50,40 @@ const (
 	kRefreshOf = "rt-current" // request id → the current refresh token's key
 )
 
+// transaction is one token request of fosite's, which begins a
+// storage.Transactional transaction around each request that writes
+// several records: the refresh it rotates.
+type transaction struct {
+	mu sync.Mutex
+	// rotating is the key of the refresh token RotateRefreshToken
+	// retires, of the family (request id) family: CreateRefreshTokenSession
+	// swaps the family's current token from it to the new one.
+	rotating, family string
+}
+
+type txKey struct{}
+
+// txOf returns ctx's transaction, or nil.
+func txOf(ctx context.Context) *transaction {
+	tx, _ := ctx.Value(txKey{}).(*transaction)
+	return tx
+}
+
+// BeginTX implements storage.Transactional.
+func (s *store) BeginTX(ctx context.Context) (context.Context, error) {
+	return context.WithValue(ctx, txKey{}, &transaction{}), nil
+}
+
+// Commit implements storage.Transactional: what was written stays.
+func (s *store) Commit(ctx context.Context) error { return nil }
+
+// Rollback implements storage.Transactional. Nothing is taken back: the
+// swap of a refresh family's current token is a refresh's last write,
+// and takes itself back when it fails (rediskit's CompareAndSwap), so
+// what a failed refresh wrote before it leaves the presented token
+// current.
+func (s *store) Rollback(ctx context.Context) error { return nil }
+
 // storedRequest is a fosite request as the store keeps it. Only the
 // request form's non-secret parameters are kept: never a code, verifier,
 // refresh token, assertion or client secret, nor a token's signature
@@ -58,7 +98,6 @@ type storedRequest struct {
 	GrantedAud     []string        `json:"granted_aud,omitempty"`
 	Form           url.Values      `json:"form,omitempty"`
 	Session        json.RawMessage `json:"session"`
-	Active         bool            `json:"active"`
 	// AccessKey is, in a refresh token's record, the hashKey of the
 	// access token issued with it.
 	AccessKey string `json:"access_key,omitempty"`
@@ -76,11 +115,10 @@ var keptForm = []string{"client_id", "redirect_uri", "response_type", "grant_typ
 // signature: a JWT's signature is its last part, the HMAC of fosite's
 // opaque tokens is theirs, and neither may be read out of the store.
 func hashKey(kind, signature string) string {
-	sum := sha256.Sum256([]byte(signature))
-	return joinKey(kind, hex.EncodeToString(sum[:]))
+	return joinKey(kind, hashString(signature))
 }
 
-func (s *store) encode(r fosite.Requester, active bool) ([]byte, error) {
+func (s *store) encode(r fosite.Requester) ([]byte, error) {
 	sr := storedRequest{
 		ID:             r.GetID(),
 		RequestedAt:    r.GetRequestedAt(),
@@ -90,7 +128,6 @@ func (s *store) encode(r fosite.Requester, active bool) ([]byte, error) {
 		RequestedAud:   r.GetRequestedAudience(),
 		GrantedAud:     r.GetGrantedAudience(),
 		Form:           url.Values{},
-		Active:         active,
 	}
 	form := r.GetRequestForm()
 	for _, k := range keptForm {
@@ -144,8 +181,8 @@ func (s *store) decode(ctx context.Context, b []byte, into fosite.Session) (*fos
 
 // put stores r under key; accessKey, when set, is the hashKey of the
 // access token issued with a refresh token.
-func (s *store) put(ctx context.Context, key string, r fosite.Requester, active bool, ttl time.Duration, accessKey string) error {
-	b, err := s.encode(r, active)
+func (s *store) put(ctx context.Context, key string, r fosite.Requester, ttl time.Duration, accessKey string) error {
+	b, err := s.encode(r)
 	if err != nil {
 		return err
 	}
@@ -174,7 +211,7 @@ func (s *store) load(ctx context.Context, key string, into fosite.Session) (*fos
 // Authorization codes.
 
 func (s *store) CreateAuthorizeCodeSession(ctx context.Context, code string, r fosite.Requester) error {
-	return s.put(ctx, hashKey(kCode, code), r, true, s.o.CodeTTL, "")
+	return s.put(ctx, hashKey(kCode, code), r, s.o.CodeTTL, "")
 }
 
 func (s *store) GetAuthorizeCodeSession(ctx context.Context, code string, into fosite.Session) (fosite.Requester, error) {
@@ -194,7 +231,7 @@ func (s *store) GetAuthorizeCodeSession(ctx context.Context, code string, into f
 // InvalidateAuthorizeCodeSession marks the code used; of two exchanges
 // racing, only one gets past this.
 func (s *store) InvalidateAuthorizeCodeSession(ctx context.Context, code string) error {
-	ok, err := s.kv.SetNX(ctx, hashKey(kCodeUsed, code), []byte("1"), s.o.CodeTTL+s.o.RefreshTokenTTL)
+	ok, err := s.kv.SetNX(ctx, hashKey(kCodeUsed, code), nonce(), s.o.CodeTTL+s.o.RefreshTokenTTL)
 	if err != nil {
 		return err
 	}
@@ -207,7 +244,7 @@ func (s *store) InvalidateAuthorizeCodeSession(ctx context.Context, code string)
 // PKCE.
 
 func (s *store) CreatePKCERequestSession(ctx context.Context, signature string, r fosite.Requester) error {
-	return s.put(ctx, hashKey(kPKCE, signature), r, true, s.o.CodeTTL, "")
+	return s.put(ctx, hashKey(kPKCE, signature), r, s.o.CodeTTL, "")
 }
 
 func (s *store) GetPKCERequestSession(ctx context.Context, signature string, into fosite.Session) (fosite.Requester, error) {
@@ -226,7 +263,7 @@ func (s *store) DeletePKCERequestSession(ctx context.Context, signature string) 
 // /mcp never looks them up.
 
 func (s *store) CreateAccessTokenSession(ctx context.Context, signature string, r fosite.Requester) error {
-	return s.put(ctx, hashKey(kAccess, signature), r, true, s.o.AccessTokenTTL, "")
+	return s.put(ctx, hashKey(kAccess, signature), r, s.o.AccessTokenTTL, "")
 }
 
 func (s *store) GetAccessTokenSession(ctx context.Context, signature string, into fosite.Session) (fosite.Requester, error) {
@@ -243,23 +280,51 @@ func (s *store) DeleteAccessTokenSession(ctx context.Context, signature string) 
 
 // Refresh tokens.
 
+// CreateRefreshTokenSession stores the refresh token and makes it its
+// family's current one: for a new grant, by setting it; for a refresh, by
+// swapping it in for the token RotateRefreshToken retired, which fails
+// (fosite.ErrInactiveToken) when another refresh with that token won the
+// race. The swap is the refresh's last write: when it reaches too few
+// replicas it is swapped back, and the presented token stays current.
 func (s *store) CreateRefreshTokenSession(ctx context.Context, signature, accessSignature string, r fosite.Requester) error {
 	var accessKey string
 	if accessSignature != "" {
 		accessKey = hashKey(kAccess, accessSignature)
 	}
 	key := hashKey(kRefresh, signature)
-	if err := s.put(ctx, key, r, true, s.o.RefreshTokenTTL, accessKey); err != nil {
+	if err := s.put(ctx, key, r, s.o.RefreshTokenTTL, accessKey); err != nil {
 		return err
 	}
-	return s.kv.Set(ctx, joinKey(kRefreshOf, r.GetID()), []byte(key), s.o.RefreshTokenTTL)
+	current := joinKey(kRefreshOf, r.GetID())
+	tx := txOf(ctx)
+	var from string
+	if tx != nil {
+		tx.mu.Lock()
+		if tx.family == r.GetID() {
+			from = tx.rotating
+		}
+		tx.mu.Unlock()
+	}
+	if from == "" {
+		return s.kv.Set(ctx, current, []byte(key), s.o.RefreshTokenTTL)
+	}
+	ok, err := s.kv.CompareAndSwap(ctx, current, []byte(from), []byte(key), s.o.RefreshTokenTTL)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fosite.ErrInactiveToken
+	}
+	return nil
 }
 
 // GetRefreshTokenSession returns the refresh token's request, with
-// fosite.ErrInactiveToken when it was used or its family revoked: fosite
-// then treats the presentation as reuse and revokes the family.
+// fosite.ErrInactiveToken when it is not its family's current token (a
+// refresh replaced it) or its family is revoked: fosite then treats the
+// presentation as reuse and revokes the family.
 func (s *store) GetRefreshTokenSession(ctx context.Context, signature string, into fosite.Session) (fosite.Requester, error) {
-	req, sr, err := s.load(ctx, hashKey(kRefresh, signature), into)
+	key := hashKey(kRefresh, signature)
+	req, sr, err := s.load(ctx, key, into)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +332,14 @@ func (s *store) GetRefreshTokenSession(ctx context.Context, signature string, in
 	if err != nil {
 		return nil, err
 	}
-	if !sr.Active || revoked {
+	current, err := s.kv.Get(ctx, joinKey(kRefreshOf, sr.ID))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, fosite.ErrNotFound // the family is gone
+	case err != nil:
+		return nil, err
+	}
+	if string(current) != key || revoked {
 		if s.onReuse != nil {
 			s.onReuse(ctx, sr.ClientID, req.GetSession().GetSubject())
 		}
@@ -280,9 +352,16 @@ func (s *store) DeleteRefreshTokenSession(ctx context.Context, signature string)
 	return s.kv.Del(ctx, hashKey(kRefresh, signature))
 }
 
-// RotateRefreshToken marks the presented refresh token used (it stays
-// stored, inactive, so that its reuse is recognised until it expires).
+// RotateRefreshToken retires the presented refresh token: it stays
+// stored, so that its reuse is recognised until it expires, and stops
+// being current once CreateRefreshTokenSession swaps in the new token,
+// within the same transaction. It refuses (fosite.ErrInactiveToken) a
+// token that is no longer current: another refresh with it won.
 func (s *store) RotateRefreshToken(ctx context.Context, requestID, signature string) error {
+	tx := txOf(ctx)
+	if tx == nil {
+		return errors.New("authserver: a refresh token rotated outside a transaction")
+	}
 	key := hashKey(kRefresh, signature)
 	b, err := s.kv.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
@@ -295,20 +374,20 @@ func (s *store) RotateRefreshToken(ctx context.Context, requestID, signature str
 	if err := json.Unmarshal(b, &sr); err != nil {
 		return err
 	}
-	// Of two refreshes racing with one token, one marks it used.
-	if ok, err := s.kv.SetNX(ctx, joinKey(key, "used"), []byte("1"), s.o.RefreshTokenTTL); err != nil {
+	current, err := s.kv.Get(ctx, joinKey(kRefreshOf, requestID))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fosite.ErrNotFound
+	case err != nil:
 		return err
-	} else if !ok {
+	case string(current) != key:
 		return fosite.ErrInactiveToken
 	}
-	sr.Active = false
-	if b, err = json.Marshal(sr); err != nil {
-		return err
-	}
-	if err := s.kv.Set(ctx, key, b, s.o.RefreshTokenTTL); err != nil {
-		return err
-	}
+	tx.mu.Lock()
+	tx.rotating, tx.family = key, requestID
+	tx.mu.Unlock()
 	if sr.AccessKey != "" {
+		// The access token issued with it is no longer looked up.
 		return s.kv.Del(ctx, sr.AccessKey)
 	}
 	return nil
@@ -378,4 +457,5 @@ var (
 	_ oauth2.CoreStorage            = (*store)(nil)
 	_ oauth2.TokenRevocationStorage = (*store)(nil)
 	_ fosite.ClientManager          = (*store)(nil)
+	_ storage.Transactional         = (*store)(nil)
 )

@@ -165,7 +165,10 @@ func New(o Options) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		return redis.NewFailoverClient(fo), nil
+		fo.Dialer = sentinelDialer(fo.DialTimeout, fo.TLSConfig)
+		fc := redis.NewFailoverClient(fo)
+		fc.AddHook(sentinelHook{})
+		return fc, nil
 	case ModeCluster:
 		co, err := clusterOptions(o)
 		if err != nil {

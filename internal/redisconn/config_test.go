@@ -30,16 +30,21 @@ redis:
   key_prefix: "{prod}:"
   dial_timeout: 3s
   pool_size: 20
+  wait:
+    replicas: 0
+    timeout: 200ms
 `)
 	env := []string{"PORTCULLIS_REDIS_PASSWORD=from-the-env", "PORTCULLIS_REDIS_READ_TIMEOUT=500ms"}
 	if err := config.Load(&cfg, file, env, "PORTCULLIS_"); err != nil {
 		t.Fatal(err)
 	}
+	none := 0
 	want := Options{
 		URL: "rediss://redis.internal:6380/1", Username: "portcullis", Password: "from-the-env",
 		TLS:       TLSOptions{CAFile: "/etc/portcullis/redis-ca.pem", ServerName: "redis.internal"},
 		KeyPrefix: "{prod}:", DialTimeout: 3 * time.Second, ReadTimeout: 500 * time.Millisecond,
 		WriteTimeout: DefaultWriteTimeout, PoolSize: 20,
+		Wait: WaitOptions{Replicas: &none, Timeout: 200 * time.Millisecond},
 	}
 	if !reflect.DeepEqual(cfg.Redis, want) {
 		t.Fatalf("loaded %+v, want %+v", cfg.Redis, want)
@@ -54,7 +59,7 @@ redis:
 	}
 	wantNames := "redis.url redis.sentinel.master_name redis.sentinel.addresses redis.sentinel.username redis.sentinel.password redis.sentinel.database " +
 		"redis.cluster.addresses redis.username redis.password redis.tls.enabled redis.tls.ca_file redis.tls.server_name redis.tls.insecure_skip_verify " +
-		"redis.key_prefix redis.dial_timeout redis.read_timeout redis.write_timeout redis.pool_size"
+		"redis.key_prefix redis.dial_timeout redis.read_timeout redis.write_timeout redis.pool_size redis.wait.replicas redis.wait.timeout"
 	if got := strings.Join(names, " "); got != wantNames {
 		t.Fatalf("keys\n%s\nwant\n%s", got, wantNames)
 	}

@@ -91,6 +91,30 @@ type Options struct {
 	// replica. Zero (the default) means go-redis's default, 10 per CPU the
 	// Go runtime may use.
 	PoolSize int `yaml:"pool_size" schema:"min=0"`
+	// Wait makes each write a client is told of (a legacy session or a
+	// task created, a task's update, a grant, a consent, a registration,
+	// a refresh-token rotation) wait until replicas hold it, so that a
+	// failover does not lose it: Redis copies writes to its replicas after
+	// answering them.
+	Wait WaitOptions `yaml:"wait"`
+}
+
+// WaitOptions is the `redis.wait:` section.
+type WaitOptions struct {
+	// Replicas is how many replicas must acknowledge each such write
+	// (Redis's WAIT, sent on the connection that wrote; on Cluster, to the
+	// primary of the key's slot) before the client is told of it. When
+	// fewer do within wait.timeout, the request fails as Redis being
+	// unavailable (503, or a task tool run without a task), and what the
+	// write could take back is taken back. 0 does not wait. Default 1
+	// with sentinel, whose deployments have replicas; 0 with url and
+	// cluster (set it for a Cluster whose primaries have replicas). With
+	// fewer than every replica, a write only a replica that is not
+	// promoted holds can be lost: see docs/operations.md.
+	Replicas *int `yaml:"replicas" schema:"min=0"`
+	// Timeout is how long a write waits for the replicas before it fails.
+	// Default 500ms.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // SentinelOptions is the `redis.sentinel:` section.
@@ -150,6 +174,11 @@ const (
 	DefaultPort = "6379"
 	// DefaultSentinelPort is the port of a sentinel address without one.
 	DefaultSentinelPort = "26379"
+	// DefaultWaitTimeout is how long a write waits for replicas.
+	DefaultWaitTimeout = 500 * time.Millisecond
+	// DefaultSentinelWaitReplicas is how many replicas a write waits for
+	// on Sentinel; on one server and on Cluster it waits for none.
+	DefaultSentinelWaitReplicas = 1
 )
 
 // Modes of a deployment, as [Options.Mode] returns them.
@@ -203,6 +232,27 @@ func hasHashTag(prefix string) bool {
 	return end > 0
 }
 
+// WaitReplicas returns how many replicas each write a client is told of
+// waits for: wait.replicas, or its default for the deployment's mode.
+func (o *Options) WaitReplicas() int {
+	switch {
+	case o.Wait.Replicas != nil:
+		return max(*o.Wait.Replicas, 0)
+	case o.Mode() == ModeSentinel:
+		return DefaultSentinelWaitReplicas
+	}
+	return 0
+}
+
+// WaitTimeout returns how long a write waits for replicas: wait.timeout,
+// or [DefaultWaitTimeout].
+func (o *Options) WaitTimeout() time.Duration {
+	if o.Wait.Timeout > 0 {
+		return o.Wait.Timeout
+	}
+	return DefaultWaitTimeout
+}
+
 // Defaults fills in zero values.
 func (o *Options) Defaults() {
 	if o.KeyPrefix == "" {
@@ -249,6 +299,8 @@ func (o Options) LogValue() slog.Value {
 		slog.Duration("read_timeout", o.ReadTimeout),
 		slog.Duration("write_timeout", o.WriteTimeout),
 		slog.Int("pool_size", o.PoolSize),
+		slog.Int("wait.replicas", o.WaitReplicas()),
+		slog.Duration("wait.timeout", o.WaitTimeout()),
 	)
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -390,4 +391,52 @@ func TestWatcherSeesClusterFailover(t *testing.T) {
 
 	c.Failover(t, replica)
 	awaitFailover(t, failovers, checks, c.Nodes[1].Addr+" -> "+replica.Addr)
+}
+
+// TestSentinelsDownFailFast: with every sentinel stopped, a command that
+// needs a connection fails within a second, naming the sentinels and
+// why (their ports refuse at once: nothing is worth retrying), rather
+// than after seconds of retries with "context deadline exceeded". The
+// primary itself still runs, and a connection already open still reaches
+// it.
+func TestSentinelsDownFailFast(t *testing.T) {
+	d := redistest.StartSentinel(t)
+	o := redisconn.Options{Sentinel: redisconn.SentinelOptions{MasterName: redistest.SentinelMaster, Addresses: d.Addrs()}}
+	ctx := context.Background()
+	open, err := redisconn.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	d.StopSentinels()
+	if err := open.Set(ctx, "k", "through a connection already open", time.Minute).Err(); err != nil {
+		t.Fatalf("a command on a connection opened before the sentinels stopped: %v", err)
+	}
+
+	fresh, err := redisconn.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	for i := range 3 {
+		start := time.Now()
+		err := fresh.Set(ctx, "k", "v", time.Minute).Err()
+		took := time.Since(start)
+		var su *redisconn.SentinelsUnreachable
+		if !errors.As(err, &su) || !strings.Contains(err.Error(), "redis: sentinels unreachable: ") || !strings.Contains(err.Error(), "connection refused") {
+			t.Fatalf("a command with every sentinel down = %v, want the sentinels named unreachable", err)
+		}
+		for _, s := range d.Sentinels {
+			if !strings.Contains(err.Error(), s.Addr) {
+				t.Errorf("the error does not name the sentinel %s: %v", s.Addr, err)
+			}
+		}
+		if took > time.Second {
+			t.Errorf("command %d failed after %v, want within a second", i+1, took)
+		}
+	}
+	start := time.Now()
+	if err := redisconn.Ping(ctx, fresh, o); err == nil || !strings.Contains(err.Error(), "sentinels unreachable") || time.Since(start) > time.Second {
+		t.Fatalf("Ping with every sentinel down = %v after %v, want the sentinels named within a second", err, time.Since(start))
+	}
 }

@@ -31,6 +31,39 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
+// TestWait: what each write a client is told of waits for, by default
+// per deployment and as set.
+func TestWait(t *testing.T) {
+	sentinel := SentinelOptions{MasterName: "m", Addresses: []string{"s"}}
+	cluster := ClusterOptions{Addresses: []string{"n"}}
+	for _, tt := range []struct {
+		name     string
+		o        Options
+		replicas int
+		timeout  time.Duration
+	}{
+		{name: "no redis", o: Options{}, timeout: DefaultWaitTimeout},
+		{name: "one server: none", o: Options{URL: "redis://h"}, timeout: DefaultWaitTimeout},
+		{name: "one server with replicas, as set", o: Options{URL: "redis://h", Wait: WaitOptions{Replicas: ptr(2), Timeout: time.Second}}, replicas: 2, timeout: time.Second},
+		{name: "sentinel: one", o: Options{Sentinel: sentinel}, replicas: 1, timeout: DefaultWaitTimeout},
+		{name: "sentinel, set to none", o: Options{Sentinel: sentinel, Wait: WaitOptions{Replicas: ptr(0)}}, timeout: DefaultWaitTimeout},
+		{name: "sentinel, two", o: Options{Sentinel: sentinel, Wait: WaitOptions{Replicas: ptr(2)}}, replicas: 2, timeout: DefaultWaitTimeout},
+		{name: "cluster: none", o: Options{Cluster: cluster}, timeout: DefaultWaitTimeout},
+		{name: "cluster with replicas, as set", o: Options{Cluster: cluster, Wait: WaitOptions{Replicas: ptr(1), Timeout: 100 * time.Millisecond}}, replicas: 1, timeout: 100 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.o.WaitReplicas(); got != tt.replicas {
+				t.Errorf("WaitReplicas() = %d, want %d", got, tt.replicas)
+			}
+			if got := tt.o.WaitTimeout(); got != tt.timeout {
+				t.Errorf("WaitTimeout() = %v, want %v", got, tt.timeout)
+			}
+		})
+	}
+}
+
 func TestValidate(t *testing.T) {
 	const secret = "s3cr3t-pa55"
 	tests := []struct {
@@ -84,8 +117,8 @@ func TestValidate(t *testing.T) {
 		{name: "tls.enabled with a rediss:// url", o: Options{URL: "rediss://h", TLS: TLSOptions{Enabled: true}}},
 		{
 			name: "every number wrong at once",
-			o:    Options{DialTimeout: -1, ReadTimeout: -1, WriteTimeout: -1, PoolSize: -1, KeyPrefix: "a b"},
-			want: []string{"dial_timeout: must not be negative", "read_timeout: must not be negative", "write_timeout: must not be negative", "pool_size: must not be negative", "key_prefix: must not contain spaces"},
+			o:    Options{DialTimeout: -1, ReadTimeout: -1, WriteTimeout: -1, PoolSize: -1, KeyPrefix: "a b", Wait: WaitOptions{Replicas: ptr(-1), Timeout: -1}},
+			want: []string{"dial_timeout: must not be negative", "read_timeout: must not be negative", "write_timeout: must not be negative", "pool_size: must not be negative", "key_prefix: must not contain spaces", "wait.replicas: must not be negative", "wait.timeout: must not be negative"},
 		},
 	}
 	for _, tt := range tests {

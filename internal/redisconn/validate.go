@@ -64,6 +64,12 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must not be negative, got %v", key, d))
 		}
 	}
+	if o.Wait.Replicas != nil && *o.Wait.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("wait.replicas: must not be negative, got %d", *o.Wait.Replicas))
+	}
+	if o.Wait.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("wait.timeout: must not be negative, got %v", o.Wait.Timeout))
+	}
 	if o.PoolSize < 0 {
 		errs = append(errs, fmt.Errorf("pool_size: must not be negative, got %d", o.PoolSize))
 	}

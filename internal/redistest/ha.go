@@ -24,12 +24,14 @@ const haTimeout = 30 * time.Second
 // [SentinelMaster], with a quorum of two.
 type Sentinel struct {
 	// Primary and Replica are the data servers as started; after a
-	// failover the replica is the primary ([Sentinel.PrimaryAddr] tells).
+	// failover the replica is the primary ([Sentinel.PrimaryAddr] tells,
+	// and [Sentinel.Roles]).
 	Primary, Replica *Server
 	// Sentinels are the three sentinels.
 	Sentinels []*Server
 
-	t testing.TB
+	t       testing.TB
+	primary *Server // the primary now: Primary or Replica
 }
 
 // SentinelMaster is the name the sentinels of [StartSentinel] monitor the
@@ -44,16 +46,39 @@ const SentinelMaster = "portcullis-test"
 // (then give "--masterauth", "pw" too).
 func StartSentinel(t testing.TB, extra ...string) *Sentinel {
 	t.Helper()
+	// A replica (the first, or one started again) copies the primary at
+	// once, rather than after the five seconds Redis waits by default for
+	// more replicas to share the copy.
+	extra = append([]string{"--repl-diskless-sync-delay", "0"}, extra...)
 	primary := Start(t, extra...)
 	host, port, _ := net.SplitHostPort(primary.Addr)
 	replica := Start(t, append([]string{"--replicaof", host, port}, extra...)...)
-	d := &Sentinel{Primary: primary, Replica: replica, t: t}
+	d := &Sentinel{Primary: primary, Replica: replica, t: t, primary: primary}
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	defer cancel()
+	d.waitLinkUp(ctx, replica, primary)
 	password := argValue(extra, "--masterauth")
 	for range 3 {
 		d.Sentinels = append(d.Sentinels, startSentinel(t, primary.Addr, password))
 	}
 	d.waitReady()
 	return d
+}
+
+// StartWithReplica starts a primary and a replica of it (no sentinels),
+// and waits until the replica has copied the primary. extra are more
+// arguments of both servers.
+func StartWithReplica(t testing.TB, extra ...string) (primary, replica *Server) {
+	t.Helper()
+	extra = append([]string{"--repl-diskless-sync-delay", "0"}, extra...)
+	primary = Start(t, extra...)
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	replica = Start(t, append([]string{"--replicaof", host, port}, extra...)...)
+	d := &Sentinel{t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	defer cancel()
+	d.waitLinkUp(ctx, replica, primary)
+	return primary, replica
 }
 
 // argValue returns the value after name in args, or "".
@@ -160,34 +185,204 @@ func (d *Sentinel) PrimaryAddr(ctx context.Context) (string, error) {
 }
 
 // WaitReplicated waits until the replica has every write the primary
-// took so far (WAIT 1 on the primary), so that a failover loses nothing.
+// took so far, so that a failover loses nothing: it reads the primary's
+// replication offset and waits until the replica has acknowledged it.
+// (WAIT on a connection of its own would wait for nothing: WAIT counts
+// the writes of the connection it is sent on.)
 func (d *Sentinel) WaitReplicated(ctx context.Context, password string) {
 	d.t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: d.Primary.Addr, Password: password, DisableIdentity: true})
+	primary, replica := d.Roles()
+	c := redis.NewClient(&redis.Options{Addr: primary.Addr, Password: password, DisableIdentity: true})
 	defer c.Close()
-	n, err := c.Wait(ctx, 1, haTimeout).Result()
-	if err != nil || n < 1 {
-		d.t.Fatalf("redistest: WAIT 1 on the primary: %d replicas, %v", n, err)
+	ctx, cancel := context.WithTimeout(ctx, haTimeout)
+	defer cancel()
+	info, err := c.Info(ctx, "replication").Result()
+	want, ok := infoInt(info, "master_repl_offset")
+	if err != nil || !ok {
+		d.t.Fatalf("redistest: INFO replication on the primary: %v\n%s", err, info)
+	}
+	for {
+		info, err = c.Info(ctx, "replication").Result()
+		if acked, ok := replicaOffset(info, replica.Addr); err == nil && ok && acked >= want {
+			return
+		}
+		if ctx.Err() != nil {
+			d.t.Fatalf("redistest: the replica did not acknowledge offset %d within %v: %v\n%s", want, haTimeout, err, info)
+		}
+		time.Sleep(20 * time.Millisecond) // polling real processes
 	}
 }
 
-// KillPrimary kills the primary (SIGKILL) and waits until the sentinels
-// have promoted the replica. It returns how long the promotion took.
-func (d *Sentinel) KillPrimary() time.Duration {
+// infoInt returns the integer field name of an INFO answer.
+func infoInt(info, name string) (int64, bool) {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// replicaOffset returns the offset the replica at addr acknowledged, from
+// a primary's INFO replication ("slaveN:ip=…,port=…,state=online,offset=…").
+func replicaOffset(info, addr string) (int64, bool) {
+	host, port, _ := net.SplitHostPort(addr)
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, ":ip=") {
+			continue
+		}
+		_, fields, _ := strings.Cut(line, ":")
+		kv := map[string]string{}
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			kv[k] = v
+		}
+		if kv["ip"] == host && kv["port"] == port && kv["state"] == "online" {
+			n, err := strconv.ParseInt(kv["offset"], 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Failover runs SENTINEL FAILOVER, the graceful failover (what Redis
+// charts run when the primary's pod stops): the sentinels promote the
+// replica while the primary still runs, then make the old primary a
+// replica of the new one. It waits until the sentinels name the replica
+// as the primary, and returns how long that took; then until the old
+// primary has copied the new one and every sentinel knows it as its
+// replica, so that writes that wait for a replica work again and the
+// next failover has a candidate.
+func (d *Sentinel) Failover() time.Duration {
 	d.t.Helper()
-	old := d.Primary.Addr
-	start := time.Now()
-	d.Primary.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
 	defer cancel()
+	old, next := d.Roles()
+	start := time.Now()
+	if err := d.sentinelClient(d.Sentinels[0]).Failover(ctx, SentinelMaster).Err(); err != nil {
+		d.t.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
+	}
+	var took time.Duration
 	for {
-		if a, err := d.PrimaryAddr(ctx); err == nil && a == d.Replica.Addr {
-			return time.Since(start)
+		if a, err := d.PrimaryAddr(ctx); err == nil && a == next.Addr {
+			took = time.Since(start)
+			break
 		}
 		if ctx.Err() != nil {
-			d.t.Fatalf("redistest: the sentinels did not promote %s within %v after %s was killed", d.Replica.Addr, haTimeout, old)
+			d.t.Fatalf("redistest: the sentinels did not promote %s within %v of SENTINEL FAILOVER", next.Addr, haTimeout)
+		}
+		time.Sleep(20 * time.Millisecond) // polling real processes
+	}
+	d.primary = next
+	d.waitLinkUp(ctx, old, next)
+	d.waitKnownReplica(ctx, old, next)
+	return took
+}
+
+// waitKnownReplica waits until every sentinel names primary and knows
+// replica, unflagged, as its replica.
+func (d *Sentinel) waitKnownReplica(ctx context.Context, replica, primary *Server) {
+	d.t.Helper()
+	rhost, rport, _ := net.SplitHostPort(replica.Addr)
+	for _, s := range d.Sentinels {
+		c := d.sentinelClient(s)
+		for {
+			a, err := c.GetMasterAddrByName(ctx, SentinelMaster).Result()
+			named := err == nil && len(a) == 2 && net.JoinHostPort(a[0], a[1]) == primary.Addr
+			known := false
+			if replicas, err := c.Replicas(ctx, SentinelMaster).Result(); named && err == nil {
+				for _, r := range replicas {
+					if r["ip"] == rhost && r["port"] == rport && r["flags"] == "slave" && r["master-link-status"] == "ok" {
+						known = true
+					}
+				}
+			}
+			if known {
+				break
+			}
+			if ctx.Err() != nil {
+				d.t.Fatalf("redistest: sentinel %s does not know %s as a replica of %s within %v", s.Addr, replica.Addr, primary.Addr, haTimeout)
+			}
+			time.Sleep(100 * time.Millisecond) // polling real processes
+		}
+	}
+}
+
+// StopSentinels kills every sentinel (SIGKILL). The data servers keep
+// running; a client that has to ask the sentinels for the primary (a new
+// connection) can no longer.
+func (d *Sentinel) StopSentinels() {
+	d.t.Helper()
+	for _, s := range d.Sentinels {
+		s.Stop()
+	}
+}
+
+// Roles returns the data server that is the primary now, after the
+// failovers of [Sentinel.Failover] and [Sentinel.KillPrimary], and the
+// other.
+func (d *Sentinel) Roles() (primary, replica *Server) {
+	if d.primary == d.Primary {
+		return d.Primary, d.Replica
+	}
+	return d.Replica, d.Primary
+}
+
+// KillPrimary kills the primary (SIGKILL) and waits until the sentinels
+// have promoted the replica; it returns how long the promotion took.
+// Then it starts the killed server again, empty, as a replica of the new
+// primary (as a restarted pod joins again), and waits until it has
+// copied it, so that writes that wait for a replica work again.
+func (d *Sentinel) KillPrimary() time.Duration {
+	d.t.Helper()
+	killed, next := d.Roles()
+	start := time.Now()
+	killed.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	defer cancel()
+	var took time.Duration
+	for {
+		if a, err := d.PrimaryAddr(ctx); err == nil && a == next.Addr {
+			took = time.Since(start)
+			break
+		}
+		if ctx.Err() != nil {
+			d.t.Fatalf("redistest: the sentinels did not promote %s within %v after %s was killed", next.Addr, haTimeout, killed.Addr)
 		}
 		time.Sleep(50 * time.Millisecond) // polling real processes
+	}
+	d.primary = next
+	killed.restartReplicaOf(next.Addr)
+	d.waitLinkUp(ctx, killed, next)
+	return took
+}
+
+// waitLinkUp waits until replica copies primary, and primary counts it
+// as online: only then does it acknowledge writes (WAIT). After a copy
+// without a file (diskless, the default), the primary counts a replica
+// online once it has acknowledged something, up to a second later.
+func (d *Sentinel) waitLinkUp(ctx context.Context, replica, primary *Server) {
+	d.t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr, Password: argValue(replica.args, "--requirepass"), DialTimeout: time.Second, ReadTimeout: time.Second, DisableIdentity: true})
+	defer rc.Close()
+	pc := redis.NewClient(&redis.Options{Addr: primary.Addr, Password: argValue(primary.args, "--requirepass"), DialTimeout: time.Second, ReadTimeout: time.Second, DisableIdentity: true})
+	defer pc.Close()
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	for {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_host:"+host+"\r") && strings.Contains(info, "master_port:"+port+"\r") && strings.Contains(info, "master_link_status:up") {
+			pinfo, perr := pc.Info(ctx, "replication").Result()
+			if _, online := replicaOffset(pinfo, replica.Addr); perr == nil && online {
+				return
+			}
+			info += pinfo
+		}
+		if ctx.Err() != nil {
+			d.t.Fatalf("redistest: %s did not become an online replica of %s within %v: %v\n%s", replica.Addr, primary.Addr, haTimeout, err, info)
+		}
+		time.Sleep(20 * time.Millisecond) // polling real processes
 	}
 }
 

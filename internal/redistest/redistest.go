@@ -237,6 +237,23 @@ func (s *Server) Restart() {
 	s.t.Fatalf("redistest: restarting: %v", err)
 }
 
+// restartReplicaOf starts the stopped server again, empty, as a replica
+// of primary (host:port), and waits until it answers PING.
+func (s *Server) restartReplicaOf(primary string) {
+	s.t.Helper()
+	host, port, _ := net.SplitHostPort(primary)
+	var args []string
+	for i := 0; i < len(s.args); i++ {
+		if s.args[i] == "--replicaof" && i+2 < len(s.args) {
+			i += 2
+			continue
+		}
+		args = append(args, s.args[i])
+	}
+	s.args = append(args, "--replicaof", host, port)
+	s.Restart()
+}
+
 // Client returns a client of the server with short timeouts (half a
 // second) and one retry, so that a test of an outage sees errors quickly.
 // It is closed when the test ends.

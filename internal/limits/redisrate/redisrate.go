@@ -10,21 +10,21 @@
 // kept as one timestamp per principal), run as a Lua script inside Redis
 // by github.com/go-redis/redis_rate, on Redis's clock: the replicas' clocks
 // do not matter. A principal's state is one key, prefix+"rate:"+HASH,
-// HASH being the first 32 hex digits of the SHA-256 of the principal's key
-// (which holds the issuer and subject: never written to Redis as it is);
-// it expires once the bucket is full again.
+// HASH being rediskit.Hash of the principal's key (which holds the issuer
+// and subject: never written to Redis as it is); it expires once the
+// bucket is full again. Its writes do not wait for replicas: a bucket a
+// failover loses is full again, which is what it would be a moment later.
 package redisrate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -45,12 +45,7 @@ func New(client redis.UniversalClient, prefix string) *Store {
 // Key returns the Redis key that holds principal's rate state, under
 // prefix.
 func Key(prefix, principal string) string {
-	return prefix + "rate:" + hashKey(principal)
-}
-
-func hashKey(principal string) string {
-	sum := sha256.Sum256([]byte(principal))
-	return hex.EncodeToString(sum[:])[:32]
+	return prefix + "rate:" + rediskit.Hash(principal)
 }
 
 // Allow implements [limits.RateStore].
@@ -59,9 +54,9 @@ func (s *Store) Allow(ctx context.Context, key string, perSecond float64, burst 
 	if err != nil {
 		return false, 0, err
 	}
-	res, err := s.limiter.Allow(ctx, hashKey(key), lim)
+	res, err := s.limiter.Allow(ctx, rediskit.Hash(key), lim)
 	if err != nil {
-		return false, 0, fmt.Errorf("redisrate: redis: %w", err)
+		return false, 0, rediskit.Unavailable("rate limit", err)
 	}
 	if res.Allowed > 0 {
 		return true, 0, nil

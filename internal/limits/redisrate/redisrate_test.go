@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 )
 
 func TestLimit(t *testing.T) {
@@ -63,7 +65,7 @@ func TestKeyIsHashedAndPrefixed(t *testing.T) {
 	}
 	// redis_rate names its key "rate:"+hash; prefixed puts it under ours.
 	p := prefixed{prefix: "portcullis:"}
-	if got := p.keys([]string{"rate:" + hashKey(principal)}); len(got) != 1 || got[0] != k {
+	if got := p.keys([]string{"rate:" + rediskit.Hash(principal)}); len(got) != 1 || got[0] != k {
 		t.Fatalf("prefixed keys = %q, want [%s]", got, k)
 	}
 }

@@ -18,60 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
-	"github.com/portcullis-mcp/portcullis/mcp"
 )
-
-// TestRedisSessionStore writes, reads, refreshes and deletes a session
-// record in a real Redis, and checks that the key holds neither the id
-// nor anything but the record.
-func TestRedisSessionStore(t *testing.T) {
-	ctx := t.Context()
-	srv := redistest.Start(t)
-	client := srv.Client(t)
-	a := &redisSessionStore{rdb: client, prefix: "test:"}
-	b := &redisSessionStore{rdb: srv.Client(t), prefix: "test:"} // another replica
-	const id = "sEsSiOnIdThAtMuStNoTlEaK"
-	rec := mcp.SessionRecord{
-		Principal:       mcp.PrincipalHash("issuer|alice|client"),
-		ProtocolVersion: "2025-11-25",
-		Initialize:      &sdk.InitializeParams{ProtocolVersion: "2025-11-25", ClientInfo: &sdk.Implementation{Name: "c", Version: "1"}, Capabilities: &sdk.ClientCapabilities{}},
-		LogLevel:        "info",
-	}
-	if _, ok, err := b.Get(ctx, id, time.Minute); ok || err != nil {
-		t.Fatalf("Get before Put: ok %v, err %v", ok, err)
-	}
-	if err := a.Put(ctx, id, rec, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	got, ok, err := b.Get(ctx, id, time.Hour)
-	if err != nil || !ok {
-		t.Fatalf("Get on the other replica: ok %v, err %v", ok, err)
-	}
-	if got.Principal != rec.Principal || got.ProtocolVersion != rec.ProtocolVersion || got.LogLevel != rec.LogLevel || got.Initialize.ClientInfo.Name != "c" {
-		t.Errorf("record %+v, want %+v", got, rec)
-	}
-	keys, err := client.Keys(ctx, "test:*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "test:session:" + mcp.SessionKey(id)
-	if len(keys) != 1 || keys[0] != want {
-		t.Fatalf("keys %v, want [%s]", keys, want)
-	}
-	if ttl := client.PTTL(ctx, want).Val(); ttl < 59*time.Minute {
-		t.Errorf("TTL after Get = %v, want the hour Get set", ttl)
-	}
-	raw := client.Get(ctx, want).Val()
-	if strings.Contains(raw, id) || strings.Contains(raw, "alice") {
-		t.Errorf("stored record %s holds the session id or the principal", raw)
-	}
-	if err := b.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, err := a.Get(ctx, id, time.Minute); ok || err != nil {
-		t.Fatalf("Get after Delete: ok %v, err %v", ok, err)
-	}
-}
 
 // TestSharedSessionRoundTrips counts the commands a replica sends Redis
 // per tools/call of a 2025-11-25 session it shares there, through the

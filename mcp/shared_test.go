@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
 
 // principalHeader names the caller in these tests: their PrincipalKey.
@@ -33,34 +34,36 @@ type replicas struct {
 	route func(*http.Request) int
 }
 
-func newReplicas(t *testing.T, n int, store SessionStore, edit func(*Options)) *replicas {
+func newReplicas(t *testing.T, n int, store sharedsession.Store, edit func(*Options)) *replicas {
 	t.Helper()
-	return newReplicasOn(t, n, store, NewMemorySessionEvents(nil, 100), edit)
+	return newReplicasOn(t, n, sharedsession.Backend{Store: store, Log: sharedsession.NewMemoryLog(nil, 100), Bus: sharedsession.NewMemoryBus()}, edit)
 }
 
-// newReplicasOn is newReplicas sharing events.
-func newReplicasOn(t *testing.T, n int, store SessionStore, events SessionEvents, edit func(*Options)) *replicas {
+// newReplicasOn is newReplicas sharing sessions through shared.
+func newReplicasOn(t *testing.T, n int, shared sharedsession.Backend, edit func(*Options)) *replicas {
 	t.Helper()
 	rs := &replicas{}
 	rs.pin.Store(-1)
+	// The server first, so that its Close comes after the handlers':
+	// closing a handler ends the calls in flight on it, for which the
+	// server's Close would wait.
+	ts := httptest.NewServer(rs)
+	t.Cleanup(ts.Close)
+	rs.url = ts.URL
 	for range n {
 		rs.hs = append(rs.hs, endpoint{sets: []string{"core", "conformance"}, edit: edit, deps: Deps{
-			Sessions:         store,
-			Events:           events,
+			SharedSessions:   shared,
 			OnSessionAdopted: func(context.Context) { rs.adopted.Add(1) },
 			PrincipalKey:     func(r *http.Request) string { return r.Header.Get(principalHeader) },
 		}}.handler(t))
 	}
-	ts := httptest.NewServer(rs)
-	t.Cleanup(ts.Close)
-	rs.url = ts.URL
 	return rs
 }
 
 // setClock sets the clock every replica trusts its copies by.
 func (rs *replicas) setClock(now func() time.Time) {
 	for _, h := range rs.hs {
-		h.shared.now = now
+		h.shared.copies.now = now
 	}
 }
 
@@ -104,10 +107,10 @@ func connectLegacy(t *testing.T, url, principal string, logs func(*sdk.LoggingMe
 func TestSessionsAcrossReplicas(t *testing.T) {
 	tests := []struct {
 		name    string
-		store   SessionStore
+		store   sharedsession.Store
 		wantErr string
 	}{
-		{name: "shared store", store: NewMemorySessionStore(nil)},
+		{name: "shared store", store: sharedsession.NewMemoryStore(nil)},
 		{name: "no store", wantErr: "session not found"},
 	}
 	for _, tt := range tests {
@@ -180,7 +183,7 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 // TestSharedSessionLogLevel sets a level on one replica after the other
 // adopted the session: the other logs at the new level.
 func TestSharedSessionLogLevel(t *testing.T) {
-	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 	logged := make(chan sdk.LoggingLevel, 100)
 	rs.pin.Store(0)
 	cs, err := connectLegacy(t, rs.url, "alice", func(r *sdk.LoggingMessageRequest) { logged <- r.Params.Level })
@@ -227,10 +230,10 @@ func TestSharedSessionRefusals(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
 	tick := func() time.Time { return time.Unix(0, clock.Load()) }
-	store := NewMemorySessionStore(tick)
+	store := sharedsession.NewMemoryStore(tick)
 	const idle = time.Minute
-	bus := &faultyBus{MemorySessionEvents: NewMemorySessionEvents(tick, 100)}
-	rs := newReplicasOn(t, 2, store, bus, func(o *Options) { o.SessionIdleTimeout = idle })
+	bus := &faultyBus{MemoryBus: sharedsession.NewMemoryBus()}
+	rs := newReplicasOn(t, 2, sharedsession.Backend{Store: store, Log: sharedsession.NewMemoryLog(tick, 100), Bus: bus}, func(o *Options) { o.SessionIdleTimeout = idle })
 	rs.setClock(tick)
 	// deleteOn1 deletes session id on replica 1.
 	deleteOn1 := func(t *testing.T, id string) {
@@ -359,7 +362,7 @@ func TestSessionStoreFailuresLoggedSparingly(t *testing.T) {
 // published reaches no listener, and gap tells every listener it missed
 // some, as a Redis subscription made again does.
 type faultyBus struct {
-	*MemorySessionEvents
+	*sharedsession.MemoryBus
 	mute atomic.Bool
 
 	mu   sync.Mutex
@@ -370,14 +373,14 @@ func (b *faultyBus) Publish(ctx context.Context, msg []byte) error {
 	if b.mute.Load() {
 		return nil
 	}
-	return b.MemorySessionEvents.Publish(ctx, msg)
+	return b.MemoryBus.Publish(ctx, msg)
 }
 
-func (b *faultyBus) Listen(ctx context.Context, deliver func([]byte), lost func()) error {
+func (b *faultyBus) Subscribe(ctx context.Context, deliver func([]byte), lost func()) (sharedsession.Subscription, error) {
 	b.mu.Lock()
 	b.lost = append(b.lost, lost)
 	b.mu.Unlock()
-	return b.MemorySessionEvents.Listen(ctx, deliver, lost)
+	return b.MemoryBus.Subscribe(ctx, deliver, lost)
 }
 
 func (b *faultyBus) gap() {
@@ -390,13 +393,13 @@ func (b *faultyBus) gap() {
 
 // countingStore counts the reads of its records.
 type countingStore struct {
-	SessionStore
+	sharedsession.Store
 	gets atomic.Int64
 }
 
-func (c *countingStore) Get(ctx context.Context, id string, ttl time.Duration) (SessionRecord, bool, error) {
+func (c *countingStore) Get(ctx context.Context, key string, ttl time.Duration) (sharedsession.Record, bool, error) {
 	c.gets.Add(1)
-	return c.SessionStore.Get(ctx, id, ttl)
+	return c.Store.Get(ctx, key, ttl)
 }
 
 // TestSharedSessionTrustedCopies follows the reads of a session's record
@@ -409,10 +412,10 @@ func TestSharedSessionTrustedCopies(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(now.UnixNano())
 	tick := func() time.Time { return time.Unix(0, clock.Load()) }
-	store := &countingStore{SessionStore: NewMemorySessionStore(tick)}
+	store := &countingStore{Store: sharedsession.NewMemoryStore(tick)}
 	const idle = 10 * time.Minute
-	bus := &faultyBus{MemorySessionEvents: NewMemorySessionEvents(tick, 100)}
-	rs := newReplicasOn(t, 2, store, bus, func(o *Options) { o.SessionIdleTimeout = idle })
+	bus := &faultyBus{MemoryBus: sharedsession.NewMemoryBus()}
+	rs := newReplicasOn(t, 2, sharedsession.Backend{Store: store, Log: sharedsession.NewMemoryLog(tick, 100), Bus: bus}, func(o *Options) { o.SessionIdleTimeout = idle })
 	rs.setClock(tick)
 
 	r := postTo(t, rs.hs[0], legacyInit, map[string]string{principalHeader: "alice"})
@@ -477,7 +480,7 @@ func TestSharedCopyForgottenAtItsEnd(t *testing.T) {
 			// session itself.
 			name: "closed by the SDK",
 			end: func(t *testing.T, rs *replicas, cs *sdk.ClientSession) {
-				rs.hs[0].shared.lookup(cs.ID()).ss.Close()
+				rs.hs[0].shared.copies.lookup(cs.ID()).ss.Close()
 			},
 			wantLive: true,
 		},
@@ -501,7 +504,7 @@ func TestSharedCopyForgottenAtItsEnd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+			rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 			rs.pin.Store(0)
 			cs, err := connectLegacy(t, rs.url, "alice", nil)
 			if err != nil {
@@ -509,11 +512,11 @@ func TestSharedCopyForgottenAtItsEnd(t *testing.T) {
 			}
 			defer cs.Close()
 			id := cs.ID()
-			if rs.hs[0].shared.lookup(id) == nil {
+			if rs.hs[0].shared.copies.lookup(id) == nil {
 				t.Fatal("replica 0 holds no copy of the session it made")
 			}
 			tt.end(t, rs, cs)
-			waitFor(t, func() bool { return rs.hs[0].shared.lookup(id) == nil })
+			waitFor(t, func() bool { return rs.hs[0].shared.copies.lookup(id) == nil })
 			if !tt.wantLive {
 				return
 			}
@@ -521,7 +524,7 @@ func TestSharedCopyForgottenAtItsEnd(t *testing.T) {
 			if _, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}}); err != nil {
 				t.Fatalf("a call after the copy ended: %v", err)
 			}
-			if rs.hs[0].shared.lookup(id) == nil {
+			if rs.hs[0].shared.copies.lookup(id) == nil {
 				t.Error("replica 0 did not adopt the session again")
 			}
 		})
@@ -532,7 +535,7 @@ func TestSharedCopyForgottenAtItsEnd(t *testing.T) {
 // with 400, on every replica and for every method, as the SDK handler
 // refuses it on a session that is not shared; an initialize too.
 func TestSharedSessionUnknownVersionRefused(t *testing.T) {
-	rs := newReplicas(t, 2, NewMemorySessionStore(nil), nil)
+	rs := newReplicas(t, 2, sharedsession.NewMemoryStore(nil), nil)
 	rs.pin.Store(0)
 	r := postTo(t, rs, legacyInit, map[string]string{principalHeader: "alice"})
 	rs.pin.Store(-1)

@@ -1,8 +1,8 @@
 package mcp
 
 import (
-	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -13,39 +13,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/mcpheader"
 )
-
-// serveStream serves a standalone GET stream through next, which Drain
-// can end.
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	h.mu.Lock()
-	if h.draining {
-		h.mu.Unlock()
-		http.Error(w, "Service Unavailable: draining", http.StatusServiceUnavailable)
-		return
-	}
-	h.streams[&cancel] = struct{}{}
-	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		delete(h.streams, &cancel)
-		h.mu.Unlock()
-	}()
-	next.ServeHTTP(w, r.WithContext(ctx))
-}
-
-// Drain ends every open GET stream and refuses new ones, so that an
-// [http.Server.Shutdown] waits only for calls in flight. Clients reconnect to
-// another replica.
-func (h *Handler) Drain() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.draining = true
-	for c := range h.streams {
-		(*c)()
-	}
-}
 
 // DefaultMaxSessions bounds legacy sessions when mcp.max_sessions is not set.
 const DefaultMaxSessions = 10000
@@ -67,6 +34,8 @@ type sessionCap struct {
 	perPrincipal int            // 0: no per-principal share
 	key          limits.KeyFunc // the principal of a request; nil: none
 	server       *sdk.Server
+	hook         limits.Hook // told of each refusal
+	logger       *slog.Logger
 
 	mu      sync.Mutex
 	ids     map[string]string // open session id → its principal's key
@@ -76,8 +45,24 @@ type sessionCap struct {
 	byKey map[string]int
 }
 
-func newSessionCap(max, perPrincipal int, key limits.KeyFunc, server *sdk.Server) *sessionCap {
-	return &sessionCap{max: max, perPrincipal: perPrincipal, key: key, server: server, ids: map[string]string{}, byKey: map[string]int{}}
+// newSessionCap returns the caps on the sessions of server: maxSessions
+// in all (DefaultMaxSessions when not positive), perPrincipal (at most
+// that) for each principal key names. It tells hook and logger of each
+// refusal.
+func newSessionCap(maxSessions, perPrincipal int, server *sdk.Server, key limits.KeyFunc, hook limits.Hook, logger *slog.Logger) *sessionCap {
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions
+	}
+	return &sessionCap{max: maxSessions, perPrincipal: min(perPrincipal, maxSessions), key: key, server: server,
+		hook: hook, logger: logger, ids: map[string]string{}, byKey: map[string]int{}}
+}
+
+// principal returns the limits key of r's caller; empty without one.
+func (c *sessionCap) principal(r *http.Request) string {
+	if c.key == nil {
+		return ""
+	}
+	return c.key(r)
 }
 
 // acquire admits one initialize by the principal key ("" for none) unless
@@ -157,46 +142,25 @@ func (c *sessionCap) prune() {
 	}
 }
 
-// serveInitialize serves a legacy initialize through the session caps:
-// a principal holding its share is refused with 429, a full server with
+// refuse answers a session the caps refuse (an initialize, or a session
+// to adopt): a principal holding its share with 429, a full server with
 // 503; both with Retry-After and a JSON-RPC error.
-func (h *Handler) serveInitialize(w http.ResponseWriter, r *http.Request) {
-	key := h.principalKey(r)
-	limit, ok := h.sessions.acquire(key)
-	if !ok {
-		h.refuseSession(w, r, limit)
-		return
-	}
-	if h.shared != nil {
-		var id string
-		defer func() { h.sessions.release(key, id) }()
-		id = h.serveSharedInitialize(w, r, key)
-		return
-	}
-	rec := &sessionIDRecorder{ResponseWriter: w}
-	defer func() { h.sessions.release(key, rec.id) }()
-	h.stateful.ServeHTTP(rec, r)
-}
-
-// refuseSession answers a session the caps refuse (an initialize, or a
-// session to adopt): a principal holding its share with 429, a full
-// server with 503; both with Retry-After and a JSON-RPC error.
-func (h *Handler) refuseSession(w http.ResponseWriter, r *http.Request, limit limits.Limit) {
-	h.limitHook(r.Context(), limits.Event{Limit: limit})
+func (c *sessionCap) refuse(w http.ResponseWriter, r *http.Request, limit limits.Limit) {
+	c.hook(r.Context(), limits.Event{Limit: limit})
 	if limit == limits.LimitSessionsPrincipal {
 		var user string
 		if ti := sdkauth.TokenInfoFromContext(r.Context()); ti != nil {
 			user = ti.UserID
 		}
-		h.logger.InfoContext(r.Context(), "caller's session share reached; session refused",
-			"user_id", user, "max_sessions_per_principal", h.sessions.perPrincipal)
+		c.logger.InfoContext(r.Context(), "caller's session share reached; session refused",
+			"user_id", user, "max_sessions_per_principal", c.perPrincipal)
 		limits.WriteRefusal(w, http.StatusTooManyRequests, 5*time.Second,
-			fmt.Sprintf("Too many requests: this caller already has %d sessions open, its share. Close sessions it no longer uses (HTTP DELETE with their Mcp-Session-Id), retry later, or use the stateless 2026-07-28 protocol.", h.sessions.perPrincipal))
+			fmt.Sprintf("Too many requests: this caller already has %d sessions open, its share. Close sessions it no longer uses (HTTP DELETE with their Mcp-Session-Id), retry later, or use the stateless 2026-07-28 protocol.", c.perPrincipal))
 		return
 	}
-	h.logger.WarnContext(r.Context(), "session cap reached; session refused", "max_sessions", h.sessions.max)
+	c.logger.WarnContext(r.Context(), "session cap reached; session refused", "max_sessions", c.max)
 	limits.WriteRefusal(w, http.StatusServiceUnavailable, 5*time.Second,
-		fmt.Sprintf("Service unavailable: the server has %d sessions open, its limit. Retry later, or use the stateless 2026-07-28 protocol.", h.sessions.max))
+		fmt.Sprintf("Service unavailable: the server has %d sessions open, its limit. Retry later, or use the stateless 2026-07-28 protocol.", c.max))
 }
 
 // sessionIDRecorder notes the Mcp-Session-Id the SDK sets on a response.

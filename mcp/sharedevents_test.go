@@ -12,39 +12,19 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
 
-// TestMemorySessionEventsForgetExpiredStreams appends to a new stream
-// every minute, each living ten minutes: the log keeps a bounded number
-// of them, though none is read after it expired, and every live one.
-func TestMemorySessionEventsForgetExpiredStreams(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := NewMemorySessionEvents(func() time.Time { return now }, 10)
-	for i := range 1000 {
-		if _, err := m.Append(t.Context(), "k", fmt.Sprint("req", i), 10*time.Minute, []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(time.Minute)
-	}
-	if n := len(m.streams); n > 128 {
-		t.Errorf("%d streams kept after 1000 of which 10 live, want at most 128", n)
-	}
-	for i := 991; i < 1000; i++ {
-		if n, err := m.Last(t.Context(), "k", fmt.Sprint("req", i)); n != 0 || err != nil {
-			t.Errorf("live stream req%d: Last = %d, %v; want 0", i, n, err)
-		}
-	}
-}
-
-// countingEvents counts the Appends to its log.
-type countingEvents struct {
-	SessionEvents
+// countingLog counts the Appends to its log.
+type countingLog struct {
+	sharedsession.Log
 	appends atomic.Int64
 }
 
-func (c *countingEvents) Append(ctx context.Context, key, stream string, ttl time.Duration, data ...[]byte) (int, error) {
+func (c *countingLog) Append(ctx context.Context, key, stream string, ttl time.Duration, data ...[]byte) (int, error) {
 	c.appends.Add(1)
-	return c.SessionEvents.Append(ctx, key, stream, ttl, data...)
+	return c.Log.Append(ctx, key, stream, ttl, data...)
 }
 
 // TestSharedEventStoreHeldStreams follows requests' streams through the
@@ -88,8 +68,8 @@ func TestSharedEventStoreHeldStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
-			log := &countingEvents{SessionEvents: NewMemorySessionEvents(nil, 1000)}
-			e := &sharedEventStore{events: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(string) {},
+			log := &countingLog{Log: sharedsession.NewMemoryLog(nil, 1000)}
+			e := &sharedEventStore{log: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(string) {},
 				logger: slog.New(slog.DiscardHandler), held: map[[2]string]*heldStream{}}
 			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", nil)
 			release := func(bool) {}
@@ -122,7 +102,7 @@ func TestSharedEventStoreHeldStreams(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := log.After(ctx, SessionKey(session), stream, -1)
+			got, err := log.After(ctx, sharedsession.Key(session), stream, -1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,9 +128,9 @@ func TestSharedEventStoreHeldStreams(t *testing.T) {
 func TestSharedEventStoreResumedBeforeWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		log := NewMemorySessionEvents(nil, 10)
+		log := sharedsession.NewMemoryLog(nil, 10)
 		var told []string
-		e := &sharedEventStore{events: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(key string) { told = append(told, key) },
+		e := &sharedEventStore{log: log, ttl: time.Hour, replayed: func(context.Context, int) {}, appended: func(key string) { told = append(told, key) },
 			logger: slog.New(slog.DiscardHandler), held: map[[2]string]*heldStream{}, resumeWait: resumeWait}
 		const session = "s"
 		after := func(stream string, index int) ([]string, error) {
@@ -165,7 +145,7 @@ func TestSharedEventStoreResumedBeforeWritten(t *testing.T) {
 		}
 		go func() {
 			time.Sleep(resumeWait / 2)
-			if _, err := log.Append(ctx, SessionKey(session), "r1", time.Hour, nil, []byte("note")); err != nil {
+			if _, err := log.Append(ctx, sharedsession.Key(session), "r1", time.Hour, nil, []byte("note")); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -177,8 +157,8 @@ func TestSharedEventStoreResumedBeforeWritten(t *testing.T) {
 			t.Errorf("waited %v for a stream written after %v", waited, resumeWait/2)
 		}
 		start = time.Now()
-		if _, err := after("r2", 0); !errors.Is(err, ErrEventsDropped) {
-			t.Errorf("a request's stream never written: %v, want %v", err, ErrEventsDropped)
+		if _, err := after("r2", 0); !errors.Is(err, sharedsession.ErrEventsDropped) {
+			t.Errorf("a request's stream never written: %v, want %v", err, sharedsession.ErrEventsDropped)
 		}
 		if waited := time.Since(start); waited < resumeWait {
 			t.Errorf("a stream never written dropped after %v, want %v", waited, resumeWait)
@@ -189,7 +169,7 @@ func TestSharedEventStoreResumedBeforeWritten(t *testing.T) {
 		if got, err := after("", -1); err != nil || !slices.Equal(got, []string{"changed"}) {
 			t.Errorf("the standalone stream: %q, %v; want [changed]", got, err)
 		}
-		if !slices.Equal(told, []string{SessionKey(session)}) {
+		if !slices.Equal(told, []string{sharedsession.Key(session)}) {
 			t.Errorf("replicas told of %q, want the session's key once", told)
 		}
 	})

@@ -1,16 +1,20 @@
 package portcullis
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession/redissession"
 )
 
-// TestNewSessionStore checks which session store and event log
-// mcp.session_store gives: the Redis pair, under the key prefix, whenever
+// TestSharedSessions checks where mcp.session_store shares legacy
+// sessions: the Redis store, log and bus, under the key prefix, whenever
 // the session store is Redis, so that no replica shares sessions without
-// their streams; neither for memory.
-func TestNewSessionStore(t *testing.T) {
+// their streams; nowhere for memory.
+func TestSharedSessions(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	t.Cleanup(func() { rdb.Close() })
 	for _, tt := range []struct {
@@ -30,20 +34,18 @@ func TestNewSessionStore(t *testing.T) {
 			cfg := &configFile{}
 			cfg.MCP.SessionStore = tt.store
 			cfg.Redis.KeyPrefix = "p:"
-			store, events, err := newSessionStore(cfg, tt.rdb)
+			shared, err := sharedSessions(cfg, tt.rdb)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("error %v, want one: %v", err, tt.wantErr)
 			}
 			if !tt.wantRedis {
-				if store != nil || events != nil {
-					t.Fatalf("store %T, events %T; want neither", store, events)
+				if shared != (sharedsession.Backend{}) {
+					t.Fatalf("shared %+v; want nothing shared", shared)
 				}
 				return
 			}
-			s, ok1 := store.(*redisSessionStore)
-			e, ok2 := events.(*redisSessionEvents)
-			if !ok1 || !ok2 || s.rdb != tt.rdb || e.rdb != tt.rdb || e.prefix != "p:" || e.keep != sessionEventsKept {
-				t.Fatalf("store %#v, events %#v; want both in the Redis given, events under p: keeping %d", store, events, sessionEventsKept)
+			if want := redissession.New(redisKit(cfg, tt.rdb), "p:"); !reflect.DeepEqual(shared, want) {
+				t.Fatalf("shared %#v; want the store, log and bus in the Redis given, under p: (%#v)", shared, want)
 			}
 		})
 	}

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package portcullis
+package redissession
 
 import (
 	"context"
@@ -14,11 +14,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 	"github.com/portcullis-mcp/portcullis/internal/redistest"
-	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/internal/sharedsession"
 )
 
-// eventsStep is one call of a [mcp.SessionEvents] test, or time passing,
+// kit is rdb without waiting for replicas.
+func kit(rdb redis.UniversalClient) *rediskit.Client { return rediskit.New(rdb, rediskit.Durability{}) }
+
+// eventsStep is one call of a [sharedsession.Log] test, or time passing,
 // with what it must give.
 type eventsStep struct {
 	op      string // "append", "after", "last", "delete", "advance"
@@ -46,7 +50,7 @@ func afterEv(session, stream string, index int, want ...string) eventsStep {
 }
 
 func droppedEv(session, stream string, index int) eventsStep {
-	return eventsStep{op: "after", session: session, stream: stream, index: index, err: mcp.ErrEventsDropped}
+	return eventsStep{op: "after", session: session, stream: stream, index: index, err: sharedsession.ErrEventsDropped}
 }
 
 func lastEv(session, stream string, want int) eventsStep {
@@ -60,8 +64,8 @@ func advance(d time.Duration) eventsStep { return eventsStep{op: "advance", d: d
 // eventsKept is the events kept per stream in the semantics test.
 const eventsKept = 3
 
-// eventsCases are the semantics every [mcp.SessionEvents] has, as
-// [mcp.MemorySessionEvents] defines them. Times are minutes apart, so that
+// eventsCases are the semantics every [sharedsession.Log] has, as
+// [sharedsession.MemoryLog] defines them. Times are minutes apart, so that
 // what a real Redis takes to answer cannot move a step across a deadline.
 var eventsCases = []struct {
 	name  string
@@ -162,14 +166,14 @@ var eventsCases = []struct {
 	},
 }
 
-// eventsSubject is a [mcp.SessionEvents] under test, fresh for each case,
+// eventsSubject is a [sharedsession.Log] under test, fresh for each case,
 // and how to move its clock.
 type eventsSubject struct {
-	events  mcp.SessionEvents
+	events  sharedsession.Log
 	advance func(t *testing.T, d time.Duration)
 }
 
-// TestSessionEventsAgree runs the semantics of [mcp.MemorySessionEvents]
+// TestSessionEventsAgree runs the semantics of [sharedsession.MemoryLog]
 // against it and against the Redis log on one server and on a
 // three-primary Cluster, so that they provably agree. On Redis time
 // passes by shortening every key's TTL, which is all the time the log
@@ -184,7 +188,7 @@ func TestSessionEventsAgree(t *testing.T) {
 		{name: "memory", new: func(*testing.T, int) eventsSubject {
 			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			return eventsSubject{
-				events:  mcp.NewMemorySessionEvents(func() time.Time { return now }, eventsKept),
+				events:  sharedsession.NewMemoryLog(func() time.Time { return now }, eventsKept),
 				advance: func(_ *testing.T, d time.Duration) { now = now.Add(d) },
 			}
 		}},
@@ -212,7 +216,7 @@ func TestSessionEventsAgree(t *testing.T) {
 // redisSubject is the Redis log on rdb under prefix, keeping eventsKept.
 func redisSubject(rdb redis.UniversalClient, prefix string) eventsSubject {
 	return eventsSubject{
-		events:  &redisSessionEvents{rdb: rdb, prefix: prefix, keep: eventsKept},
+		events:  &Log{rdb: rdb, prefix: prefix, keep: eventsKept},
 		advance: func(t *testing.T, d time.Duration) { shortenTTLs(t, rdb, prefix, d) },
 	}
 }
@@ -272,7 +276,7 @@ func redisKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string 
 func runEventsStep(t *testing.T, s eventsSubject, where string, st eventsStep) {
 	t.Helper()
 	ctx := t.Context()
-	key := mcp.SessionKey("session " + st.session)
+	key := sharedsession.Key("session " + st.session)
 	switch st.op {
 	case "append":
 		var data [][]byte
@@ -330,8 +334,8 @@ func TestRedisSessionEventsLayout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			const id = "sEsSiOnIdThAtMuStNoTlEaK"
-			key := mcp.SessionKey(id)
-			e := newRedisSessionEvents(tc.rdb, "test:")
+			key := sharedsession.Key(id)
+			e := NewLog(kit(tc.rdb), "test:")
 			for _, stream := range []string{"", "", "s1"} {
 				if _, err := e.Append(ctx, key, stream, time.Hour, []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)); err != nil {
 					t.Fatal(err)
@@ -408,8 +412,8 @@ func redisValues(t *testing.T, rdb redis.UniversalClient, key string) []string {
 // the retry a new event, which is the price of remembering one token.
 func TestRedisSessionEventsRetriedAppend(t *testing.T) {
 	ctx := t.Context()
-	e := newRedisSessionEvents(redistest.Start(t).Client(t), "test:")
-	key := mcp.SessionKey("s")
+	e := NewLog(kit(redistest.Start(t).Client(t)), "test:")
+	key := sharedsession.Key("s")
 	for i, want := range []int{0, 0, 1, 1} {
 		token := fmt.Sprintf("%016x", i/2+1)
 		n, err := e.append(ctx, key, "", time.Hour, token, [][]byte{[]byte("x")})
@@ -430,7 +434,7 @@ func TestRedisSessionEventsForgetsExpiredStreams(t *testing.T) {
 	ctx := t.Context()
 	rdb := redistest.Start(t).Client(t)
 	s := redisSubject(rdb, "test:")
-	key := mcp.SessionKey("s")
+	key := sharedsession.Key("s")
 	hash := "test:events:{" + key + "}:streams"
 	if _, err := s.events.Append(ctx, key, "", time.Hour, []byte("x")); err != nil {
 		t.Fatal(err)
@@ -448,8 +452,8 @@ func TestRedisSessionEventsForgetsExpiredStreams(t *testing.T) {
 
 // TestRedisSessionEventsBus publishes from two replicas, each on its own
 // client, and checks that every listener gets every message in order, on
-// one server, Sentinel and Cluster; and that a listener whose context
-// ends stops listening.
+// one server, Sentinel and Cluster; and that a listener whose subscription
+// is closed stops listening.
 func TestRedisSessionEventsBus(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -470,15 +474,13 @@ func TestRedisSessionEventsBus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ca, cb := tc.clients(t)
-			a, b := newRedisSessionEvents(ca, "test:"), newRedisSessionEvents(cb, "test:")
-			ctxB, stopB := context.WithCancel(t.Context())
-			defer stopB()
-			gotA, gotB := listenFor(t, t.Context(), a), listenFor(t, ctxB, b)
-			if n := subscribers(t, ca, a.channel()); n != 2 {
+			a, b := NewBus(kit(ca), "test:"), NewBus(kit(cb), "test:")
+			gotA, gotB := listenFor(t, a), listenFor(t, b)
+			if n := subscribers(t, ca, a.channel); n != 2 {
 				t.Fatalf("%d subscribers once both listen, want 2", n)
 			}
 			for _, p := range []struct {
-				from *redisSessionEvents
+				from *Bus
 				msg  string
 			}{{a, "1"}, {a, "2"}, {b, "3"}, {a, "4"}} {
 				if err := p.from.Publish(t.Context(), []byte(p.msg)); err != nil {
@@ -489,15 +491,17 @@ func TestRedisSessionEventsBus(t *testing.T) {
 			gotA.wait(t, "a", want)
 			gotB.wait(t, "b", want)
 
-			stopB()
+			if err := gotB.sub.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if err := a.Publish(t.Context(), []byte("5")); err != nil {
 				t.Fatal(err)
 			}
 			gotA.wait(t, "a", append(want, "5"))
 			if got := gotB.list(); len(got) != len(want) {
-				t.Errorf("b got %q after its context ended, want %q", got, want)
+				t.Errorf("b got %q after its subscription was closed, want %q", got, want)
 			}
-			waitFor(t, "b's subscription to end", func() bool { return subscribers(t, ca, a.channel()) == 1 })
+			waitFor(t, "b's subscription to end", func() bool { return subscribers(t, ca, a.channel) == 1 })
 		})
 	}
 }
@@ -522,8 +526,8 @@ func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, fail := tc.start(t)
-			e := newRedisSessionEvents(rdb, "test:")
-			got := listenFor(t, t.Context(), e)
+			e := NewBus(kit(rdb), "test:")
+			got := listenFor(t, e)
 			if err := e.Publish(t.Context(), []byte("before")); err != nil {
 				t.Fatal(err)
 			}
@@ -547,6 +551,7 @@ func TestRedisSessionEventsListenOutlivesRedis(t *testing.T) {
 
 // received collects what a listener delivers.
 type received struct {
+	sub  sharedsession.Subscription
 	mu   sync.Mutex
 	msgs []string
 	gaps int           // how many times it was told it lost messages
@@ -586,11 +591,11 @@ func (r *received) wait(t *testing.T, who string, want []string) {
 	}
 }
 
-// listenFor listens on e until ctx ends, collecting what arrives.
-func listenFor(t *testing.T, ctx context.Context, e *redisSessionEvents) *received {
+// listenFor subscribes to e until the test ends, collecting what arrives.
+func listenFor(t *testing.T, e *Bus) *received {
 	t.Helper()
 	r := &received{more: make(chan struct{}, 1)}
-	err := e.Listen(ctx, func(msg []byte) {
+	sub, err := e.Subscribe(t.Context(), func(msg []byte) {
 		r.mu.Lock()
 		r.msgs = append(r.msgs, string(msg))
 		r.mu.Unlock()
@@ -606,6 +611,8 @@ func listenFor(t *testing.T, ctx context.Context, e *redisSessionEvents) *receiv
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.sub = sub
+	t.Cleanup(func() { sub.Close() })
 	return r
 }
 
