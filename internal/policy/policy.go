@@ -158,6 +158,9 @@ type rule struct {
 	// argument is decoded.
 	topArgs []string
 	allArgs bool
+	// scalarPaths are the argument paths the expression compares with a
+	// scalar literal (see checkScalars).
+	scalarPaths [][]string
 }
 
 // toolRules are the rules that apply to one tool, in configuration order.
@@ -316,6 +319,7 @@ func (r *rule) inspect(a *celast.AST, problems *[]string) {
 		case celast.CallKind:
 			call := n.AsCall()
 			args := call.Args()
+			r.recordScalarPath(call)
 			switch call.FunctionName() {
 			case operators.Index, operators.OptIndex:
 				if key, ok := stringLiteral(args[1]); ok {
@@ -553,21 +557,37 @@ func (s *Set) Arguments(in *Input, args []byte) *Refusal {
 	}
 	act := newActivation(tr, in)
 	act.args = decoded
-	return evalAll(tr.args, act)
+	for _, r := range tr.args {
+		if err := r.checkScalars(decoded); err != nil {
+			return &Refusal{Rule: r.Name, Hidden: r.Hidden, Err: err}
+		}
+		if ref := eval(r, act); ref != nil {
+			return ref
+		}
+	}
+	return nil
 }
 
 func evalAll(rules []*rule, act *activation) *Refusal {
 	for _, r := range rules {
-		out, _, err := r.prg.Eval(act)
-		if err != nil {
-			return &Refusal{Rule: r.Name, Hidden: r.Hidden, Err: fmt.Errorf("policy: rule %q: %w", r.Name, err)}
+		if ref := eval(r, act); ref != nil {
+			return ref
 		}
-		if b, ok := out.(types.Bool); !ok || !bool(b) {
-			if !ok {
-				return &Refusal{Rule: r.Name, Hidden: r.Hidden, Err: fmt.Errorf("policy: rule %q: not a bool: %v", r.Name, out.Type())}
-			}
-			return &Refusal{Rule: r.Name, Hidden: r.Hidden}
+	}
+	return nil
+}
+
+// eval decides r: nil when it holds.
+func eval(r *rule, act *activation) *Refusal {
+	out, _, err := r.prg.Eval(act)
+	if err != nil {
+		return &Refusal{Rule: r.Name, Hidden: r.Hidden, Err: fmt.Errorf("policy: rule %q: %w", r.Name, err)}
+	}
+	if b, ok := out.(types.Bool); !ok || !bool(b) {
+		if !ok {
+			return &Refusal{Rule: r.Name, Hidden: r.Hidden, Err: fmt.Errorf("policy: rule %q: not a bool: %v", r.Name, out.Type())}
 		}
+		return &Refusal{Rule: r.Name, Hidden: r.Hidden}
 	}
 	return nil
 }

@@ -123,6 +123,8 @@ func TestArgumentRules(t *testing.T) {
 		Spec{Key: "k1", Tool: "query", Name: "small", Allow: `!has(args.limit) || args.limit <= 100`},
 		Spec{Key: "k2", Tool: "nested", Name: "nested", Allow: `args.target.env != "production"`},
 		Spec{Key: "k3", Tool: "query", Name: "caller-only", Allow: `caller.subject != "mallory"`},
+		Spec{Key: "k4", Tool: "deploy", Name: "not-prod", Allow: `args.env != "production" && !(args.target.region in ["eu-prod", "us-prod"])`},
+		Spec{Key: "k5", Tool: "divide", Name: "divisor", Allow: `100 / args.by > 1`},
 	)
 	in := &Input{Caller: analyst, Tool: Tool{Name: "query"}}
 	tests := []struct {
@@ -149,8 +151,8 @@ func TestArgumentRules(t *testing.T) {
 		{name: "duplicate key", args: `{"database":"analytics","database":"prod"}`, wantRule: "analytics-only", wantErr: true},
 		{name: "duplicate key escaped", args: `{"database":"analytics","d\u0061tabase":"prod"}`, wantRule: "analytics-only", wantErr: true},
 		{name: "number as string", args: `{"database":"analytics","limit":"5"}`, wantRule: "small", wantErr: true},
-		{name: "object for a scalar", args: `{"database":{"name":"analytics"}}`, wantRule: "analytics-only"},
-		{name: "array for a scalar", args: `{"database":["analytics"]}`, wantRule: "analytics-only"},
+		{name: "object for a scalar", args: `{"database":{"name":"analytics"}}`, wantRule: "analytics-only", wantErr: true},
+		{name: "array for a scalar", args: `{"database":["analytics"]}`, wantRule: "analytics-only", wantErr: true},
 		{name: "invalid utf-8", args: "{\"database\":\"analytics\xff\"}", wantRule: "analytics-only", wantErr: true},
 		{name: "trailing data", args: `{"database":"analytics"} {}`, wantRule: "analytics-only", wantErr: true},
 		{name: "an argument no rule reads", args: `{"database":"analytics","blob":{"a":[1,{"b":"}],\""}],"c":"\\"},"n":-1.5e3,"t":true}`},
@@ -160,6 +162,13 @@ func TestArgumentRules(t *testing.T) {
 		{name: "nested refused", tool: "nested", args: `{"target":{"env":"production"}}`, wantRule: "nested"},
 		{name: "nested case", tool: "nested", args: `{"target":{"env":"staging","ENV":"production"}}`, wantRule: "nested", wantErr: true},
 		{name: "nested scalar for an object", tool: "nested", args: `{"target":"production"}`, wantRule: "nested", wantErr: true},
+		{name: "not equal, allowed", tool: "deploy", args: `{"env":"staging","target":{"region":"eu-test"}}`},
+		{name: "not equal, refused", tool: "deploy", args: `{"env":"production","target":{"region":"eu-test"}}`, wantRule: "not-prod"},
+		{name: "list where != expects a scalar", tool: "deploy", args: `{"env":["production"],"target":{"region":"eu-test"}}`, wantRule: "not-prod", wantErr: true},
+		{name: "object where != expects a scalar", tool: "deploy", args: `{"env":{"name":"production"},"target":{"region":"eu-test"}}`, wantRule: "not-prod", wantErr: true},
+		{name: "nested list where in expects a scalar", tool: "deploy", args: `{"env":"staging","target":{"region":["eu-prod"]}}`, wantRule: "not-prod", wantErr: true},
+		{name: "expression error", tool: "divide", args: `{"by":0}`, wantRule: "divisor", wantErr: true},
+		{name: "expression holds", tool: "divide", args: `{"by":2}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
