@@ -96,6 +96,8 @@ func TestPolicyRules(t *testing.T) {
 				{name: "built-in tool allowed", endpoint: root, tool: "calculator", args: `{"operation":"add","a":1,"b":2}`, want: `"result":3`},
 				{name: "built-in tool refused", endpoint: root, tool: "calculator", args: `{"operation":"divide","a":1,"b":2}`, wantRule: "no-divide"},
 				{name: "built-in tool smuggled by case", endpoint: root, tool: "calculator", args: `{"operation":"add","OPERATION":"divide","a":1,"b":2}`, wantRule: "no-divide"},
+				{name: "a list where the rule compares a scalar", endpoint: root, tool: "calculator", args: `{"operation":["divide"],"a":1,"b":2}`, wantRule: "no-divide"},
+				{name: "an object where the rule compares a scalar", endpoint: root, tool: "spy_lookup_order", args: `{"order_id":"` + usRoot + `","region":{"name":"eu"}}`, wantRule: "eu-only"},
 				{name: "hidden by a caller rule", endpoint: root, tool: "echo", args: `{"text":"hi"}`, want: "Unknown tool"},
 				{name: "renamed upstream tool, fixed arguments read", endpoint: a, tool: "order", args: `{"order_id":"` + euA + `"}`, want: euA + ": done"},
 				{name: "renamed upstream tool refused", endpoint: a, tool: "order", args: `{"order_id":"` + usA + `"}`, wantRule: "berlin-eu-orders"},
