@@ -135,6 +135,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		Identity:        identity,
 		RequestIDHeader: mcp.RequestIDHeader,
 		RecordEnduserID: cfg.Telemetry.RecordEnduserID,
+		CalledAs:        mcp.CalledAs,
 	}
 	telemetry := observability.MCPMiddleware(telemetryOpts)
 	rdb, err := openRedis(ctx, cfg, metrics, logger)

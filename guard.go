@@ -141,6 +141,9 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server 
 		if d.Rule != "" {
 			attrs = append(attrs, slog.String("rule", d.Rule))
 		}
+		if d.CalledAs != "" {
+			attrs = append(attrs, slog.String("tool_called_as", truncateName(d.CalledAs)))
+		}
 		if server != "" {
 			attrs = append(attrs, slog.String("server", server))
 		}

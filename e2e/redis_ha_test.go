@@ -83,7 +83,8 @@ type haOp struct {
 // grant, a code, a consent, a registration and a legacy session are made
 // (asRedisPair.hold). The primary is killed. Calls that fail are those
 // under way during the switch, none before and none once the replica is
-// promoted and the client has found it; so are task tools answered at
+// promoted, the client has found it and the killed server is back as its
+// replica (writes wait for one replica on Sentinel); so are task tools answered at
 // once without a task (what a replica does while the task store does not
 // answer); the plain tool calls never fail (rate limits fall back to each
 // replica's own buckets meanwhile); every task created before the kill is
@@ -195,10 +196,18 @@ func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
 	killedAt := time.Now()
 	took := d.KillPrimary()
 	promotedAt := killedAt.Add(took)
+	// KillPrimary returns once the killed server is back as the new
+	// primary's replica. Until then no write can be acknowledged by a
+	// replica (redis.wait.replicas is 1 on Sentinel by default), so a task
+	// cannot be kept; from then on it must be.
+	relinkedAt := time.Now()
 	// The client finds the new primary within its retries once the
 	// sentinels name it; allow it this long after the promotion.
 	const settle = 3 * time.Second
 	settled := promotedAt.Add(settle)
+	if relinkedAt.After(settled) {
+		settled = relinkedAt
+	}
 	// The load through and after the switch: 40 rounds' calls begun once
 	// the client has settled.
 	pollUntil(t, 30*time.Second, func() string {
@@ -242,8 +251,8 @@ func TestRedisSentinelFailoverUnderLoad(t *testing.T) {
 	}
 	total := len(ops)
 	mu.Unlock()
-	t.Logf("%d calls, %d under way during the switch (the primary killed, the replica promoted %v later, %v allowed for the client to follow): %d failed, %d task-tool calls answered at once without a task",
-		total, inSwitch, took.Round(time.Millisecond), settle, failed, inline)
+	t.Logf("%d calls, %d under way during the switch (the primary killed, the replica promoted %v later, a replica again %v later, %v allowed for the client to follow): %d failed, %d task-tool calls answered at once without a task",
+		total, inSwitch, took.Round(time.Millisecond), relinkedAt.Sub(promotedAt).Round(time.Millisecond), settle, failed, inline)
 
 	// Nothing created before the kill is lost: each task is there and
 	// completed (read through either replica).

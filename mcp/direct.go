@@ -45,20 +45,23 @@ import (
 type directCalls struct {
 	lookup  func(name string) catalog.DirectHandler
 	support func(name string) tasks.ToolTasks
+	// resolve finds the tool an App's call names by its upstream's name
+	// (see [toolGate.resolve]).
+	resolve func(ctx context.Context, info *sdkauth.TokenInfo, name string) (listed string, ambiguous []string)
 	chain   sdk.MethodHandler
 	impl    *sdk.Implementation // the server's, named in each result
 }
 
 // newDirectCalls returns the direct calls of the tools lookup finds (by
-// the name callers call them, as support answers for them), run through
-// mws (outermost first, as the SDK server applies them), by the server
-// impl.
-func newDirectCalls(lookup func(name string) catalog.DirectHandler, support func(name string) tasks.ToolTasks, mws []sdk.Middleware, impl *sdk.Implementation) *directCalls {
+// the name callers call them, as support answers for them, or by a name
+// gate resolves to one), run through mws (outermost first, as the SDK
+// server applies them), by the server impl.
+func newDirectCalls(lookup func(name string) catalog.DirectHandler, support func(name string) tasks.ToolTasks, gate *toolGate, mws []sdk.Middleware, impl *sdk.Implementation) *directCalls {
 	var h sdk.MethodHandler = callDirect
 	for i := len(mws) - 1; i >= 0; i-- {
 		h = mws[i](h)
 	}
-	return &directCalls{lookup: lookup, support: support, chain: h, impl: impl}
+	return &directCalls{lookup: lookup, support: support, resolve: gate.resolve, chain: h, impl: impl}
 }
 
 type directKey struct{}
@@ -103,8 +106,16 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, body []byt
 	if name == "" {
 		return false
 	}
+	// An App's call by its upstream's name is a call of the listed tool
+	// (apps.go); the header and the body still name the same.
+	listed := name
 	handler := h.direct.lookup(name)
-	if handler == nil || h.direct.support(name).Support != tasks.SupportNone || !directHeaders(r.Header) || !sdkAcceptsHost(r) {
+	if handler == nil {
+		if l, _ := h.direct.resolve(r.Context(), sdkauth.TokenInfoFromContext(r.Context()), name); l != "" {
+			listed, handler = l, h.direct.lookup(l)
+		}
+	}
+	if handler == nil || h.direct.support(listed).Support != tasks.SupportNone || !directHeaders(r.Header) || !sdkAcceptsHost(r) {
 		return false
 	}
 	var params sdk.CallToolParamsRaw
@@ -114,7 +125,7 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, body []byt
 	if v, _ := params.Meta[sdk.MetaKeyProtocolVersion].(string); v != statelessEra {
 		return false
 	}
-	params.Name = strings.Clone(params.Name) // kept by metrics; the rest points into the body
+	params.Name = strings.Clone(listed) // kept by metrics; the rest points into the body
 	req := &sdk.CallToolRequest{
 		Params: &params,
 		Extra:  &sdk.RequestExtra{TokenInfo: sdkauth.TokenInfoFromContext(r.Context()), Header: r.Header},
@@ -139,6 +150,9 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, body []byt
 	r.Header.Set(RequestIDHeader, idText(m.ID))
 
 	ctx := context.WithValue(r.Context(), directKey{}, handler)
+	if listed != name {
+		ctx = withCalledAs(ctx, strings.Clone(name))
+	}
 	res, err := h.direct.chain(ctx, "tools/call", req)
 	resp := &jsonrpc.Response{ID: id}
 	status := http.StatusOK

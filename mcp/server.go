@@ -77,7 +77,9 @@ type Deps struct {
 	// means none.
 	OnDenied DenialHook
 	// Middleware is added to the server's receiving middleware, outermost
-	// first, before Portcullis's own (so it sees what clients see). It
+	// first, before Portcullis's own (so it sees what clients see, but a
+	// call of a tool by a name that stands for it as the call of the
+	// listed tool, see [CalledAs]). It
 	// also runs around the calls the HTTP handler serves without the SDK
 	// server (see [catalog.DirectHandler]), whose requests carry no
 	// session.
@@ -209,7 +211,9 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	gate := newToolGate(deps.Policy, deps.Rules, tools, deps.OnDenied, deps.Transport == HTTP && deps.StepUp != nil)
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
-	mws := append([]sdk.Middleware{}, deps.Middleware...)
+	// Outermost: an App's call by its upstream's name is a call of the
+	// listed tool for every layer (apps.go).
+	mws := append([]sdk.Middleware{resolveToolsMiddleware(gate)}, deps.Middleware...)
 	var (
 		caps    *sessionCap
 		streams *openStreams
@@ -243,7 +247,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	s.AddReceivingMiddleware(mws...)
 	srv := &Server{sdk: s, view: view}
 	if deps.Transport == HTTP {
-		srv.handler = newHandler(s, opts, gate, newDirectCalls(direct, support, mws, impl), caps, streams, shared, deps)
+		srv.handler = newHandler(s, opts, gate, newDirectCalls(direct, support, gate, mws, impl), caps, streams, shared, deps)
 	}
 	return srv
 }

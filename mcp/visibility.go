@@ -54,12 +54,16 @@ type Denial struct {
 	// Reason is [DenialUnknownTool].
 	Tool string
 	// Reason is [DenialPolicy], [DenialUnknownTool], [DenialStepUp] or
-	// [DenialRule].
+	// [DenialRule]. A name that stands for several tools of upstreams
+	// serving Apps (see [CalledAs]) is not registered: [DenialUnknownTool].
 	Reason string
 	// Rule names the expression rule that refused the call, with
 	// [DenialRule], and with [DenialPolicy] when a rule that hides the
 	// tool refused it; empty otherwise.
 	Rule string
+	// CalledAs is the name the caller sent when Tool is the listed name
+	// of the tool it stands for (see [CalledAs]); empty otherwise.
+	CalledAs string
 	// Needed are the scopes the policy says the call needs (sent to the
 	// caller only with a step-up). Empty for an unknown tool.
 	Needed []string
@@ -101,6 +105,7 @@ type toolGate struct {
 	policy ToolPolicy // nil: every registered tool is visible
 	rules  Rules      // nil: none
 	tools  Tools
+	apps   appTools // tools, when it serves MCP Apps' names (apps.go); else nil
 	hook   DenialHook
 	// stepUp is whether a caller may see a tool it may not call, and be
 	// told which scopes would let it: over HTTP with auth on. Otherwise
@@ -109,7 +114,9 @@ type toolGate struct {
 }
 
 func newToolGate(policy ToolPolicy, rules Rules, tools Tools, hook DenialHook, stepUp bool) *toolGate {
-	return &toolGate{policy: policy, rules: rules, tools: tools, hook: hook, stepUp: stepUp}
+	g := &toolGate{policy: policy, rules: rules, tools: tools, hook: hook, stepUp: stepUp}
+	g.apps, _ = tools.(appTools)
+	return g
 }
 
 // ruleRefusal is the answer to a call of a tool the caller sees that a
@@ -118,13 +125,25 @@ func ruleRefusal(rule string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("Forbidden: the policy rule %q refuses this call.", rule)}
 }
 
-// check returns nil, nil when the caller with info may call tool. When the
-// caller sees the tool but may not call it, it returns the scopes to step
-// up to; otherwise the unknown-tool error. Either way it reports the
-// denial.
+// check returns nil, nil when the caller with info may call tool, by its
+// listed name or one that stands for it (see [toolGate.resolve]). When
+// the caller sees the tool but may not call it, it returns the scopes to
+// step up to; otherwise the unknown-tool error, or the error that names
+// the tools a name stands for. Either way it reports the denial.
 func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool string) (stepUp []string, jerr *jsonrpc.Error) {
 	d := Denial{Tool: tool, Info: info, Reason: DenialUnknownTool}
-	if g.tools.HasTool(tool) {
+	known := g.tools.HasTool(tool)
+	if !known && g.apps != nil {
+		listed, ambiguous := g.resolve(ctx, info, tool)
+		if len(ambiguous) > 1 {
+			g.report(ctx, d)
+			return nil, ambiguousToolError(tool, ambiguous)
+		}
+		if listed != "" {
+			d.Tool, d.CalledAs, tool, known = listed, tool, listed, true
+		}
+	}
+	if known {
 		ok, needed, hidden := true, []string(nil), false
 		if g.policy != nil {
 			ok, needed, hidden = g.policy(info, tool)
@@ -220,7 +239,7 @@ func (g *toolGate) arguments(ctx context.Context, info *sdkauth.TokenInfo, view 
 	if rule == "" {
 		return nil
 	}
-	g.report(ctx, Denial{Tool: tool, Info: info, Reason: DenialRule, Rule: rule})
+	g.report(ctx, Denial{Tool: tool, Info: info, Reason: DenialRule, Rule: rule, CalledAs: CalledAs(ctx)})
 	return ruleRefusal(rule)
 }
 

@@ -39,6 +39,9 @@ const (
 	// the root server.
 	attrServer       = attribute.Key("portcullis.server")
 	attrToolOriginal = attribute.Key("portcullis.tool.original")
+	// The name a tools/call used when it is not the tool's listed name
+	// (an MCP App's call by its upstream's name).
+	attrToolCalledAs = attribute.Key("portcullis.tool.called_as")
 )
 
 // ErrorTypeTool is the error_type of a tools/call whose result has isError
@@ -93,6 +96,12 @@ type MCPOptions struct {
 	// metrics (portcullis_tool_original); empty when the name is the
 	// same. Nil means never.
 	OriginalTool func(exposed string) string
+	// CalledAs returns, for a tools/call, the name the caller used when
+	// the request names the tool by its listed name instead (an MCP
+	// App's call by its upstream's name, which the server resolved
+	// before this middleware), for the audit line (tool_called_as) and
+	// spans (portcullis.tool.called_as); "" otherwise. Nil means never.
+	CalledAs func(ctx context.Context) string
 }
 
 // TelemetryOptions is the `telemetry:` section of the configuration: what
@@ -171,6 +180,9 @@ func (t *mcpTelemetry) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		start := t.Now()
 		c := t.describe(method, req)
+		if t.CalledAs != nil && c.name != "" && method == "tools/call" {
+			c.calledAs = truncate(t.CalledAs(ctx))
+		}
 		ctx, span := t.startSpan(ctx, c, req)
 		defer span.End()
 		// Attributes cost allocations; build them only for a span that
@@ -239,6 +251,7 @@ type call struct {
 	// renamed; empty otherwise.
 	toolOriginal string
 	name         string // the tool or prompt name as sent, truncated
+	calledAs     string // tools/call only: the name used, when not name (see MCPOptions.CalledAs)
 	spanTarget   string // the span name's target, only for a known target
 	subject      string // the caller, from the token; empty when auth is off
 	clientID     string
@@ -274,7 +287,7 @@ func (t *mcpTelemetry) describe(method string, req sdk.Request) call {
 }
 
 // maxSpanAttrs is the most attributes [mcpTelemetry.attributes] sets.
-const maxSpanAttrs = 11
+const maxSpanAttrs = 12
 
 // transport is the network.transport of a request. Requests that came
 // over HTTP carry its header, which has a Content-Type: the SDK serves only
@@ -300,6 +313,9 @@ func (t *mcpTelemetry) attributes(method string, c call, req sdk.Request) []attr
 			attrs = append(attrs, attrGenAIToolName.String(c.name), attrGenAIOperationName.String("execute_tool"))
 			if c.toolOriginal != "" {
 				attrs = append(attrs, attrToolOriginal.String(c.toolOriginal))
+			}
+			if c.calledAs != "" {
+				attrs = append(attrs, attrToolCalledAs.String(c.calledAs))
 			}
 		}
 	case *sdk.GetPromptRequest:
@@ -501,6 +517,9 @@ func (t *mcpTelemetry) audit(ctx context.Context, c call, req sdk.Request, errTy
 	}
 	if c.toolOriginal != "" {
 		attrs = append(attrs, slog.String("tool_original", c.toolOriginal))
+	}
+	if c.calledAs != "" {
+		attrs = append(attrs, slog.String("tool_called_as", c.calledAs))
 	}
 	if errType != "" {
 		attrs = append(attrs, slog.String("error_type", errType))

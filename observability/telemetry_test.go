@@ -664,6 +664,31 @@ func TestAuditLineOfVirtualServer(t *testing.T) {
 	}
 }
 
+// TestAuditLineCalledAs: the audit line of a call that named its tool by
+// another name than the listed one (an MCP App's call by its upstream's
+// name) names both.
+func TestAuditLineCalledAs(t *testing.T) {
+	var logs syncbuf.Buffer
+	logger, err := NewLogger(&logs, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, newServer(t, MCPOptions{Logger: logger, CalledAs: func(ctx context.Context) string { return "say" }}))
+	if _, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "tool call" {
+			line = m
+		}
+	}
+	if line["tool"] != "echo" || line["tool_called_as"] != "say" {
+		t.Errorf("audit line %v, want tool echo, tool_called_as say", line)
+	}
+}
+
 // TestSharedSessionCounters checks that the hooks of sessions shared
 // between replicas count what they are told: sessions rebuilt, events
 // replayed (by the number of events) and answers forwarded.

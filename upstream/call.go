@@ -164,7 +164,7 @@ func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string,
 	if err != nil {
 		return u.fail.errorResult(kind, err), nil
 	}
-	return res, nil
+	return u.servedResult(res), nil
 }
 
 // toolError reports whether res is a tool's error result.

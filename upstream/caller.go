@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 )
 
 // The caller's request, not Portcullis's. On the 2026-07-28 era every
@@ -46,9 +48,10 @@ func callerMeta[P sdk.Params](m sdk.Meta, sess *sdk.ClientSession, req *sdk.Serv
 // forwardedCapabilities is the clientCapabilities object sent upstream for
 // a caller that declared c (nil: nothing): its sampling, elicitation and
 // roots as declared, whose requests Portcullis passes on to the caller
-// (relay.go, mrtr.go). Extensions and experimental capabilities are left
-// out: an extension Portcullis does not know could change what the
-// upstream answers into something Portcullis cannot carry back. (The
+// (relay.go, mrtr.go), and the MCP Apps extension as declared, whose
+// Apps Portcullis serves. Other extensions and experimental capabilities
+// are left out: an extension Portcullis does not know could change what
+// the upstream answers into something Portcullis cannot carry back. (The
 // tasks extension is added for a call that may become a remote task, see
 // tasks.go.) The object is built as a map: the SDK's
 // ClientCapabilities encodes an empty "roots" even when the client has
@@ -66,6 +69,9 @@ func forwardedCapabilities(c *sdk.ClientCapabilities) map[string]any {
 	}
 	if c.RootsV2 != nil {
 		caps["roots"] = c.RootsV2
+	}
+	if ui, ok := c.Extensions[mcpapps.ExtensionID]; ok {
+		caps["extensions"] = map[string]any{mcpapps.ExtensionID: ui}
 	}
 	return caps
 }

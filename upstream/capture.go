@@ -163,5 +163,10 @@ func tasksCapability(meta sdk.Meta) {
 		caps = map[string]any{}
 		meta[sdk.MetaKeyClientCapabilities] = caps
 	}
-	caps["extensions"] = map[string]any{tasks.ExtensionID: map[string]any{}}
+	ext, ok := caps["extensions"].(map[string]any)
+	if !ok {
+		ext = map[string]any{}
+		caps["extensions"] = ext
+	}
+	ext[tasks.ExtensionID] = map[string]any{}
 }

@@ -6,25 +6,35 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 )
 
 // newClient returns the SDK client an upstream's sessions are opened
 // with, named impl. Its handlers are the relay's: what the upstream sends
 // besides its answers goes to r, and the count of each session's awaited
 // notifications handled to its notes (l).
-func newClient(impl *sdk.Implementation, logger *slog.Logger, r *relay, l *links) *sdk.Client {
+func newClient(impl *sdk.Implementation, logger *slog.Logger, r *relay, l *links, apps bool) *sdk.Client {
+	caps := &sdk.ClientCapabilities{
+		Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
+		//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
+		RootsV2: &sdk.RootCapabilities{},
+	}
+	if apps {
+		// One session serves callers that render Apps and callers that
+		// do not: the extension requires a text result of every App's
+		// tool, which the others get (Options.AppsExtension).
+		caps.AddExtension(mcpapps.ExtensionID, mcpapps.Capability())
+	}
 	c := sdk.NewClient(impl, &sdk.ClientOptions{
 		Logger: logger,
 		// Elicitation, sampling and roots are offered so that an upstream
 		// of an older era may ask its caller during a call (relay.go); a
 		// caller that cannot answer has the request refused. A 2026-07-28
 		// upstream is sent the caller's own capabilities with each call
-		// instead (caller.go).
-		Capabilities: &sdk.ClientCapabilities{
-			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
-			//lint:ignore SA1019 the 2026-07-28 revision deprecates MCP logging, sampling and roots; clients of earlier revisions still use them
-			RootsV2: &sdk.RootCapabilities{},
-		},
+		// instead (caller.go); Portcullis's own requests, such as its
+		// lists, carry these.
+		Capabilities: caps,
 		// A 2026-07-28 upstream's input-required results are passed to
 		// the caller or fulfilled by Portcullis itself (mrtr.go), never by
 		// the SDK client.

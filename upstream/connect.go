@@ -63,7 +63,7 @@ func newConnector(o Options, deps Deps, logger *slog.Logger, r *relay) *connecto
 		links:  &links{inflight: &r.inflight},
 		now:    time.Now,
 	}
-	c.client = newClient(c.impl, logger, r, c.links)
+	c.client = newClient(c.impl, logger, r, c.links, o.declaresApps())
 	c.dialFn = c.dial
 	c.dialEnvFn = c.dialStdioEnv
 	return c

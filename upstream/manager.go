@@ -47,9 +47,9 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 	if fc, ok := cat.(interface{ ForwardToSources() }); ok && len(list) > 0 {
 		fc.ForwardToSources()
 	}
-	for _, o := range list {
+	for i, o := range list {
 		o.Defaults()
-		m.ups = append(m.ups, newProxy(o, cat, deps))
+		m.ups = append(m.ups, newProxy(o, i, cat, deps))
 	}
 	return m, nil
 }

@@ -71,7 +71,10 @@ type Options struct {
 	// Prefix namespaces the upstream's tools and prompts: an upstream tool
 	// "search" is served as "<prefix>_search". Unset means the name; an
 	// empty string serves the upstream's names unchanged. Resource URIs are
-	// never rewritten.
+	// served as the upstream names them, except the ui:// URIs of MCP Apps,
+	// served under the prefix (ui://app/x.html as ui://<prefix>/app/x.html)
+	// so that two upstreams' Apps never share one; an App still calls its
+	// upstream's tools by the upstream's names (docs/apps.md).
 	Prefix *string `yaml:"prefix"`
 	// Transport is stdio (a child process Portcullis starts) or http (a
 	// Streamable HTTP endpoint).
@@ -85,6 +88,16 @@ type Options struct {
 	// Deny lists upstream tool names (or patterns) that are never served,
 	// whatever Allow says.
 	Deny []string `yaml:"deny"`
+	// AppsExtension makes Portcullis declare the MCP Apps extension
+	// (io.modelcontextprotocol/ui, showing text/html;profile=mcp-app) in
+	// its sessions with the upstream, so that an upstream that offers its
+	// Apps' tools only to hosts that render Apps offers them. On the
+	// 2025-11-25 era one session serves every caller, those whose hosts
+	// render no App too, which get the text result every App's tool must
+	// also give; on 2026-07-28 each call carries its caller's own
+	// capabilities instead, the extension included when the caller
+	// declared it. Default true.
+	AppsExtension *bool `yaml:"apps_extension"`
 
 	// Command is the stdio server's program (stdio only), found on PATH if
 	// it has no slash.
@@ -241,6 +254,10 @@ func (o *Options) Defaults() {
 		}
 	}
 }
+
+// declaresApps reports whether Portcullis's sessions with the upstream
+// declare the MCP Apps extension (AppsExtension, true when unset).
+func (o *Options) declaresApps() bool { return o.AppsExtension == nil || *o.AppsExtension }
 
 // namespace is the prefix after Defaults.
 func (o *Options) namespace() string {

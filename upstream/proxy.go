@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 )
 
 // proxy is one configured upstream server as its callers reach it. Its
@@ -24,16 +26,17 @@ type proxy struct {
 	pool *pool
 }
 
-func newProxy(o Options, cat Catalog, deps Deps) *proxy {
+func newProxy(o Options, order int, cat Catalog, deps Deps) *proxy {
 	logger := deps.Logger.With("upstream", o.Name)
 	p := &proxy{opts: o, prefix: o.namespace(), deps: deps, fail: failures{name: o.Name, logger: logger}}
 	p.relay = &relay{
 		name:    o.Name,
 		logger:  logger,
 		changed: func() { p.sup.listChanged() },
-		updated: func(ctx context.Context, uri string) { cat.ResourceUpdated(ctx, uri) },
+		updated: func(ctx context.Context, uri string) { cat.ResourceUpdated(ctx, mcpapps.Served(p.prefix, uri)) },
 	}
 	p.conn = newConnector(o, deps, logger, p.relay)
 	p.sup = newSupervisor(o, cat, deps, logger, p.conn, p)
+	p.sup.order = order
 	return p
 }

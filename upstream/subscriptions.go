@@ -4,11 +4,18 @@ import (
 	"context"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 )
 
-// subscribe passes a caller's subscription to uri on to the upstream,
-// unless another caller's already did.
+// subscribe passes a caller's subscription to uri (as served: an App's
+// under the prefix) on to the upstream, unless another caller's already
+// did.
 func (s *supervisor) subscribe(ctx context.Context, uri string) error {
+	uri, ok := mcpapps.Upstream(s.prefix, uri)
+	if !ok {
+		return sdk.ResourceNotFoundError(uri)
+	}
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
 	s.subs[uri]++
@@ -31,6 +38,10 @@ func (s *supervisor) subscribe(ctx context.Context, uri string) error {
 // unsubscribe ends a caller's subscription to uri, and the upstream's when
 // it was the last.
 func (s *supervisor) unsubscribe(ctx context.Context, uri string) error {
+	uri, ok := mcpapps.Upstream(s.prefix, uri)
+	if !ok {
+		return nil
+	}
 	s.subsMu.Lock()
 	defer s.subsMu.Unlock()
 	if s.subs[uri] == 0 {

@@ -47,6 +47,10 @@ type supervisor struct {
 	// headerTools are the upstream tools whose input schemas bind
 	// arguments to headers (a map[string]bool, replaced by each sync).
 	headerTools atomic.Value
+	// apps is whether the upstream serves MCP Apps, as its lists say
+	// (apps.go); order is its place in the configuration.
+	apps  atomic.Bool
+	order int
 }
 
 // handlers make the handlers of what an upstream offers, for the

@@ -9,6 +9,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
 )
 
@@ -62,8 +63,10 @@ func (s *supervisor) setSource(set catalog.Set) (skipped []string, err error) {
 		}
 	}()
 	// Views select the upstream's tools and prompts by its name, and
-	// match their names without the prefix.
-	set.Origin, set.Prefix = s.opts.Name, s.prefix
+	// match their names without the prefix; a URI another upstream
+	// offers too is served by the first in the configuration.
+	set.Origin, set.Prefix, set.Order = s.opts.Name, s.prefix, s.order
+	s.apps.Store(servesApps(set))
 	return s.cat.SetSource("upstream "+s.opts.Name, set)
 }
 
@@ -99,7 +102,9 @@ func (s *supervisor) list(ctx context.Context, sess *sdk.ClientSession) (catalog
 			return r.Resources, r.NextCursor, nil
 		}, func(r *sdk.Resource) {
 			if r.URI != "" {
-				set.Resources = append(set.Resources, catalog.SetResource{Resource: r, Handler: s.serve.readResource})
+				rr := *r
+				rr.URI = mcpapps.Served(s.prefix, r.URI)
+				set.Resources = append(set.Resources, catalog.SetResource{Resource: &rr, Handler: s.serve.readResource})
 			}
 		})
 		if err != nil {
@@ -113,7 +118,9 @@ func (s *supervisor) list(ctx context.Context, sess *sdk.ClientSession) (catalog
 			return r.ResourceTemplates, r.NextCursor, nil
 		}, func(t *sdk.ResourceTemplate) {
 			if t.URITemplate != "" && validTemplate(t.URITemplate) {
-				set.Templates = append(set.Templates, catalog.SetTemplate{Template: t, Handler: s.serve.readResource})
+				tt := *t
+				tt.URITemplate = mcpapps.Served(s.prefix, t.URITemplate)
+				set.Templates = append(set.Templates, catalog.SetTemplate{Template: &tt, Handler: s.serve.readResource})
 			}
 		})
 		if err != nil {
@@ -207,6 +214,7 @@ func (s *supervisor) tool(t *sdk.Tool) (catalog.SetTool, bool) {
 	}
 	tt := *t
 	tt.Name = name
+	tt.Meta = s.servedMeta(t.Meta)
 	tt.InputSchema = in
 	tt.OutputSchema = nil
 	if t.OutputSchema != nil {

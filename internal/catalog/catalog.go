@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -71,6 +72,12 @@ type Catalog struct {
 	// annotations are the hints of the catalog's own tools, by name,
 	// filled as they are added, as names is: read without a lock.
 	annotations map[string]*sdk.ToolAnnotations
+	// apps indexes the tools of sources that serve MCP Apps by their
+	// names in the source (apps.go); replaced whole under mu.
+	apps atomic.Pointer[appIndex]
+	// appURIs indexes the ui:// resources of those sources by their URIs
+	// in the source (apps.go); replaced whole under mu.
+	appURIs atomic.Pointer[appIndex]
 }
 
 // Tool is one tool, ready to add to any server. Add receives the server so
@@ -285,6 +292,15 @@ func AddRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.T
 		c.runningOn[s] = map[string]bool{}
 	}
 	c.runningOn[s][t.Name] = true
+	// The name calls the tool now, not an App's tool it stood for.
+	if c.AppTool(t.Name) != nil {
+		c.indexApps()
+	}
+	for _, v := range c.views {
+		if v.s == s && v.AppTool(t.Name) != nil {
+			v.refresh()
+		}
+	}
 	c.mu.Unlock()
 	sdk.AddTool(s, t, h)
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 )
 
 // Set is what a source outside the catalog offers while servers run, such
@@ -40,6 +42,12 @@ type Set struct {
 	// by "_" (an upstream's prefix), and selections' name patterns leave
 	// out; empty means none.
 	Prefix string
+	// Order ranks the source among those that offer one resource URI (or
+	// URI template): the lowest Order serves it, and of sources of one
+	// Order the one whose name sorts first (an upstream's Order is its
+	// place in the configuration). What the sources offer decides, never
+	// the order in which they were set.
+	Order int
 }
 
 // SetTool is a tool of a [Set] with its raw handler. The handler validates
@@ -143,27 +151,38 @@ var ErrClash = errors.New("name clash")
 
 // source is a Set as the catalog holds it, keyed by name (or URI).
 type source struct {
-	origin, prefix         string
+	name, origin, prefix   string
+	order                  int
 	subscribe, unsubscribe func(ctx context.Context, uri string) error
 	complete               func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 	tools                  map[string]SetTool
 	direct                 map[string]DirectHandler // tools' direct handlers, see newSource
-	resources              map[string]SetResource
-	templates              map[string]SetTemplate
-	prompts                map[string]SetPrompt
+	// offered are the resources and templates the set offers, and
+	// resources and templates those of them the source serves: the
+	// URIs no source ranked before it offers (see assignURIs).
+	offeredResources map[string]SetResource
+	offeredTemplates map[string]SetTemplate
+	resources        map[string]SetResource
+	templates        map[string]SetTemplate
+	prompts          map[string]SetPrompt
+	// apps is whether the source serves MCP Apps: a tool of it says
+	// anything of Apps in its _meta, or a resource's URI is ui://.
+	apps bool
 }
 
 func newSource(name string, s Set) *source {
 	src := &source{
-		origin:      cmp.Or(s.Origin, name),
-		prefix:      s.Prefix,
-		complete:    s.Complete,
-		subscribe:   s.Subscribe,
-		unsubscribe: s.Unsubscribe,
-		tools:       make(map[string]SetTool, len(s.Tools)),
-		resources:   make(map[string]SetResource, len(s.Resources)),
-		templates:   make(map[string]SetTemplate, len(s.Templates)),
-		prompts:     make(map[string]SetPrompt, len(s.Prompts)),
+		name:             name,
+		origin:           cmp.Or(s.Origin, name),
+		prefix:           s.Prefix,
+		order:            s.Order,
+		complete:         s.Complete,
+		subscribe:        s.Subscribe,
+		unsubscribe:      s.Unsubscribe,
+		tools:            make(map[string]SetTool, len(s.Tools)),
+		offeredResources: make(map[string]SetResource, len(s.Resources)),
+		offeredTemplates: make(map[string]SetTemplate, len(s.Templates)),
+		prompts:          make(map[string]SetPrompt, len(s.Prompts)),
 	}
 	for _, t := range s.Tools {
 		src.tools[t.Tool.Name] = t
@@ -173,17 +192,33 @@ func newSource(name string, s Set) *source {
 			}
 			src.direct[t.Tool.Name] = t.Direct
 		}
+		src.apps = src.apps || mcpapps.HasUI(t.Tool.Meta)
 	}
 	for _, r := range s.Resources {
-		src.resources[r.Resource.URI] = r
+		if _, dup := src.offeredResources[r.Resource.URI]; !dup {
+			src.offeredResources[r.Resource.URI] = r
+		}
+		src.apps = src.apps || mcpapps.IsURI(r.Resource.URI)
 	}
 	for _, t := range s.Templates {
-		src.templates[t.Template.URITemplate] = t
+		if _, dup := src.offeredTemplates[t.Template.URITemplate]; !dup {
+			src.offeredTemplates[t.Template.URITemplate] = t
+		}
+		src.apps = src.apps || mcpapps.IsURI(t.Template.URITemplate)
 	}
 	for _, p := range s.Prompts {
 		src.prompts[p.Prompt.Name] = p
 	}
+	src.resources, src.templates = src.offeredResources, src.offeredTemplates
 	return src
+}
+
+// before reports whether src ranks before o for a URI both offer.
+func (src *source) before(o *source) bool {
+	if src.order != o.order {
+		return src.order < o.order
+	}
+	return src.name < o.name
 }
 
 // SetSource makes set what the source called name offers, on every server
@@ -199,28 +234,19 @@ func newSource(name string, s Set) *source {
 // name appears twice in it or is taken by the catalog's own or another
 // source's; the error wraps [ErrClash] and names each clash. Resources and
 // templates are named by their URIs, which belong to the server that made
-// them and cannot be renamed: one whose URI (or URI template) is taken is
-// left out, the first server keeping it, and listed in skipped.
+// them and cannot be renamed here: a URI (or URI template) the catalog
+// has itself stays the catalog's, and one that several sources offer is
+// served by the source [Set.Order] ranks first, whichever was set first.
+// skipped lists the set's URIs that another serves, now.
 func (c *Catalog) SetSource(name string, set Set) (skipped []string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.clashes(name, set); err != nil {
 		return nil, err
 	}
-	set, skipped = c.withoutTakenURIs(name, set)
 	next := newSource(name, set)
-	prev := c.sources[name]
-	if prev == nil {
-		prev = newSource(name, Set{})
-	}
-	c.sources[name] = next
-	for _, s := range c.servers {
-		applySource(s, prev, next)
-	}
-	for _, v := range c.views {
-		v.refresh()
-	}
-	return skipped, nil
+	c.replaceSource(name, next)
+	return c.skipped(next), nil
 }
 
 // RemoveSource removes what the source called name offers from every
@@ -228,21 +254,142 @@ func (c *Catalog) SetSource(name string, set Set) (skipped []string, err error) 
 func (c *Catalog) RemoveSource(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	prev := c.sources[name]
-	if prev == nil {
+	if c.sources[name] == nil {
 		return
 	}
-	delete(c.sources, name)
-	for _, s := range c.servers {
-		applySource(s, prev, newSource(name, Set{}))
+	c.replaceSource(name, nil)
+}
+
+// uris are the resources and templates a source serves.
+type uris struct {
+	resources map[string]SetResource
+	templates map[string]SetTemplate
+}
+
+// replaceSource makes next what the source called name offers (nil:
+// nothing), and every server and view serve what the sources offer now,
+// URIs moving from one source to another included. c.mu is held.
+func (c *Catalog) replaceSource(name string, next *source) {
+	prev := c.sources[name]
+	if prev == nil {
+		prev = newSource(name, Set{})
 	}
+	was := make(map[string]uris, len(c.sources))
+	for n, src := range c.sources {
+		if n != name {
+			was[n] = uris{src.resources, src.templates}
+		}
+	}
+	if next == nil {
+		delete(c.sources, name)
+		next = newSource(name, Set{})
+	} else {
+		c.sources[name] = next
+	}
+	c.assignURIs()
+	others := slices.Sorted(maps.Keys(was))
+	for _, s := range c.servers {
+		// What leaves goes first: a URI that moves from one source to
+		// another is removed, then added with its new source's handler.
+		removeMissing(s, prev, next)
+		for _, n := range others {
+			src := c.sources[n]
+			if gone := missing(was[n].resources, src.resources); len(gone) > 0 {
+				s.RemoveResources(gone...)
+			}
+			if gone := missing(was[n].templates, src.templates); len(gone) > 0 {
+				s.RemoveResourceTemplates(gone...)
+			}
+		}
+		addSource(s, next)
+		for _, n := range others {
+			src := c.sources[n]
+			for _, u := range missing(src.resources, was[n].resources) {
+				s.AddResource(src.resources[u].Resource, src.resources[u].Handler)
+			}
+			for _, u := range missing(src.templates, was[n].templates) {
+				s.AddResourceTemplate(src.templates[u].Template, src.templates[u].Handler)
+			}
+		}
+	}
+	c.indexApps()
 	for _, v := range c.views {
 		v.refresh()
 	}
 }
 
-// applySource changes s from offering prev to offering next.
-func applySource(s *sdk.Server, prev, next *source) {
+// assignURIs gives each resource URI and URI template the sources offer
+// to the one source that serves it: none when the catalog has it itself,
+// else the source ranked first (see [source.before]). c.mu is held.
+func (c *Catalog) assignURIs() {
+	ranked := slices.SortedFunc(maps.Values(c.sources), func(a, b *source) int {
+		if a.before(b) {
+			return -1
+		}
+		if b.before(a) {
+			return 1
+		}
+		return 0
+	})
+	takenR := map[string]bool{}
+	for _, r := range c.resources {
+		takenR[r.r.URI] = true
+	}
+	takenT := map[string]bool{}
+	for _, t := range c.templates {
+		takenT[t.t.URITemplate] = true
+	}
+	for _, src := range ranked {
+		src.resources = unclaimed(src.offeredResources, takenR)
+		src.templates = unclaimed(src.offeredTemplates, takenT)
+	}
+}
+
+// unclaimed returns the items of offered whose keys taken lacks (offered
+// itself when it is all of them), and adds their keys to taken.
+func unclaimed[V any](offered map[string]V, taken map[string]bool) map[string]V {
+	out := offered
+	for k := range offered {
+		if taken[k] {
+			out = make(map[string]V, len(offered))
+			for k, v := range offered {
+				if !taken[k] {
+					out[k] = v
+				}
+			}
+			break
+		}
+	}
+	for k := range out {
+		taken[k] = true
+	}
+	return out
+}
+
+// skipped describes the resources and templates src offers and another
+// serves. c.mu is held.
+func (c *Catalog) skipped(src *source) []string {
+	var out []string
+	owner := func(kind, uri string, builtin bool, has func(*source) bool) {
+		by := "a built-in " + kind
+		if !builtin {
+			by = c.sourceOwning(src.name, has)
+		}
+		out = append(out, fmt.Sprintf("%s %q (already offered by %s)", kind, uri, by))
+	}
+	for _, u := range missing(src.offeredResources, src.resources) {
+		owner("resource", u, slices.ContainsFunc(c.resources, func(x resource) bool { return x.r.URI == u }),
+			func(s *source) bool { _, ok := s.resources[u]; return ok })
+	}
+	for _, u := range missing(src.offeredTemplates, src.templates) {
+		owner("resource template", u, slices.ContainsFunc(c.templates, func(x resourceTemplate) bool { return x.t.URITemplate == u }),
+			func(s *source) bool { _, ok := s.templates[u]; return ok })
+	}
+	return out
+}
+
+// removeMissing removes from s what prev serves and next does not.
+func removeMissing(s *sdk.Server, prev, next *source) {
 	if gone := missing(prev.tools, next.tools); len(gone) > 0 {
 		s.RemoveTools(gone...)
 	}
@@ -255,7 +402,6 @@ func applySource(s *sdk.Server, prev, next *source) {
 	if gone := missing(prev.prompts, next.prompts); len(gone) > 0 {
 		s.RemovePrompts(gone...)
 	}
-	addSource(s, next)
 }
 
 func addSource(s *sdk.Server, src *source) {
@@ -320,40 +466,6 @@ func (c *Catalog) clashes(name string, set Set) error {
 		})
 	}
 	return errors.Join(errs...)
-}
-
-// withoutTakenURIs returns set without the resources and templates whose
-// URIs the catalog or another source serves, or that appear earlier in
-// set, and what it left out. c.mu is held.
-func (c *Catalog) withoutTakenURIs(name string, set Set) (Set, []string) {
-	var skipped []string
-	seen := map[string]bool{}
-	taken := func(kind, uri string, builtin bool, has func(*source) bool) bool {
-		owner := c.sourceOwning(name, has)
-		switch {
-		case builtin:
-			owner = "a built-in " + kind
-		case seen[kind+" "+uri]:
-			owner = "the same server, twice"
-		}
-		seen[kind+" "+uri] = true
-		if owner != "" {
-			skipped = append(skipped, fmt.Sprintf("%s %q (already offered by %s)", kind, uri, owner))
-		}
-		return owner != ""
-	}
-	out := set
-	out.Resources = slices.DeleteFunc(slices.Clone(set.Resources), func(r SetResource) bool {
-		u := r.Resource.URI
-		return taken("resource", u, slices.ContainsFunc(c.resources, func(x resource) bool { return x.r.URI == u }),
-			func(s *source) bool { _, ok := s.resources[u]; return ok })
-	})
-	out.Templates = slices.DeleteFunc(slices.Clone(set.Templates), func(t SetTemplate) bool {
-		u := t.Template.URITemplate
-		return taken("resource template", u, slices.ContainsFunc(c.templates, func(x resourceTemplate) bool { return x.t.URITemplate == u }),
-			func(s *source) bool { _, ok := s.templates[u]; return ok })
-	})
-	return out, skipped
 }
 
 // sourceOwning names the source other than self for which has is true, or

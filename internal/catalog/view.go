@@ -13,6 +13,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/portcullis-mcp/portcullis/internal/curation"
+	"github.com/portcullis-mcp/portcullis/internal/mcpapps"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
@@ -108,6 +109,13 @@ type viewState struct {
 	promptsOf    map[string][]*viewPrompt
 	knownPrompts map[string]bool
 
+	// appNames maps the name a tool has in a source that serves MCP
+	// Apps to the names the view exposes the tools of that name by
+	// (see [ServerView.AppTool]), and appURIs the URI a ui:// resource
+	// has there to the URIs of those the view serves
+	// ([ServerView.AppResource]).
+	appNames, appURIs appIndex
+
 	// resources and templates map the URIs (URI templates) exposed to
 	// their curation, nil for none.
 	resources    map[string]*curation.ResourceSelection
@@ -166,6 +174,8 @@ type item[T any] struct {
 type toolReg struct {
 	own *Tool
 	set SetTool
+	// app is whether its source serves MCP Apps.
+	app bool
 }
 
 // catalogItems is every item of the catalog, in a stable order.
@@ -196,7 +206,7 @@ func (c *Catalog) items() catalogItems {
 		src := c.sources[key]
 		from := []string{src.origin}
 		for _, n := range slices.Sorted(maps.Keys(src.tools)) {
-			it.tools = append(it.tools, item[toolReg]{candidate{n, src.local(n), from}, false, toolReg{set: src.tools[n]}})
+			it.tools = append(it.tools, item[toolReg]{candidate{n, src.local(n), from}, false, toolReg{set: src.tools[n], app: src.apps}})
 		}
 		for _, u := range slices.Sorted(maps.Keys(src.resources)) {
 			it.resources = append(it.resources, item[SetResource]{candidate{u, u, from}, false, src.resources[u]})
@@ -344,11 +354,24 @@ func (v *ServerView) refresh() {
 		st.toolsOf[t.Original] = append(st.toolsOf[t.Original], t)
 		wantTools[in.name] = in
 	}
+	appURIs := v.withApps(it, st, wantTools)
 	for _, in := range it.tools {
 		st.knownTools[in.name] = true
 	}
 	st.toolNames = slices.Sorted(maps.Keys(st.tools))
 	v.logClashes(prev, st, "tool", clashes, candidates(it.tools))
+	for _, t := range st.tools {
+		in := wantTools[t.Original]
+		if in.reg.app && !v.listed(st, in.local) && !bindsHeaders(in.reg.set.Tool.InputSchema) {
+			if st.appNames == nil {
+				st.appNames = appIndex{}
+			}
+			st.appNames[in.local] = append(st.appNames[in.local], t.Name)
+		}
+	}
+	for _, names := range st.appNames {
+		slices.Sort(names)
+	}
 
 	wantPrompts := map[string]item[SetPrompt]{}
 	picks, clashes = resolve(promptSelectors(&v.sel), candidates(it.prompts))
@@ -374,7 +397,15 @@ func (v *ServerView) refresh() {
 		st.resources[in.name] = resourceCuration(&v.sel.Resources[p.sel], p.single)
 		wantResources[in.name] = in
 	}
+	for _, in := range it.resources {
+		if _, ok := wantResources[in.name]; !ok && appURIs[in.name] {
+			st.resources[in.name] = nil
+			wantResources[in.name] = in
+		}
+	}
 	v.logClashes(prev, st, "resource", clashes, candidates(it.resources))
+	served := func(uri string) bool { _, ok := st.resources[uri]; return ok }
+	st.appURIs = v.c.appURIIndex(served, served)
 	wantTemplates := map[string]item[SetTemplate]{}
 	picks, clashes = resolve(resourceSelectors(&v.sel), candidates(it.templates))
 	for _, p := range picks {
@@ -405,6 +436,50 @@ func (v *ServerView) refresh() {
 	syncServer(v.regPrompts, wantPrompts, s.RemovePrompts, func(p item[SetPrompt]) { s.AddPrompt(p.reg.Prompt, p.reg.Handler) },
 		func(a, b SetPrompt) bool { return reflect.DeepEqual(a.Prompt, b.Prompt) })
 	v.regTools, v.regResources, v.regTemplates, v.regPrompts = wantTools, wantResources, wantTemplates, wantPrompts
+}
+
+// withApps adds to st the app-only tools of the Apps whose tools st
+// exposes (a tool that names its App in _meta.ui.resourceUri): the
+// tools of the same source that only Apps call
+// (_meta.ui.visibility ["app"]), under the names the root server has them
+// by, unless st exposes another tool by that name. It returns the App
+// resources those tools name (_meta.ui.resourceUri), which the view
+// serves with them. st's tools are exposed under wantTools; c.mu is held.
+func (v *ServerView) withApps(it catalogItems, st *viewState, wantTools map[string]item[toolReg]) map[string]bool {
+	var uris, sources map[string]bool
+	for _, in := range wantTools {
+		if !in.reg.app {
+			continue
+		}
+		u := mcpapps.ResourceURI(in.reg.set.Tool.Meta)
+		if u == "" {
+			continue
+		}
+		if sources == nil {
+			uris, sources = map[string]bool{}, map[string]bool{}
+		}
+		sources[in.sources[0]] = true
+		uris[u] = true
+	}
+	for _, in := range it.tools {
+		if !in.reg.app || !sources[in.sources[0]] || !mcpapps.AppOnly(in.reg.set.Tool.Meta) {
+			continue
+		}
+		if _, ok := wantTools[in.name]; ok {
+			continue
+		}
+		if _, taken := st.tools[in.name]; taken {
+			continue
+		}
+		t := &ViewTool{Name: in.name, Original: in.name}
+		st.tools[t.Name] = t
+		st.toolsOf[t.Original] = append(st.toolsOf[t.Original], t)
+		wantTools[in.name] = in
+		if u := mcpapps.ResourceURI(in.reg.set.Tool.Meta); u != "" {
+			uris[u] = true
+		}
+	}
+	return uris
 }
 
 // syncServer changes what a server has registered from had to want: remove
@@ -457,6 +532,21 @@ func (v *ServerView) Tool(name string) (*ViewTool, bool) {
 	return t, ok
 }
 
+// AppTool returns the names the view exposes the tools by that a source
+// serving MCP Apps names name itself (see [Catalog.AppTool]), sorted; nil
+// for none, and for a name the view exposes a tool by. It is one map
+// lookup.
+func (v *ServerView) AppTool(name string) []string {
+	return v.cur.Load().appNames[name]
+}
+
+// AppResource returns the URIs of the resources the view serves that a
+// source serving MCP Apps gives uri itself (see [Catalog.AppResource]),
+// sorted; nil for none. It is one map lookup.
+func (v *ServerView) AppResource(uri string) []string {
+	return v.cur.Load().appURIs[uri]
+}
+
 // HasTool reports whether the server has a tool callers call by name:
 // one the view exposes, or one added to the server while it serves (see
 // [AddRunningTool]). A tool the view leaves out, or exposes under another
@@ -467,6 +557,15 @@ func (v *ServerView) HasTool(name string) bool {
 		return true
 	}
 	return !st.knownTools[name] && v.running(name)
+}
+
+// listed reports whether callers call a tool of the server by name, as
+// HasTool does, in st. v.c.mu is held.
+func (v *ServerView) listed(st *viewState, name string) bool {
+	if _, ok := st.tools[name]; ok {
+		return true
+	}
+	return !st.knownTools[name] && v.c.runningOn[v.s][name]
 }
 
 func (v *ServerView) running(name string) bool {

@@ -17,6 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// replicaUp is the wait timeout of writes a replica that is up must
+// acknowledge: long enough for a machine that other work keeps busy.
+const replicaUp = 10 * time.Second
+
 // testValues runs what every Values must do on kit, whose writes reach
 // the replicas they wait for.
 func testValues(t *testing.T, kit *rediskit.Client) {
@@ -125,8 +129,10 @@ func TestValuesCluster(t *testing.T) {
 // held.
 func TestValuesWaitForTheReplica(t *testing.T) {
 	primary, replica := redistest.StartWithReplica(t)
-	const timeout = 200 * time.Millisecond
-	kit := rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: timeout})
+	// While the replica is up, a write waits until it has the write, for as
+	// long as a busy machine makes that take (WAIT answers as soon as it
+	// does); once it is down, for the short timeout whose end fails it.
+	kit := rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: replicaUp})
 	testValues(t, kit)
 
 	ctx := context.Background()
@@ -151,6 +157,8 @@ func TestValuesWaitForTheReplica(t *testing.T) {
 	}
 
 	replica.Stop()
+	const timeout = 200 * time.Millisecond
+	v = rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: timeout}).Values("wait:")
 	pc := primary.Client(t)
 	for _, tt := range []struct {
 		name  string
@@ -293,8 +301,10 @@ func TestValuesClusterWaitOnTheKeysPrimary(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	c.AddReplica(t, 0)
 	cc := c.Client(t, "")
-	kit := rediskit.New(cc, rediskit.Durability{Replicas: 1, Timeout: 200 * time.Millisecond})
-	v := kit.Values("cl:")
+	// A write the replica acknowledges returns when it does; one no
+	// replica can acknowledge fails at the end of the short timeout.
+	v := rediskit.New(cc, rediskit.Durability{Replicas: 1, Timeout: replicaUp}).Values("cl:")
+	short := rediskit.New(cc, rediskit.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}).Values("cl:")
 	ctx := context.Background()
 	// Names whose keys are on the first primary, and on another.
 	var withReplica, without string
@@ -313,10 +323,10 @@ func TestValuesClusterWaitOnTheKeysPrimary(t *testing.T) {
 	if err := v.Set(ctx, withReplica, []byte("1"), time.Minute); err != nil {
 		t.Fatalf("a write on the primary with a replica: %v", err)
 	}
-	if err := v.Set(ctx, without, []byte("1"), time.Minute); !errors.Is(err, rediskit.ErrNotReplicated) {
+	if err := short.Set(ctx, without, []byte("1"), time.Minute); !errors.Is(err, rediskit.ErrNotReplicated) {
 		t.Fatalf("a write on a primary without a replica = %v, want ErrNotReplicated", err)
 	}
-	if err := v.Del(ctx, withReplica, without); !errors.Is(err, rediskit.ErrNotReplicated) {
+	if err := short.Del(ctx, withReplica, without); !errors.Is(err, rediskit.ErrNotReplicated) {
 		t.Fatalf("Del of keys of both primaries = %v, want ErrNotReplicated", err)
 	}
 }
@@ -325,7 +335,7 @@ func TestValuesClusterWaitOnTheKeysPrimary(t *testing.T) {
 // (EVAL after NOSCRIPT) and with a nil reply, waited for.
 func TestRunScript(t *testing.T) {
 	primary, _ := redistest.StartWithReplica(t)
-	kit := rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: time.Second})
+	kit := rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: replicaUp})
 	ctx := context.Background()
 	incr := redis.NewScript(`return redis.call('INCR', KEYS[1])`)
 	none := redis.NewScript(`redis.call('SET', KEYS[1], 'x'); return false`)
