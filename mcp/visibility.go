@@ -173,8 +173,14 @@ func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool stri
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(tool, g.visible(ctx, info))}
 }
 
+// report hands d to the hook. A call the SDK middleware resolved (see
+// [resolveToolsMiddleware]) names its listed tool; d then carries the
+// name the call used from ctx.
 func (g *toolGate) report(ctx context.Context, d Denial) {
 	if g.hook != nil {
+		if d.CalledAs == "" {
+			d.CalledAs = CalledAs(ctx)
+		}
 		g.hook(ctx, d)
 	}
 }
@@ -239,7 +245,7 @@ func (g *toolGate) arguments(ctx context.Context, info *sdkauth.TokenInfo, view 
 	if rule == "" {
 		return nil
 	}
-	g.report(ctx, Denial{Tool: tool, Info: info, Reason: DenialRule, Rule: rule, CalledAs: CalledAs(ctx)})
+	g.report(ctx, Denial{Tool: tool, Info: info, Reason: DenialRule, Rule: rule})
 	return ruleRefusal(rule)
 }
 
