@@ -4,7 +4,7 @@
 # in dev mode, and `make test` runs every test and check, which is also
 # what CI runs (.ci/run). `make test` installs every test tool it needs
 # into .cache (Node 22, the MCP conformance suite and Inspector, an OpenID
-# provider, the OpenTelemetry Collector, Prometheus, redis-server,
+# provider, the OpenTelemetry Collector, Prometheus, redis-server, rsyslog,
 # Chromium, helm and the Kubernetes schemas) and runs every Go test with
 # the race detector (end-to-end tests included), the chart, rule and
 # dashboard checks, short fuzzing, and short load and soak runs, as stages
@@ -50,7 +50,7 @@ HELM        := .cache/bin/helm
 IMAGE       ?= ghcr.io/portcullis-mcp/portcullis:$(VERSION)
 
 .PHONY: help build build-stock run unit test check lint lint-tools generate generate-check tools debian-tools go-test go-test-e2e go-test-units go-test-stock sdk-patch-test e2e example-test example-vet api-tools api-check vet clean redis-tools browser-tools \
-	obs-tools obs-check haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
+	obs-tools obs-check rsyslog-tools haproxy-tools helm-tools helm-lint helm-test manifests manifests-check image image-check image-docker image-tools release-tools sbom chart actionlint \
 	fuzz flake bench bench-bin bench-sessions bench-servers bench-smoke bench-go soak soak-smoke
 
 help: ## List the targets.
@@ -92,7 +92,7 @@ tools: ## Install every test tool into .cache (fast when cached).
 	bash scripts/install-node-tools.sh
 	$(MAKE) --no-print-directory debian-tools obs-tools helm-tools api-tools lint-tools release-tools
 
-debian-tools: ## Install the tools that come from Debian's packages (Prometheus, redis-server, haproxy, Chromium, podman, runc, qemu-user-static, patch, ca-certificates) in one apt-get.
+debian-tools: ## Install the tools that come from Debian's packages (Prometheus, redis-server, rsyslog, haproxy, Chromium, podman, runc, qemu-user-static, patch, ca-certificates) in one apt-get.
 	bash scripts/install-debian-tools.sh
 
 image-tools: ## Install podman, runc, qemu-user-static, patch and ca-certificates (Debian's packages) for make image and the image e2e tests.
@@ -103,6 +103,9 @@ browser-tools: ## Install Chromium (Debian's package) for the consent-page tests
 
 redis-tools: ## Install redis-server (Debian's package; the Redis tests start their own on a free port).
 	bash scripts/install-redis.sh
+
+rsyslog-tools: ## Install rsyslog (Debian's package; the audit e2e test runs its own rsyslogd on a free port).
+	bash scripts/install-rsyslog.sh
 
 haproxy-tools: ## Install haproxy (Debian's package; the replica tests run their own in front of several portcullis processes).
 	bash scripts/install-haproxy.sh
@@ -381,7 +384,7 @@ budget: ## Hold every call path to its per-call budget in instructions (callgrin
 	CALL_BUDGET=1 CGO_ENABLED=0 $(GO) test -modfile "$$modfile" -trimpath -tags '$(BUILDTAGS)' -count=1 -run '^(TestCallBudget|TestCallBudgetFile|TestBudgetCheck)$$' -v $(GOTESTFLAGS) . | grep -v '^=== '
 
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x -timeout $(GO_TEST_TIMEOUT) ./auth/... ./mcp/... ./observability/... .
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x -timeout $(GO_TEST_TIMEOUT) ./auth/... ./mcp/... ./observability/... ./internal/policy/ .
 
 # The soak: the real binary in --dev mode on loopback, a fixed rate of mixed
 # traffic, bounded in time and request count (bench/soak, not part of the
@@ -419,7 +422,7 @@ TEST_JOBS ?=
 
 # Each stage runs its targets in a sub-make that takes as made what other
 # stages make (-o), so nothing is built twice, or by two stages at once.
-MADE_BY_STAGES := tools debian-tools obs-tools redis-tools haproxy-tools browser-tools image-tools helm-tools api-tools lint-tools release-tools \
+MADE_BY_STAGES := tools debian-tools obs-tools redis-tools rsyslog-tools haproxy-tools browser-tools image-tools helm-tools api-tools lint-tools release-tools \
 	generate build image bench-bin
 STAGE := bash scripts/stage.sh
 SUBMAKE := $(MAKE) --no-print-directory $(addprefix -o ,$(MADE_BY_STAGES))

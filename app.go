@@ -2,6 +2,7 @@ package portcullis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,8 @@ type app struct {
 	redis redis.UniversalClient
 	// virtual are the virtual servers (servers), each on its own path.
 	virtual []*virtualApp
+	// audit emits the audit events; nil without audit sinks.
+	audit *auditor
 	// authServer is the authorization server; nil unless
 	// authorization_server.enabled (see setupAuthServer).
 	authServer atomic.Pointer[authserver.Server]
@@ -55,8 +58,9 @@ type app struct {
 // auth.policy (over stdio, none if auth.allow_stdio_all_tools says so).
 func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext extensions, p process) (*app, error) {
 	policy := toolPolicy(cfg.Auth)
+	rulesOf := cfg.Auth.Policy
 	if transport == mcp.Stdio && cfg.Auth.AllowStdioAllTools {
-		policy = nil
+		policy, rulesOf = nil, nil
 	}
 	logger, err := observability.NewLogger(p.stderr, cfg.Log.Level)
 	if err != nil {
@@ -108,13 +112,21 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	// Upstream MCP servers: the one hook (see upstream.go). The
 	// authorization server, when on, is set up after the app exists, so
 	// the subject-token hook looks it up when called.
-	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing}
-	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger))
+	au, err := newAuditor(ctx, cfg, metrics, logger, p.stderr)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing, audit: au}
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger, au), au)
 	if err != nil {
 		return nil, err
 	}
 	// The catalog knows tools that upstreams add while serving too.
 	known := cat.HasTool
+	rules, err := newPolicyRules("auth.", rulesOf, "", cat.ToolFacts, func(name string) string { return name }, logger)
+	if err != nil {
+		return nil, err
+	}
 	telemetryOpts := observability.MCPOptions{
 		Metrics:         metrics,
 		Tracing:         tracing,
@@ -153,9 +165,10 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		// Tools that the policy guards stay hidden from callers without a
 		// token (stdio, or auth off on loopback): fail closed.
 		Policy:       policy,
-		OnDenied:     toolDeniedHook(logger, metrics, "", cat.HasTool, nil),
-		Middleware:   []sdk.Middleware{telemetry},
-		LimitHook:    limitHook(logger, metrics),
+		Rules:        rules,
+		OnDenied:     toolDeniedHook(logger, metrics, "", cat.HasTool, nil, au),
+		Middleware:   []sdk.Middleware{telemetry, au.toolCalls("", known, func(n string) string { return n }, cat.ToolFacts, nil)},
+		LimitHook:    limitHook(logger, metrics, au),
 		Tasks:        taskMgr,
 		RemoteTasks:  remoteTasks,
 		PrincipalKey: principalKey,
@@ -169,7 +182,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	}
 	server := mcp.New(cat, cfg.MCP, deps)
 	if transport == mcp.HTTP {
-		if a.virtual, err = newVirtualServers(cfg, cat, deps, telemetryOpts, logger); err != nil {
+		if a.virtual, err = newVirtualServers(cfg, cat, deps, telemetryOpts, logger, au); err != nil {
 			return nil, err
 		}
 		for _, v := range a.virtual {
@@ -182,6 +195,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		}
 	}
 	a.server, a.upstreams, a.tasks, a.redis = server, ups, taskMgr, rdb
+	au.configLoaded(cfg)
 	return a, nil
 }
 
@@ -198,7 +212,7 @@ type virtualApp struct {
 // exposure against the catalog as built: what no source offers fails the
 // start, with every problem at once, except what an upstream not listed
 // yet may still offer, which is logged.
-func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, telemetry observability.MCPOptions, logger *slog.Logger) ([]*virtualApp, error) {
+func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, telemetry observability.MCPOptions, logger *slog.Logger, au *auditor) ([]*virtualApp, error) {
 	upstreams := make([]string, 0, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
 		upstreams = append(upstreams, u.Name)
@@ -232,13 +246,28 @@ func newVirtualServers(cfg *configFile, cat *catalog.Catalog, root mcp.Deps, tel
 		var srv *mcp.Server // set before the server serves
 		known := func(name string) bool { return srv.View().HasTool(name) }
 		original := func(name string) string { return srv.View().Original(name) }
+		facts := func(name string) (string, *sdk.ToolAnnotations, bool) { return srv.View().ToolFacts(name) }
+		rules, err := newPolicyRules(fmt.Sprintf("servers[%d].auth.", i), vs.Auth.Policy, vs.Name, facts, original, logger)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		deps.Rules = rules
 		tel := telemetry
 		tel.Server = vs.Name
 		tel.KnownTool, tel.OriginalTool = known, original
-		deps.Middleware = append([]sdk.Middleware{observability.MCPMiddleware(tel)}, root.Middleware[1:]...)
+		curate := func(name string, args json.RawMessage) json.RawMessage {
+			if t, ok := srv.View().Tool(name); ok && t.Curated() {
+				if out, err := t.Arguments(args); err == nil {
+					return out
+				}
+			}
+			return args
+		}
+		deps.Middleware = append([]sdk.Middleware{observability.MCPMiddleware(tel), au.toolCalls(vs.Name, known, original, facts, curate)}, root.Middleware[2:]...)
 		deps.Name = vs.Name
 		if telemetry.Metrics != nil {
-			deps.OnDenied = toolDeniedHook(logger, telemetry.Metrics, vs.Name, known, original)
+			deps.OnDenied = toolDeniedHook(logger, telemetry.Metrics, vs.Name, known, original, au)
 			telemetry.Metrics.DeclareServer(vs.Name)
 		}
 		srv = mcp.New(cat, cfg.MCP, deps)

@@ -29,6 +29,9 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 		},
 		KeepIdPTokens: usesTokenExchange(a.cfg.Upstreams),
 	}
+	if a.audit != nil {
+		deps.Audit = a.audit.record
+	}
 	if a.redis != nil {
 		deps.KV = authserver.NewRedisKV(redisKit(a.cfg, a.redis), a.cfg.Redis.KeyPrefix+"as:")
 	} else {

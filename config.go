@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/auth"
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/curation"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
@@ -69,6 +70,12 @@ type configFile struct {
 	// renamed and described for its users, with its own policy and limits.
 	// One connector per team on one Portcullis; see docs/servers.md.
 	Servers []virtualServer `yaml:"servers"`
+	// Audit sends audit events (tool calls, refusals, sign-ins, tokens,
+	// configuration) of a versioned schema to sinks: JSON lines on
+	// stderr or in a file, syslog, OpenTelemetry logs. See
+	// docs/security.md. Off by default: the log's audit line of each
+	// tool call stays either way.
+	Audit audit.Options `yaml:"audit"`
 }
 
 // serverOptions configures the HTTP listener and its lifecycle.
@@ -140,6 +147,7 @@ type logOptions struct {
 }
 
 func (c *configFile) defaults() {
+	c.Audit.Defaults()
 	s := &c.Server
 	if s.Listen == "" {
 		s.Listen = "127.0.0.1:8080"
@@ -234,10 +242,14 @@ func (c *configFile) Validate() error {
 	add("tools.", c.Tools.Validate())
 	add("upstreams", upstream.Validate(c.Upstreams))
 	add("auth.", c.authForValidation().Validate())
+	if _, err := compileRules("auth.", c.Auth.Policy); err != nil {
+		add("", err)
+	}
 	add("authorization_server.", c.AuthorizationServer.Validate(c.Auth.Resource))
 	add("limits.", c.Limits.Validate())
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
+	add("audit.", c.Audit.Validate())
 	add("", validateServers(c.Servers, c.Auth.Resource, c.selectionSources()))
 	for i := range c.Servers {
 		c.validateServerSections(i, add)
@@ -277,6 +289,9 @@ func (c *configFile) validateServerSections(i int, add func(prefix string, err e
 			section = ""
 		}
 		add(fmt.Sprintf("servers[%d].%s", i, section), err)
+	}
+	if _, err := compileRules(fmt.Sprintf("servers[%d].auth.", i), s.Auth.Policy); err != nil {
+		add("", err)
 	}
 	lim := limits.Options{RatePerPrincipal: s.Limits.RatePerPrincipal, BurstPerPrincipal: s.Limits.BurstPerPrincipal}
 	add(fmt.Sprintf("servers[%d].limits.", i), lim.Validate())

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
@@ -27,9 +26,10 @@ func principalKey(r *http.Request) string {
 
 // limitHook receives every refusal by a limit (internal/limits and the MCP
 // layer's body size, session cap and tool timeout): it counts it in
-// metrics and logs it at debug level.
-func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook {
+// metrics, logs it at debug level and records its audit event.
+func limitHook(logger *slog.Logger, metrics *observability.Metrics, au *auditor) limits.Hook {
 	return func(ctx context.Context, ev limits.Event) {
+		au.limitRefused(ctx, string(ev.Limit), ev.Tool)
 		if ev.Limit == limits.LimitRate {
 			metrics.RateLimited("principal")
 		} else {
@@ -44,7 +44,7 @@ func limitHook(logger *slog.Logger, metrics *observability.Metrics) limits.Hook 
 // auth off (loopback only, or the loud opt-out) /mcp is open, and the tools
 // that the policy guards are hidden (see newApp). Readiness waits for the
 // issuers' keys; auth outcomes are counted in metrics.
-func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metrics, logger *slog.Logger, health *observability.Health) (func(http.Handler) http.Handler, error) {
+func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metrics, logger *slog.Logger, health *observability.Health, au *auditor) (func(http.Handler) http.Handler, error) {
 	if !o.Enabled() {
 		if o.InsecureAllowUnauthenticated {
 			logger.Warn("auth.insecure_allow_unauthenticated is on: /mcp accepts calls from anyone who can reach it")
@@ -74,7 +74,10 @@ func authGuard(ctx context.Context, o auth.Options, metrics *observability.Metri
 		// not wait for them, and an unreachable issuer is logged at start.
 		go func() { _ = r.Ready(ctx) }()
 	}
-	hook := func(_ context.Context, e auth.Event) { metrics.AuthEvent(e.Outcome, string(e.Reason)) }
+	hook := func(ctx context.Context, e auth.Event) {
+		metrics.AuthEvent(e.Outcome, string(e.Reason))
+		au.authRefused(ctx, e)
+	}
 	return auth.Middleware(v, o, auth.MetadataURL(o.Resource), auth.Deps{Logger: logger, Hook: hook}), nil
 }
 
@@ -112,8 +115,9 @@ func stepUp(o auth.Options, authOn bool) func(http.ResponseWriter, *http.Request
 // renamed it, original nil meaning never) and logs it with the caller, as
 // auth failures are logged: at Info when the policy refused a registered
 // tool, at Debug for a name that is not registered (so a scanner cannot
-// flood the log). Never the token or the arguments.
-func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server string, known func(string) bool, original func(string) string) mcp.DenialHook {
+// flood the log), and records its audit event. Never the token or the
+// arguments.
+func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server string, known func(string) bool, original func(string) string, au *auditor) mcp.DenialHook {
 	return func(ctx context.Context, d mcp.Denial) {
 		counted := observability.ToolDenial{Server: server, Reason: d.Reason, Tool: observability.Other}
 		if known(d.Tool) {
@@ -125,24 +129,20 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server 
 			}
 		}
 		metrics.ToolDenied(counted)
+		au.refused(ctx, server, toolRefusal{info: d.Info, tool: counted.Tool, original: counted.ToolOriginal, reason: d.Reason, rule: d.Rule, needed: d.Needed})
 		level := slog.LevelDebug
-		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp {
+		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp || d.Reason == mcp.DenialRule {
 			level = slog.LevelInfo
 		}
 		if !logger.Enabled(ctx, level) {
 			return
 		}
-		name := d.Tool
-		if len(name) > maxLoggedName {
-			name = strings.ToValidUTF8(name[:maxLoggedName], "") + "…"
+		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", truncateName(d.Tool))}
+		if d.Rule != "" {
+			attrs = append(attrs, slog.String("rule", d.Rule))
 		}
-		attrs := []slog.Attr{slog.String("reason", d.Reason), slog.String("tool", name)}
 		if d.CalledAs != "" {
-			calledAs := d.CalledAs
-			if len(calledAs) > maxLoggedName {
-				calledAs = strings.ToValidUTF8(calledAs[:maxLoggedName], "") + "…"
-			}
-			attrs = append(attrs, slog.String("tool_called_as", calledAs))
+			attrs = append(attrs, slog.String("tool_called_as", truncateName(d.CalledAs)))
 		}
 		if server != "" {
 			attrs = append(attrs, slog.String("server", server))

@@ -55,6 +55,7 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 		return err
 	}
 	defer a.shutdownTracing()
+	defer a.audit.close(a.logger)
 	defer a.stopUpstreams()
 	defer tuneRuntime(p.getenv, nil, a.logger).Stop()
 	as, err := a.setupAuthServer()
@@ -70,12 +71,12 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 // the authorization server when on (nil when off). health learns whether
 // the issuers and upstreams are ready.
 func (a *app) handler(ctx context.Context, health *observability.Health, dev *devIssuer, as *authserver.Server) (http.Handler, error) {
-	guard, err := authGuard(ctx, a.cfg.Auth, a.metrics, a.logger, health)
+	guard, err := authGuard(ctx, a.cfg.Auth, a.metrics, a.logger, health, a.audit)
 	if err != nil {
 		return nil, err
 	}
 	readyUpstreams(a.upstreams, health)
-	hook := limitHook(a.logger, a.metrics)
+	hook := limitHook(a.logger, a.metrics, a.audit)
 	limiter, err := limits.New(a.cfg.Limits, limits.Deps{Key: principalKey, Hook: hook})
 	if err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func (a *app) virtualRoutes(ctx context.Context, health *observability.Health, h
 			o.Issuers[i].Audiences = nil
 		}
 		o.Introspection.Audiences = nil
-		guard, err := authGuard(ctx, o, a.metrics, a.logger, health)
+		guard, err := authGuard(ctx, o, a.metrics, a.logger, health, a.audit)
 		if err != nil {
 			return nil, fmt.Errorf("servers: %s: %w", v.cfg.Name, err)
 		}

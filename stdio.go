@@ -24,6 +24,7 @@ func runStdio(ctx context.Context, p process, ext extensions) error {
 		return err
 	}
 	defer a.shutdownTracing()
+	defer a.audit.close(a.logger)
 	defer a.stopUpstreams()
 	if cfg.Auth.AllowStdioAllTools {
 		a.logger.Warn("auth.allow_stdio_all_tools is on: stdio lists and calls every tool, including those auth.policy guards")

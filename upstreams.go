@@ -23,8 +23,9 @@ import (
 // the manager with Close.
 //
 // subject gives token_exchange upstreams the token to exchange for a
-// caller (see subjectToken).
-func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo) (string, bool)) (*upstream.Manager, error) {
+// caller (see subjectToken). au records upstreams' connections and
+// disconnections.
+func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo) (string, bool), au *auditor) (*upstream.Manager, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, nil
 	}
@@ -37,8 +38,17 @@ func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, 
 	m, err := upstream.New(cfg.Upstreams, cat, upstream.Deps{
 		Logger:     logger,
 		HTTPClient: client,
-		Hooks:      upstream.Hooks{StartCall: obs.StartCall, Inject: obs.Inject, Restarted: obs.Restarted, Up: obs.Up},
-		Version:    version,
+		Hooks: upstream.Hooks{StartCall: obs.StartCall, Inject: obs.Inject,
+			Restarted: func(name string) {
+				obs.Restarted(name)
+				au.upstream(name, true, true)
+			},
+			Up: func(name string, up bool) {
+				obs.Up(name, up)
+				au.upstream(name, up, false)
+			},
+		},
+		Version: version,
 		// per_principal upstreams run a process per token principal, keyed
 		// as the limits key callers.
 		PrincipalKey: func(ti *sdkauth.TokenInfo) string {
@@ -86,7 +96,7 @@ func usesTokenExchange(ups []upstream.Options) bool {
 //
 // The authorization server is set up after the upstreams start, so the
 // hook reads it from as when called.
-func subjectToken(as *atomic.Pointer[authserver.Server], logger *slog.Logger) func(*sdkauth.TokenInfo) (string, bool) {
+func subjectToken(as *atomic.Pointer[authserver.Server], logger *slog.Logger, au *auditor) func(*sdkauth.TokenInfo) (string, bool) {
 	return func(ti *sdkauth.TokenInfo) (string, bool) {
 		s := as.Load()
 		if p, ok := auth.PrincipalFromTokenInfo(ti); ok && s != nil && p.Issuer == s.Issuer() {
@@ -95,11 +105,15 @@ func subjectToken(as *atomic.Pointer[authserver.Server], logger *slog.Logger) fu
 			tok, err := s.IdPAccessToken(ctx, p.Subject)
 			if err != nil {
 				logger.Warn("upstream token exchange: no identity provider token for the caller", "error", err)
+				au.tokenExchange(ti, "identity_provider", false)
 				return "", false
 			}
+			au.tokenExchange(ti, "identity_provider", true)
 			return tok, true
 		}
-		return bearer.FromTokenInfo(ti)
+		tok, ok := bearer.FromTokenInfo(ti)
+		au.tokenExchange(ti, "caller", ok)
+		return tok, ok
 	}
 }
 

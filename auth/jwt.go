@@ -189,7 +189,7 @@ func audienceOK(aud, accepted []string) bool {
 // principalFromClaims reads scopes, client id and roles. Issuer, subject
 // and expiry are set by the caller.
 func principalFromClaims(claims map[string]json.RawMessage, rolesClaims []string) *Principal {
-	p := &Principal{}
+	p := &Principal{Claims: claims}
 	if s := stringsClaim(claims["scope"]); len(s) > 0 {
 		p.Scopes = s
 	} else {

@@ -25,7 +25,9 @@ type Policy struct {
 func NewPolicy(o Options) *Policy {
 	p := &Policy{tools: make(map[string]ToolPolicy, len(o.Policy)), required: o.RequiredScopes, advertise: o.AdvertisedScopes}
 	for _, tp := range o.Policy {
-		p.tools[tp.Tool] = tp
+		if !tp.IsPattern() {
+			p.tools[tp.Tool] = tp
+		}
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -31,6 +32,12 @@ type Principal struct {
 	Roles []string
 	// Expiry is the token's "exp".
 	Expiry time.Time
+	// Claims are all the token's claims as JSON, by name (for an
+	// introspected token, the introspection response's members): what
+	// the policy's expression rules read as caller.claims, and the
+	// audit trail as the delegation chain ("act"). Read-only, like the
+	// rest of the principal.
+	Claims map[string]json.RawMessage
 
 	// tokenInfo is the SDK's view of a principal held by the verified-token
 	// cache, made once before the principal is shared, so that requests

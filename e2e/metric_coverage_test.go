@@ -279,9 +279,9 @@ func TestDashboardAndAlertsQueryOnlyExportedMetrics(t *testing.T) {
 	}
 
 	// With one upstream MCP server (the go-sdk's everything-server over
-	// stdio) and a Redis, so that the upstream and Redis panels' series
-	// are in the scrape too.
-	cfg := writeUpstreamConfig(t, fmt.Sprintf("upstreams:\n  - name: gosdk\n    transport: stdio\n    command: %q\n    required: true\n", goEverythingServer(t)))
+	// stdio), a Redis and an audit sink, so that the upstream, Redis and
+	// audit panels' series are in the scrape too.
+	cfg := writeUpstreamConfig(t, fmt.Sprintf("upstreams:\n  - name: gosdk\n    transport: stdio\n    command: %q\n    required: true\naudit:\n  sinks:\n    - type: stderr\n", goEverythingServer(t)))
 	rdb := redistest.Start(t)
 	srv := startServer(t, []string{"PORTCULLIS_TOOLS_TOOLSETS=core", "PORTCULLIS_REDIS_URL=redis://" + rdb.Addr}, "--config", cfg)
 	exercise(t, srv)

@@ -105,6 +105,15 @@ func attrMap(kvs []*commonpb.KeyValue) map[string]string {
 // receiver's HTTP and gRPC addresses.
 func startCollector(t *testing.T, sink http.Handler) (httpAddr, grpcAddr string) {
 	t.Helper()
+	httpAddr, grpcAddr, _ = startCollectorFor(t, sink, "traces")
+	return httpAddr, grpcAddr
+}
+
+// startCollectorFor is startCollector with a pipeline for signal (traces
+// or logs), and returns the collector's process too, for a test that
+// stops it.
+func startCollectorFor(t *testing.T, sink http.Handler, signal string) (httpAddr, grpcAddr string, proc *process) {
+	t.Helper()
 	bin := obsBinary(t, "otelcol-portcullis")
 	out := httptest.NewServer(sink)
 	t.Cleanup(out.Close)
@@ -129,19 +138,20 @@ service:
     metrics:
       level: none
   pipelines:
-    traces:
+    %s:
       receivers: [otlp]
       processors: [batch]
       exporters: [otlphttp]
-`, addrs[0], addrs[1], out.URL)
+`, addrs[0], addrs[1], out.URL, signal)
 		path := filepath.Join(t.TempDir(), "otelcol.yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return tryStartProcess(t, "otelcol-portcullis", "Everything is ready", bin, "--config", "file:"+path)
+		p, err := tryStartProcess(t, "otelcol-portcullis", "Everything is ready", bin, "--config", "file:"+path)
+		proc = p
+		return p, err
 	})
-	httpAddr, grpcAddr = addrs[0], addrs[1]
-	return httpAddr, grpcAddr
+	return addrs[0], addrs[1], proc
 }
 
 func TestTracesReachOpenTelemetryCollector(t *testing.T) {

@@ -64,7 +64,7 @@ func withCalledAs(ctx context.Context, name string) context.Context {
 // caller sees; "" otherwise, with the listed names when it stands for
 // several. It is one map lookup, and the policy's word on each tool
 // found.
-func (g *toolGate) resolve(info *sdkauth.TokenInfo, name string) (listed string, ambiguous []string) {
+func (g *toolGate) resolve(ctx context.Context, info *sdkauth.TokenInfo, name string) (listed string, ambiguous []string) {
 	if g.apps == nil {
 		return "", nil
 	}
@@ -73,14 +73,14 @@ func (g *toolGate) resolve(info *sdkauth.TokenInfo, name string) (listed string,
 		return "", nil
 	}
 	if len(cands) == 1 {
-		if g.sees(info, cands[0]) {
+		if g.sees(ctx, info, cands[0]) {
 			return cands[0], nil
 		}
 		return "", nil
 	}
 	var seen []string
 	for _, c := range cands {
-		if g.sees(info, c) {
+		if g.sees(ctx, info, c) {
 			seen = append(seen, c)
 		}
 	}
@@ -118,7 +118,7 @@ func resolveToolsMiddleware(gate *toolGate) sdk.Middleware {
 			if extra := req.GetExtra(); extra != nil {
 				info = extra.TokenInfo
 			}
-			listed, _ := gate.resolve(info, r.Params.Name)
+			listed, _ := gate.resolve(ctx, info, r.Params.Name)
 			if listed == "" {
 				return next(ctx, method, req)
 			}

@@ -365,7 +365,7 @@ func TestAppCallsOnAView(t *testing.T) {
 func BenchmarkResolveToolName(b *testing.B) {
 	s := &appServers{}
 	cat := appCatalog(b, s)
-	g := newToolGate(nil, cat, nil, false)
+	g := newToolGate(nil, nil, cat, nil, false)
 	for _, bc := range []struct{ name, tool, want string }{
 		{"listed name of an upstream without Apps", "up_search", ""},
 		{"listed name of an App's upstream", "a_only-a", ""},
@@ -374,7 +374,7 @@ func BenchmarkResolveToolName(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if got, _ := g.resolve(nil, bc.tool); got != bc.want {
+				if got, _ := g.resolve(b.Context(), nil, bc.tool); got != bc.want {
 					b.Fatalf("resolve(%q) = %q", bc.tool, got)
 				}
 			}
@@ -386,9 +386,10 @@ func BenchmarkResolveToolName(b *testing.B) {
 // tools/call pays, allocates nothing.
 func TestResolveAllocates(t *testing.T) {
 	cat := appCatalog(t, &appServers{})
-	g := newToolGate(nil, cat, nil, false)
+	g := newToolGate(nil, nil, cat, nil, false)
+	ctx := t.Context()
 	for _, name := range []string{"up_search", "a_only-a", "only-a", "no-such-tool"} {
-		if n := testing.AllocsPerRun(100, func() { g.resolve(nil, name) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { g.resolve(ctx, nil, name) }); n != 0 {
 			t.Errorf("resolve(%q): %v allocations", name, n)
 		}
 	}

@@ -49,7 +49,7 @@ type directCalls struct {
 	support func(name string) tasks.ToolTasks
 	// resolve finds the tool an App's call names by its upstream's name
 	// (see [toolGate.resolve]).
-	resolve func(info *sdkauth.TokenInfo, name string) (listed string, ambiguous []string)
+	resolve func(ctx context.Context, info *sdkauth.TokenInfo, name string) (listed string, ambiguous []string)
 	chain   sdk.MethodHandler
 	impl    *sdk.Implementation // the server's, named in each result
 }
@@ -113,7 +113,7 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, body []byt
 	listed := name
 	handler := h.direct.lookup(name)
 	if handler == nil {
-		if l, _ := h.direct.resolve(sdkauth.TokenInfoFromContext(r.Context()), name); l != "" {
+		if l, _ := h.direct.resolve(r.Context(), sdkauth.TokenInfoFromContext(r.Context()), name); l != "" {
 			listed, handler = l, h.direct.lookup(l)
 		}
 	}

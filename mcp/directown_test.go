@@ -204,7 +204,8 @@ func TestEncodeResponseAsTheSDK(t *testing.T) {
 
 // A 2026-07-28 call of a built-in tool served directly is held to every
 // check a call through the SDK's handler is: the policy (hidden without
-// its scope, the step-up 403), a virtual server's selection, names and
+// its scope, the step-up 403), its expression rules on the caller and on
+// the arguments, a virtual server's selection, names and
 // fixed arguments, an App's name resolved to the tool it stands for
 // (never to a listed tool's name), and the program's middleware, which
 // sees the listed name and the name used. The middleware records whether
@@ -251,7 +252,7 @@ func TestOwnToolsDirectHoldEveryCheck(t *testing.T) {
 			}
 		}
 		h := New(cat, Options{}, Deps{
-			Version: "t", Policy: policy, Exposure: exposure, Middleware: []sdk.Middleware{record},
+			Version: "t", Policy: policy, Rules: ownRules{}, Exposure: exposure, Middleware: []sdk.Middleware{record},
 			StepUp: func(w http.ResponseWriter, _ *http.Request, scopes []string) {
 				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+strings.Join(scopes, " ")+`"`)
 				w.WriteHeader(http.StatusForbidden)
@@ -306,6 +307,10 @@ func TestOwnToolsDirectHoldEveryCheck(t *testing.T) {
 			status: http.StatusOK, errWant: `Unknown tool: "repeat"`},
 		{name: "by its name on /mcp, which the view does not serve", url: viewEndpoint.URL, seen: seenView, token: "own:echo", tool: "calculator", args: `{}`,
 			status: http.StatusOK, errWant: `Unknown tool: "calculator"`},
+		{name: "a rule on the caller", url: mcpEndpoint.URL, seen: seenMCP, token: "-", tool: "calculator", args: `{"operation":"add","a":1,"b":2}`,
+			status: http.StatusOK, errWant: `the policy rule "no-calculator" refuses this call`},
+		{name: "a rule on the arguments", url: mcpEndpoint.URL, seen: seenMCP, token: "own:echo", tool: "echo", args: `{"text":"forbidden"}`,
+			status: http.StatusOK, errWant: `the policy rule "nothing-forbidden" refuses this call`, saw: "echo as  direct"},
 		{name: "the step-up on the view", url: viewEndpoint.URL, seen: seenView, token: "-", tool: "time", args: `{}`,
 			status: http.StatusForbidden, errWant: "own:time"},
 	} {
@@ -335,4 +340,24 @@ func TestOwnToolsDirectHoldEveryCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownRules refuses every call of calculator on the caller, and a call of
+// echo whose arguments hold the word forbidden.
+type ownRules struct{}
+
+func (ownRules) Caller(_ context.Context, _ *sdkauth.TokenInfo, tool string) (string, bool) {
+	if tool == "calculator" {
+		return "no-calculator", false
+	}
+	return "", false
+}
+
+func (ownRules) ArgumentRules(tool string) bool { return tool == "echo" || tool == "repeat" }
+
+func (ownRules) Arguments(_ context.Context, _ *sdkauth.TokenInfo, _, original string, args json.RawMessage) string {
+	if original == "echo" && strings.Contains(string(args), "forbidden") {
+		return "nothing-forbidden"
+	}
+	return ""
 }

@@ -68,6 +68,11 @@ type Deps struct {
 	// path (the HTTP handler before the SDK sees the request, and the
 	// SDK middleware for stdio and as a second line).
 	Policy ToolPolicy
+	// Rules are the policy's expression rules (see [Rules]): decided
+	// with Policy, on the caller before a call and for tools/list, and on
+	// the arguments of each call (after a virtual server's fixed
+	// arguments and defaults are set). Nil means none.
+	Rules Rules
 	// OnDenied receives every tools/call answered as an unknown tool. Nil
 	// means none.
 	OnDenied DenialHook
@@ -212,7 +217,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	}
 
 	// One gate, for the SDK middleware here and the HTTP handler.
-	gate := newToolGate(deps.Policy, tools, deps.OnDenied, deps.Transport == HTTP && deps.StepUp != nil)
+	gate := newToolGate(deps.Policy, deps.Rules, tools, deps.OnDenied, deps.Transport == HTTP && deps.StepUp != nil)
 	// Applied right to left: recover is innermost so that it turns a panic
 	// into a result the sealing and suggestion layers see like any other.
 	// Outermost: an App's call by its upstream's name is a call of the
@@ -237,7 +242,7 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 		mws = append(mws, sessionRecordMiddleware(shared))
 	}
 	mws = append(mws,
-		gateToolsMiddleware(gate),
+		gateToolsMiddleware(gate, view),
 		filterToolsMiddleware(gate),
 		taskMiddleware(deps.Tasks, deps.Name, support, deps.Transport, newRemoteTasks(deps)),
 		sealStateMiddleware(deps.Sealer, deps.Logger),
@@ -328,8 +333,10 @@ func recoverMiddleware(logger *slog.Logger) sdk.Middleware {
 
 // gateToolsMiddleware answers a tools/call of a tool the caller does not
 // see (unregistered, or refused by the policy) with the unknown-tool error,
-// before the SDK looks the tool up.
-func gateToolsMiddleware(gate *toolGate) sdk.Middleware {
+// before the SDK looks the tool up, and one the policy's rules refuse,
+// on the caller or on the arguments (as view, nil for none, sets them),
+// with the refusal naming the rule.
+func gateToolsMiddleware(gate *toolGate, view *catalog.ServerView) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			r, ok := req.(*sdk.CallToolRequest)
@@ -348,6 +355,9 @@ func gateToolsMiddleware(gate *toolGate) sdk.Middleware {
 				// The HTTP handler answers with the step-up 403 before the
 				// SDK sees the call; this is the second line.
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Forbidden: the token lacks the scopes this tool needs: " + strings.Join(stepUp, " ") + ". Ask the user to authorize them."}
+			}
+			if jerr := gate.arguments(ctx, info, view, r.Params.Name, r.Params.Arguments); jerr != nil {
+				return nil, jerr
 			}
 			return next(ctx, method, req)
 		}
@@ -419,7 +429,7 @@ type ToolPolicy func(info *sdkauth.TokenInfo, tool string) (allowed bool, needed
 // to another caller.
 func filterToolsMiddleware(gate *toolGate) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
-		if gate.policy == nil {
+		if !gate.filters() {
 			return next
 		}
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
@@ -434,7 +444,7 @@ func filterToolsMiddleware(gate *toolGate) sdk.Middleware {
 			}
 			visible := list.Tools[:0:0]
 			for _, t := range list.Tools {
-				if gate.sees(info, t.Name) {
+				if gate.sees(ctx, info, t.Name) {
 					visible = append(visible, t)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
 	"github.com/portcullis-mcp/portcullis/internal/suggest"
 )
@@ -40,6 +41,10 @@ const (
 	// DenialStepUp: the tool is registered and not hidden, and the
 	// caller's token lacks its scopes: the answer is the step-up 403.
 	DenialStepUp = "insufficient_scope"
+	// DenialRule: the tool is registered and the caller sees it, and an
+	// expression rule of the policy refuses the call (see [Rules]): the
+	// answer names the rule.
+	DenialRule = "policy_rule"
 )
 
 // Denial is a tools/call refused by the gate: answered as an unknown
@@ -48,10 +53,14 @@ type Denial struct {
 	// Tool is the name as the caller sent it; it is registered unless
 	// Reason is [DenialUnknownTool].
 	Tool string
-	// Reason is [DenialPolicy], [DenialUnknownTool] or [DenialStepUp]. A
-	// name that stands for several tools of upstreams serving Apps (see
-	// [CalledAs]) is not registered: [DenialUnknownTool].
+	// Reason is [DenialPolicy], [DenialUnknownTool], [DenialStepUp] or
+	// [DenialRule]. A name that stands for several tools of upstreams
+	// serving Apps (see [CalledAs]) is not registered: [DenialUnknownTool].
 	Reason string
+	// Rule names the expression rule that refused the call, with
+	// [DenialRule], and with [DenialPolicy] when a rule that hides the
+	// tool refused it; empty otherwise.
+	Rule string
 	// CalledAs is the name the caller sent when Tool is the listed name
 	// of the tool it stands for (see [CalledAs]); empty otherwise.
 	CalledAs string
@@ -72,9 +81,29 @@ type Tools interface {
 	ToolNames() []string // sorted
 }
 
+// Rules are the expression rules of a policy as the tool gate asks them
+// (the root package's are internal/policy's). A rule that cannot be
+// decided refuses. Tool names are the names callers call tools by.
+type Rules interface {
+	// Caller returns the name of the rule that refuses the caller with
+	// info the tool, decided without the call's arguments, and whether
+	// the rule hides the tool from it; "" when none refuses. It decides
+	// tools/list as well as calls.
+	Caller(ctx context.Context, info *sdkauth.TokenInfo, tool string) (rule string, hidden bool)
+	// ArgumentRules reports whether calls of tool are decided on their
+	// arguments too.
+	ArgumentRules(tool string) bool
+	// Arguments returns the name of the rule that refuses a call of tool
+	// with args, the arguments the catalog's tool original is called
+	// with (a virtual server's fixed arguments and defaults set); ""
+	// when none refuses.
+	Arguments(ctx context.Context, info *sdkauth.TokenInfo, tool, original string, args json.RawMessage) string
+}
+
 // toolGate decides, per caller, which tools exist and which it may call.
 type toolGate struct {
 	policy ToolPolicy // nil: every registered tool is visible
+	rules  Rules      // nil: none
 	tools  Tools
 	apps   appTools // tools, when it serves MCP Apps' names (apps.go); else nil
 	hook   DenialHook
@@ -84,10 +113,16 @@ type toolGate struct {
 	stepUp bool
 }
 
-func newToolGate(policy ToolPolicy, tools Tools, hook DenialHook, stepUp bool) *toolGate {
-	g := &toolGate{policy: policy, tools: tools, hook: hook, stepUp: stepUp}
+func newToolGate(policy ToolPolicy, rules Rules, tools Tools, hook DenialHook, stepUp bool) *toolGate {
+	g := &toolGate{policy: policy, rules: rules, tools: tools, hook: hook, stepUp: stepUp}
 	g.apps, _ = tools.(appTools)
 	return g
+}
+
+// ruleRefusal is the answer to a call of a tool the caller sees that a
+// rule refuses: it names the rule, nothing of its expression.
+func ruleRefusal(rule string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("Forbidden: the policy rule %q refuses this call.", rule)}
 }
 
 // check returns nil, nil when the caller with info may call tool, by its
@@ -99,7 +134,7 @@ func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool stri
 	d := Denial{Tool: tool, Info: info, Reason: DenialUnknownTool}
 	known := g.tools.HasTool(tool)
 	if !known && g.apps != nil {
-		listed, ambiguous := g.resolve(info, tool)
+		listed, ambiguous := g.resolve(ctx, info, tool)
 		if len(ambiguous) > 1 {
 			g.report(ctx, d)
 			return nil, ambiguousToolError(tool, ambiguous)
@@ -109,52 +144,109 @@ func (g *toolGate) check(ctx context.Context, info *sdkauth.TokenInfo, tool stri
 		}
 	}
 	if known {
-		if g.policy == nil {
-			return nil, nil
+		ok, needed, hidden := true, []string(nil), false
+		if g.policy != nil {
+			ok, needed, hidden = g.policy(info, tool)
 		}
-		ok, needed, hidden := g.policy(info, tool)
+		if ok && g.rules != nil {
+			if rule, hides := g.rules.Caller(ctx, info, tool); rule != "" {
+				d.Rule = rule
+				if !hides && g.stepUp && info != nil {
+					d.Reason = DenialRule
+					g.report(ctx, d)
+					return nil, ruleRefusal(rule)
+				}
+				ok = false
+			}
+		}
 		if ok {
 			return nil, nil
 		}
 		d.Reason, d.Needed = DenialPolicy, needed
-		if g.stepUp && !hidden && info != nil {
+		if d.Rule == "" && g.stepUp && !hidden && info != nil {
 			d.Reason = DenialStepUp
 			g.report(ctx, d)
 			return needed, nil
 		}
 	}
 	g.report(ctx, d)
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(tool, g.visible(info))}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: unknownToolMessage(tool, g.visible(ctx, info))}
 }
 
+// report hands d to the hook. A call the SDK middleware resolved (see
+// [resolveToolsMiddleware]) names its listed tool; d then carries the
+// name the call used from ctx.
 func (g *toolGate) report(ctx context.Context, d Denial) {
 	if g.hook != nil {
+		if d.CalledAs == "" {
+			d.CalledAs = CalledAs(ctx)
+		}
 		g.hook(ctx, d)
 	}
 }
 
 // sees reports whether the caller with info sees the registered tool.
-func (g *toolGate) sees(info *sdkauth.TokenInfo, tool string) bool {
-	if g.policy == nil {
-		return true
+func (g *toolGate) sees(ctx context.Context, info *sdkauth.TokenInfo, tool string) bool {
+	if g.policy != nil {
+		ok, _, hidden := g.policy(info, tool)
+		if !ok {
+			return g.stepUp && !hidden && info != nil
+		}
 	}
-	ok, _, hidden := g.policy(info, tool)
-	return ok || (g.stepUp && !hidden && info != nil)
+	if g.rules != nil {
+		if rule, hidden := g.rules.Caller(ctx, info, tool); rule != "" {
+			return g.stepUp && !hidden && info != nil
+		}
+	}
+	return true
 }
 
+// filters reports whether the gate hides any tool from anyone.
+func (g *toolGate) filters() bool { return g.policy != nil || g.rules != nil }
+
 // visible returns the registered tools the caller sees, sorted.
-func (g *toolGate) visible(info *sdkauth.TokenInfo) []string {
+func (g *toolGate) visible(ctx context.Context, info *sdkauth.TokenInfo) []string {
 	names := g.tools.ToolNames()
-	if g.policy == nil {
+	if !g.filters() {
 		return names
 	}
 	out := make([]string, 0, len(names))
 	for _, n := range names {
-		if g.sees(info, n) {
+		if g.sees(ctx, info, n) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// arguments decides the argument rules of a call of tool with args, as
+// the caller sent them: nil when none refuses, else the answer. view
+// (nil for a server without one) sets a curated tool's fixed arguments
+// and defaults first; arguments it refuses are the curation's to refuse,
+// and pass here.
+func (g *toolGate) arguments(ctx context.Context, info *sdkauth.TokenInfo, view *catalog.ServerView, tool string, args json.RawMessage) *jsonrpc.Error {
+	if g.rules == nil || !g.rules.ArgumentRules(tool) {
+		return nil
+	}
+	original := tool
+	if view != nil {
+		if t, ok := view.Tool(tool); ok {
+			original = t.Original
+			if t.Curated() {
+				curated, err := t.Arguments(args)
+				if err != nil {
+					return nil
+				}
+				args = curated
+			}
+		}
+	}
+	rule := g.rules.Arguments(ctx, info, tool, original, args)
+	if rule == "" {
+		return nil
+	}
+	g.report(ctx, Denial{Tool: tool, Info: info, Reason: DenialRule, Rule: rule})
+	return ruleRefusal(rule)
 }
 
 // unknownToolMessage names the closest of the known tools, which lets a

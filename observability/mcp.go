@@ -444,6 +444,11 @@ func protocolVersion(req sdk.Request) string {
 	return ""
 }
 
+// Classify returns the error_type of a request's outcome as the
+// metrics label it (empty on success, [ErrorTypeTool] for a tool's error
+// result) and a description of it.
+func Classify(res sdk.Result, err error) (errType, desc string) { return classify(res, err) }
+
 // classify returns the error_type of an outcome (empty on success) and a
 // description for the span status.
 func classify(res sdk.Result, err error) (errType, desc string) {

@@ -314,6 +314,7 @@ const (
 	ToolDenialPolicy      = "policy"
 	ToolDenialUnknownTool = "unknown_tool"
 	ToolDenialStepUp      = "insufficient_scope"
+	ToolDenialRule        = "policy_rule"
 )
 
 // ToolDenial is one tools/call the per-tool policy refused, as
@@ -323,8 +324,9 @@ type ToolDenial struct {
 	// Server names the virtual server that refused the call; empty for
 	// the root server.
 	Server string
-	// Reason is [ToolDenialPolicy], [ToolDenialUnknownTool] or
-	// [ToolDenialStepUp]; any other is counted as [Other].
+	// Reason is [ToolDenialPolicy], [ToolDenialUnknownTool],
+	// [ToolDenialStepUp] or [ToolDenialRule]; any other is counted as
+	// [Other].
 	Reason string
 	// Tool is the name the caller called, when the server has a tool of
 	// that name, else [Other] (as for [Metrics.ObserveOperation]).
@@ -336,9 +338,10 @@ type ToolDenial struct {
 
 // ToolDenied counts one tools/call the per-tool policy refused: answered
 // as a call of an unknown tool (reason [ToolDenialPolicy] or
-// [ToolDenialUnknownTool]) or with the step-up 403 ([ToolDenialStepUp]).
+// [ToolDenialUnknownTool]), with the step-up 403 ([ToolDenialStepUp]), or
+// naming the expression rule that refused it ([ToolDenialRule]).
 func (m *Metrics) ToolDenied(d ToolDenial) {
-	if d.Reason != ToolDenialPolicy && d.Reason != ToolDenialUnknownTool && d.Reason != ToolDenialStepUp {
+	if d.Reason != ToolDenialPolicy && d.Reason != ToolDenialUnknownTool && d.Reason != ToolDenialStepUp && d.Reason != ToolDenialRule {
 		d.Reason = Other
 	}
 	m.toolDenials.WithLabelValues(d.Reason, d.Tool, ServerLabel(d.Server), d.ToolOriginal).Inc()

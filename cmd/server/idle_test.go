@@ -41,14 +41,19 @@ var initAllocBytes = func() uint64 {
 // 280 KB of those kept). Lower a budget when a change saves memory; raise
 // it only with a reason in the commit.
 //
-// Measured: shipped, 915–924 KB by initialisation and 860–873 KB live
-// (868–887 KB under -race); as released, 2,016–2,024 KB and 1,234–1,247 KB
-// (1,262–1,271 KB under -race).
+// cel-go (the policy's expression rules) accounts for about 480 KB of
+// initialisation and 390 KB of the live heap: its packages and the
+// protobuf descriptors of cel.dev/expr and googleapis' expr/v1alpha1 that
+// they register at init, kept by the protobuf registry.
+//
+// Measured: shipped, 1,400–1,407 KB by initialisation and 1,253–1,259 KB
+// live (1,279 KB under -race); as released, 2,521–2,527 KB and
+// 1,621–1,623 KB (1,645 KB under -race).
 const (
-	initAllocBudgetShipped = 940_000
-	idleHeapBudgetShipped  = 910_000
-	initAllocBudgetStock   = 2_060_000
-	idleHeapBudgetStock    = 1_300_000
+	initAllocBudgetShipped = 1_430_000
+	idleHeapBudgetShipped  = 1_300_000
+	initAllocBudgetStock   = 2_560_000
+	idleHeapBudgetStock    = 1_680_000
 )
 
 // idleHeapChildEnv, set in the environment, makes TestIdleHeapAfterStart

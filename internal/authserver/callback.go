@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/ory/fosite"
+
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 )
 
 // serveCallback is where the identity provider sends the browser back.
@@ -35,12 +37,14 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.sameBrowser(r, l) {
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "browser"})
+		s.record(ctx, audit.TypeSignIn, audit.OutcomeRefused, l.ClientID, "", nil, "reason", "browser", "idp", s.o.IdP.Issuer)
 		s.page(w, http.StatusBadRequest, "Sign-in refused", "This sign-in was started in another browser.")
 		return
 	}
 	if e := q.Get("error"); e != "" {
 		s.logger.Warn("authorization server: the identity provider refused the sign-in", "client_id", l.ClientID, "idp_error", e)
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "idp_refused"})
+		s.record(ctx, audit.TypeSignIn, audit.OutcomeRefused, l.ClientID, "", nil, "reason", "idp_refused", "idp", s.o.IdP.Issuer)
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("The identity provider did not sign the user in."))
 		return
 	}
@@ -48,10 +52,12 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.logger.Warn("authorization server: sign-in failed", "client_id", l.ClientID, "error", err)
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "sign_in"})
+		s.record(ctx, audit.TypeSignIn, audit.OutcomeRefused, l.ClientID, "", nil, "reason", "sign_in", "idp", s.o.IdP.Issuer)
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("Signing in at the identity provider failed."))
 		return
 	}
 	s.logger.Info("audit", "event", "sign_in", "client_id", l.ClientID, "sub", u.Subject, "email", u.Email)
+	s.record(ctx, audit.TypeSignIn, audit.OutcomeSuccess, l.ClientID, u.Subject, nil, "idp", s.o.IdP.Issuer)
 	if s.keepIdPTokens {
 		if err := s.saveIdPToken(ctx, u.Subject, idpTok); err != nil {
 			s.logger.Warn("authorization server: the identity provider's token was not kept; upstreams that exchange it refuse this user until the next sign-in", "error", err)

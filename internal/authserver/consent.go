@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/ory/fosite"
+
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 )
 
 // serveConsentPage shows the consent page of a signed-in login.
@@ -120,11 +122,13 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	scopes := strings.Fields(l.Form.Get("scope"))
 	if r.PostForm.Get("action") != "approve" {
 		s.logger.Info("audit", "event", "consent_denied", "client_id", l.ClientID, "sub", l.User.Subject)
+		s.record(ctx, audit.TypeConsent, audit.OutcomeRefused, l.ClientID, l.User.Subject, scopes, "resource", l.Form.Get("resource"))
 		s.observe(Event{Endpoint: "consent", Outcome: "refused", Reason: "denied"})
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("The user denied the request."))
 		return
 	}
 	s.logger.Info("audit", "event", "consent_given", "client_id", l.ClientID, "sub", l.User.Subject, "resource", l.Form.Get("resource"), "scope", strings.Join(scopes, " "))
+	s.record(ctx, audit.TypeConsent, audit.OutcomeSuccess, l.ClientID, l.User.Subject, scopes, "resource", l.Form.Get("resource"))
 	s.observe(Event{Endpoint: "consent", Outcome: "ok"})
 	s.remember(ctx, *l.User, l.ClientID, l.Form.Get("resource"), scopes)
 	s.finish(w, r, l)

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 )
 
@@ -109,6 +110,7 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	s.observe(Event{Endpoint: "register", Outcome: "ok"})
 	s.logger.Info("audit", "event", "client_registered", "client_id", m.ClientID, "client_name", m.ClientName, "redirect_uris", m.RedirectURIs)
+	s.record(ctx, audit.TypeClientRegistered, audit.OutcomeSuccess, m.ClientID, "", nil, "client_name", m.ClientName, "redirect_uris", strings.Join(m.RedirectURIs, " "))
 	writeJSON(w, http.StatusCreated, registrationResponse{Metadata: *m, ClientIDIssuedAt: reg.now().Unix()})
 }
 

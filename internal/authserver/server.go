@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/ory/fosite/compose"
 	"github.com/ory/fosite/token/jwt"
 
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 )
 
@@ -54,6 +56,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Observe is told of every endpoint outcome (metrics). Nil: nothing.
 	Observe func(Event)
+	// Audit receives the server's audit events: sign-ins, consents,
+	// tokens issued, refreshed, revoked and reused, clients registered.
+	// It must not block. Nil: none.
+	Audit func(context.Context, *audit.Event)
 	// CIMDRootCAs verifies the servers of client metadata documents. Nil:
 	// the system's roots.
 	CIMDRootCAs *x509.CertPool
@@ -100,6 +106,24 @@ type Server struct {
 	// keepIdPTokens: see Deps.KeepIdPTokens; sealer encrypts them.
 	keepIdPTokens bool
 	sealer        *sealer
+	// audit: see Deps.Audit.
+	audit func(context.Context, *audit.Event)
+}
+
+// record sends an audit event of type typ and outcome about the user
+// subject (empty when unknown) of the client clientID; detail adds
+// key-value pairs.
+func (s *Server) record(ctx context.Context, typ, outcome, clientID, subject string, scopes []string, detail ...string) {
+	e := &audit.Event{Type: typ, Outcome: outcome, Actor: audit.Actor{Issuer: s.o.Issuer, Subject: subject, ClientID: clientID}, Scopes: scopes}
+	if len(detail) > 0 {
+		e.Detail = make(map[string]string, len(detail)/2)
+		for i := 0; i+1 < len(detail); i += 2 {
+			if detail[i+1] != "" {
+				e.Detail[detail[i]] = detail[i+1]
+			}
+		}
+	}
+	s.audit(ctx, e)
 }
 
 // New builds the authorization server of o (defaults applied, validated).
@@ -138,6 +162,7 @@ func New(o Options, deps Deps) (*Server, error) {
 		keys:      keys,
 		logger:    logger,
 		observe:   deps.Observe,
+		audit:     deps.Audit,
 		now:       now,
 		secure:    strings.HasPrefix(o.Issuer, "https://"),
 	}
@@ -156,6 +181,9 @@ func New(o Options, deps Deps) (*Server, error) {
 	s.common = append(slices.Clone(deps.Scopes), scopeOfflineAccess)
 	if s.observe == nil {
 		s.observe = func(Event) {}
+	}
+	if s.audit == nil {
+		s.audit = func(context.Context, *audit.Event) {}
 	}
 	s.keepIdPTokens = deps.KeepIdPTokens
 	s.rate = newAddressLimiter(o.Rate, now)

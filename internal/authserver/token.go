@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/ory/fosite"
+
+	"github.com/portcullis-mcp/portcullis/internal/audit"
 )
 
 // serveToken is the token endpoint.
@@ -58,6 +60,11 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	}
 	s.observe(Event{Endpoint: "token", Grant: grant, Outcome: "ok"})
 	s.logger.Info("audit", "event", "token_issued", "grant", grant, "client_id", ar.GetClient().GetID(), "sub", ar.GetSession().GetSubject(), "resource", res)
+	typ := audit.TypeTokenIssued
+	if grant == grantRefresh {
+		typ = audit.TypeTokenRefreshed
+	}
+	s.record(ctx, typ, audit.OutcomeSuccess, ar.GetClient().GetID(), ar.GetSession().GetSubject(), ar.GetGrantedScopes(), "grant", grant, "resource", res)
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
 }
 
@@ -97,6 +104,7 @@ func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.
 // refreshReused is told when a used refresh token is presented: fosite
 // revokes its family; this leaves the audit line (tokenRefused counts it,
 // once, as reason refresh_reuse).
-func (s *Server) refreshReused(_ context.Context, clientID, subject string) {
+func (s *Server) refreshReused(ctx context.Context, clientID, subject string) {
 	s.logger.Warn("audit", "event", "refresh_reuse", "client_id", clientID, "sub", subject)
+	s.record(ctx, audit.TypeTokenReused, audit.OutcomeRefused, clientID, subject, nil, "grant", grantRefresh)
 }

@@ -69,6 +69,9 @@ type Catalog struct {
 	// declaredTasks is what the catalog's own task tools declare, filled
 	// as they are added, before any server is built: read without a lock.
 	declaredTasks map[string]tasks.ToolTasks
+	// annotations are the hints of the catalog's own tools, by name,
+	// filled as they are added, as names is: read without a lock.
+	annotations map[string]*sdk.ToolAnnotations
 	// noSession holds the names of the catalog's own tools that use no
 	// session (see NoSession), filled as they are added: read without a
 	// lock, as declaredTasks.
@@ -100,6 +103,9 @@ type Tool struct {
 	// input returns the tool's input schema as the SDK serves it; nil when
 	// not known (a Tool made without NewTool).
 	input func() (any, error)
+	// annotations are the tool's hints; nil when it has none or they are
+	// not known (a Tool made without NewTool).
+	annotations *sdk.ToolAnnotations
 }
 
 type resource struct {
@@ -130,7 +136,7 @@ type completionKey struct {
 // [encodedInputSchema]).
 func NewTool[In, Out any](t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) Tool {
 	t = encodedInputSchema(t)
-	tl := Tool{Name: t.Name, Add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }, input: inferredInput[In]}
+	tl := Tool{Name: t.Name, Add: func(s *sdk.Server) { sdk.AddTool(s, t, h) }, input: inferredInput[In], annotations: t.Annotations}
 	if schema := t.InputSchema; schema != nil {
 		tl.input = func() (any, error) { return schema, nil }
 	}
@@ -197,6 +203,7 @@ func (c *Catalog) Add(ts ...Tool) {
 		t.sources = []string{c.origin}
 		c.tools = append(c.tools, t)
 		c.declareTasks(t)
+		c.noteAnnotations(t)
 		c.declareNoSession(t)
 	}
 }
@@ -248,6 +255,37 @@ func AddTool[In, Out any](c *Catalog, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]
 	tl := NewTool(t, h)
 	tl.sources = []string{c.origin}
 	c.tools = append(c.tools, tl)
+	c.noteAnnotations(tl)
+}
+
+// noteAnnotations keeps the hints of the catalog's own tool t for
+// [Catalog.ToolFacts].
+func (c *Catalog) noteAnnotations(t Tool) {
+	if t.annotations == nil {
+		return
+	}
+	if c.annotations == nil {
+		c.annotations = map[string]*sdk.ToolAnnotations{}
+	}
+	c.annotations[t.Name] = t.annotations
+}
+
+// ToolFacts returns what a policy may ask of the tool the root server
+// lists as name: the upstream that offers it (its name in upstreams;
+// empty for a tool of the catalog's own) and its annotations (nil when
+// it has none). ok is false when c has no such tool.
+func (c *Catalog) ToolFacts(name string) (upstream string, annotations *sdk.ToolAnnotations, ok bool) {
+	if c.names[name] {
+		return "", c.annotations[name], true
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, src := range c.sources {
+		if t, ok := src.tools[name]; ok {
+			return src.origin, t.Tool.Annotations, true
+		}
+	}
+	return "", nil, c.running[name]
 }
 
 // AddTaskTool adds a tool whose calls may run as tasks (see [tasks.Support])

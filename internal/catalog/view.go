@@ -599,6 +599,41 @@ func (v *ServerView) Original(name string) string {
 	return name
 }
 
+// ToolFacts returns what a policy may ask of the tool callers call name
+// (see [Catalog.ToolFacts]): the upstream that offers it, and its
+// annotations as the view exposes them (its curation's hints over the
+// tool's own). ok is false when the server has no such tool.
+func (v *ServerView) ToolFacts(name string) (upstream string, annotations *sdk.ToolAnnotations, ok bool) {
+	t, exposed := v.Tool(name)
+	if !exposed {
+		if !v.HasTool(name) {
+			return "", nil, false
+		}
+		return v.c.ToolFacts(name)
+	}
+	upstream, annotations, ok = v.c.ToolFacts(t.Original)
+	if t.sel == nil || !t.sel.Annotations.Set() {
+		return upstream, annotations, ok
+	}
+	var a sdk.ToolAnnotations
+	if annotations != nil {
+		a = *annotations
+	}
+	if h := t.sel.Annotations.ReadOnlyHint; h != nil {
+		a.ReadOnlyHint = *h
+	}
+	if h := t.sel.Annotations.DestructiveHint; h != nil {
+		a.DestructiveHint = h
+	}
+	if h := t.sel.Annotations.IdempotentHint; h != nil {
+		a.IdempotentHint = *h
+	}
+	if h := t.sel.Annotations.OpenWorldHint; h != nil {
+		a.OpenWorldHint = h
+	}
+	return upstream, &a, ok
+}
+
 // TaskSupport returns how calls of the tool callers call name may run as
 // tasks (see [Catalog.TaskSupport]).
 func (v *ServerView) TaskSupport(name string) tasks.ToolTasks {
