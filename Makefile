@@ -372,6 +372,17 @@ bench-servers: bench-bin ## Compare CPU per call of a tools/call on a virtual se
 bench-smoke: bench-bin ## Run the load harness for a few hundred requests per row and server, peers included (seconds); fails on any wrong response.
 	$(LOADTEST) -smoke $(BENCHFLAGS)
 
+# The call budget (budget_test.go, docs/performance.md): what one call of
+# each path a user pays for costs the server in instructions (valgrind's
+# callgrind, which the machine's load does not move), allocations and
+# bytes, held to testdata/budgets.txt, on the shipped build. A test plants
+# a regression and checks that it fails.
+.PHONY: budget
+budget: ## Hold every call path to its per-call budget in instructions (callgrind), allocations and bytes (testdata/budgets.txt), on the shipped build; fails over the margin.
+	bash scripts/install-valgrind.sh
+	modfile="$$($(SDK_PATCH))"; \
+	CALL_BUDGET=1 CGO_ENABLED=0 $(GO) test -modfile "$$modfile" -trimpath -tags '$(BUILDTAGS)' -count=1 -run '^(TestCallBudget|TestCallBudgetFile|TestBudgetCheck)$$' -v $(GOTESTFLAGS) . | grep -v '^=== '
+
 bench-go: ## Run the Go benchmarks briefly (100 iterations each), with allocations.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100x -timeout $(GO_TEST_TIMEOUT) ./auth/... ./mcp/... ./observability/... ./internal/policy/ .
 
@@ -418,9 +429,9 @@ SUBMAKE := $(MAKE) --no-print-directory $(addprefix -o ,$(MADE_BY_STAGES))
 
 TEST_STAGES := modules debian node otelcol helm-tools go-tools build go-test-e2e go-test-units generate-check \
 	go-test-stock sdk-patch-test lint helm chart image-check obs-check api-check actionlint example fuzz bench-go \
-	bench-bin bench-smoke soak-smoke
+	budget bench-bin bench-smoke soak-smoke
 
-test: ## Run everything CI checks, installing the test tools first: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, load and soak smoke runs; in stages side by side (TEST_JOBS caps them) that print their times.
+test: ## Run everything CI checks, installing the test tools first: generated files up to date, Go tests (-race, e2e included, on the shipped build and on the SDK as released), the SDK's own tests with our patches, chart, rules, dashboard, fuzzing, the call budget, load and soak smoke runs; in stages side by side (TEST_JOBS caps them) that print their times.
 	@$(STAGE) -begin
 	@status=0; $(MAKE) --no-print-directory -j$(TEST_JOBS) $(addprefix stage-,$(TEST_STAGES)) || status=$$?; \
 	$(STAGE) -summary $(TEST_STAGES) || status=1; exit $$status
@@ -482,6 +493,10 @@ stage-fuzz: stage-build
 	@$(STAGE) fuzz $(SUBMAKE) fuzz
 stage-bench-go: stage-build
 	@$(STAGE) bench-go $(SUBMAKE) bench-go
+# The call budget: valgrind comes from the debian stage, the patched SDK
+# and the compiled packages it shares (-trimpath) from build.
+stage-budget: stage-debian stage-build
+	@$(STAGE) budget $(SUBMAKE) budget
 stage-bench-smoke: stage-bench-bin
 	@$(STAGE) bench-smoke $(SUBMAKE) bench-smoke
 stage-soak-smoke: stage-build

@@ -16,23 +16,23 @@ import (
 // limits, telemetry, the MCP handler, the SDK) and the in-process HTTP
 // client that sends it, both counted by the runtime together. Lower it when
 // a change saves allocations; raise it only with a reason in the commit.
-const echoAllocBudget = 587
+const echoAllocBudget = 430
 
 // echoAllocBudgetRace is the same budget under the race detector, which
 // makes sync.Pool drop a share of what is put back, at random.
-const echoAllocBudgetRace = 625
+const echoAllocBudgetRace = 470
 
 // The same budgets for the SDK with the patches of patches/go-sdk (make
-// build, make test), which make 500 allocations (532 under -race) and about
-// 59 KB (84 KB under -race) of a call's. The SDK as released allocates
-// about 590 KB, nearly all of it a 32 KiB read buffer per JSON value
+// build, make test), which make 404 allocations (443 under -race) and about
+// 41 KB (66 KB under -race) of a call's. The SDK as released allocates
+// about 205 KB, nearly all of it a 32 KiB read buffer per JSON value
 // decoded, which a patch removes: a call over these budgets on a patched
 // build means a patch no longer does its job.
 const (
-	echoAllocBudgetPatched     = 505
-	echoAllocBudgetPatchedRace = 545
-	echoBytesBudgetPatched     = 80 << 10
-	echoBytesBudgetPatchedRace = 112 << 10
+	echoAllocBudgetPatched     = 420
+	echoAllocBudgetPatchedRace = 465
+	echoBytesBudgetPatched     = 52 << 10
+	echoBytesBudgetPatchedRace = 84 << 10
 )
 
 // sdkDecodesInPlace reports whether the SDK's JSON decoding works on the

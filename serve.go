@@ -142,6 +142,12 @@ func (a *app) virtualRoutes(ctx context.Context, health *observability.Health, h
 	return out, nil
 }
 
+// serveHook, when set, is given the app and the MCP listener's handler
+// before serve serves it, and returns the handler to serve. Only tests set
+// it: the call budget (budget_test.go) flushes the app's spans around what
+// it measures, and wraps the handler with a planted regression.
+var serveHook func(*app, http.Handler) http.Handler
+
 // serve serves on ln until ctx ends, then drains: readiness fails, the
 // listener closes after DrainDelay, GET streams end, and calls in flight get
 // ShutdownGrace to finish.
@@ -154,6 +160,9 @@ func (a *app) serve(ctx context.Context, ln, metricsLn net.Listener, dev *devIss
 	handler, err := a.handler(ctx, health, dev, as)
 	if err != nil {
 		return err
+	}
+	if serveHook != nil {
+		handler = serveHook(a, handler)
 	}
 	metricsSrv := a.metricsServer()
 	srv := newHTTPServer(s, handler, a.logger)

@@ -1,9 +1,11 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -164,7 +166,7 @@ func (h *Handler) serveDirect(w http.ResponseWriter, r *http.Request, body []byt
 		resp.Result, resp.Error = nil, jerr
 		status = errorStatus(jerr)
 	}
-	out, err := jsonrpc.EncodeMessage(resp)
+	out, err := encodeResponse(resp)
 	if err != nil {
 		h.logger.ErrorContext(ctx, "encoding a direct call's response", "error", err)
 		out, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}})
@@ -235,12 +237,60 @@ func sdkAcceptsHost(r *http.Request) bool {
 }
 
 // decodeID is the JSON-RPC id of a request as the jsonrpc package holds it.
+// raw is valid JSON (the body was parsed): a number is read as
+// encoding/json reads one into an any, a float64.
 func decodeID(raw json.RawMessage) (jsonrpc.ID, error) {
+	if len(raw) > 0 && (raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9') {
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return jsonrpc.ID{}, err
+		}
+		return jsonrpc.MakeID(f)
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return jsonrpc.ID{}, err
 	}
 	return jsonrpc.MakeID(v)
+}
+
+// encodeResponse encodes resp as [jsonrpc.EncodeMessage] does. A result
+// with an id that is a number or a plain string is written around the
+// result's bytes as they are: they come from json.Marshal, already
+// compact, which EncodeMessage would check and copy again.
+func encodeResponse(resp *jsonrpc.Response) ([]byte, error) {
+	if resp.Error != nil || resp.Result == nil {
+		return jsonrpc.EncodeMessage(resp)
+	}
+	var out []byte
+	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
+	switch id := resp.ID.Raw().(type) {
+	case int64:
+		out = make([]byte, 0, len(head)+20+len(mid)+len(resp.Result)+1)
+		out = strconv.AppendInt(append(out, head...), id, 10)
+	case string:
+		if !plainString(id) {
+			return jsonrpc.EncodeMessage(resp)
+		}
+		out = make([]byte, 0, len(head)+len(id)+2+len(mid)+len(resp.Result)+1)
+		out = append(append(append(append(out, head...), '"'), id...), '"')
+	default:
+		return jsonrpc.EncodeMessage(resp)
+	}
+	out = append(append(out, mid...), resp.Result...)
+	return append(out, '}'), nil
+}
+
+// plainString reports whether s needs no escaping in JSON, by any
+// encoder: letters, digits and a few punctuation marks.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeResult encodes the result of a direct call as the SDK server
@@ -257,9 +307,33 @@ func (d *directCalls) encodeResult(res sdk.Result) (json.RawMessage, error) {
 		return raw.JSON, nil
 	}
 	var b json.RawMessage
-	if passed {
+	switch c, ok := res.(*sdk.CallToolResult); {
+	case passed:
 		b = raw.JSON
-	} else {
+	case ok:
+		// The result as the SDK server sends it (annotateServerInfo):
+		// _meta names this server unless it names one. A result of the
+		// SDK server's tool handling already says whether it is complete
+		// (resultType, last in its encoding); any other is completed
+		// below.
+		cc := *c
+		if _, named := c.Meta[sdk.MetaKeyServerInfo]; !named {
+			cc.Meta = make(sdk.Meta, len(c.Meta)+1)
+			maps.Copy(cc.Meta, c.Meta)
+			cc.Meta[sdk.MetaKeyServerInfo] = d.impl
+		}
+		var err error
+		if b, err = json.Marshal(&cc); err != nil {
+			return nil, err
+		}
+		want := `"resultType":"complete"}`
+		if c.InputRequests != nil {
+			want = `"resultType":"input_required"}`
+		}
+		if bytes.HasSuffix(b, []byte(want)) {
+			return b, nil
+		}
+	default:
 		var err error
 		if b, err = json.Marshal(res); err != nil {
 			return nil, err

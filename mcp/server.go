@@ -182,6 +182,10 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 		Version: deps.Version,
 	}
 	s := sdk.NewServer(impl, sopts)
+	// The SDK's own tool handling, for direct calls of the catalog's own
+	// tools: captured before any middleware of ours is added.
+	own := &ownTools{server: s}
+	s.AddReceivingMiddleware(own.capture)
 	// What the tool gate, tasks, timeouts and direct calls ask about a
 	// tool, by the name callers call it.
 	var (
@@ -189,12 +193,17 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 		tools      Tools = cat
 		support          = cat.TaskSupport
 		direct           = cat.Direct
+		noSession        = cat.NoSession
 		timeouts         = toolTimeoutMap(opts.ToolTimeouts)
 		timeoutFor       = func(tool string) (time.Duration, bool) { d, ok := timeouts[tool]; return d, ok }
 	)
 	if deps.Exposure != nil {
 		view = cat.RegisterView(s, *deps.Exposure)
 		tools, support, direct = view, view.TaskSupport, view.Direct
+		noSession = func(name string) bool {
+			t, ok := view.Tool(name)
+			return ok && cat.NoSession(t.Original)
+		}
 		timeoutFor = func(tool string) (time.Duration, bool) {
 			if d, ok := timeouts[tool]; ok {
 				return d, ok
@@ -247,7 +256,16 @@ func New(cat *catalog.Catalog, opts Options, deps Deps) *Server {
 	s.AddReceivingMiddleware(mws...)
 	srv := &Server{sdk: s, view: view}
 	if deps.Transport == HTTP {
-		srv.handler = newHandler(s, opts, gate, newDirectCalls(direct, support, gate, mws, impl), caps, streams, shared, deps)
+		lookup := func(name string) catalog.DirectHandler {
+			if h := direct(name); h != nil {
+				return h
+			}
+			if noSession(name) {
+				return own.call
+			}
+			return nil
+		}
+		srv.handler = newHandler(s, opts, gate, newDirectCalls(lookup, support, gate, mws, impl), caps, streams, shared, deps)
 	}
 	return srv
 }

@@ -40,25 +40,18 @@ func (i HTTP) route(route, server string, h http.Handler) http.Handler {
 func (i HTTP) MCPRoute(server, pattern string, h http.Handler) http.Handler {
 	const route = "mcp"
 	if i.Tracing != nil {
-		// otelhttp names the span twice per request; the names of the
-		// usual methods are made once here.
+		// The names of the usual methods' spans are made once.
 		names := make(map[string]string)
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 			names[m] = m + " " + pattern
 		}
-		h = otelhttp.NewHandler(InjectTraceContext(i.Tracing.Propagator, h), route,
-			otelhttp.WithTracerProvider(i.Tracing.Provider),
-			otelhttp.WithPropagators(headerPropagator{i.Tracing.Propagator}),
-			// Our metrics are Prometheus'; keep otelhttp's off the global
-			// meter provider.
-			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-				if name, ok := names[r.Method]; ok {
-					return name
-				}
-				return r.Method + " " + pattern
-			}),
-		)
+		name := func(method string) string {
+			if n, ok := names[method]; ok {
+				return n
+			}
+			return method + " " + pattern
+		}
+		h = serverSpans(i.Tracing.Provider.Tracer(tracerName), i.Tracing.Propagator, name, InjectTraceContext(i.Tracing.Propagator, h))
 	}
 	return i.route(route, ServerLabel(server), h)
 }

@@ -140,7 +140,7 @@ func MCPMiddleware(o MCPOptions) sdk.Middleware {
 	t.tracer = noop.NewTracerProvider().Tracer("")
 	t.prop = propagation.TraceContext{}
 	if o.Tracing != nil {
-		t.tracer = o.Tracing.Provider.Tracer("github.com/portcullis-mcp/portcullis/observability")
+		t.tracer = o.Tracing.Provider.Tracer(tracerName)
 		t.prop = o.Tracing.Propagator
 	}
 	return t.middleware

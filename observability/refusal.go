@@ -60,7 +60,7 @@ func Refusals(o RefusalOptions) func(http.Handler) http.Handler {
 	}
 	tracer := noop.NewTracerProvider().Tracer("")
 	if o.Tracing != nil {
-		tracer = o.Tracing.Provider.Tracer("github.com/portcullis-mcp/portcullis/observability")
+		tracer = o.Tracing.Provider.Tracer(tracerName)
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

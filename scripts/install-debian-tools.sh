@@ -2,12 +2,12 @@
 # install-debian-tools.sh installs the test tools that come from Debian
 # packages in one apt-get: whatever install-prometheus.sh,
 # install-redis.sh, install-rsyslog.sh, install-haproxy.sh,
-# install-chromium.sh and install-image-tools.sh would each install
-# (Prometheus, redis-server, rsyslog, haproxy, Chromium, podman, runc,
-# qemu-user-static, patch, ca-certificates), so that the package lists
-# are read, the package database loaded and the triggers run once, not
-# once per script. Then it runs each script, which finds its tool, checks
-# it and prints its version.
+# install-chromium.sh, install-image-tools.sh and install-valgrind.sh would
+# each install (Prometheus, redis-server, rsyslog, haproxy, Chromium,
+# podman, runc, qemu-user-static, patch, ca-certificates, valgrind), so
+# that the package lists are read, the package database loaded and the
+# triggers run once, not once per script. Then it runs each script, which
+# finds its tool, checks it and prints its version.
 #
 # Usage: scripts/install-debian-tools.sh   (as root when a package is missing)
 #
@@ -19,7 +19,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/apt-install.sh
 source "$repo_root/scripts/lib/apt-install.sh"
 
-scripts=(install-prometheus install-redis install-rsyslog install-haproxy install-chromium install-image-tools)
+scripts=(install-prometheus install-redis install-rsyslog install-haproxy install-chromium install-image-tools install-valgrind)
 
 plan="$(mktemp)"
 trap 'rm -f "$plan"' EXIT

@@ -72,6 +72,10 @@ type Catalog struct {
 	// annotations are the hints of the catalog's own tools, by name,
 	// filled as they are added, as names is: read without a lock.
 	annotations map[string]*sdk.ToolAnnotations
+	// noSession holds the names of the catalog's own tools that use no
+	// session (see NoSession), filled as they are added: read without a
+	// lock, as declaredTasks.
+	noSession map[string]bool
 	// apps indexes the tools of sources that serve MCP Apps by their
 	// names in the source (apps.go); replaced whole under mu.
 	apps atomic.Pointer[appIndex]
@@ -86,6 +90,12 @@ type Tool struct {
 	Name  string
 	Add   func(s *sdk.Server)
 	Tasks tasks.ToolTasks
+	// NoSession says that the handler uses nothing of the session its
+	// request comes on (req.Session: no logging, progress, sampling,
+	// elicitation or roots through it), so a 2026-07-28 call of it may be
+	// served without a session made for the one request (see
+	// [Catalog.NoSession]).
+	NoSession bool
 
 	// sources are the sources the tool belongs to, set when it is added to
 	// a catalog: one, or more when toolsets share the tool.
@@ -194,7 +204,41 @@ func (c *Catalog) Add(ts ...Tool) {
 		c.tools = append(c.tools, t)
 		c.declareTasks(t)
 		c.noteAnnotations(t)
+		c.declareNoSession(t)
 	}
+}
+
+// declareNoSession records that t uses no session, if it says so and its
+// input schema binds no argument to a header (a call of such a tool is
+// checked against its headers by the SDK's HTTP handler).
+func (c *Catalog) declareNoSession(t Tool) {
+	if !t.NoSession || t.input == nil {
+		return
+	}
+	if schema, err := t.input(); err != nil || bindsHeaders(schema) {
+		return
+	}
+	if c.noSession == nil {
+		c.noSession = map[string]bool{}
+	}
+	c.noSession[t.Name] = true
+}
+
+// NoSession reports whether the catalog's own tool name uses nothing of
+// the session its request comes on (see [Tool.NoSession]) and binds no
+// argument to a header: a 2026-07-28 call of it may be served by the
+// server's own tool handling with any session (mcp/direct.go). It is
+// false for every other tool, an upstream's or one added while serving.
+func (c *Catalog) NoSession(name string) bool {
+	return c.noSession[name] && !c.runningTool(name)
+}
+
+// runningTool reports whether a tool named name was added to a server
+// while it serves (see AddRunningTool).
+func (c *Catalog) runningTool(name string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.running[name]
 }
 
 // AddTool adds a tool with a typed handler to c, as [sdk.AddTool] adds one

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -48,5 +49,31 @@ func TestEncodedInputSchema(t *testing.T) {
 				t.Errorf("the caller's tool was changed: %#v", in.InputSchema)
 			}
 		})
+	}
+}
+
+// NoSession holds for the catalog's own tools that say so and bind no
+// argument to a header, and for nothing else.
+func TestNoSession(t *testing.T) {
+	handler := func(context.Context, *sdk.CallToolRequest, any) (*sdk.CallToolResult, any, error) {
+		return nil, nil, nil
+	}
+	mark := func(tl Tool) Tool { tl.NoSession = true; return tl }
+	c := New(nil)
+	c.Add(
+		mark(NewTool(&sdk.Tool{Name: "plain"}, handler)),
+		mark(NewTool(&sdk.Tool{Name: "bound", InputSchema: json.RawMessage(`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}`)}, handler)),
+		NewTool(&sdk.Tool{Name: "unmarked"}, handler),
+	)
+	if _, err := c.SetSource("up", Set{Tools: []SetTool{{
+		Tool:    &sdk.Tool{Name: "upstream", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		Handler: func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil },
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"plain": true, "bound": false, "unmarked": false, "upstream": false, "missing": false} {
+		if got := c.NoSession(name); got != want {
+			t.Errorf("NoSession(%q) = %v, want %v", name, got, want)
+		}
 	}
 }

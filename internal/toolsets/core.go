@@ -23,7 +23,17 @@ const maxEchoLen = 4096
 // coreTools is the default toolset: PingME, echo, calculator, time and
 // whoami.
 func coreTools(deps Deps) []catalog.Tool {
-	return []catalog.Tool{pingTool(), echoTool(), calculatorTool(), timeTool(deps.Now), whoamiTool(deps.Caller)}
+	return noSession(pingTool(), echoTool(), calculatorTool(), timeTool(deps.Now), whoamiTool(deps.Caller))
+}
+
+// noSession returns ts, each marked as using nothing of the session its
+// request comes on (catalog.Tool.NoSession): their handlers answer from
+// the request alone.
+func noSession(ts ...catalog.Tool) []catalog.Tool {
+	for i := range ts {
+		ts[i].NoSession = true
+	}
+	return ts
 }
 
 // pingTool is PingME: no arguments, one text block holding magicWord.

@@ -6,5 +6,5 @@ import "github.com/portcullis-mcp/portcullis/internal/catalog"
 // weather, country_info and calculator. The calculator is the core one;
 // enabling both toolsets registers it once.
 func workshopTools(opts WeatherOptions, deps Deps) []catalog.Tool {
-	return []catalog.Tool{weatherTool(newWeatherClient(opts, deps)), countryTool(), calculatorTool()}
+	return noSession(weatherTool(newWeatherClient(opts, deps)), countryTool(), calculatorTool())
 }
