@@ -62,9 +62,10 @@ func (s *supervisor) setSource(set catalog.Set) (skipped []string, err error) {
 			err = fmt.Errorf("upstream: %s: the catalog refused the lists: %v", s.opts.Name, p)
 		}
 	}()
-	// Views select the upstream's tools and prompts by its name, and
-	// match their names without the prefix; a URI another upstream
-	// offers too is served by the first in the configuration.
+	// Virtual servers (catalog.ServerView) select the upstream's tools
+	// and prompts by its name, and match their names without the prefix;
+	// a URI another upstream offers too is served by the first in the
+	// configuration.
 	set.Origin, set.Prefix, set.Order = s.opts.Name, s.prefix, s.order
 	s.apps.Store(servesApps(set))
 	return s.cat.SetSource("upstream "+s.opts.Name, set)
