@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -12,9 +13,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // KeySize is the length in bytes of a request-state key (AES-256).
@@ -251,4 +258,114 @@ func canonicalJSON(raw json.RawMessage) []byte {
 		return raw
 	}
 	return out
+}
+
+// sealStateMiddleware seals the requestState of outgoing MRTR results and
+// opens the requestState of incoming retries, so handlers only ever see the
+// plain state they produced. A state that does not open is rejected with
+// -32602 before the handler runs.
+//
+// State is bound to the caller's identity (the UserID of the request's
+// token info, which also binds legacy sessions), so one caller cannot replay
+// another's state.
+func sealStateMiddleware(sealer *Sealer, logger *slog.Logger) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			state, digest, ok := mrtrState(method, req)
+			if !ok || tasks.TaskID(ctx) != "" {
+				// A task's rounds keep their state in the server (see
+				// tasks.Input), where nobody can alter it: sealing it would
+				// only make it expire while the client takes its time.
+				return next(ctx, method, req)
+			}
+			sub := ""
+			if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+				sub = extra.TokenInfo.UserID
+			}
+			if *state != "" {
+				if sealer == nil {
+					return nil, invalidStateError()
+				}
+				plain, err := sealer.Open(*state, digest(), sub)
+				if err != nil {
+					return nil, invalidStateError()
+				}
+				*state = plain
+			}
+			res, err := next(ctx, method, req)
+			if err != nil || res == nil {
+				return res, err
+			}
+			out := resultState(res)
+			if out == nil || *out == "" {
+				return res, err
+			}
+			if sealer == nil {
+				logger.ErrorContext(ctx, "handler returned requestState but no sealing key is configured", "mcp.method.name", method)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}
+			sealed, serr := sealer.Seal(*out, digest(), sub)
+			if serr != nil {
+				logger.ErrorContext(ctx, "sealing requestState", "error", serr)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}
+			*out = sealed
+			return res, nil
+		}
+	}
+}
+
+func invalidStateError() error {
+	return &jsonrpc.Error{
+		Code:    jsonrpc.CodeInvalidParams,
+		Message: "Invalid requestState: it was altered, has expired, or belongs to another request. Retry the original request without requestState.",
+	}
+}
+
+// mrtrState returns a pointer to the requestState of a request that can take
+// part in a multi-round trip, and the digest that binds it. The digest is
+// computed only when asked for (a state arrived or is handed out), from the
+// request as it was before the handler ran: most calls need none.
+func mrtrState(method string, req sdk.Request) (state *string, digest func() []byte, ok bool) {
+	var name string
+	var args []byte
+	switch r := req.(type) {
+	case *sdk.CallToolRequest:
+		if r.Params == nil {
+			return nil, nil, false
+		}
+		state, name, args = &r.Params.RequestState, r.Params.Name, bytes.Clone(r.Params.Arguments)
+	case *sdk.GetPromptRequest:
+		if r.Params == nil {
+			return nil, nil, false
+		}
+		args, _ = json.Marshal(r.Params.Arguments)
+		state, name = &r.Params.RequestState, r.Params.Name
+	case *sdk.ReadResourceRequest:
+		if r.Params == nil {
+			return nil, nil, false
+		}
+		state, name = &r.Params.RequestState, r.Params.URI
+	default:
+		return nil, nil, false
+	}
+	var d []byte
+	return state, func() []byte {
+		if d == nil {
+			d = requestDigest(method, name, args)
+		}
+		return d
+	}, true
+}
+
+func resultState(res sdk.Result) *string {
+	switch r := res.(type) {
+	case *sdk.CallToolResult:
+		return &r.RequestState
+	case *sdk.GetPromptResult:
+		return &r.RequestState
+	case *sdk.ReadResourceResult:
+		return &r.RequestState
+	}
+	return nil
 }

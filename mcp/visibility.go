@@ -9,6 +9,7 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/jsonrpcerr"
@@ -316,4 +317,74 @@ func (h *Handler) gateTools(w http.ResponseWriter, r *http.Request, msgs []envel
 		}
 	}
 	return true
+}
+
+// gateToolsMiddleware answers a tools/call of a tool the caller does not
+// see (unregistered, or refused by the policy) with the unknown-tool error,
+// before the SDK looks the tool up, and one the policy's rules refuse,
+// on the caller or on the arguments (as view, nil for none, sets them),
+// with the refusal naming the rule.
+func gateToolsMiddleware(gate *toolGate, view *catalog.ServerView) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			r, ok := req.(*sdk.CallToolRequest)
+			if !ok || r.Params == nil {
+				return next(ctx, method, req)
+			}
+			var info *sdkauth.TokenInfo
+			if extra := req.GetExtra(); extra != nil {
+				info = extra.TokenInfo
+			}
+			stepUp, jerr := gate.check(ctx, info, r.Params.Name)
+			if jerr != nil {
+				return nil, jerr
+			}
+			if stepUp != nil {
+				// The HTTP handler answers with the step-up 403 before the
+				// SDK sees the call; this is the second line.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Forbidden: the token lacks the scopes this tool needs: " + strings.Join(stepUp, " ") + ". Ask the user to authorize them."}
+			}
+			if jerr := gate.arguments(ctx, info, view, r.Params.Name, r.Params.Arguments); jerr != nil {
+				return nil, jerr
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// ToolPolicy reports whether the caller with token info may call tool, and
+// if not, the scopes it would need and whether the tool is hidden from it
+// (see [Denial]). info is nil when auth is off.
+type ToolPolicy func(info *sdkauth.TokenInfo, tool string) (allowed bool, needed []string, hidden bool)
+
+// filterToolsMiddleware removes from tools/list the tools the caller does
+// not see, and marks such a list private so that no shared cache serves it
+// to another caller.
+func filterToolsMiddleware(gate *toolGate) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		if !gate.filters() {
+			return next
+		}
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			res, err := next(ctx, method, req)
+			list, ok := res.(*sdk.ListToolsResult)
+			if err != nil || !ok {
+				return res, err
+			}
+			var info *sdkauth.TokenInfo
+			if extra := req.GetExtra(); extra != nil {
+				info = extra.TokenInfo
+			}
+			visible := list.Tools[:0:0]
+			for _, t := range list.Tools {
+				if gate.sees(ctx, info, t.Name) {
+					visible = append(visible, t)
+				}
+			}
+			filtered := *list
+			filtered.Tools = visible
+			filtered.CacheScope = "private"
+			return &filtered, nil
+		}
+	}
 }
