@@ -19,6 +19,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/audit"
+	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 )
 
@@ -28,6 +29,9 @@ import (
 type auditor struct {
 	rec  *audit.Recorder
 	opts audit.Options
+	// calledAs is the name a tools/call used when it is not the listed
+	// name (mcp.CalledAs).
+	calledAs func(context.Context) string
 	// recordings caches opts.For per tool name (registered tools only).
 	recordings sync.Map
 }
@@ -90,7 +94,7 @@ func newAuditor(ctx context.Context, cfg *configFile, metrics *observability.Met
 		logger.Info("an audit sink takes events again", "sink", sink)
 	})
 	rec := audit.NewRecorder(audit.RecorderOptions{QueueSize: o.QueueSize, Hooks: hooks}, sinks...)
-	return &auditor{rec: rec, opts: o}, nil
+	return &auditor{rec: rec, opts: o, calledAs: mcp.CalledAs}, nil
 }
 
 // syslogTLS is the TLS configuration of a syslog sink: the system's roots,
@@ -208,6 +212,9 @@ func (a *auditor) toolCalls(server string, known func(string) bool, original fun
 					e.ToolOriginal = orig
 				}
 				e.Upstream, _, _ = facts(name)
+				if a.calledAs != nil {
+					e.ToolCalledAs = truncateName(a.calledAs(ctx))
+				}
 			}
 			if extra := req.GetExtra(); extra != nil {
 				e.Actor = actor(extra.TokenInfo)
@@ -250,7 +257,7 @@ func (a *auditor) refused(ctx context.Context, server string, d toolRefusal) {
 	markRefused(ctx)
 	a.record(ctx, &audit.Event{
 		Type: audit.TypeToolRefused, Outcome: audit.OutcomeRefused, Actor: actor(d.info),
-		Server: server, Tool: d.tool, ToolOriginal: d.original, Reason: d.reason, Rule: d.rule, Scopes: d.needed,
+		Server: server, Tool: d.tool, ToolOriginal: d.original, ToolCalledAs: d.calledAs, Reason: d.reason, Rule: d.rule, Scopes: d.needed,
 	})
 }
 
@@ -259,6 +266,7 @@ func (a *auditor) refused(ctx context.Context, server string, d toolRefusal) {
 type toolRefusal struct {
 	info           *sdkauth.TokenInfo
 	tool, original string
+	calledAs       string // the name the call used, when not tool
 	reason, rule   string
 	needed         []string
 }

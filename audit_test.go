@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,9 +18,13 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/audit"
+	"github.com/portcullis-mcp/portcullis/internal/syncbuf"
+	"github.com/portcullis-mcp/portcullis/mcp"
+	"github.com/portcullis-mcp/portcullis/observability"
 )
 
 // auditEvent is an audit event as a SIEM reads it.
@@ -31,6 +37,7 @@ type auditEvent struct {
 	TraceID                    string `json:"trace_id"`
 	Server, Tool, Reason, Rule string
 	ToolOriginal               string `json:"tool_original"`
+	ToolCalledAs               string `json:"tool_called_as"`
 	DurationUS                 *int64 `json:"duration_us"`
 	Arguments                  json.RawMessage
 	Detail                     map[string]string
@@ -229,3 +236,51 @@ func BenchmarkAuditToolCall(b *testing.B) {
 		})
 	}
 }
+
+// TestAuditToolCalledAs: an MCP App's call by its upstream's own name is
+// recorded under the listed name with the name used beside it, whether
+// the call goes through or the tool gate refuses it; a call by the listed
+// name records no other name.
+func TestAuditToolCalledAs(t *testing.T) {
+	var out syncbuf.Buffer
+	au := &auditor{
+		rec: audit.NewRecorder(audit.RecorderOptions{}, audit.NewLines("file", &out)),
+		calledAs: func(ctx context.Context) string {
+			s, _ := ctx.Value(calledAsTestKey{}).(string)
+			return s
+		},
+	}
+	known := func(n string) bool { return n == "basic_get-time" }
+	same := func(n string) string { return n }
+	facts := func(string) (string, *sdk.ToolAnnotations, bool) { return "basic", nil, true }
+	handler := func(context.Context, string, sdk.Request) (sdk.Result, error) { return &sdk.CallToolResult{}, nil }
+	h := au.toolCalls("", known, same, facts, nil)(handler)
+	req := &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: "basic_get-time"}, Extra: &sdk.RequestExtra{}}
+	byApp := context.WithValue(t.Context(), calledAsTestKey{}, "get-time")
+	if _, err := h(byApp, "tools/call", req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h(t.Context(), "tools/call", req); err != nil {
+		t.Fatal(err)
+	}
+	deny := toolDeniedHook(slog.New(slog.DiscardHandler), observability.NewMetrics(prometheus.NewRegistry(), observability.BuildInfo{}), "", known, nil, au)
+	deny(t.Context(), mcp.Denial{Tool: "basic_get-time", CalledAs: "get-time", Reason: mcp.DenialRule, Rule: "office-hours"})
+	if err := au.rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var e auditEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, line)
+		}
+		got = append(got, e.Type+" "+e.Tool+" "+e.ToolCalledAs)
+	}
+	want := []string{"tool.call basic_get-time get-time", "tool.call basic_get-time ", "tool.refused basic_get-time get-time"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events (type, tool, tool_called_as) = %q, want %q", got, want)
+	}
+}
+
+type calledAsTestKey struct{}

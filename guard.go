@@ -129,7 +129,7 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server 
 			}
 		}
 		metrics.ToolDenied(counted)
-		au.refused(ctx, server, toolRefusal{info: d.Info, tool: counted.Tool, original: counted.ToolOriginal, reason: d.Reason, rule: d.Rule, needed: d.Needed})
+		au.refused(ctx, server, toolRefusal{info: d.Info, tool: counted.Tool, original: counted.ToolOriginal, calledAs: truncateName(d.CalledAs), reason: d.Reason, rule: d.Rule, needed: d.Needed})
 		level := slog.LevelDebug
 		if d.Reason == mcp.DenialPolicy || d.Reason == mcp.DenialStepUp || d.Reason == mcp.DenialRule {
 			level = slog.LevelInfo

@@ -19,7 +19,7 @@ func sampleEvent() *Event {
 		ID: "0123", Time: time.Date(2026, 11, 29, 8, 0, 0, 123456000, time.UTC),
 		Type: TypeToolCall, Outcome: OutcomeSuccess,
 		Actor:   Actor{Issuer: "https://idp", Subject: "alice", ClientID: "cli", Act: []Delegate{{Subject: "agent", ClientID: "bot"}}},
-		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Server: "math", Tool: "add", ToolOriginal: "calculator",
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Server: "math", Tool: "add", ToolOriginal: "calculator", ToolCalledAs: "plus",
 		Duration: 1500 * time.Microsecond, Arguments: json.RawMessage(`{"a":1}`),
 		Detail: map[string]string{"z": "last", "a": "first \"quoted\"\n<tag>"},
 	}
@@ -33,7 +33,7 @@ func TestEventJSON(t *testing.T) {
 	}
 	want := `{"schema":"portcullis.audit/v1","id":"0123","time":"2026-11-29T08:00:00.123456Z","type":"tool.call","outcome":"success",` +
 		`"actor":{"issuer":"https://idp","subject":"alice","client_id":"cli","act":[{"subject":"agent","client_id":"bot"}]},` +
-		`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","server":"math","tool":"add","tool_original":"calculator","duration_us":1500,` +
+		`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","server":"math","tool":"add","tool_original":"calculator","tool_called_as":"plus","duration_us":1500,` +
 		`"arguments":{"a":1},"detail":{"a":"first \"quoted\"\n\u003ctag\u003e","z":"last"}}`
 	if string(e.JSON()) != want {
 		t.Errorf("JSON:\n got %s\nwant %s", e.JSON(), want)

@@ -110,9 +110,11 @@ type Event struct {
 	// Server names the virtual server ("" for /mcp).
 	Server string
 	// Tool is the tool as the caller called it; ToolOriginal the
-	// catalog's name when a virtual server renamed it; Upstream the
+	// catalog's name when a virtual server renamed it; ToolCalledAs the
+	// name the call used when that is not the name the tool is listed by
+	// (an MCP App's call by its upstream's own name); Upstream the
 	// upstream that serves it or that the event is about.
-	Tool, ToolOriginal, Upstream string
+	Tool, ToolOriginal, ToolCalledAs, Upstream string
 	// Duration of the operation (tool calls).
 	Duration time.Duration
 	// Reason says why an operation was refused or failed, in a word of
@@ -188,6 +190,7 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	b = appendField(b, "server", e.Server)
 	b = appendField(b, "tool", e.Tool)
 	b = appendField(b, "tool_original", e.ToolOriginal)
+	b = appendField(b, "tool_called_as", e.ToolCalledAs)
 	b = appendField(b, "upstream", e.Upstream)
 	if e.Duration > 0 || e.Type == TypeToolCall {
 		b = append(b, `,"duration_us":`...)
