@@ -481,7 +481,11 @@ func TestRedisStoreWaitsForReplicas(t *testing.T) {
 	ctx := context.Background()
 	primary, replica := redistest.StartWithReplica(t)
 	prefix := newPrefix()
-	s := tasks.NewRedisStore(primary.Client(t), prefix, nil, tasks.WaitForReplicas(1, 200*time.Millisecond))
+	// While the replica is up, a write waits until it has the write, for
+	// as long as a busy machine makes that take (WAIT answers as soon as
+	// it does); once it is down, writes wait the short timeout that fails
+	// them.
+	s := tasks.NewRedisStore(primary.Client(t), prefix, nil, tasks.WaitForReplicas(1, 10*time.Second))
 	defer s.Close()
 	onReplica := tasks.NewRedisStore(replica.Client(t), prefix, nil)
 	defer onReplica.Close()
@@ -500,6 +504,8 @@ func TestRedisStoreWaitsForReplicas(t *testing.T) {
 	}
 
 	replica.Stop()
+	s = tasks.NewRedisStore(primary.Client(t), prefix, nil, tasks.WaitForReplicas(1, 200*time.Millisecond))
+	defer s.Close()
 	if err := s.Create(ctx, liveTask("unkept", "alice", now), tasks.Caps{PerOwner: 1}); !errors.Is(err, tasks.ErrUnavailable) {
 		t.Fatalf("Create with no replica = %v, want ErrUnavailable", err)
 	}
@@ -531,7 +537,7 @@ func TestRedisStoreClusterWaitsForReplicas(t *testing.T) {
 		}
 	}
 	storetest.Run(t, func(t *testing.T) tasks.Store {
-		s := tasks.NewRedisStore(client, fmt.Sprintf("test%d:{tasks}:", prefixes.Add(1)), nil, tasks.WaitForReplicas(1, time.Second))
+		s := tasks.NewRedisStore(client, fmt.Sprintf("test%d:{tasks}:", prefixes.Add(1)), nil, tasks.WaitForReplicas(1, 10*time.Second)) // WAIT answers once the replica has the write
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
