@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -450,19 +451,42 @@ func BenchmarkAppCall(b *testing.B) {
 
 // TestAppsCostOtherCallsNothing checks that a call of a tool of an
 // upstream without Apps allocates no more on an endpoint that also serves
-// Apps than on one that serves none.
+// Apps than on one that serves none. The two means are compared as they
+// are: testing.AllocsPerRun rounds each down to a whole number, and a mean
+// near one (145.05 under -race) then reads 145 or 144 by chance.
 func TestAppsCostOtherCallsNothing(t *testing.T) {
 	allocs := func(cat *catalog.Catalog) float64 {
 		h := New(cat, Options{}, Deps{Version: "t"}).Handler()
+		call := func() { serveAppCall(t, h, "up_search", `{"q":"x","org":"acme"}`) }
 		for range 50 {
-			serveAppCall(t, h, "up_search", `{"q":"x","org":"acme"}`)
+			call()
 		}
-		return testing.AllocsPerRun(500, func() { serveAppCall(t, h, "up_search", `{"q":"x","org":"acme"}`) })
+		return meanAllocs(1000, call)
 	}
 	without, with := allocs(appCatalogOf(t, &appServers{}, false)), allocs(appCatalog(t, &appServers{}))
-	if with > without+0.5 {
-		t.Errorf("a call of up_search allocates %.1f times on an endpoint that serves Apps, %.1f on one that serves none", with, without)
+	// The race detector's sync.Pool drops a quarter of what is put back,
+	// at random, so under -race a call's count varies by about one; the
+	// comparison is exact only without it (go test ./...).
+	margin := 0.5
+	if raceEnabled {
+		margin = 2
 	}
+	if with > without+margin {
+		t.Errorf("a call of up_search allocates %.2f times on an endpoint that serves Apps, %.2f on one that serves none", with, without)
+	}
+}
+
+// meanAllocs returns the mean number of heap allocations of a call of f
+// over runs calls, unrounded.
+func meanAllocs(runs int, f func()) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(runs)
 }
 
 // TestAppTaskCall checks the task-augmented form: an App's call by its
