@@ -157,9 +157,6 @@ func toolDeniedHook(logger *slog.Logger, metrics *observability.Metrics, server 
 	}
 }
 
-// maxLoggedName bounds a caller-chosen tool name in the log.
-const maxLoggedName = 128
-
 // toolPolicy returns the per-tool policy, or nil when auth.policy is empty:
 // then every tool is open to whoever the middleware let in (which already
 // checked auth.required_scopes), and the MCP layer skips the per-call and

@@ -161,3 +161,6 @@ func truncateName(name string) string {
 	}
 	return name
 }
+
+// maxLoggedName bounds a caller-chosen tool name in the log.
+const maxLoggedName = 128

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -59,37 +58,6 @@ func withCalledAs(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, calledAsKey{}, name)
 }
 
-// resolve returns the listed name of the tool the caller with info calls
-// by name, when name is not listed and stands for exactly one tool the
-// caller sees; "" otherwise, with the listed names when it stands for
-// several. It is one map lookup, and the policy's word on each tool
-// found.
-func (g *toolGate) resolve(ctx context.Context, info *sdkauth.TokenInfo, name string) (listed string, ambiguous []string) {
-	if g.apps == nil {
-		return "", nil
-	}
-	cands := g.apps.AppTool(name)
-	if len(cands) == 0 {
-		return "", nil
-	}
-	if len(cands) == 1 {
-		if g.sees(ctx, info, cands[0]) {
-			return cands[0], nil
-		}
-		return "", nil
-	}
-	var seen []string
-	for _, c := range cands {
-		if g.sees(ctx, info, c) {
-			seen = append(seen, c)
-		}
-	}
-	if len(seen) == 1 {
-		return seen[0], nil
-	}
-	return "", seen
-}
-
 // ambiguousToolError is the answer to a call of a name that stands for
 // several tools.
 func ambiguousToolError(name string, listed []string) *jsonrpc.Error {
@@ -97,37 +65,6 @@ func ambiguousToolError(name string, listed []string) *jsonrpc.Error {
 		Code: jsonrpc.CodeInvalidParams,
 		Message: fmt.Sprintf("Ambiguous tool name: %q is the name %d upstream servers give a tool here; call one of them by the name it is listed by: %s. (An App calls its server's tools by its server's names; serve each App's server on a virtual server of its own to keep them apart.)",
 			name, len(listed), `"`+strings.Join(listed, `", "`)+`"`),
-	}
-}
-
-// resolveToolsMiddleware makes a tools/call of a name that stands for one
-// tool (see [toolGate.resolve]) a call of that tool by its listed name,
-// and remembers the name used ([CalledAs]). It belongs outermost. A name
-// that stands for several is left as it is, for the gate to refuse.
-func resolveToolsMiddleware(gate *toolGate) sdk.Middleware {
-	return func(next sdk.MethodHandler) sdk.MethodHandler {
-		if gate.apps == nil {
-			return next
-		}
-		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			r, ok := req.(*sdk.CallToolRequest)
-			if !ok || r.Params == nil {
-				return resolveResource(ctx, gate.apps, next, method, req)
-			}
-			var info *sdkauth.TokenInfo
-			if extra := req.GetExtra(); extra != nil {
-				info = extra.TokenInfo
-			}
-			listed, _ := gate.resolve(ctx, info, r.Params.Name)
-			if listed == "" {
-				return next(ctx, method, req)
-			}
-			params := *r.Params
-			params.Name = listed
-			call := *r
-			call.Params = &params
-			return next(withCalledAs(ctx, r.Params.Name), method, &call)
-		}
 	}
 }
 

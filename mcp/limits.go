@@ -34,36 +34,6 @@ func toolTimeoutMap(list []ToolTimeout) map[string]time.Duration {
 	return m
 }
 
-func (o *Options) validateLimits() []error {
-	var errs []error
-	if o.ToolTimeout < 0 {
-		errs = append(errs, errors.New("tool_timeout: must not be negative"))
-	}
-	if o.MaxSessions < 0 {
-		errs = append(errs, errors.New("max_sessions: must not be negative"))
-	}
-	if o.MaxSessionsPerPrincipal < 0 {
-		errs = append(errs, errors.New("max_sessions_per_principal: must not be negative"))
-	}
-	if o.MaxSessions > 0 && o.MaxSessionsPerPrincipal > o.MaxSessions {
-		errs = append(errs, fmt.Errorf("max_sessions_per_principal: %d is more than max_sessions %d", o.MaxSessionsPerPrincipal, o.MaxSessions))
-	}
-	seen := map[string]bool{}
-	for i, t := range o.ToolTimeouts {
-		switch {
-		case t.Tool == "":
-			errs = append(errs, fmt.Errorf("tool_timeouts[%d].tool: required", i))
-		case seen[t.Tool]:
-			errs = append(errs, fmt.Errorf("tool_timeouts[%d].tool: duplicate tool %q", i, t.Tool))
-		}
-		seen[t.Tool] = true
-		if t.Timeout <= 0 {
-			errs = append(errs, fmt.Errorf("tool_timeouts[%d].timeout: must be positive", i))
-		}
-	}
-	return errs
-}
-
 // toolTimeoutMiddleware bounds every tools/call by the tool's timeout
 // (perTool, else def; zero means unbounded). When the time is up the
 // handler's context is cancelled and the call ends at once with an error

@@ -171,3 +171,10 @@ func (rt *remoteTasks) serve(ctx context.Context, method, id, owner string, para
 	}
 	reply(res)
 }
+
+// Messages of the errors the tasks surface answers with.
+const (
+	taskStoreUnreachableMessage  = "Internal error: the task store is unreachable; retry later."
+	taskNotFoundMessage          = "Task not found: it does not exist, has expired, or belongs to another caller."
+	missingTasksCapabilityPrefix = "Missing required client capability: "
+)

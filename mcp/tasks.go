@@ -17,13 +17,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
-// Messages of the errors the tasks surface answers with.
-const (
-	taskStoreUnreachableMessage  = "Internal error: the task store is unreachable; retry later."
-	taskNotFoundMessage          = "Task not found: it does not exist, has expired, or belongs to another caller."
-	missingTasksCapabilityPrefix = "Missing required client capability: "
-)
-
 // missingTasksData is the data of -32021 naming the tasks extension.
 var missingTasksData = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + tasks.ExtensionID + `":{}}}}`)
 
