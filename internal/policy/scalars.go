@@ -129,3 +129,11 @@ func (r *rule) checkScalars(args map[string]any) error {
 	}
 	return nil
 }
+
+func stringLiteral(e celast.Expr) (string, bool) {
+	if e.Kind() != celast.LiteralKind {
+		return "", false
+	}
+	s, ok := e.AsLiteral().(types.String)
+	return string(s), ok
+}
