@@ -138,6 +138,9 @@ type budgetPath struct {
 	// authServer: the token comes from Portcullis's authorization server
 	// (the ID-JAG grant of an enterprise IdP), not from the IdP directly.
 	authServer bool
+	// audited: the configuration writes audit events to AuditFile, and
+	// the measurement checks that every call of its window was recorded.
+	audited bool
 }
 
 // budgetPaths are the paths, each measured in its own server process.
@@ -220,7 +223,33 @@ var budgetPaths = []budgetPath{
 		tool:       "echo",
 		authServer: true,
 	},
+	{
+		name:    "policy-audit",
+		about:   "a 2026-07-28 tools/call of echo through ten argument rules, its audit event written to a file",
+		config:  "audit:\n  sinks:\n    - type: file\n      path: {{.AuditFile}}\n",
+		policy:  budgetRules,
+		tool:    "echo",
+		audited: true,
+	},
 }
+
+// budgetRules are ten argument rules on echo, added to its policy entry
+// in the base configuration: the shapes of BenchmarkPolicyRules
+// (comparisons, in, contains, size, has, the caller, the tool, the time)
+// over the one argument echo takes, each of which holds for the calls
+// budgetCaller makes.
+const budgetRules = `      rules:
+        - {name: r0, allow: 'args.text.startsWith("t")'}
+        - {name: r1, allow: 'size(args.text) < 4096'}
+        - {name: r2, allow: '!args.text.contains("DROP")'}
+        - {name: r3, allow: 'args.text != ""'}
+        - {name: r4, allow: '!has(args.note) || size(args.note) < 100'}
+        - {name: r5, allow: 'args.text in ["t0", "x"] || size(args.text) > 1'}
+        - {name: r6, allow: '"mcp:tools" in caller.scopes || args.text == "t0"'}
+        - {name: r7, allow: 'caller.subject != "" || args.text == ""'}
+        - {name: r8, allow: 'tool.server == "" || args.text != "divide"'}
+        - {name: r9, allow: 'now.getHours() >= 0 && size(args.text) > 0'}
+`
 
 // budgetUpstreamConfig is the upstream of the proxied paths: the
 // go-sdk server the test serves (budgetUpstream), statelessly, as a
@@ -234,8 +263,8 @@ const budgetUpstreamConfig = `upstreams:
 
 // budgetVars are what the configuration templates may use.
 type budgetVars struct {
-	Addr, MetricsAddr, Issuer, Upstream, Redis, SecretFile string
-	Policy, Extra                                          string
+	Addr, MetricsAddr, Issuer, Upstream, Redis, SecretFile, AuditFile string
+	Policy, Extra                                                     string
 }
 
 // budgetBaseConfig is the full stack of the load harness's portcullis row
@@ -566,7 +595,7 @@ func freeLoopbackAddr(t *testing.T) string {
 func (e *budgetEnvironment) measure(t *testing.T, p budgetPath, plant int) (m, planted measurement) {
 	dir := t.TempDir()
 	vars := budgetVars{Addr: freeLoopbackAddr(t), MetricsAddr: freeLoopbackAddr(t), Issuer: e.idp.URL(), Upstream: e.upstream, Redis: e.redis,
-		SecretFile: filepath.Join(dir, "idp-secret")}
+		SecretFile: filepath.Join(dir, "idp-secret"), AuditFile: filepath.Join(dir, "audit.jsonl")}
 	if err := os.WriteFile(vars.SecretFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -718,12 +747,34 @@ func (e *budgetEnvironment) measure(t *testing.T, p budgetPath, plant int) (m, p
 		}
 	}
 	m = window(1, p.name)
+	if p.audited {
+		checkAudited(t, ctx, vars.AuditFile, budgetCalls+budgetWarmup+1, childLog)
+	}
 	if plant > 0 {
 		fmt.Fprintln(stdin, "plant", plant)
 		await("planted")
 		planted = window(2, p.name+"-planted")
 	}
 	return m, planted
+}
+
+// checkAudited waits until file holds at least calls successful
+// tool.call events (the sink writes them from its own goroutine), and
+// fails when ctx ends first.
+func checkAudited(t *testing.T, ctx context.Context, file string, calls int, childLog func() string) {
+	t.Helper()
+	for {
+		data, _ := os.ReadFile(file)
+		n := bytes.Count(data, []byte(`"type":"tool.call","outcome":"success"`))
+		if n >= calls {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s holds %d successful tool.call events, want %d\n%s", file, n, calls, childLog())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // budgetChildEnviron is this process's environment without what would

@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,7 +31,6 @@ import (
 	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // otlpLogSink is an OTLP/HTTP logs endpoint that keeps the bodies of the
@@ -49,14 +47,8 @@ type otlpLogRecord struct {
 }
 
 func (s *otlpLogSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err == nil && (r.Method != http.MethodPost || r.URL.Path != "/v1/logs") {
-		err = fmt.Errorf("unexpected %s %s", r.Method, r.URL.Path)
-	}
 	var req collogspb.ExportLogsServiceRequest
-	if err == nil {
-		err = proto.Unmarshal(body, &req)
-	}
+	err := readOTLP(r, "/v1/logs", &req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -75,9 +67,7 @@ func (s *otlpLogSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	out, _ := proto.Marshal(&collogspb.ExportLogsServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
+	writeOTLP(w, &collogspb.ExportLogsServiceResponse{})
 }
 
 func (s *otlpLogSink) snapshot() ([]otlpLogRecord, []string) {

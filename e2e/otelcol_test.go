@@ -46,14 +46,8 @@ type exportedSpan struct {
 }
 
 func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err == nil && (r.Method != http.MethodPost || r.URL.Path != "/v1/traces") {
-		err = fmt.Errorf("unexpected %s %s", r.Method, r.URL.Path)
-	}
 	var req coltracepb.ExportTraceServiceRequest
-	if err == nil {
-		err = proto.Unmarshal(body, &req)
-	}
+	err := readOTLP(r, "/v1/traces", &req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -69,7 +63,24 @@ func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	writeOTLP(w, &coltracepb.ExportTraceServiceResponse{})
+}
+
+// readOTLP reads an OTLP/HTTP export request, a POST to path, into req.
+func readOTLP(r *http.Request, path string, req proto.Message) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if r.Method != http.MethodPost || r.URL.Path != path {
+		return fmt.Errorf("unexpected %s %s", r.Method, r.URL.Path)
+	}
+	return proto.Unmarshal(body, req)
+}
+
+// writeOTLP answers an OTLP/HTTP export with resp.
+func writeOTLP(w http.ResponseWriter, resp proto.Message) {
+	out, _ := proto.Marshal(resp)
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(out)
 }

@@ -13,17 +13,22 @@ import (
 	"golang.org/x/tools/go/packages"
 )
 
-// Inside the packages held to the size limits (sizedPackages), files are
-// layered by who uses whom: no file uses, directly or through others, a
+// Inside the packages of layeredPackages, files are layered by who uses
+// whom: no file uses, directly or through others, a
 // file that uses it. A file uses another when it names something declared
 // there: a function, type, variable or constant, a method or a field (so
 // a method declared beside the code it serves counts where its type is
 // declared and where it is called). A reader can then read a package from
 // the bottom up, and a change to a file touches only the files above it.
 
+// layeredPackages are the folders, relative to the repository, held to
+// the layering: those held to the size limits (sizedPackages), and
+// others whose files are layered already.
+var layeredPackages = append(slices.Clone(sizedPackages), "tasks", "internal/policy")
+
 func TestFilesLayered(t *testing.T) {
 	var patterns []string
-	for _, dir := range sizedPackages {
+	for _, dir := range layeredPackages {
 		patterns = append(patterns, "./"+dir)
 	}
 	problems, err := layerProblems(root, patterns...)
