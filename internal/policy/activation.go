@@ -23,6 +23,11 @@ func evalAll(rules []*rule, act *activation) *Refusal {
 
 // eval decides r: nil when it holds.
 func eval(r *rule, act *activation) *Refusal {
+	if len(r.claimScalarPaths) > 0 {
+		if err := r.checkClaimScalars(act.caller.claimMap()); err != nil {
+			return &Refusal{Rule: r.Name, Hidden: r.Hidden, Err: err}
+		}
+	}
 	out, _, err := r.prg.Eval(act)
 	if err != nil {
 		return &Refusal{Rule: r.Name, Hidden: r.Hidden, Err: fmt.Errorf("policy: rule %q: %w", r.Name, err)}
@@ -99,12 +104,17 @@ func (v *callerValue) FindStringKey(k string) (any, bool) {
 	case "groups":
 		return orEmpty(v.c.Groups), true
 	case "claims":
-		if v.claims == nil {
-			v.claims = claimsValue(v.c, v.tr)
-		}
-		return v.claims, true
+		return v.claimMap(), true
 	}
 	return nil, false
+}
+
+// claimMap returns the claims the rules read, decoded on first use.
+func (v *callerValue) claimMap() map[string]any {
+	if v.claims == nil {
+		v.claims = claimsValue(v.c, v.tr)
+	}
+	return v.claims
 }
 
 // claimsValue decodes the claims the rules of tr read.

@@ -168,10 +168,16 @@ func (r *rule) inspect(a *celast.AST, problems *[]string) {
 				if key, ok := stringLiteral(args[1]); ok {
 					r.addName(key)
 					r.checkField(args[0], key, problems)
+					if isCallerClaims(args[0]) {
+						r.claims = appendNew(r.claims, key)
+					}
 				}
 			case operators.In:
 				if key, ok := stringLiteral(args[0]); ok {
 					r.addName(key)
+					if isCallerClaims(args[1]) {
+						r.claims = appendNew(r.claims, key)
+					}
 				}
 			}
 		}
@@ -219,15 +225,6 @@ func (r *rule) checkField(operand celast.Expr, field string, problems *[]string)
 	if !slices.Contains(known, field) {
 		*problems = append(*problems, fmt.Sprintf("%s has no field %q (it has %s)", what, field, strings.Join(known, ", ")))
 	}
-}
-
-// isCallerClaims reports whether e is caller.claims.
-func isCallerClaims(e celast.Expr) bool {
-	if e.Kind() != celast.SelectKind {
-		return false
-	}
-	s := e.AsSelect()
-	return s.FieldName() == "claims" && s.Operand().Kind() == celast.IdentKind && s.Operand().AsIdent() == "caller"
 }
 
 // argNamed returns the argument parent reads of args by its name:

@@ -148,8 +148,9 @@ type rule struct {
 	topArgs []string
 	allArgs bool
 	// scalarPaths are the argument paths the expression compares with a
-	// scalar literal (see checkScalars).
-	scalarPaths [][]string
+	// scalar literal (see checkScalars), claimScalarPaths the paths below
+	// caller.claims (checkClaimScalars).
+	scalarPaths, claimScalarPaths [][]string
 }
 
 // toolRules are the rules that apply to one tool, in configuration order.

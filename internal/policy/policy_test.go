@@ -71,7 +71,17 @@ func TestCallerRules(t *testing.T) {
 		Spec{Key: "k3", Tool: "hours", Name: "working-hours", Allow: `now.getHours() >= 9 && now.getHours() < 18`},
 		Spec{Key: "k4", Tool: "costcenter", Name: "claim-missing", Allow: `caller.claims.cost_center == "42"`},
 		Spec{Key: "k5", Tool: "ro", Name: "read-only", Allow: `tool.annotations.read_only_hint && tool.upstream == "" && tool.original == "ro"`},
+		Spec{Key: "k6", Tool: "members", Name: "not-guest", Allow: `caller.claims.role != "guest"`},
+		Spec{Key: "k7", Tool: "tiers", Name: "paid-tier", Allow: `caller.claims["plan"].tier in ["gold", "silver"]`},
+		Spec{Key: "k8", Tool: "indexed", Name: "indexed-claim", Allow: `"department" in caller.claims && caller.claims["department"] == "finance"`},
 	)
+	withClaims := func(claims ...string) *Caller {
+		c := &Caller{Subject: "carol", Claims: map[string]json.RawMessage{}}
+		for i := 0; i < len(claims); i += 2 {
+			c.Claims[claims[i]] = json.RawMessage(claims[i+1])
+		}
+		return c
+	}
 	noon := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	night := time.Date(2026, 1, 5, 23, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -95,6 +105,14 @@ func TestCallerRules(t *testing.T) {
 		{name: "annotations", tool: Tool{Name: "ro", Original: "ro", Annotations: Annotations{ReadOnly: true}}},
 		{name: "annotations refuse", tool: Tool{Name: "ro", Original: "ro"}, wantRule: "read-only"},
 		{name: "ungoverned", tool: Tool{Name: "other"}},
+		{name: "scalar claim compared", caller: withClaims("role", `"member"`), tool: Tool{Name: "members"}},
+		{name: "scalar claim refused", caller: withClaims("role", `"guest"`), tool: Tool{Name: "members"}, wantRule: "not-guest"},
+		{name: "list claim where != compares a scalar", caller: withClaims("role", `["guest"]`), tool: Tool{Name: "members"}, wantRule: "not-guest", wantErr: true},
+		{name: "object claim where != compares a scalar", caller: withClaims("role", `{"name":"guest"}`), tool: Tool{Name: "members"}, wantRule: "not-guest", wantErr: true},
+		{name: "nested scalar claim in a list", caller: withClaims("plan", `{"tier":"gold"}`), tool: Tool{Name: "tiers"}},
+		{name: "claims by a literal key", caller: analyst, tool: Tool{Name: "indexed"}},
+		{name: "claims by a literal key, absent", caller: withClaims("role", `"member"`), tool: Tool{Name: "indexed"}, wantRule: "indexed-claim"},
+		{name: "nested list claim where in compares scalars", caller: withClaims("plan", `{"tier":["gold"]}`), tool: Tool{Name: "tiers"}, wantRule: "paid-tier", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
