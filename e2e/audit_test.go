@@ -8,8 +8,10 @@ package e2e
 // by the collector's OTLP/HTTP exporter to an httptest server that decodes
 // them) and to Debian's rsyslog (RFC 5424 over TCP, written by rsyslog to
 // a file). Every event of the scripted session arrives once at each, of
-// the schema, and none holds a token or a redacted argument; with the
-// collector stopped, calls go on and the otlp sink's drop counter rises.
+// the schema, and none holds a token or a redacted argument; the events
+// of the calls name the client's trace (at the collector, the log records
+// too); with the collector stopped, calls go on and the otlp sink's drop
+// counter rises.
 
 import (
 	"bytes"
@@ -146,6 +148,7 @@ type auditEventOf struct {
 	Actor                           map[string]any
 	Tool, Rule, Reason              string
 	Arguments                       json.RawMessage
+	TraceID                         string `json:"trace_id"`
 }
 
 // decodeEvents decodes JSON events (one per element), failing on any that
@@ -207,11 +210,19 @@ func TestAuditEventsReachCollectorAndRsyslog(t *testing.T) {
 	}
 	tok := mustToken(t, "code exchange")(app.Exchange(t, origin, app.Code(t, cb)))
 	const secretText = "hunter2"
-	res := callOK(t, resource, modernToolCall(2, "echo", `{"text":"`+secretText+`"}`), modernHeaders(tok.AccessToken, "tools/call", "echo"))
+	// The two calls carry a W3C trace of the client's, which their
+	// events must name.
+	const callTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	traced := func() http.Header {
+		h := modernHeaders(tok.AccessToken, "tools/call", "echo")
+		h.Set("Traceparent", "00-"+callTrace+"-00f067aa0ba902b7-01")
+		return h
+	}
+	res := callOK(t, resource, modernToolCall(2, "echo", `{"text":"`+secretText+`"}`), traced())
 	if !strings.Contains(string(res), secretText) {
 		t.Fatalf("echo: %s", res)
 	}
-	resp, body := postMCP(t, http.DefaultClient, resource, modernToolCall(3, "echo", `{"text":"far too long a text"}`), modernHeaders(tok.AccessToken, "tools/call", "echo"))
+	resp, body := postMCP(t, http.DefaultClient, resource, modernToolCall(3, "echo", `{"text":"far too long a text"}`), traced())
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `the policy rule \"short-text\" refuses this call`) {
 		t.Fatalf("echo with too long a text: status %d: %s", resp.StatusCode, body)
 	}
@@ -275,6 +286,24 @@ func TestAuditEventsReachCollectorAndRsyslog(t *testing.T) {
 	for name, secret := range map[string]string{"access token": tok.AccessToken, "refresh token": tok.RefreshToken, "refreshed access token": refreshed.AccessToken, "redacted argument": secretText} {
 		if strings.Contains(all, secret) {
 			t.Errorf("an event holds the %s", name)
+		}
+	}
+	// The calls' events name the client's trace, in the event and, at
+	// the collector, in the log record's own trace id.
+	for i, e := range fromCollector {
+		if e.Type != "tool.call" && e.Type != "tool.refused" {
+			continue
+		}
+		if e.TraceID != callTrace {
+			t.Errorf("%s: trace_id %q, want the call's %s", e.Type, e.TraceID, callTrace)
+		}
+		if recs, _ := logs.snapshot(); i < len(recs) && recs[i].TraceID != callTrace {
+			t.Errorf("%s: the log record's trace id is %q, want the call's %s", e.Type, recs[i].TraceID, callTrace)
+		}
+	}
+	for _, e := range fromSyslog {
+		if (e.Type == "tool.call" || e.Type == "tool.refused") && e.TraceID != callTrace {
+			t.Errorf("rsyslog %s: trace_id %q, want the call's %s", e.Type, e.TraceID, callTrace)
 		}
 	}
 	for _, e := range fromCollector {
