@@ -12,26 +12,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/bearer"
 )
 
-// Event is what [Middleware] reports for every request it guards.
-type Event struct {
-	// Outcome is "allowed" or "denied".
-	Outcome string
-	// Reason is empty when allowed.
-	Reason Reason
-	// Issuer and ClientID are known once a token verified.
-	Issuer, ClientID string
-}
-
-// Outcomes of an [Event].
-const (
-	OutcomeAllowed = "allowed"
-	OutcomeDenied  = "denied"
-)
-
-// Hook receives auth events (the observability package implements it; auth
-// imports no telemetry). It must be fast and must not block.
-type Hook func(context.Context, Event)
-
 // Middleware guards next (the /mcp handler) with bearer tokens:
 //
 //   - the token comes only from the Authorization header; a token in the

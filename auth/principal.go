@@ -118,3 +118,9 @@ func PrincipalFromTokenInfo(ti *sdkauth.TokenInfo) (*Principal, bool) {
 	p, ok := ti.Extra[tokenInfoPrincipalKey].(*Principal)
 	return p, ok && p != nil
 }
+
+// Verifier checks a bearer token and returns its [Principal]. Errors are
+// *[Error] values whose Reason says why the token was refused.
+type Verifier interface {
+	Verify(ctx context.Context, token string) (*Principal, error)
+}

@@ -13,12 +13,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/outbound"
 )
 
-// Verifier checks a bearer token and returns its [Principal]. Errors are
-// *[Error] values whose Reason says why the token was refused.
-type Verifier interface {
-	Verify(ctx context.Context, token string) (*Principal, error)
-}
-
 // VerifierFunc adapts a function to [Verifier].
 type VerifierFunc func(ctx context.Context, token string) (*Principal, error)
 
