@@ -130,7 +130,7 @@ func AddRunningTool[In, Out any](c *Catalog, s *sdk.Server, t *sdk.Tool, h sdk.T
 		c.indexApps()
 	}
 	for _, v := range c.views {
-		if v.s == s && v.AppTool(t.Name) != nil {
+		if v.server() == s && v.AppTool(t.Name) != nil {
 			v.refresh()
 		}
 	}

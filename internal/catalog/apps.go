@@ -19,10 +19,6 @@ import (
 // listed by as the one resource it stands for, and refuses either,
 // naming them, when it stands for several.
 
-// appIndex maps a tool's name in its source to the names the tools of
-// that name are listed by, sorted.
-type appIndex map[string][]string
-
 // indexApps indexes the tools of the sources that serve Apps by their
 // names in the source: those with a prefix (without one, the two names
 // are the same), except tools whose input schema binds arguments to

@@ -56,7 +56,7 @@ type Catalog struct {
 	sources   map[string]*source
 	servers   []*sdk.Server
 	// views are the views RegisterView made, which SetSource updates.
-	views []*ServerView
+	views []view
 	// forwardToSources: see ForwardToSources.
 	forwardToSources bool
 	// taskTools is how tools' calls may run as tasks, where that is set
@@ -78,6 +78,17 @@ type Catalog struct {
 	// appURIs indexes the ui:// resources of those sources by their URIs
 	// in the source (apps.go); replaced whole under mu.
 	appURIs atomic.Pointer[appIndex]
+}
+
+// view is what the catalog asks of the views it keeps up to date: a
+// [ServerView] (viewsync.go). Its methods are called with mu held.
+type view interface {
+	// server is the SDK server the view registers on.
+	server() *sdk.Server
+	// refresh brings the view and its server up to date with the catalog.
+	refresh()
+	// AppTool: see [ServerView.AppTool].
+	AppTool(name string) []string
 }
 
 // Tool is one tool, ready to add to any server. Add receives the server so
@@ -218,3 +229,7 @@ func encodedInputSchema(t *sdk.Tool) *sdk.Tool {
 	tt.InputSchema = json.RawMessage(b)
 	return &tt
 }
+
+// appIndex maps a tool's name in its source to the names the tools of
+// that name are listed by, sorted.
+type appIndex map[string][]string

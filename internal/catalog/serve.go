@@ -228,7 +228,7 @@ func (c *Catalog) ResourceUpdated(ctx context.Context, uri string) {
 	c.mu.RLock()
 	servers := slices.Clone(c.servers)
 	for _, v := range c.views {
-		servers = append(servers, v.s)
+		servers = append(servers, v.server())
 	}
 	c.mu.RUnlock()
 	for _, s := range servers {

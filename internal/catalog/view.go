@@ -120,6 +120,9 @@ type viewState struct {
 	clashes map[string]bool // logged already
 }
 
+// server returns the SDK server v registers on.
+func (v *ServerView) server() *sdk.Server { return v.s }
+
 // Tool returns the tool callers call by name, if the view exposes one.
 func (v *ServerView) Tool(name string) (*ViewTool, bool) {
 	t, ok := v.cur.Load().tools[name]
