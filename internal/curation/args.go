@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 )
 
 // Call sets a curated tool's fixed arguments and defaults on the
@@ -196,8 +194,4 @@ func colonFollows(obj []byte, i int) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
 }

@@ -3,7 +3,6 @@ package curation
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -352,16 +351,4 @@ func shortJSON(v json.RawMessage) string {
 		return string(b[:57]) + "..."
 	}
 	return string(b)
-}
-
-// errNotJSON says a fixed value or default is not a JSON value.
-var errNotJSON = errors.New("not a JSON value")
-
-// jsonValue returns the JSON value v compacted, or errNotJSON.
-func jsonValue(v json.RawMessage) (json.RawMessage, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, v); err != nil {
-		return nil, errNotJSON
-	}
-	return b.Bytes(), nil
 }
