@@ -292,3 +292,61 @@ func WriteRefusal(w http.ResponseWriter, status int, retry time.Duration, msg st
 	h.Set("Cache-Control", "no-store")
 	jsonrpcerr.Write(w, status, nil, jsonrpcerr.ServerError, msg)
 }
+
+// SetRateStore makes l check each principal's rate in store, shared with
+// the other replicas, instead of in this process alone: each request with
+// a principal then costs one call to the store (a round trip to Redis),
+// made before the in-flight checks. A nil store goes back to local
+// buckets. Call it before serving.
+//
+// When the store fails, the request is checked against this replica's own
+// bucket for the principal (the same limit, held per replica as without a
+// store): a failing store neither lifts the limit nor refuses everyone.
+// onError (nil: none) is then called with the store's error, for a log
+// line or a metric; the store is not asked again for [RateStoreRetry], and
+// [Limiter.RateStoreFallbacks] counts every request decided locally
+// because of a failure. While the store works the local buckets are not
+// used, so after a failure each principal starts with a full local burst.
+func (l *Limiter) SetRateStore(store RateStore, onError func(context.Context, error)) {
+	if store == nil {
+		l.rs.store.Store(nil)
+		return
+	}
+	if onError == nil {
+		onError = func(context.Context, error) {}
+	}
+	l.rs.retryAt.Store(0)
+	l.rs.store.Store(&rateStore{store: store, onError: onError})
+}
+
+// RateStoreFallbacks returns how many requests were checked against the
+// local bucket because the [RateStore] had failed (for tests and
+// counters).
+func (l *Limiter) RateStoreFallbacks() int64 { return l.rs.fallbacks.Load() }
+
+// allowRate takes one request from the rate of the principal key (whose
+// local state is p). When it refuses, it says how long until a request
+// may pass.
+func (l *Limiter) allowRate(ctx context.Context, key string, p *principal) (bool, time.Duration) {
+	if rs := l.rs.store.Load(); rs != nil {
+		if l.now().UnixNano() >= l.rs.retryAt.Load() {
+			ok, retry, err := rs.store.Allow(ctx, key, l.opts.RatePerPrincipal, l.opts.BurstPerPrincipal)
+			if err == nil {
+				return ok, retry
+			}
+			l.rs.retryAt.Store(l.now().Add(RateStoreRetry).UnixNano())
+			rs.onError(ctx, err)
+		}
+		l.rs.fallbacks.Add(1)
+	}
+	now := l.now()
+	res := p.rate.ReserveN(now, 1)
+	if !res.OK() {
+		return false, time.Second
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
