@@ -43,11 +43,17 @@ var authServerSeries = [][4]string{
 	{"token", "refresh_token", "error", "temporarily_unavailable"},
 }
 
+// authServerCounters count the authorization server's requests; [Metrics]
+// holds them.
+type authServerCounters struct {
+	authServer *prometheus.CounterVec
+}
+
 // AuthServerEvent counts one outcome of an authorization server endpoint.
 // Values outside the fixed vocabulary (lowercase words and underscores,
 // at most 40 bytes; the grant a known grant type) are counted as [Other],
 // so a client cannot mint series.
-func (m *Metrics) AuthServerEvent(endpoint, grant, outcome, reason string) {
+func (m *authServerCounters) AuthServerEvent(endpoint, grant, outcome, reason string) {
 	switch grant {
 	case "", "authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:jwt-bearer":
 	default:

@@ -27,6 +27,12 @@ const (
 	LimitReadHeaderTimeout = string(limits.LimitReadHeaderTimeout)
 )
 
+// connWatch is the part of [Metrics] that watches the MCP listener's
+// connections (WatchConns).
+type connWatch struct {
+	conns connCounters
+}
+
 // connCounters count what net/http's connection limits close.
 type connCounters struct {
 	headerSize        prometheus.Counter
@@ -46,7 +52,7 @@ type connCounters struct {
 // did, so it must be called before srv serves, and srv must serve the
 // returned listener. It applies to plain HTTP/1.1, which is what the MCP
 // listener speaks; TLS terminates in front of it.
-func (m *Metrics) WatchConns(srv *http.Server, ln net.Listener) net.Listener {
+func (m *connWatch) WatchConns(srv *http.Server, ln net.Listener) net.Listener {
 	c := m.conns
 	next := srv.Handler
 	if next == nil {

@@ -37,12 +37,6 @@ const (
 	nativeMinReset     = time.Hour
 )
 
-// Other is the value a label takes when the real value is not one the
-// server knows (an unregistered tool, an unknown method): a caller cannot
-// create series by sending new names. It is the OpenTelemetry convention's
-// spelling.
-const Other = "_OTHER"
-
 // Labels naming the MCP server a series counts and, on series with a tool
 // label, the original name of a tool a virtual server renamed. They are
 // the Prometheus spelling of the span attributes portcullis.server and
@@ -106,9 +100,9 @@ type Metrics struct {
 	spansDropped    prometheus.Counter
 	authAllowed     prometheus.Counter
 	toolDenials     *prometheus.CounterVec
-	authServer      *prometheus.CounterVec
+	authServerCounters
 	limitCounters
-	conns connCounters
+	connWatch
 }
 
 // NewMetrics creates the series on reg, with the Go runtime and process
