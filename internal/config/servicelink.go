@@ -1,37 +1,8 @@
 package config
 
 import (
-	"maps"
-	"reflect"
-	"slices"
 	"strings"
 )
-
-// IgnoredEnv returns the names of the variables in environ that [Load] and
-// [LoadFile] ignore for the struct type of dst and prefix, sorted: those
-// that carry the prefix, match no key, and have the shape of a Kubernetes
-// service-link variable for a Service whose name starts with the prefix
-// (see the package documentation). A program logs them so that a variable
-// meant as a key but ignored can be found; the values are not returned.
-// dst may be a struct or a pointer to one; for anything else, and for an
-// empty prefix, IgnoredEnv returns nil.
-func IgnoredEnv(dst any, environ []string, prefix string) []string {
-	t := reflect.TypeOf(dst)
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct || prefix == "" {
-		return nil
-	}
-	s := newSchema(t, prefix)
-	var names []string
-	for _, name := range slices.Sorted(maps.Keys(s.envVars(environ))) {
-		if s.ignored(name) {
-			names = append(names, name)
-		}
-	}
-	return names
-}
 
 // ignored reports whether the variable name, which carries the prefix, is
 // left alone: it names no key, and the kubelet could have injected it.

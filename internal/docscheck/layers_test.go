@@ -13,37 +13,50 @@ import (
 	"golang.org/x/tools/go/packages"
 )
 
-// Inside the packages of layeredPackages, files are layered by who uses
-// whom: no file uses, directly or through others, a
-// file that uses it. A file uses another when it names something declared
-// there: a function, type, variable or constant, a method or a field (so
-// a method declared beside the code it serves counts where its type is
-// declared and where it is called). A reader can then read a package from
-// the bottom up, and a change to a file touches only the files above it.
+// Inside every package of the map (docs/architecture.md; notLayeredYet
+// excepted), files are layered by who uses whom: no file uses, directly
+// or through others, a file that uses it. A file uses another when it
+// names something declared there: a function, type, variable or
+// constant, a method or a field (so a method declared beside the code it
+// serves counts where its type is declared and where it is called). A
+// reader can then read a package from the bottom up, and a change to a
+// file touches only the files above it.
 
-// layeredPackages are the folders, relative to the repository, held to
-// the layering: those held to the size limits (sizedPackages), and
-// others whose files are layered already.
-var layeredPackages = append(slices.Clone(sizedPackages), "auth", "tasks", "internal/catalog", "internal/curation", "internal/limits", "internal/policy", "internal/toolsets", "observability")
+// notLayeredYet are the packages of the map whose files still use each
+// other in circles, each with what holds it there. A package leaves this
+// list with the change that layers it.
+var notLayeredYet = map[string]string{
+	"internal/authserver":  "Server, with 50 methods over the endpoints' files, is built and routed in server.go, which calls them",
+	"internal/chartschema": "the chart schema generator: consts.go and source.go read each other's parse state",
+}
 
 func TestFilesLayered(t *testing.T) {
-	var patterns []string
-	for _, dir := range layeredPackages {
-		patterns = append(patterns, "./"+dir)
+	skip := func(pkgPath string) bool {
+		dir := strings.TrimPrefix(strings.TrimPrefix(pkgPath, module), "/")
+		if _, ok := notLayeredYet[dir]; ok {
+			return true
+		}
+		return slices.ContainsFunc(outsideTheMap, func(out string) bool {
+			return dir == out || strings.HasPrefix(dir, out+"/")
+		})
 	}
-	problems, err := layerProblems(root, patterns...)
+	problems, err := layerProblems(root, skip, "./...")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Error(p)
 	}
+	if len(notLayeredYet) > 2 {
+		t.Errorf("notLayeredYet has %d packages: layer one before a package joins it", len(notLayeredYet))
+	}
 }
 
 // layerProblems loads the packages patterns name from dir and returns, for
-// each package, every circle of its non-test files: each file of the
-// circle with the files of it that it uses and the names it uses there.
-func layerProblems(dir string, patterns ...string) ([]string, error) {
+// each package but those skip reports, every circle of its non-test
+// files: each file of the circle with the files of it that it uses and
+// the names it uses there.
+func layerProblems(dir string, skip func(pkgPath string) bool, patterns ...string) ([]string, error) {
 	pkgs, err := packages.Load(&packages.Config{
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo,
 		Dir:  dir,
@@ -53,6 +66,9 @@ func layerProblems(dir string, patterns ...string) ([]string, error) {
 	}
 	var problems []string
 	for _, p := range pkgs {
+		if skip != nil && skip(p.PkgPath) {
+			continue
+		}
 		if len(p.Errors) > 0 {
 			return nil, fmt.Errorf("%s: %v", p.PkgPath, p.Errors[0])
 		}
@@ -214,7 +230,7 @@ func TestLayerProblems(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := layerProblems(dir, ".")
+			got, err := layerProblems(dir, nil, ".")
 			if err != nil {
 				t.Fatal(err)
 			}
