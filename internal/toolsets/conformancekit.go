@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the conformance tools ask for sampling, which the 2026-07-28 revision deprecates
+
 package toolsets
 
 import (
