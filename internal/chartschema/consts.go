@@ -84,18 +84,6 @@ func (d *docs) constant(src *source, link string) (string, error) {
 	return v.String(), nil
 }
 
-// constSpec is the declaration of one constant.
-type constSpec struct {
-	typ  ast.Expr // the declared type, or nil
-	expr ast.Expr // the value, or nil (an iota repetition, which is not read)
-}
-
-// constValue is a constant's value, and whether it is a [time.Duration].
-type constValue struct {
-	v        constant.Value
-	duration bool
-}
-
 // String writes v as the config file takes it: a duration as "10s",
 // "5m" or "1h30m", anything else as Go writes it, strings unquoted.
 func (v constValue) String() string {

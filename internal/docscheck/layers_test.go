@@ -26,8 +26,7 @@ import (
 // other in circles, each with what holds it there. A package leaves this
 // list with the change that layers it.
 var notLayeredYet = map[string]string{
-	"internal/authserver":  "Server, with 50 methods over the endpoints' files, is built and routed in server.go, which calls them",
-	"internal/chartschema": "the chart schema generator: consts.go and source.go read each other's parse state",
+	"internal/authserver": "Server, with 50 methods over the endpoints' files, is built and routed in server.go, which calls them",
 }
 
 func TestFilesLayered(t *testing.T) {
@@ -47,7 +46,7 @@ func TestFilesLayered(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
-	if len(notLayeredYet) > 2 {
+	if len(notLayeredYet) > 1 {
 		t.Errorf("notLayeredYet has %d packages: layer one before a package joins it", len(notLayeredYet))
 	}
 }
