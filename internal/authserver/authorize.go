@@ -77,16 +77,6 @@ func (s *Server) refuseAuthorize(w http.ResponseWriter, r *http.Request, ar fosi
 	s.writeAuthorizeError(w, ar, err)
 }
 
-func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, endpoint string, err error) {
-	s.logger.Error("authorization server: store failed", "endpoint", endpoint, "error", err)
-	s.observe(Event{Endpoint: endpoint, Outcome: "error", Reason: "store"})
-	if ar != nil {
-		s.writeAuthorizeError(w, ar, storeError(err))
-		return
-	}
-	s.page(w, http.StatusServiceUnavailable, "Try again shortly", "The sign-in service is temporarily unavailable.")
-}
-
 // replay rebuilds the client's authorize request from l, so fosite
 // validates it again (the client may have changed since).
 func (s *Server) replay(r *http.Request, l *login) (fosite.AuthorizeRequester, error) {
@@ -97,6 +87,16 @@ func (s *Server) replay(r *http.Request, l *login) (fosite.AuthorizeRequester, e
 	r2.Body, r2.ContentLength = http.NoBody, 0
 	r2.Header.Del("Content-Type")
 	return s.provider.NewAuthorizeRequest(r.Context(), r2)
+}
+
+func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, endpoint string, err error) {
+	s.logger.Error("authorization server: store failed", "endpoint", endpoint, "error", err)
+	s.observe(Event{Endpoint: endpoint, Outcome: "error", Reason: "store"})
+	if ar != nil {
+		s.writeAuthorizeError(w, ar, storeError(err))
+		return
+	}
+	s.page(w, http.StatusServiceUnavailable, "Try again shortly", "The sign-in service is temporarily unavailable.")
 }
 
 // finish issues the code for l's approved request and sends the browser

@@ -178,12 +178,6 @@ func sameOriginURL(origin, issuer string) bool {
 		port(o) == port(i)
 }
 
-// consentKey names a user's remembered approval of a client for one
-// resource: an approval for one server does not count for another.
-func consentKey(u User, clientID, resource string) string {
-	return joinKey("consent", hashString(u.Subject), hashString(clientID), hashString(resource))
-}
-
 // consented reports whether u approved clientID's use of resource for
 // every one of scopes within consent.remember_for. A store failure asks
 // again.
@@ -227,32 +221,4 @@ func (s *Server) remember(ctx context.Context, u User, clientID, resource string
 	if err := s.kv.Set(ctx, key, b, s.o.Consent.RememberFor); err != nil {
 		s.logger.Warn("authorization server: consent not remembered", "error", err)
 	}
-}
-
-// mayGrant reports whether u may be granted scope (authorization_server.scopes).
-func (s *Server) mayGrant(u User, scope string) bool {
-	for _, r := range s.o.Scopes {
-		if r.Scope == scope {
-			for _, g := range r.Groups {
-				if slices.Contains(u.Groups, g) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return true
-}
-
-// grantable splits the requested scopes into those u may be granted and
-// those withheld.
-func (s *Server) grantable(u User, requested []string) (grant, withheld []string) {
-	for _, sc := range requested {
-		if s.mayGrant(u, sc) {
-			grant = append(grant, sc)
-		} else {
-			withheld = append(withheld, sc)
-		}
-	}
-	return grant, withheld
 }

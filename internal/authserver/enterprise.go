@@ -11,7 +11,6 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/internal/clientreg"
 	"github.com/portcullis-mcp/portcullis/internal/jwks"
-	"github.com/portcullis-mcp/portcullis/internal/loopback"
 )
 
 // validateEnterpriseIdPs checks enterprise_idps; clients are the ids of
@@ -54,25 +53,6 @@ func (o *Options) validateEnterpriseIdPs(clients map[string]bool) []error {
 		}
 	}
 	return errs
-}
-
-// checkFetchURL accepts an https URL without fragment, or an http one on
-// a loopback host when allowHTTPLoopback.
-func checkFetchURL(raw string, allowHTTPLoopback bool) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute URL", raw)
-	}
-	if u.Fragment != "" {
-		return fmt.Errorf("%q must have no fragment", raw)
-	}
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && allowHTTPLoopback && loopback.Host(u.Host):
-	default:
-		return fmt.Errorf("%q must be https (http only on a loopback host)", raw)
-	}
-	return nil
 }
 
 // enterpriseIdP is a configured enterprise IdP.
@@ -122,3 +102,17 @@ func newEnterpriseIdPs(opts []EnterpriseIdPOptions, client *http.Client, now fun
 	}
 	return out
 }
+
+const (
+	// idjagType is the JOSE typ of an ID-JAG.
+	idjagType = "oauth-id-jag+jwt"
+	// idjagProfile is the value of authorization_grant_profiles_supported
+	// that tells clients this server takes ID-JAGs.
+	idjagProfile = "urn:ietf:params:oauth:grant-profile:id-jag"
+	// assertionLeeway is the clock skew allowed on exp, iat and nbf.
+	assertionLeeway = time.Minute
+	// maxAssertionLifetimeCap bounds enterprise_idps[].max_assertion_lifetime.
+	maxAssertionLifetimeCap = time.Hour
+	// maxAssertionBytes bounds an assertion; an ID-JAG is about 1 KiB.
+	maxAssertionBytes = 16 << 10
+)

@@ -38,20 +38,6 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/jwks"
 )
 
-const (
-	// idjagType is the JOSE typ of an ID-JAG.
-	idjagType = "oauth-id-jag+jwt"
-	// idjagProfile is the value of authorization_grant_profiles_supported
-	// that tells clients this server takes ID-JAGs.
-	idjagProfile = "urn:ietf:params:oauth:grant-profile:id-jag"
-	// assertionLeeway is the clock skew allowed on exp, iat and nbf.
-	assertionLeeway = time.Minute
-	// maxAssertionLifetimeCap bounds enterprise_idps[].max_assertion_lifetime.
-	maxAssertionLifetimeCap = time.Hour
-	// maxAssertionBytes bounds an assertion; an ID-JAG is about 1 KiB.
-	maxAssertionBytes = 16 << 10
-)
-
 // assertionAlgs are the signature algorithms an ID-JAG may use: the
 // asymmetric ones (never none, never an HMAC whose key would be public).
 var assertionAlgs = []jose.SignatureAlgorithm{

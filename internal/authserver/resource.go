@@ -1,37 +1,11 @@
 package authserver
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 
 	"github.com/ory/fosite"
 )
-
-// Resource is an MCP server of this Portcullis that the authorization
-// server issues tokens for: the root server at /mcp or a virtual server
-// (servers:). A sign-in is for one of them, named by the client's RFC 8707
-// resource parameter, and every code, access token and refresh token of
-// that sign-in carries its URL, and only its URL, as the audience.
-type Resource struct {
-	// URL is the resource identifier and the tokens' audience:
-	// auth.resource for the root server, servers[].resource for a virtual
-	// one. Matched exactly.
-	URL string
-	// Name is the server's name (servers[].name; "root" for /mcp), in the
-	// audit lines.
-	Name string
-	// Title is the server's human-readable name, which the consent page
-	// shows next to its URL. Empty: Name.
-	Title string
-	// Scopes are the scopes of this server alone (its required scopes and
-	// those its policy names), which a sign-in for it is offered besides
-	// [Deps.Scopes].
-	Scopes []string
-}
-
-// display is what the consent page calls r.
-func (r Resource) display() string { return cmp.Or(r.Title, r.Name) }
 
 // resource returns the resource whose URL is url.
 func (s *Server) resource(url string) (Resource, bool) {

@@ -459,3 +459,9 @@ var (
 	_ fosite.ClientManager          = (*store)(nil)
 	_ storage.Transactional         = (*store)(nil)
 )
+
+// consentKey names a user's remembered approval of a client for one
+// resource: an approval for one server does not count for another.
+func consentKey(u User, clientID, resource string) string {
+	return joinKey("consent", hashString(u.Subject), hashString(clientID), hashString(resource))
+}
