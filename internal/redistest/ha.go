@@ -19,6 +19,10 @@ import (
 // ready, and for a failover.
 const haTimeout = 30 * time.Second
 
+// sentinelDownAfter is the sentinels' down-after-milliseconds: how long a
+// killed primary goes unnoticed before the failover begins.
+const sentinelDownAfter = 3 * time.Second
+
 // Sentinel is a Redis Sentinel deployment started by [StartSentinel]: a
 // primary, a replica of it and three sentinels that monitor it under
 // [SentinelMaster], with a quorum of two.
@@ -113,7 +117,11 @@ func startSentinel(t testing.TB, primary, password string) *Server {
 			"daemonize no",
 			"dir " + s.dir,
 			fmt.Sprintf("sentinel monitor %s %s %s 2", SentinelMaster, host, port),
-			fmt.Sprintf("sentinel down-after-milliseconds %s 1000", SentinelMaster),
+			// A primary silent this long is down. Shorter, a loaded
+			// two-core machine (a Redis or a sentinel not scheduled for a
+			// second) makes the sentinels fail over a primary that is up:
+			// a second, unplanned failover in a test of one.
+			fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMaster, sentinelDownAfter.Milliseconds()),
 			fmt.Sprintf("sentinel failover-timeout %s 5000", SentinelMaster),
 			fmt.Sprintf("sentinel parallel-syncs %s 1", SentinelMaster),
 		}
