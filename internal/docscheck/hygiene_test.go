@@ -124,6 +124,66 @@ func TestRepositoryHygiene(t *testing.T) {
 	}
 }
 
+// TestNoConflictMarkers fails on a tracked text file that holds a merge
+// conflict left unresolved: a "<<<<<<< " line, then a "=======" line,
+// then a ">>>>>>> " line. A merge that kept the markers commits both
+// sides and neither, and nothing else notices in a changelog or a doc.
+func TestNoConflictMarkers(t *testing.T) {
+	for _, f := range trackedFiles(t, root) {
+		if f.size > maxTrackedBytes || bytes.IndexByte(f.head, 0) >= 0 {
+			continue // binary or too large: TestRepositoryHygiene's
+		}
+		data, err := os.ReadFile(filepath.Join(root, f.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line, ok := conflictMarker(data); ok {
+			t.Errorf("%s:%d: an unresolved merge conflict (<<<<<<<, =======, >>>>>>>)", f.path, line)
+		}
+	}
+}
+
+// conflictMarker returns the line of the first unresolved merge conflict
+// in data: a line that begins "<<<<<<< " followed by a "=======" line and
+// a line that begins ">>>>>>> ".
+func conflictMarker(data []byte) (line int, found bool) {
+	start, sep := 0, false
+	for i, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSuffix(l, "\r")
+		switch {
+		case strings.HasPrefix(l, "<<<<<<< "):
+			start, sep = i+1, false
+		case l == "=======" && start > 0:
+			sep = true
+		case strings.HasPrefix(l, ">>>>>>> ") && sep:
+			return start, true
+		}
+	}
+	return 0, false
+}
+
+func TestConflictMarker(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		text string
+		want int // 0: none
+	}{
+		{name: "plain text", text: "a\nb\n"},
+		{name: "a setext heading", text: "Title\n=======\n\ntext\n"},
+		{name: "a conflict", text: "a\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> main\nb\n", want: 2},
+		{name: "a conflict, CRLF", text: "<<<<<<< HEAD\r\nours\r\n=======\r\ntheirs\r\n>>>>>>> main\r\n", want: 1},
+		{name: "markers without a separator", text: "<<<<<<< HEAD\nours\n>>>>>>> main\n"},
+		{name: "a quoted marker", text: "the line `<<<<<<< HEAD` marks ours\n=======\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			line, found := conflictMarker([]byte(tt.text))
+			if found != (tt.want != 0) || line != tt.want {
+				t.Errorf("conflictMarker = %d, %v; want %d", line, found, tt.want)
+			}
+		})
+	}
+}
+
 // TestHygieneProblems shows the check catches each kind of file it is
 // for, and lets the files the repository does keep pass.
 func TestHygieneProblems(t *testing.T) {
