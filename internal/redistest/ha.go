@@ -340,9 +340,10 @@ func (d *Sentinel) Roles() (primary, replica *Server) {
 
 // KillPrimary kills the primary (SIGKILL) and waits until the sentinels
 // have promoted the replica; it returns how long the promotion took.
-// Then it starts the killed server again, empty, as a replica of the new
-// primary (as a restarted pod joins again), and waits until it has
-// copied it, so that writes that wait for a replica work again.
+// Then, once every sentinel names the new primary, it starts the killed
+// server again, empty, as a replica of the new primary (as a restarted
+// pod joins again), and waits until it has copied it and the sentinels
+// know it, so that writes that wait for a replica work again.
 func (d *Sentinel) KillPrimary() time.Duration {
 	d.t.Helper()
 	killed, next := d.Roles()
@@ -362,9 +363,34 @@ func (d *Sentinel) KillPrimary() time.Duration {
 		time.Sleep(50 * time.Millisecond) // polling real processes
 	}
 	d.primary = next
+	// Every sentinel names the new primary before the killed server is
+	// back at its address: a sentinel that has not heard of the switch
+	// yet would name the old primary, now up again as a replica, and a
+	// client asking it would follow it there (go-redis's failover client
+	// switches to whatever its sentinel names) and write to a replica.
+	d.waitNamed(ctx, next)
 	killed.restartReplicaOf(next.Addr)
 	d.waitLinkUp(ctx, killed, next)
+	d.waitKnownReplica(ctx, killed, next)
 	return took
+}
+
+// waitNamed waits until every sentinel names primary as the primary.
+func (d *Sentinel) waitNamed(ctx context.Context, primary *Server) {
+	d.t.Helper()
+	for _, s := range d.Sentinels {
+		c := d.sentinelClient(s)
+		for {
+			a, err := c.GetMasterAddrByName(ctx, SentinelMaster).Result()
+			if err == nil && len(a) == 2 && net.JoinHostPort(a[0], a[1]) == primary.Addr {
+				break
+			}
+			if ctx.Err() != nil {
+				d.t.Fatalf("redistest: sentinel %s does not name %s as the primary within %v: %v %v", s.Addr, primary.Addr, haTimeout, a, err)
+			}
+			time.Sleep(50 * time.Millisecond) // polling real processes
+		}
+	}
 }
 
 // waitLinkUp waits until replica copies primary, and primary counts it
