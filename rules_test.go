@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -52,14 +51,7 @@ servers:
 	base, issuer, _ := startDevMetrics(t, "--config", cfg)
 	connect := func(t *testing.T, path, version string) *sdk.ClientSession {
 		t.Helper()
-		token := devToken(t, issuer, "rules-test", base+path, "mcp:tools")
-		tr := &sdk.StreamableClientTransport{Endpoint: base + path, HTTPClient: &http.Client{Transport: tokenTransport(token)}, MaxRetries: -1, DisableStandaloneSSE: true}
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(t.Context(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatalf("connect to %s (%s): %v", path, version, err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return connectWithToken(t, base+path, devToken(t, issuer, "rules-test", base+path, "mcp:tools"), version)
 	}
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {

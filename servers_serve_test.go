@@ -29,6 +29,20 @@ func (b tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// connectWithToken connects an SDK client of protocol version to the MCP
+// endpoint, sending token with every request; the session is closed when
+// the test ends.
+func connectWithToken(t *testing.T, endpoint, token, version string) *sdk.ClientSession {
+	t.Helper()
+	tr := &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tokenTransport(token)}, MaxRetries: -1, DisableStandaloneSSE: true}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(t.Context(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect to %s (%s): %v", endpoint, version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // TestVirtualServersServed runs serve --dev with two virtual servers next
 // to /mcp: each lists exactly its own tools, as curated, in both eras; a
 // fixed argument is set on every call and a caller's attempt to set it is
@@ -62,13 +76,7 @@ servers:
 	}
 	connect := func(t *testing.T, path, version string) *sdk.ClientSession {
 		t.Helper()
-		tr := &sdk.StreamableClientTransport{Endpoint: base + path, HTTPClient: &http.Client{Transport: tokenTransport(tokens[path])}, MaxRetries: -1, DisableStandaloneSSE: true}
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(t.Context(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatalf("connect to %s (%s): %v", path, version, err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
+		return connectWithToken(t, base+path, tokens[path], version)
 	}
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
