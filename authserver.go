@@ -5,6 +5,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/authserver"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // setupAuthServer builds the authorization server of
@@ -33,7 +34,7 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 		deps.Audit = a.audit.record
 	}
 	if a.redis != nil {
-		deps.KV = authserver.NewRedisKV(redisKit(a.cfg, a.redis), a.cfg.Redis.KeyPrefix+"as:")
+		deps.KV = kv.NewRedis(redisKit(a.cfg, a.redis), a.cfg.Redis.KeyPrefix+"as:")
 	} else {
 		a.logger.Warn("authorization server: no redis.url, so sign-ins, codes and refresh tokens live in this replica's memory: run one replica, and expect users to sign in again after a restart")
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ory/fosite"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // serveAuthorize validates the client's request, then sends the browser
@@ -43,7 +44,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		ID:       randomString(24),
 		Form:     form,
 		ClientID: ar.GetClient().GetID(),
-		Browser:  hashString(s.browserID(w, r)),
+		Browser:  kv.Hash(s.browserID(w, r)),
 		State:    randomString(24),
 		Nonce:    randomString(24),
 		Verifier: randomString(48),
@@ -62,7 +63,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, r, ar, "authorize", err)
 		return
 	}
-	if err := s.kv.Set(ctx, joinKey("login-state", hashString(l.State)), []byte(l.ID), s.o.LoginTTL); err != nil {
+	if err := s.kv.Set(ctx, kv.Join("login-state", kv.Hash(l.State)), []byte(l.ID), s.o.LoginTTL); err != nil {
 		s.storeFailed(w, r, ar, "authorize", err)
 		return
 	}
@@ -139,7 +140,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 
 // finishError sends the browser back to the client with err.
 func (s *Server) finishError(w http.ResponseWriter, r *http.Request, l *login, err error) {
-	_ = s.kv.Del(r.Context(), joinKey("login", l.ID))
+	_ = s.kv.Del(r.Context(), kv.Join("login", l.ID))
 	ar, rerr := s.replay(r, l)
 	if rerr != nil {
 		s.writeAuthorizeError(w, ar, rerr)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/internal/audit"
 	"github.com/portcullis-mcp/portcullis/internal/clientreg"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // New builds the authorization server of o (defaults applied, validated).
@@ -41,15 +42,15 @@ func New(o Options, deps Deps) (*Server, error) {
 	if now == nil {
 		now = time.Now
 	}
-	kv := deps.KV
-	if kv == nil {
-		kv = NewMemoryKV(nil)
+	state := deps.KV
+	if state == nil {
+		state = kv.NewMemory(nil)
 	}
 	s := &Server{
 		o:         o,
 		resources: slices.Clone(deps.Resources),
 		scopes:    slices.Clone(deps.Scopes),
-		kv:        kv,
+		kv:        state,
 		keys:      keys,
 		logger:    logger,
 		observe:   deps.Observe,
@@ -83,15 +84,15 @@ func New(o Options, deps Deps) (*Server, error) {
 	}
 	var fetcher *clientreg.Fetcher
 	if o.ClientMetadataDocuments.Mode == "on" {
-		fetcher = clientreg.NewFetcher(o.ClientMetadataDocuments.FetchOptions, clientreg.FetchDeps{Cache: kvCache{kv}, Now: now, Logger: logger, RootCAs: deps.CIMDRootCAs})
+		fetcher = clientreg.NewFetcher(o.ClientMetadataDocuments.FetchOptions, clientreg.FetchDeps{Cache: kvCache{state}, Now: now, Logger: logger, RootCAs: deps.CIMDRootCAs})
 	}
-	s.clients = newClientRegistry(o, s.resourceURLs(), s.scopes, kv, fetcher)
+	s.clients = newClientRegistry(o, s.resourceURLs(), s.scopes, state, fetcher)
 	if o.Registration.Mode != RegistrationOff {
 		if s.registrar, err = newRegistrar(o.Registration, now); err != nil {
 			return nil, err
 		}
 	}
-	s.store = &store{kv: kv, clients: s.clients, o: &s.o, onReuse: s.refreshReused, resourceOf: s.grantResource}
+	s.store = &store{kv: state, clients: s.clients, o: &s.o, onReuse: s.refreshReused, resourceOf: s.grantResource}
 	if s.idp, err = newIdP(o.IdP, o.Issuer+PathCallback, client); err != nil {
 		return nil, err
 	}

@@ -9,14 +9,15 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/audit"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // serveCallback is where the identity provider sends the browser back.
 func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	idb, err := s.kv.GetDel(ctx, joinKey("login-state", hashString(q.Get("state"))))
-	if errors.Is(err, ErrNotFound) {
+	idb, err := s.kv.GetDel(ctx, kv.Join("login-state", kv.Hash(q.Get("state"))))
+	if errors.Is(err, kv.ErrNotFound) {
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "unknown_state"})
 		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in is unknown or has expired. Start again from your application.")
 		return
@@ -26,7 +27,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l, err := s.loadLogin(ctx, string(idb), false)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "expired"})
 		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in has expired. Start again from your application.")
 		return
@@ -67,7 +68,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	l.User = &u
 	scopes := strings.Fields(l.Form.Get("scope"))
 	if s.consented(ctx, u, l.ClientID, l.Form.Get("resource"), scopes) {
-		_ = s.kv.Del(ctx, joinKey("login", l.ID))
+		_ = s.kv.Del(ctx, kv.Join("login", l.ID))
 		s.finish(w, r, l)
 		return
 	}

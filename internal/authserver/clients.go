@@ -12,6 +12,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/clientreg"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // Grant types a client may use.
@@ -29,14 +30,14 @@ const (
 )
 
 // clientRegistry answers fosite's GetClient from the pre-registered
-// clients, then the registered ones (in the KV), then Client ID Metadata
+// clients, then the registered ones (in the kv.KV), then Client ID Metadata
 // Documents.
 type clientRegistry struct {
 	static map[string]*client
 	// resources are the audiences every client may get tokens for.
 	resources []string
 	scopes    []string
-	kv        KV
+	kv        kv.KV
 	regTTL    time.Duration
 	fetcher   *clientreg.Fetcher // nil: documents off
 	// httpDocuments: an http:// client_id names a document too
@@ -55,8 +56,8 @@ type client struct {
 	origin string
 }
 
-func newClientRegistry(o Options, resources, scopes []string, kv KV, fetcher *clientreg.Fetcher) *clientRegistry {
-	r := &clientRegistry{static: map[string]*client{}, resources: resources, scopes: scopes, kv: kv, regTTL: o.Registration.TTL, fetcher: fetcher, jwtBearer: len(o.EnterpriseIdPs) > 0,
+func newClientRegistry(o Options, resources, scopes []string, state kv.KV, fetcher *clientreg.Fetcher) *clientRegistry {
+	r := &clientRegistry{static: map[string]*client{}, resources: resources, scopes: scopes, kv: state, regTTL: o.Registration.TTL, fetcher: fetcher, jwtBearer: len(o.EnterpriseIdPs) > 0,
 		httpDocuments: o.ClientMetadataDocuments.InsecureAllowHTTP}
 	for _, c := range o.Clients {
 		r.static[c.ClientID] = r.client(c.ClientID, c.Name, originConfig, c.RedirectURIs)
@@ -92,7 +93,7 @@ func (r *clientRegistry) client(id, name, origin string, redirects []string) *cl
 }
 
 // registeredKey names a registered client in the KV.
-func registeredKey(id string) string { return joinKey("client", id) }
+func registeredKey(id string) string { return kv.Join("client", id) }
 
 // GetClient returns the client, or fosite.ErrNotFound.
 func (r *clientRegistry) GetClient(ctx context.Context, id string) (fosite.Client, error) {
@@ -110,7 +111,7 @@ func (r *clientRegistry) GetClient(ctx context.Context, id string) (fosite.Clien
 		return r.client(id, m.ClientName, originDocument, m.RedirectURIs), nil
 	}
 	b, err := r.kv.Get(ctx, registeredKey(id))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		return nil, fosite.ErrNotFound.WithHintf("Unknown client %q.", id)
 	}
 	if err != nil {
@@ -152,12 +153,12 @@ func displayName(c fosite.Client) (name, note string) {
 	return cl.name, ""
 }
 
-// kvCache is the documents' cache on the KV, so replicas share it.
-type kvCache struct{ kv KV }
+// kvCache is the documents' cache on the kv.KV, so replicas share it.
+type kvCache struct{ kv kv.KV }
 
 func (c kvCache) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	b, err := c.kv.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		return nil, false, nil
 	}
 	return b, err == nil, err

@@ -13,13 +13,14 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/audit"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // serveConsentPage shows the consent page of a signed-in login.
 func (s *Server) serveConsentPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	l, err := s.loadLogin(ctx, r.URL.Query().Get("login"), false)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in is unknown or has expired. Start again from your application.")
 		return
 	}
@@ -100,7 +101,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PostForm.Get("login")
 	l, err := s.loadLogin(ctx, id, false)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		s.observe(Event{Endpoint: "consent", Outcome: "refused", Reason: "expired"})
 		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in is unknown, has expired or was answered already.")
 		return
@@ -115,7 +116,7 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Answered once: the winner of a double submit takes the login.
-	if _, err := s.kv.GetDel(ctx, joinKey("login", l.ID)); err != nil {
+	if _, err := s.kv.GetDel(ctx, kv.Join("login", l.ID)); err != nil {
 		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in was answered already.")
 		return
 	}

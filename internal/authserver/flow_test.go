@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // decodeJWT returns a JWT's header and claims, unverified.
@@ -230,18 +231,18 @@ func TestStoreHoldsNoTokenMaterial(t *testing.T) {
 			secrets[name+" "+kind+"'s signature"] = v[strings.LastIndexByte(v, '.')+1:]
 		}
 	}
-	kv := ts.Server.kv.(*memoryKV)
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	if len(kv.m) == 0 {
-		t.Fatal("the store holds nothing: nothing was checked")
-	}
-	for key, e := range kv.m {
+	mem := ts.Server.kv.(*kv.Memory)
+	n := 0
+	mem.Each(func(key string, value []byte) {
+		n++
 		for what, secret := range secrets {
-			if strings.Contains(key, secret) || strings.Contains(string(e.value), secret) {
-				t.Errorf("the %s is in the store under %q: %s", what, key, e.value)
+			if strings.Contains(key, secret) || strings.Contains(string(value), secret) {
+				t.Errorf("the %s is in the store under %q: %s", what, key, value)
 			}
 		}
+	})
+	if n == 0 {
+		t.Fatal("the store holds nothing: nothing was checked")
 	}
 }
 
@@ -605,9 +606,9 @@ func TestMetadata(t *testing.T) {
 }
 
 // failingKV fails every call, as Redis does when it is down.
-type failingKV struct{ KV }
+type failingKV struct{ kv.KV }
 
-var errDown = errors.Join(ErrUnavailable, errors.New("connection refused"))
+var errDown = errors.Join(kv.ErrUnavailable, errors.New("connection refused"))
 
 func (failingKV) Get(context.Context, string) ([]byte, error) { return nil, errDown }
 func (failingKV) Set(context.Context, string, []byte, time.Duration) error {
@@ -621,11 +622,11 @@ func (failingKV) Del(context.Context, ...string) error           { return errDow
 
 // switchKV fails while down is set.
 type switchKV struct {
-	KV
+	kv.KV
 	down bool
 }
 
-func (k *switchKV) pick() KV {
+func (k *switchKV) pick() kv.KV {
 	if k.down {
 		return failingKV{}
 	}

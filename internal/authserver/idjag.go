@@ -36,6 +36,7 @@ import (
 	"github.com/ory/fosite/handler/oauth2"
 
 	"github.com/portcullis-mcp/portcullis/internal/jwks"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // assertionAlgs are the signature algorithms an ID-JAG may use: the
@@ -211,7 +212,7 @@ func (h *idjagHandler) handle(ctx context.Context, ar fosite.AccessRequester) (*
 	// this; the jti is remembered for as long as the assertion would be
 	// accepted.
 	ttl := max(c.Expiry.Add(assertionLeeway).Sub(h.now()), time.Second)
-	ok, err := h.s.kv.SetNX(ctx, joinKey("idjag-jti", hashString(e.o.Issuer), hashString(c.JTI)), nonce(), ttl)
+	ok, err := h.s.kv.SetNX(ctx, kv.Join("idjag-jti", kv.Hash(e.o.Issuer), kv.Hash(c.JTI)), kv.Nonce(), ttl)
 	if err != nil {
 		return e, err // the token endpoint answers 503 for a store outage
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 	"golang.org/x/oauth2"
 )
 
@@ -38,7 +39,7 @@ func (s *Server) IdPAccessToken(ctx context.Context, subject string) (string, er
 	}
 	key := idpTokenKey(subject)
 	sealed, err := s.kv.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		return "", ErrNoIdPToken
 	}
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // login is a sign-in in progress: the client's authorize request, waiting
@@ -57,7 +59,7 @@ func (s *Server) browserID(w http.ResponseWriter, r *http.Request) string {
 // sameBrowser reports whether r comes from the browser that started l.
 func (s *Server) sameBrowser(r *http.Request, l *login) bool {
 	c, err := r.Cookie(s.cookieName())
-	return err == nil && subtle.ConstantTimeCompare([]byte(hashString(c.Value)), []byte(l.Browser)) == 1
+	return err == nil && subtle.ConstantTimeCompare([]byte(kv.Hash(c.Value)), []byte(l.Browser)) == 1
 }
 
 func (s *Server) saveLogin(ctx context.Context, l *login) error {
@@ -65,7 +67,7 @@ func (s *Server) saveLogin(ctx context.Context, l *login) error {
 	if err != nil {
 		return err
 	}
-	return s.kv.Set(ctx, joinKey("login", l.ID), b, s.o.LoginTTL)
+	return s.kv.Set(ctx, kv.Join("login", l.ID), b, s.o.LoginTTL)
 }
 
 func (s *Server) loadLogin(ctx context.Context, id string, take bool) (*login, error) {
@@ -73,7 +75,7 @@ func (s *Server) loadLogin(ctx context.Context, id string, take bool) (*login, e
 	if take {
 		get = s.kv.GetDel
 	}
-	b, err := get(ctx, joinKey("login", id))
+	b, err := get(ctx, kv.Join("login", id))
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/clientreg"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 func (ts *testServer) register(t *testing.T, body string, hdr http.Header) (int, map[string]any) {
@@ -138,7 +139,7 @@ func TestDynamicRegistration(t *testing.T) {
 		var mu sync.Mutex
 		now := time.Now()
 		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		ts := startServerDeps(t, func(d *Deps) { d.KV = NewMemoryKV(clock); d.Now = clock }, func(o *Options) { o.Registration.TTL = time.Hour })
+		ts := startServerDeps(t, func(d *Deps) { d.KV = kv.NewMemory(clock); d.Now = clock }, func(o *Options) { o.Registration.TTL = time.Hour })
 		_, a := ts.register(t, good, nil)
 		_, b := ts.register(t, good, nil)
 		mu.Lock()

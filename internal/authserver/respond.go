@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/ory/fosite"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // The authorization endpoint answers in the query of the client's
@@ -80,7 +81,7 @@ func (s *Server) errInvalidTarget() *fosite.RFC6749Error {
 
 // storeError maps a store outage to 503 temporarily_unavailable.
 func storeError(err error) error {
-	if errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, kv.ErrUnavailable) {
 		return fosite.ErrTemporarilyUnavailable.WithWrap(err).WithHint("The authorization server's store is unavailable; try again shortly.")
 	}
 	return err

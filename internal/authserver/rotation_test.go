@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 	"github.com/portcullis-mcp/portcullis/internal/rediskit"
 )
 
@@ -19,7 +20,7 @@ import (
 // back, a GetDel's value put back; a Set or a Del stays), and an
 // ErrNotReplicated returned.
 type unreplicatedKV struct {
-	KV
+	kv.KV
 	mu   sync.Mutex
 	fail func(op, key string) bool
 	hits []string // op key of each write failed

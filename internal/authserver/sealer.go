@@ -9,6 +9,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // sealer encrypts what the store keeps that must not be read from it:
@@ -62,7 +64,7 @@ func (s *sealer) open(sealed []byte, ad string) ([]byte, error) {
 }
 
 // idpTokenKey names a user's kept provider token.
-func idpTokenKey(subject string) string { return joinKey("idp-token", hashString(subject)) }
+func idpTokenKey(subject string) string { return kv.Join("idp-token", kv.Hash(subject)) }
 
 // keptToken is a provider token as kept.
 type keptToken struct {

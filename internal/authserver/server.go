@@ -11,6 +11,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/audit"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // Paths of the endpoints, under the issuer.
@@ -42,7 +43,7 @@ type Deps struct {
 	// each resource's own are its [Resource.Scopes].
 	Scopes []string
 	// KV keeps the server's state. Nil: in memory (one replica).
-	KV KV
+	KV kv.KV
 	// HTTPClient calls the identity provider. Nil: a client with a 10s
 	// timeout.
 	HTTPClient *http.Client
@@ -85,7 +86,7 @@ type Server struct {
 	// resource offers (Deps.Scopes and offline_access).
 	scopes    []string
 	common    []string
-	kv        KV
+	kv        kv.KV
 	keys      *keySet
 	clients   *clientRegistry
 	store     *store

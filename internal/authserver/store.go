@@ -12,9 +12,10 @@ import (
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
 	"github.com/ory/fosite/storage"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
-// store is fosite's storage on a KV: authorization codes, PKCE requests,
+// store is fosite's storage on a kv.KV: authorization codes, PKCE requests,
 // access and refresh token sessions, refresh-token families.
 //
 // A grant's family is fosite's request id, which every token issued from
@@ -30,7 +31,7 @@ import (
 // on. Access tokens are JWTs verified without the store, so they live
 // until they expire (access_token_ttl).
 type store struct {
-	kv      KV
+	kv      kv.KV
 	clients *clientRegistry
 	o       *Options
 	// onReuse is told when a used refresh token is presented.
@@ -108,14 +109,14 @@ type storedRequest struct {
 // (code_challenge, code_challenge_method), and what was asked.
 var keptForm = []string{"client_id", "redirect_uri", "response_type", "grant_type", "scope", "resource", "code_challenge", "code_challenge_method"}
 
-// hashKey names a token signature in the KV by its SHA-256, so that the
+// hashKey names a token signature in the kv.KV by its SHA-256, so that the
 // store's keys are not token material. Where one record points at
 // another token's (a refresh token's at its access token's, a grant's at
 // its current refresh token's), it holds this key too, never the
 // signature: a JWT's signature is its last part, the HMAC of fosite's
 // opaque tokens is theirs, and neither may be read out of the store.
 func hashKey(kind, signature string) string {
-	return joinKey(kind, hashString(signature))
+	return kv.Join(kind, kv.Hash(signature))
 }
 
 func (s *store) encode(r fosite.Requester) ([]byte, error) {
@@ -199,7 +200,7 @@ func (s *store) put(ctx context.Context, key string, r fosite.Requester, ttl tim
 
 func (s *store) load(ctx context.Context, key string, into fosite.Session) (*fosite.Request, *storedRequest, error) {
 	b, err := s.kv.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		return nil, nil, fosite.ErrNotFound
 	}
 	if err != nil {
@@ -222,7 +223,7 @@ func (s *store) GetAuthorizeCodeSession(ctx context.Context, code string, into f
 	if _, err := s.kv.Get(ctx, hashKey(kCodeUsed, code)); err == nil {
 		// fosite revokes what the code was exchanged for.
 		return req, fosite.ErrInvalidatedAuthorizeCode
-	} else if !errors.Is(err, ErrNotFound) {
+	} else if !errors.Is(err, kv.ErrNotFound) {
 		return nil, err
 	}
 	return req, nil
@@ -231,7 +232,7 @@ func (s *store) GetAuthorizeCodeSession(ctx context.Context, code string, into f
 // InvalidateAuthorizeCodeSession marks the code used; of two exchanges
 // racing, only one gets past this.
 func (s *store) InvalidateAuthorizeCodeSession(ctx context.Context, code string) error {
-	ok, err := s.kv.SetNX(ctx, hashKey(kCodeUsed, code), nonce(), s.o.CodeTTL+s.o.RefreshTokenTTL)
+	ok, err := s.kv.SetNX(ctx, hashKey(kCodeUsed, code), kv.Nonce(), s.o.CodeTTL+s.o.RefreshTokenTTL)
 	if err != nil {
 		return err
 	}
@@ -295,7 +296,7 @@ func (s *store) CreateRefreshTokenSession(ctx context.Context, signature, access
 	if err := s.put(ctx, key, r, s.o.RefreshTokenTTL, accessKey); err != nil {
 		return err
 	}
-	current := joinKey(kRefreshOf, r.GetID())
+	current := kv.Join(kRefreshOf, r.GetID())
 	tx := txOf(ctx)
 	var from string
 	if tx != nil {
@@ -332,9 +333,9 @@ func (s *store) GetRefreshTokenSession(ctx context.Context, signature string, in
 	if err != nil {
 		return nil, err
 	}
-	current, err := s.kv.Get(ctx, joinKey(kRefreshOf, sr.ID))
+	current, err := s.kv.Get(ctx, kv.Join(kRefreshOf, sr.ID))
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, kv.ErrNotFound):
 		return nil, fosite.ErrNotFound // the family is gone
 	case err != nil:
 		return nil, err
@@ -364,7 +365,7 @@ func (s *store) RotateRefreshToken(ctx context.Context, requestID, signature str
 	}
 	key := hashKey(kRefresh, signature)
 	b, err := s.kv.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		return fosite.ErrNotFound
 	}
 	if err != nil {
@@ -374,9 +375,9 @@ func (s *store) RotateRefreshToken(ctx context.Context, requestID, signature str
 	if err := json.Unmarshal(b, &sr); err != nil {
 		return err
 	}
-	current, err := s.kv.Get(ctx, joinKey(kRefreshOf, requestID))
+	current, err := s.kv.Get(ctx, kv.Join(kRefreshOf, requestID))
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, kv.ErrNotFound):
 		return fosite.ErrNotFound
 	case err != nil:
 		return err
@@ -394,11 +395,11 @@ func (s *store) RotateRefreshToken(ctx context.Context, requestID, signature str
 }
 
 func (s *store) familyRevoked(ctx context.Context, requestID string) (bool, error) {
-	_, err := s.kv.Get(ctx, joinKey(kFamily, requestID))
+	_, err := s.kv.Get(ctx, kv.Join(kFamily, requestID))
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, kv.ErrNotFound):
 		return false, nil
 	default:
 		return false, err
@@ -412,10 +413,10 @@ func (s *store) familyRevoked(ctx context.Context, requestID string) (bool, erro
 // client's "disconnect", a reused refresh token, a replayed code) is how
 // a consent is withdrawn.
 func (s *store) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	if err := s.kv.Set(ctx, joinKey(kFamily, requestID), []byte("revoked"), s.o.RefreshTokenTTL); err != nil {
+	if err := s.kv.Set(ctx, kv.Join(kFamily, requestID), []byte("revoked"), s.o.RefreshTokenTTL); err != nil {
 		return err
 	}
-	if key, err := s.kv.Get(ctx, joinKey(kRefreshOf, requestID)); err == nil {
+	if key, err := s.kv.Get(ctx, kv.Join(kRefreshOf, requestID)); err == nil {
 		if req, _, err := s.load(ctx, string(key), nil); err == nil {
 			if sess, ok := req.GetSession().(*Session); ok {
 				_ = s.kv.Del(ctx, consentKey(sess.User, req.GetClient().GetID(), s.resourceOf(req)))
@@ -438,11 +439,11 @@ func (s *store) GetClient(ctx context.Context, id string) (fosite.Client, error)
 }
 
 func (s *store) ClientAssertionJWTValid(ctx context.Context, jti string) error {
-	_, err := s.kv.Get(ctx, joinKey("client-jti", jti))
+	_, err := s.kv.Get(ctx, kv.Join("client-jti", jti))
 	switch {
 	case err == nil:
 		return fosite.ErrJTIKnown
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, kv.ErrNotFound):
 		return nil
 	default:
 		return err
@@ -450,7 +451,7 @@ func (s *store) ClientAssertionJWTValid(ctx context.Context, jti string) error {
 }
 
 func (s *store) SetClientAssertionJWT(ctx context.Context, jti string, exp time.Time) error {
-	return s.kv.Set(ctx, joinKey("client-jti", jti), []byte("1"), time.Until(exp)+time.Minute)
+	return s.kv.Set(ctx, kv.Join("client-jti", jti), []byte("1"), time.Until(exp)+time.Minute)
 }
 
 var (
@@ -463,5 +464,5 @@ var (
 // consentKey names a user's remembered approval of a client for one
 // resource: an approval for one server does not count for another.
 func consentKey(u User, clientID, resource string) string {
-	return joinKey("consent", hashString(u.Subject), hashString(clientID), hashString(resource))
+	return kv.Join("consent", kv.Hash(u.Subject), kv.Hash(clientID), kv.Hash(resource))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/portcullis-mcp/portcullis/internal/audit"
+	"github.com/portcullis-mcp/portcullis/internal/kv"
 )
 
 // serveToken is the token endpoint.
@@ -71,7 +72,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 func (s *Server) tokenRefused(w http.ResponseWriter, r *http.Request, ar fosite.AccessRequester, grant string, err error) {
 	reason := ""
 	switch {
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, kv.ErrUnavailable):
 		reason = "store"
 	case grant == grantRefresh && errors.Is(err, fosite.ErrInactiveToken):
 		// A used refresh token: its family is revoked (see refreshReused).

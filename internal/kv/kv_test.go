@@ -1,4 +1,4 @@
-package authserver
+package kv
 
 import (
 	"context"
@@ -107,12 +107,12 @@ func TestMemoryKV(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	testKV(t, NewMemoryKV(clock), func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() })
+	testKV(t, NewMemory(clock), func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() })
 }
 
 func TestMemoryKVSweepsExpired(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	kv := NewMemoryKV(func() time.Time { return now }).(*memoryKV)
+	kv := NewMemory(func() time.Time { return now })
 	ctx := context.Background()
 	for i := range 2000 {
 		kv.Set(ctx, string(rune('a'+i%26))+time.Duration(i).String(), []byte("v"), time.Second)

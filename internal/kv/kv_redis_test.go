@@ -1,6 +1,6 @@
 //go:build e2e
 
-package authserver
+package kv
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 // TestRedisKV runs the KV contract against a real redis-server.
 func TestRedisKV(t *testing.T) {
 	srv := redistest.Start(t)
-	testKV(t, NewRedisKV(rediskit.New(srv.Client(t), rediskit.Durability{}), "test:as:"), time.Sleep)
+	testKV(t, NewRedis(rediskit.New(srv.Client(t), rediskit.Durability{}), "test:as:"), time.Sleep)
 }
 
 // TestRedisKVWaitsForTheReplica runs the KV contract with each write
 // waiting for a replica, and shows what the replica holds.
 func TestRedisKVWaitsForTheReplica(t *testing.T) {
 	primary, replica := redistest.StartWithReplica(t)
-	kv := NewRedisKV(rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: 10 * time.Second}), "test:as:") // as long as a busy machine needs: WAIT answers once the replica has the write
+	kv := NewRedis(rediskit.New(primary.Client(t), rediskit.Durability{Replicas: 1, Timeout: 10 * time.Second}), "test:as:") // as long as a busy machine needs: WAIT answers once the replica has the write
 	testKV(t, kv, time.Sleep)
 	if err := kv.Set(context.Background(), "grant", []byte("kept"), time.Hour); err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestRedisKVWaitsForTheReplica(t *testing.T) {
 // at once (a DEL of several would be refused with CROSSSLOT).
 func TestRedisKVCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
-	testKV(t, NewRedisKV(rediskit.New(c.Client(t, ""), rediskit.Durability{}), "test:as:"), time.Sleep)
+	testKV(t, NewRedis(rediskit.New(c.Client(t, ""), rediskit.Durability{}), "test:as:"), time.Sleep)
 }
 
 // TestRedisKVSentinelFailover: what the authorization server keeps
@@ -45,7 +45,7 @@ func TestRedisKVCluster(t *testing.T) {
 // survives a failover of the primary, and writes work on the new one.
 func TestRedisKVSentinelFailover(t *testing.T) {
 	d := redistest.StartSentinel(t)
-	kv := NewRedisKV(rediskit.New(d.Client(t, ""), rediskit.Durability{}), "test:as:")
+	kv := NewRedis(rediskit.New(d.Client(t, ""), rediskit.Durability{}), "test:as:")
 	ctx := context.Background()
 	for i := range 200 {
 		if err := kv.Set(ctx, fmt.Sprintf("grant:%d", i), []byte(fmt.Sprint(i)), time.Hour); err != nil {

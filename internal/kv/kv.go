@@ -1,4 +1,9 @@
-package authserver
+// Package kv is the expiring key-value state that replicas share: the
+// authorization server's sign-ins, codes, grants and consents, and the
+// vault of users' connected accounts. Replicas share it through Redis
+// ([NewRedis]); one replica can keep it in memory ([NewMemory]). Every
+// value expires.
+package kv
 
 import (
 	"bytes"
@@ -14,7 +19,7 @@ import (
 )
 
 // ErrNotFound is what a [KV] returns for a key it does not hold.
-var ErrNotFound = errors.New("authserver: not found")
+var ErrNotFound = errors.New("kv: not found")
 
 // ErrUnavailable wraps a [KV] failure: the shared store did not answer,
 // or did not keep a write on as many replicas as asked. The endpoints
@@ -23,10 +28,9 @@ var ErrNotFound = errors.New("authserver: not found")
 // error of every store Portcullis keeps in Redis (internal/rediskit).
 var ErrUnavailable = rediskit.ErrUnavailable
 
-// KV is the state the authorization server keeps: codes, sign-ins in
-// progress, refresh-token families, consents. Replicas share it through
-// Redis ([NewRedisKV]); one replica can keep it in memory ([NewMemoryKV]).
-// Every value expires.
+// KV is expiring state keyed by string. Replicas share it through Redis
+// ([NewRedis]); one replica can keep it in memory ([NewMemory]). Every
+// value expires.
 type KV interface {
 	// Get returns key's value, or ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)
@@ -34,7 +38,7 @@ type KV interface {
 	Set(ctx context.Context, key string, value []byte, ttl time.Duration) error
 	// SetNX stores value under key for ttl only if key is absent, and
 	// reports whether it did: the one winner of a race. Give each writer
-	// a value of its own ([nonce]): a write Redis took but too few
+	// a value of its own ([Nonce]): a write Redis took but too few
 	// replicas acknowledged is taken back only while it holds that value.
 	SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
 	// CompareAndSwap stores value under key for ttl if key holds old, and
@@ -48,8 +52,8 @@ type KV interface {
 	Del(ctx context.Context, keys ...string) error
 }
 
-// memoryKV is a KV in process memory, for one replica.
-type memoryKV struct {
+// Memory is a KV in process memory, for one replica.
+type Memory struct {
 	now func() time.Time
 	mu  sync.Mutex
 	m   map[string]memoryEntry
@@ -61,18 +65,18 @@ type memoryEntry struct {
 	expires time.Time
 }
 
-// NewMemoryKV returns a KV in process memory; now is the clock (nil:
+// NewMemory returns a KV in process memory; now is the clock (nil:
 // time.Now).
-func NewMemoryKV(now func() time.Time) KV {
+func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &memoryKV{now: now, m: map[string]memoryEntry{}}
+	return &Memory{now: now, m: map[string]memoryEntry{}}
 }
 
 // get returns key's live entry; the caller holds mu. Every 1024 operations
 // it sweeps expired entries, so memory stays bounded by what is live.
-func (k *memoryKV) get(key string) (memoryEntry, bool) {
+func (k *Memory) get(key string) (memoryEntry, bool) {
 	now := k.now()
 	if k.ops++; k.ops%1024 == 0 {
 		for key, e := range k.m {
@@ -89,7 +93,7 @@ func (k *memoryKV) get(key string) (memoryEntry, bool) {
 	return e, ok
 }
 
-func (k *memoryKV) Get(_ context.Context, key string) ([]byte, error) {
+func (k *Memory) Get(_ context.Context, key string) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.get(key)
@@ -99,7 +103,7 @@ func (k *memoryKV) Get(_ context.Context, key string) ([]byte, error) {
 	return e.value, nil
 }
 
-func (k *memoryKV) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
+func (k *Memory) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.get(key)
@@ -107,7 +111,7 @@ func (k *memoryKV) Set(_ context.Context, key string, value []byte, ttl time.Dur
 	return nil
 }
 
-func (k *memoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
+func (k *Memory) SetNX(_ context.Context, key string, value []byte, ttl time.Duration) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if _, ok := k.get(key); ok {
@@ -117,7 +121,7 @@ func (k *memoryKV) SetNX(_ context.Context, key string, value []byte, ttl time.D
 	return true, nil
 }
 
-func (k *memoryKV) CompareAndSwap(_ context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
+func (k *Memory) CompareAndSwap(_ context.Context, key string, old, value []byte, ttl time.Duration) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.get(key)
@@ -131,7 +135,7 @@ func (k *memoryKV) CompareAndSwap(_ context.Context, key string, old, value []by
 	return true, nil
 }
 
-func (k *memoryKV) GetDel(_ context.Context, key string) ([]byte, error) {
+func (k *Memory) GetDel(_ context.Context, key string) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.get(key)
@@ -142,7 +146,7 @@ func (k *memoryKV) GetDel(_ context.Context, key string) ([]byte, error) {
 	return e.value, nil
 }
 
-func (k *memoryKV) Del(_ context.Context, keys ...string) error {
+func (k *Memory) Del(_ context.Context, keys ...string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, key := range keys {
@@ -151,12 +155,25 @@ func (k *memoryKV) Del(_ context.Context, keys ...string) error {
 	return nil
 }
 
+// Each calls fn with every live entry, under the lock: what a test
+// reads to show that nothing secret is stored in the clear.
+func (k *Memory) Each(fn func(key string, value []byte)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.now()
+	for key, e := range k.m {
+		if now.Before(e.expires) {
+			fn(key, e.value)
+		}
+	}
+}
+
 // redisKV is a KV in Redis, shared by replicas: rediskit's expiring
 // values, whose writes wait for replicas as the client's durability says.
 type redisKV struct{ v *rediskit.Values }
 
-// NewRedisKV returns a KV in Redis under keys starting with prefix.
-func NewRedisKV(c *rediskit.Client, prefix string) KV {
+// NewRedis returns a KV in Redis under keys starting with prefix.
+func NewRedis(c *rediskit.Client, prefix string) KV {
 	return &redisKV{v: c.Values(prefix)}
 }
 
@@ -195,15 +212,15 @@ func (k *redisKV) Del(ctx context.Context, keys ...string) error {
 	return k.v.Del(ctx, keys...)
 }
 
-// joinKey builds a key from parts; parts are ids and hashes, never raw
+// Join builds a key from parts; parts are ids and hashes, never raw
 // tokens.
-func joinKey(parts ...string) string { return strings.Join(parts, ":") }
+func Join(parts ...string) string { return strings.Join(parts, ":") }
 
-// hashString names v in a key without holding it (rediskit.Hash).
-func hashString(v string) string { return rediskit.Hash(v) }
+// Hash names v in a key without holding it (rediskit.Hash).
+func Hash(v string) string { return rediskit.Hash(v) }
 
-// nonce returns a value of its own for a writer of SetNX.
-func nonce() []byte {
+// Nonce returns a value of its own for a writer of SetNX.
+func Nonce() []byte {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return []byte(hex.EncodeToString(b[:]))
