@@ -12,20 +12,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/portcullis-mcp/portcullis/internal/keyring"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
 // KeySize is the length in bytes of a request-state key (AES-256).
-const KeySize = 32
+const KeySize = keyring.KeySize
 
 // ErrInvalidState is returned by [Sealer.Open] for any requestState that does
 // not open: tampered, truncated, sealed with an unknown key, expired, or bound
@@ -106,55 +105,15 @@ func NewRandomKey() []byte {
 	return k
 }
 
-// maxKeysFile bounds a keys file: about a thousand keys, far more than
-// rotation needs, and a mistaken path (a device, a log) fails fast instead
-// of being read without end.
-const maxKeysFile = 64 << 10
-
 // LoadKeys reads keys from a file holding one base64 (standard or URL, padded
 // or not) key per line, newest first. Blank lines and lines starting with '#'
 // are ignored. A file larger than 64 KiB is refused.
 func LoadKeys(path string) ([][]byte, error) {
-	f, err := os.Open(path)
+	keys, err := keyring.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("mcp: reading request-state keys: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("mcp: reading request-state keys: %w", err)
-	}
-	if len(data) > maxKeysFile {
-		return nil, fmt.Errorf("mcp: request-state keys %s is larger than %d bytes: not a keys file", path, maxKeysFile)
-	}
-	var keys [][]byte
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, err := decodeKey(line)
-		if err != nil {
-			return nil, fmt.Errorf("mcp: request-state keys %s line %d: %w", path, i+1, err)
-		}
-		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("mcp: request-state keys %s holds no key", path)
+		return nil, fmt.Errorf("mcp: request-state keys: %w", err)
 	}
 	return keys, nil
-}
-
-func decodeKey(s string) ([]byte, error) {
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if k, err := enc.DecodeString(s); err == nil {
-			if len(k) != KeySize {
-				return nil, fmt.Errorf("key is %d bytes, want %d", len(k), KeySize)
-			}
-			return k, nil
-		}
-	}
-	return nil, errors.New("key is not base64")
 }
 
 // Seal returns state sealed and bound to digest and subject, valid for
