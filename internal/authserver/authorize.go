@@ -141,6 +141,10 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, l *login) {
 // finishError sends the browser back to the client with err.
 func (s *Server) finishError(w http.ResponseWriter, r *http.Request, l *login, err error) {
 	_ = s.kv.Del(r.Context(), kv.Join("login", l.ID))
+	if l.Return != "" {
+		s.page(w, http.StatusForbidden, "Sign-in refused", "Signing in at the identity provider failed. Start again from the page you came from.")
+		return
+	}
 	ar, rerr := s.replay(r, l)
 	if rerr != nil {
 		s.writeAuthorizeError(w, ar, rerr)

@@ -65,6 +65,10 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.observe(Event{Endpoint: "callback", Outcome: "ok"})
+	if l.Return != "" {
+		s.finishBrowser(w, r, l, u)
+		return
+	}
 	l.User = &u
 	scopes := strings.Fields(l.Form.Get("scope"))
 	if s.consented(ctx, u, l.ClientID, l.Form.Get("resource"), scopes) {

@@ -25,6 +25,9 @@ type login struct {
 	Verifier string     `json:"verifier"`
 	User     *User      `json:"user,omitempty"`
 	CSRF     string     `json:"csrf"`
+	// Return, for a browser's own sign-in (SignInBrowser), is the local
+	// path it returns to; such a sign-in has no client.
+	Return string `json:"return,omitempty"`
 }
 
 // cookieName is the browser-binding cookie: the sign-in continues only in
