@@ -1,0 +1,257 @@
+package connect
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"golang.org/x/oauth2"
+
+	"github.com/portcullis-mcp/portcullis/internal/kv"
+	"github.com/portcullis-mcp/portcullis/internal/vault"
+)
+
+// pending is a connect link: whom it was made for, and for which
+// connection.
+type pending struct {
+	Connection string      `json:"conn"`
+	Owner      vault.Owner `json:"owner"`
+}
+
+// flow is an authorization request at a connection's authorization
+// server, keyed by its state.
+type flow struct {
+	Connection string      `json:"conn"`
+	Owner      vault.Owner `json:"owner"`
+	Verifier   string      `json:"verifier"`
+	Issuer     string      `json:"iss"`
+	// Pending is the connect link's id (the elicitation's), if the flow
+	// started from one.
+	Pending string `json:"pending,omitempty"`
+}
+
+func randomID() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Require makes a connect link for owner and the connection name, valid
+// for FlowTTL: its URL, and its id, which is the URL-mode elicitation's
+// id that [Options.Completed] is told of once the account is connected.
+func (s *Service) Require(ctx context.Context, name string, owner vault.Owner) (link, id string, err error) {
+	if !s.Has(name) {
+		return "", "", errors.New("connect: no connection " + name)
+	}
+	id = randomID()
+	b, _ := json.Marshal(pending{Connection: name, Owner: owner})
+	if err := s.o.KV.Set(ctx, kv.Join("connect-link", kv.Hash(id)), b, FlowTTL); err != nil {
+		return "", "", err
+	}
+	return s.o.BaseURL + PathStart + "?id=" + url.QueryEscape(id), id, nil
+}
+
+// Handler serves the pages under PathPrefix.
+func (s *Service) Handler() http.Handler { return s.page }
+
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathPage, s.servePage)
+	mux.HandleFunc("GET "+PathStart, s.serveStart)
+	mux.HandleFunc("GET "+PathCallback, s.serveCallback)
+	mux.HandleFunc("POST "+PathPrefix+"/{name}/connect", s.serveConnect)
+	mux.HandleFunc("POST "+PathPrefix+"/{name}/disconnect", s.serveDisconnect)
+	// The forms post from the page itself; a cross-origin post is refused.
+	cop := http.NewCrossOriginProtection()
+	return cop.Handler(mux)
+}
+
+// user returns the owner r's browser is signed in as; when it is not
+// signed in, the browser is sent to sign in and back to r.
+func (s *Service) user(w http.ResponseWriter, r *http.Request, returnTo string) (vault.Owner, bool) {
+	sub, ok := s.o.SignIn.BrowserUser(r)
+	if !ok {
+		s.o.SignIn.SignInBrowser(w, r, returnTo)
+		return vault.Owner{}, false
+	}
+	return vault.Owner{Issuer: s.o.OwnerIssuer, Subject: sub}, true
+}
+
+// serveStart is a connect link: the browser signs in, and the user it
+// signed in as must be the one the link was made for.
+func (s *Service) serveStart(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.URL.Query().Get("id")
+	b, err := s.o.KV.Get(ctx, kv.Join("connect-link", kv.Hash(id)))
+	if errors.Is(err, kv.ErrNotFound) {
+		s.o.Observe(Event{Action: "connect", Outcome: "refused", Reason: "unknown_link"})
+		s.message(w, http.StatusBadRequest, "Link expired", "This link is unknown or has expired. Call the tool again for a new one.")
+		return
+	}
+	if err != nil {
+		s.unavailable(w, "connect", err)
+		return
+	}
+	var p pending
+	if err := json.Unmarshal(b, &p); err != nil || !s.Has(p.Connection) {
+		s.message(w, http.StatusBadRequest, "Link expired", "This link is unknown or has expired. Call the tool again for a new one.")
+		return
+	}
+	owner, ok := s.user(w, r, PathStart+"?id="+url.QueryEscape(id))
+	if !ok {
+		return
+	}
+	if owner != p.Owner {
+		s.o.Observe(Event{Connection: p.Connection, Action: "connect", Outcome: "refused", Reason: "other_user"})
+		s.o.Audit(ctx, "connect", "refused", owner, p.Connection, "reason", "other_user")
+		s.message(w, http.StatusForbidden, "Not your link", "This link was made for another user. Only the user whose call asked for it can connect an account with it.")
+		return
+	}
+	s.begin(w, r, s.conns[p.Connection], owner, id)
+}
+
+// serveConnect starts a connection from the page.
+func (s *Service) serveConnect(w http.ResponseWriter, r *http.Request) {
+	c, ok := s.conns[r.PathValue("name")]
+	if !ok {
+		s.message(w, http.StatusNotFound, "Unknown connection", "There is no such connection.")
+		return
+	}
+	owner, ok := s.user(w, r, PathPage)
+	if !ok {
+		return
+	}
+	s.begin(w, r, c, owner, "")
+}
+
+// begin sends the browser to c's authorization server.
+func (s *Service) begin(w http.ResponseWriter, r *http.Request, c *conn, owner vault.Owner, pendingID string) {
+	ctx := r.Context()
+	cfg, ep, err := s.oauthConfig(ctx, c)
+	if err != nil {
+		s.o.Logger.Warn("connect: the authorization server cannot be used", "connection", c.Name, "error", err)
+		s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "error", Reason: "discovery"})
+		s.message(w, http.StatusBadGateway, "Service unavailable", "The service's sign-in cannot be reached; try again shortly.")
+		return
+	}
+	f := flow{Connection: c.Name, Owner: owner, Verifier: oauth2.GenerateVerifier(), Issuer: ep.issuer, Pending: pendingID}
+	state := randomID()
+	b, _ := json.Marshal(f)
+	if err := s.o.KV.Set(ctx, kv.Join("connect-flow", kv.Hash(state)), b, FlowTTL); err != nil {
+		s.unavailable(w, "connect", err)
+		return
+	}
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(f.Verifier)}
+	if ep.resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", ep.resource))
+	}
+	http.Redirect(w, r, cfg.AuthCodeURL(state, opts...), http.StatusSeeOther)
+}
+
+// serveCallback is where the authorization server sends the browser back.
+func (s *Service) serveCallback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	b, err := s.o.KV.GetDel(ctx, kv.Join("connect-flow", kv.Hash(q.Get("state"))))
+	if errors.Is(err, kv.ErrNotFound) {
+		s.o.Observe(Event{Action: "connect", Outcome: "refused", Reason: "unknown_state"})
+		s.message(w, http.StatusBadRequest, "Connection expired", "This connection attempt is unknown, was finished already, or has expired. Start again.")
+		return
+	}
+	if err != nil {
+		s.unavailable(w, "connect", err)
+		return
+	}
+	var f flow
+	if err := json.Unmarshal(b, &f); err != nil || !s.Has(f.Connection) {
+		s.message(w, http.StatusBadRequest, "Connection expired", "This connection attempt is unknown or has expired. Start again.")
+		return
+	}
+	c := s.conns[f.Connection]
+	sub, ok := s.o.SignIn.BrowserUser(r)
+	if !ok || (vault.Owner{Issuer: s.o.OwnerIssuer, Subject: sub}) != f.Owner {
+		s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "refused", Reason: "other_user"})
+		s.o.Audit(ctx, "connect", "refused", f.Owner, c.Name, "reason", "other_user")
+		s.message(w, http.StatusForbidden, "Not your connection", "This connection was started by another user or in another browser.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "refused", Reason: "denied"})
+		s.o.Audit(ctx, "connect", "refused", f.Owner, c.Name, "reason", "denied", "error", clean(e))
+		s.message(w, http.StatusForbidden, "Not connected", c.Title+" did not connect the account ("+clean(e)+").")
+		return
+	}
+	cfg, ep, err := s.oauthConfig(ctx, c)
+	if err != nil {
+		s.message(w, http.StatusBadGateway, "Service unavailable", "The service's sign-in cannot be reached; try again shortly.")
+		return
+	}
+	// RFC 9207: the response names the server the flow went to, so a
+	// response from another one (a mix-up) is refused.
+	if iss := q.Get("iss"); (iss != "" && iss != f.Issuer) || (iss == "" && ep.issRequired) || ep.issuer != f.Issuer {
+		s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "refused", Reason: "issuer"})
+		s.o.Audit(ctx, "connect", "refused", f.Owner, c.Name, "reason", "issuer")
+		s.message(w, http.StatusBadRequest, "Not connected", "The answer did not come from "+c.Title+"'s authorization server.")
+		return
+	}
+	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(f.Verifier)}
+	if ep.resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", ep.resource))
+	}
+	tok, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, s.o.HTTPClient), q.Get("code"), opts...)
+	if err != nil {
+		s.o.Logger.Warn("connect: the authorization code was not exchanged", "connection", c.Name, "error", oauthError(err))
+		s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "error", Reason: "token_endpoint"})
+		s.o.Audit(ctx, "connect", "error", f.Owner, c.Name, "reason", "token_endpoint")
+		s.message(w, http.StatusBadGateway, "Not connected", c.Title+" did not issue a token: "+oauthError(err)+".")
+		return
+	}
+	if err := s.o.Vault.Put(ctx, c.Name, f.Owner, entryOf(tok, ep.issuer, s.o.Now(), s.o.Now())); err != nil {
+		s.unavailable(w, "connect", err)
+		return
+	}
+	s.forget(cacheKey{c.Name, f.Owner})
+	s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "ok"})
+	s.o.Audit(ctx, "connect", "ok", f.Owner, c.Name)
+	if f.Pending != "" {
+		_ = s.o.KV.Del(ctx, kv.Join("connect-link", kv.Hash(f.Pending)))
+		s.o.Completed(f.Pending)
+	}
+	s.message(w, http.StatusOK, "Connected", c.Title+" is connected. You can close this page and go back to your application.")
+}
+
+// serveDisconnect drops the user's connection, revoking its refresh token
+// at the authorization server where it offers revocation.
+func (s *Service) serveDisconnect(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c, ok := s.conns[r.PathValue("name")]
+	if !ok {
+		s.message(w, http.StatusNotFound, "Unknown connection", "There is no such connection.")
+		return
+	}
+	owner, ok := s.user(w, r, PathPage)
+	if !ok {
+		return
+	}
+	if e, _, err := s.o.Vault.Get(ctx, c.Name, owner); err == nil {
+		s.revoke(ctx, c, e)
+	}
+	if err := s.Disconnect(ctx, c.Name, owner); err != nil {
+		s.unavailable(w, "disconnect", err)
+		return
+	}
+	s.o.Observe(Event{Connection: c.Name, Action: "disconnect", Outcome: "ok"})
+	s.o.Audit(ctx, "disconnect", "ok", owner, c.Name)
+	http.Redirect(w, r, PathPage, http.StatusSeeOther)
+}
+
+// unavailable answers a store failure.
+func (s *Service) unavailable(w http.ResponseWriter, action string, err error) {
+	s.o.Logger.Warn("connect: the store failed", "action", action, "error", err)
+	s.o.Observe(Event{Action: action, Outcome: "error", Reason: "store"})
+	s.message(w, http.StatusServiceUnavailable, "Unavailable", "Connections are unavailable for a moment; try again shortly.")
+}
