@@ -55,32 +55,6 @@ func (s *Service) Require(ctx context.Context, name string, owner vault.Owner) (
 	return s.o.BaseURL + PathStart + "?id=" + url.QueryEscape(id), id, nil
 }
 
-// Handler serves the pages under PathPrefix.
-func (s *Service) Handler() http.Handler { return s.page }
-
-func (s *Service) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PathPage, s.servePage)
-	mux.HandleFunc("GET "+PathStart, s.serveStart)
-	mux.HandleFunc("GET "+PathCallback, s.serveCallback)
-	mux.HandleFunc("POST "+PathPrefix+"/{name}/connect", s.serveConnect)
-	mux.HandleFunc("POST "+PathPrefix+"/{name}/disconnect", s.serveDisconnect)
-	// The forms post from the page itself; a cross-origin post is refused.
-	cop := http.NewCrossOriginProtection()
-	return cop.Handler(mux)
-}
-
-// user returns the owner r's browser is signed in as; when it is not
-// signed in, the browser is sent to sign in and back to r.
-func (s *Service) user(w http.ResponseWriter, r *http.Request, returnTo string) (vault.Owner, bool) {
-	sub, ok := s.o.SignIn.BrowserUser(r)
-	if !ok {
-		s.o.SignIn.SignInBrowser(w, r, returnTo)
-		return vault.Owner{}, false
-	}
-	return vault.Owner{Issuer: s.o.OwnerIssuer, Subject: sub}, true
-}
-
 // serveStart is a connect link: the browser signs in, and the user it
 // signed in as must be the one the link was made for.
 func (s *Service) serveStart(w http.ResponseWriter, r *http.Request) {

@@ -1,12 +1,9 @@
 package connect
 
 import (
-	"context"
 	"html/template"
 	"net/http"
 	"net/url"
-	"strings"
-	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/vault"
 )
@@ -82,39 +79,13 @@ func (s *Service) servePage(w http.ResponseWriter, r *http.Request) {
 	_ = pageTemplate.Execute(w, d)
 }
 
-// revoke asks c's authorization server to revoke e's refresh token (or
-// access token) (RFC 7009), where it names a revocation endpoint; a
-// failure is logged, and the entry is dropped anyway.
-func (s *Service) revoke(ctx context.Context, c *conn, e *vault.Entry) {
-	cfg, ep, err := s.oauthConfig(ctx, c)
-	if err != nil || ep.revokeURL == "" {
-		return
+// user returns the owner r's browser is signed in as; when it is not
+// signed in, the browser is sent to sign in and back to r.
+func (s *Service) user(w http.ResponseWriter, r *http.Request, returnTo string) (vault.Owner, bool) {
+	sub, ok := s.o.SignIn.BrowserUser(r)
+	if !ok {
+		s.o.SignIn.SignInBrowser(w, r, returnTo)
+		return vault.Owner{}, false
 	}
-	tok, hint := e.RefreshToken, "refresh_token"
-	if tok == "" {
-		tok, hint = e.AccessToken, "access_token"
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	form := url.Values{"token": {tok}, "token_type_hint": {hint}}
-	if cfg.ClientSecret == "" {
-		form.Set("client_id", cfg.ClientID)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.revokeURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if cfg.ClientSecret != "" {
-		req.SetBasicAuth(url.QueryEscape(cfg.ClientID), url.QueryEscape(cfg.ClientSecret))
-	}
-	resp, err := s.o.HTTPClient.Do(req)
-	if err != nil {
-		s.o.Logger.Warn("connect: revoking a disconnected account's token failed", "connection", c.Name, "error", "the authorization server could not be reached")
-		return
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		s.o.Logger.Warn("connect: revoking a disconnected account's token failed", "connection", c.Name, "status", resp.StatusCode)
-	}
+	return vault.Owner{Issuer: s.o.OwnerIssuer, Subject: sub}, true
 }
