@@ -103,7 +103,7 @@ func (u *Upstreams) Inject(ctx context.Context, meta map[string]any) {
 
 // UpstreamErrorKinds are the values of portcullis_upstream_request_errors_total's
 // kind label.
-var UpstreamErrorKinds = []string{"unavailable", "transport", "timeout", "canceled", "protocol", "tool_error"}
+var UpstreamErrorKinds = []string{"unavailable", "transport", "timeout", "canceled", "protocol", "tool_error", "connect_required"}
 
 // Declare creates the series of an upstream before anything happens to it:
 // down, no restart, no error of any kind, no request. A panel or alert then

@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,7 +50,22 @@ func (u *proxy) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.C
 		if u.opts.OAuth.exchange() && u.deps.SubjectToken != nil && extra != nil {
 			subject, _ = u.deps.SubjectToken(extra.TokenInfo)
 		}
-		return u.pool.acquire(ctx, u.principalKey(extra), env, subject)
+		var account *sdkauth.TokenInfo
+		if u.opts.OAuth.account() {
+			if u.deps.Accounts == nil || extra == nil || extra.TokenInfo == nil {
+				return nil, nil, errNoAccount
+			}
+			// A caller without a connected account is asked to connect
+			// one before a session is opened for it.
+			if _, err := u.deps.Accounts.Token(ctx, extra.TokenInfo, u.opts.Name); err != nil {
+				if cr := (*ConnectRequired)(nil); errors.As(err, &cr) {
+					return nil, nil, cr
+				}
+				return nil, nil, &accountError{err}
+			}
+			account = extra.TokenInfo
+		}
+		return u.pool.acquire(ctx, u.principalKey(extra), env, subject, account)
 	}
 	sess := u.sup.session()
 	if sess == nil {
@@ -96,6 +113,10 @@ func (u *proxy) directTool(name string) catalog.DirectHandler {
 func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string, direct bool) (sdk.Result, error) {
 	ctx, done := u.start(ctx, "tools/call", name)
 	sess, release, err := u.sessionFor(ctx, req.Extra)
+	if cr := (*ConnectRequired)(nil); errors.As(err, &cr) {
+		done(KindConnect)
+		return u.connectRequired(req.Session, cr, true)
+	}
 	if err != nil {
 		done(KindUnavailable)
 		return u.fail.errorResult(KindUnavailable, err), nil
@@ -234,4 +255,20 @@ func (u *proxy) principalKey(extra *sdk.RequestExtra) string {
 		return u.deps.PrincipalKey(ti)
 	}
 	return ti.UserID
+}
+
+// connectRequired answers a request of a caller without a connected
+// account: the URL elicitation error (-32042) for a session that takes
+// them, a tool error naming the page for any other caller of a tool, and
+// the error itself for any other request.
+func (u *proxy) connectRequired(ss *sdk.ServerSession, cr *ConnectRequired, tool bool) (*sdk.CallToolResult, error) {
+	msg := fmt.Sprintf("The MCP server %q acts as your own account there, and you have not connected it yet. Open %s to connect it, then try again.", u.opts.Name, cr.URL)
+	if acceptsURLElicitation(ss) {
+		u.elicits.keep(cr.ElicitationID, ss)
+		return nil, sdk.URLElicitationRequiredError([]*sdk.ElicitParams{{Mode: "url", URL: cr.URL, ElicitationID: cr.ElicitationID, Message: msg}})
+	}
+	if tool {
+		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}, nil
+	}
+	return nil, errors.New(msg)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -94,17 +95,18 @@ func (c *connector) open(ctx context.Context, t sdk.Transport) (sess *sdk.Client
 func (c *connector) dial() (sdk.Transport, func(), error) {
 	switch c.opts.Transport {
 	case TransportHTTP:
-		return c.dialHTTP(nil)
+		return c.dialHTTP(nil, nil)
 	default:
 		return c.dialStdio()
 	}
 }
 
 // dialHTTP opens a session to the http upstream. With src, a caller's
-// exchanged token from src authenticates every request; without, the
-// client-credentials token of oauth (of the same client, for a
-// token_exchange upstream), if any.
-func (c *connector) dialHTTP(src *tokenexchange.Source) (sdk.Transport, func(), error) {
+// exchanged token from src authenticates every request; with account, the
+// token of the connected account of the caller it describes; with
+// neither, the client-credentials token of oauth (of the same client, for
+// a token_exchange upstream), if any.
+func (c *connector) dialHTTP(src *tokenexchange.Source, account *sdkauth.TokenInfo) (sdk.Transport, func(), error) {
 	headers := make(http.Header)
 	for _, h := range c.opts.Headers {
 		v, err := h.value()
@@ -114,10 +116,16 @@ func (c *connector) dialHTTP(src *tokenexchange.Source) (sdk.Transport, func(), 
 		headers.Set(h.Name, v)
 	}
 	client := *c.deps.HTTPClient
-	var rt http.RoundTripper = &headerTransport{next: transportOf(c.deps.HTTPClient), headers: headers}
+	base := transportOf(c.deps.HTTPClient)
+	if account != nil {
+		// The account's token replaces any Authorization of headers
+		// (the listing session's credential).
+		base = &accountTransport{accounts: c.deps.Accounts, upstream: c.opts.Name, ti: account, base: base}
+	}
+	var rt http.RoundTripper = &headerTransport{next: base, headers: headers}
 	if src != nil {
 		rt = &tokenexchange.Transport{Source: src, Base: rt}
-	} else if o := c.opts.OAuth; o.enabled() {
+	} else if o := c.opts.OAuth; o.clientCredentials() {
 		secret, err := readValueFile(o.ClientSecretFile)
 		if err != nil {
 			return nil, func() {}, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", c.opts.Name, err)

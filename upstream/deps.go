@@ -29,6 +29,9 @@ const (
 	KindProtocol = "protocol"
 	// KindToolError: the upstream's tool returned an error result.
 	KindToolError = "tool_error"
+	// KindConnect: the caller has no connected account at the upstream
+	// (oauth.grant authorization_code) and was asked to connect one.
+	KindConnect = "connect_required"
 )
 
 // Hooks receive what the upstreams do, for metrics and traces. Every field
@@ -102,6 +105,10 @@ type Deps struct {
 	// logged or sent upstream. Nil means no caller has one, and such
 	// upstreams refuse every call.
 	SubjectToken func(*sdkauth.TokenInfo) (string, bool)
+	// Accounts gives an http upstream with oauth.grant authorization_code
+	// each caller's connected account. Nil: such upstreams refuse every
+	// call.
+	Accounts Accounts
 }
 
 // DefaultBackoff doubles from 250ms per attempt up to 30s, with up to 20%

@@ -60,6 +60,18 @@
 // caller's (RFC 8693); the caller's token itself, which comes from
 // [Deps.SubjectToken], is sent only to the token endpoint.
 //
+// An http upstream with oauth.grant authorization_code
+// ([GrantAuthorizationCode]) acts as each caller's own account there: the
+// account the caller connected at the upstream's authorization server,
+// whose token [Deps.Accounts] gives for every request of the caller's own
+// session. A caller who has not connected one gets, on a session that
+// declared URL-mode elicitation, the URL elicitation error naming the
+// connect page, and the completion notice once connected
+// ([Manager.ElicitationComplete]); any other caller gets a tool error
+// naming the page. The shared session that lists the upstream's tools
+// sends the configured headers (a service credential, if the upstream
+// needs one to list).
+//
 // The package never imports Prometheus or OpenTelemetry: metrics and spans
 // come in through [Hooks], which the root package wires to package observability.
 //
@@ -121,10 +133,14 @@
 //     configured headers, the connection kept, notifications counted,
 //     kept alive across calls, task handles captured and the tasks/
 //     methods sent.
+//   - account.go: connected accounts: the [Accounts] hook, a caller's
+//     [ConnectRequired], the transport that sends the caller's account
+//     token.
 //   - errors.go: failures worded for the caller.
 //   - caller.go: the caller's capabilities and log level, and the
 //     protocol eras.
-//   - deps.go, principal.go, options.go, files.go, proc_*.go: what the
-//     package is given: [Deps], the caller's [Principal], the
-//     configuration and its mounted secrets.
+//   - deps.go, principal.go, options.go, oauth.go, files.go, proc_*.go:
+//     what the package is given: [Deps], the caller's [Principal], the
+//     configuration (the oauth block in oauth.go) and its mounted
+//     secrets.
 package upstream

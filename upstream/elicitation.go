@@ -56,6 +56,18 @@ func (e *elicitations) remember(t *callTarget, p *sdk.ElicitParams) {
 	if p == nil || p.Mode != "url" || p.ElicitationID == "" || t.session == nil || t.upstream == nil || passesInput(t.session) {
 		return
 	}
+	e.put(elicitationKey{t.upstream, p.ElicitationID}, t.session)
+}
+
+// keep keeps the id of a URL-mode elicitation Portcullis itself sent the
+// caller ss (to connect an account), under no upstream session.
+func (e *elicitations) keep(id string, ss *sdk.ServerSession) {
+	if ss != nil && id != "" {
+		e.put(elicitationKey{nil, id}, ss)
+	}
+}
+
+func (e *elicitations) put(k elicitationKey, ss *sdk.ServerSession) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock()
@@ -70,7 +82,7 @@ func (e *elicitations) remember(t *callTarget, p *sdk.ElicitParams) {
 	if len(e.ids) >= elicitationKept {
 		return
 	}
-	e.ids[elicitationKey{t.upstream, p.ElicitationID}] = elicitationTarget{session: t.session, until: now.Add(elicitationTTL)}
+	e.ids[k] = elicitationTarget{session: ss, until: now.Add(elicitationTTL)}
 }
 
 // take returns the caller the URL-mode elicitation id, asked for by the

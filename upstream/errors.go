@@ -65,6 +65,11 @@ func (f failures) errorResult(kind string, err error) *sdk.CallToolResult {
 		case errors.As(err, new(*exchangeError)):
 			f.logger.Warn("upstream: token exchange failed", "error", err)
 			msg = fmt.Sprintf("upstream: the authorization server did not issue a token for the MCP server %q to this caller%s, so the call was not sent.", f.name, exchangeCode(err))
+		case errors.Is(err, errNoAccount):
+			msg = fmt.Sprintf("upstream: the MCP server %q is called as each caller's own connected account, and this call came without a signed-in caller.", f.name)
+		case errors.As(err, new(*accountError)):
+			f.logger.Warn("upstream: a connected account could not be used", "error", err)
+			msg = fmt.Sprintf("upstream: your connected account at the MCP server %q could not be used right now, so the call was not sent. Retry in a moment.", f.name)
 		case errors.Is(err, errPoolFull):
 			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller, and as many as allowed are busy. Retry in a moment.", f.name)
 		case err != nil && !errors.Is(err, errNotConnected):
@@ -123,6 +128,18 @@ var errNoPrincipal = errors.New("upstream: a per_principal upstream serves only 
 // errNoToken is the answer of a token_exchange upstream to a call whose
 // caller's token is not at hand.
 var errNoToken = errors.New("upstream: a token_exchange upstream serves only callers with a token")
+
+// errNoAccount is the answer of an authorization_code upstream to a call
+// without a caller, or when no Accounts hook was given.
+var errNoAccount = errors.New("upstream: an authorization_code upstream serves only signed-in callers")
+
+// accountError is a failure to read or refresh the caller's connected
+// account, other than its absence.
+type accountError struct{ err error }
+
+func (e *accountError) Error() string { return "upstream: connected account: " + e.err.Error() }
+
+func (e *accountError) Unwrap() error { return e.err }
 
 // exchangeError is a failed token exchange for the caller.
 type exchangeError struct{ err error }

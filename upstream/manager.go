@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Manager runs the upstream MCP servers of the configuration and keeps
@@ -14,6 +16,8 @@ import (
 type Manager struct {
 	ups  []*proxy
 	deps Deps
+	// elicits are the URL elicitations this replica's sessions got.
+	elicits *elicitations
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -40,7 +44,7 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 	if deps.Version == "" {
 		deps.Version = "dev"
 	}
-	m := &Manager{deps: deps}
+	m := &Manager{deps: deps, elicits: &elicitations{}}
 	// Servers built from the catalog from now on route completions and
 	// resource subscriptions for upstreams' prompts, templates and
 	// resources to their upstream.
@@ -49,7 +53,9 @@ func New(list []Options, cat Catalog, deps Deps) (*Manager, error) {
 	}
 	for i, o := range list {
 		o.Defaults()
-		m.ups = append(m.ups, newProxy(o, i, cat, deps))
+		p := newProxy(o, i, cat, deps)
+		p.elicits = m.elicits
+		m.ups = append(m.ups, p)
 	}
 	return m, nil
 }
@@ -121,4 +127,15 @@ func (m *Manager) Required() bool {
 		}
 	}
 	return false
+}
+
+// ElicitationComplete tells the session that got the URL elicitation id,
+// if it is on this replica and still open, that it was completed: the
+// client retries the call. It reports whether a session was told.
+func (m *Manager) ElicitationComplete(ctx context.Context, id string) bool {
+	ss, ok := m.elicits.take(nil, id)
+	if !ok {
+		return false
+	}
+	return ss.NotifyElicitationComplete(ctx, &sdk.ElicitationCompleteParams{ElicitationID: id}) == nil
 }

@@ -3,7 +3,6 @@ package upstream
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -40,17 +39,6 @@ const (
 // MetaKeyPrincipal is the _meta key under which a call carries the
 // caller's identity with pass_principal: meta.
 const MetaKeyPrincipal = "io.portcullis/principal"
-
-// Grants accepted in [OAuthOptions.Grant].
-const (
-	// GrantClientCredentials gets the upstream a token of Portcullis's own
-	// (RFC 6749 section 4.4).
-	GrantClientCredentials = "client_credentials"
-	// GrantTokenExchange gets the upstream a token for each caller by
-	// exchanging the caller's token for one whose audience is the
-	// upstream (RFC 8693).
-	GrantTokenExchange = "token_exchange"
-)
 
 // Defaults of the per_principal isolation.
 const (
@@ -157,51 +145,6 @@ type Options struct {
 	OAuth OAuthOptions `yaml:"oauth"`
 }
 
-// OAuthOptions configures how an http upstream gets its access token.
-// With grant client_credentials (RFC 6749 section 4.4) the token is
-// Portcullis's own. With grant token_exchange (RFC 8693) each caller's
-// token is exchanged at token_url for a token whose audience is the
-// upstream, which is sent on that caller's own HTTP session (isolation
-// per_principal); the session that lists what the upstream offers uses a
-// client-credentials token of the same client. Tokens are cached and
-// renewed before they expire; the caller's own token is never sent to the
-// upstream.
-type OAuthOptions struct {
-	// Grant is client_credentials (the default) or token_exchange.
-	Grant string `yaml:"grant" schema:"enum=client_credentials|token_exchange"`
-	// TokenURL is the authorization server's token endpoint.
-	TokenURL string `yaml:"token_url" schema:"url"`
-	// ClientID is Portcullis's client at the authorization server.
-	ClientID string `yaml:"client_id"`
-	// ClientSecretFile is a mounted file holding the client secret.
-	ClientSecretFile string `yaml:"client_secret_file"`
-	// Scopes are requested with the token.
-	Scopes []string `yaml:"scopes"`
-	// Resource, when set, is sent as the RFC 8707 resource parameter: the
-	// upstream's identifier, so that the token is good for it alone.
-	Resource string `yaml:"resource" schema:"url"`
-	// Audience, when set, is sent as the RFC 8693 audience parameter: the
-	// logical name of the upstream at the authorization server
-	// (token_exchange only).
-	Audience string `yaml:"audience"`
-	// RequestedTokenType is the RFC 8693 requested_token_type
-	// (token_exchange only). Default
-	// urn:ietf:params:oauth:token-type:access_token.
-	RequestedTokenType string `yaml:"requested_token_type"`
-}
-
-// enabled reports whether the grant is configured.
-func (o OAuthOptions) enabled() bool { return o.TokenURL != "" }
-
-// set reports whether any key is set.
-func (o OAuthOptions) set() bool {
-	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != "" ||
-		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != ""
-}
-
-// exchange reports whether the grant is token_exchange.
-func (o OAuthOptions) exchange() bool { return o.enabled() && o.Grant == GrantTokenExchange }
-
 // NamedValue is an environment variable or header: its value is Value, or
 // the contents of ValueFile with one trailing newline removed.
 type NamedValue struct {
@@ -232,7 +175,7 @@ func (o *Options) Defaults() {
 	}
 	if o.Transport == TransportHTTP && o.Isolation == "" {
 		o.Isolation = IsolationShared
-		if o.OAuth.exchange() {
+		if o.OAuth.exchange() || o.OAuth.account() {
 			o.Isolation = IsolationPerPrincipal
 		}
 	}
@@ -365,8 +308,8 @@ func Validate(list []Options) error {
 			}
 			switch o.Isolation {
 			case IsolationShared:
-				if o.OAuth.exchange() {
-					at("isolation", "shared cannot be used with oauth.grant token_exchange: a shared HTTP session cannot carry each caller's token; use per_principal (the default with token_exchange)")
+				if o.OAuth.exchange() || o.OAuth.account() {
+					at("isolation", "shared cannot be used with oauth.grant %s: a shared HTTP session cannot carry each caller's token; use per_principal (the default with %[1]s)", o.OAuth.Grant)
 				}
 			case IsolationPerPrincipal:
 			default:
@@ -378,7 +321,9 @@ func Validate(list []Options) error {
 			if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
 				at("isolation", "max_processes and idle_timeout must not be negative")
 			}
-			if o.OAuth.enabled() {
+			if o.OAuth.account() {
+				o.OAuth.checkAccount(at)
+			} else if o.OAuth.enabled() {
 				switch o.OAuth.Grant {
 				case GrantClientCredentials:
 					if o.OAuth.Audience != "" || o.OAuth.RequestedTokenType != "" {
@@ -389,7 +334,10 @@ func Validate(list []Options) error {
 						at("oauth.requested_token_type", "%q is not one of %s, %s: the upstream is sent a bearer access token", o.OAuth.RequestedTokenType, tokenexchange.TokenTypeAccessToken, tokenexchange.TokenTypeJWT)
 					}
 				default:
-					at("oauth.grant", "%q is not one of client_credentials, token_exchange", o.OAuth.Grant)
+					at("oauth.grant", "%q is not one of client_credentials, token_exchange, authorization_code", o.OAuth.Grant)
+				}
+				if o.OAuth.Issuer != "" || o.OAuth.AuthorizationURL != "" {
+					at("oauth.grant", "issuer and authorization_url apply only to authorization_code")
 				}
 				if err := checkURL(o.OAuth.TokenURL); err != nil {
 					at("oauth.token_url", "%v", err)
@@ -447,17 +395,6 @@ func checkNamedValue(at string, v NamedValue, name *regexp.Regexp) []error {
 		}
 	}
 	return errs
-}
-
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http or https URL (required for transport http)")
-	}
-	if u.User != nil {
-		return errors.New("must not contain credentials: use headers with value_file")
-	}
-	return nil
 }
 
 // allowed reports whether the upstream tool called name is served.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
@@ -38,6 +39,9 @@ type principalConn struct {
 	stop     func()
 	// src exchanges the principal's token (token_exchange only).
 	src *tokenexchange.Source
+	// account describes the principal whose connected account the
+	// session sends (authorization_code only).
+	account *sdkauth.TokenInfo
 }
 
 func newPool(ctx context.Context, conn *connector) *pool {
@@ -52,7 +56,7 @@ func newPool(ctx context.Context, conn *connector) *pool {
 // token_exchange upstream, subject is the caller's token: the session's
 // exchanged token is made sure of before acquire returns, so that a failed
 // exchange sends the upstream nothing.
-func (p *pool) acquire(ctx context.Context, key string, env []string, subject string) (sess *sdk.ClientSession, release func(), err error) {
+func (p *pool) acquire(ctx context.Context, key string, env []string, subject string, account *sdkauth.TokenInfo) (sess *sdk.ClientSession, release func(), err error) {
 	if key == "" {
 		return nil, nil, errNoPrincipal
 	}
@@ -76,6 +80,9 @@ func (p *pool) acquire(ctx context.Context, key string, env []string, subject st
 			}
 			c.src = tokenexchange.NewSource(cfg, p.conn.now)
 			c.src.SetSubject(subject)
+		}
+		if p.conn.opts.OAuth.account() {
+			c.account = account
 		}
 		p.conns[key] = c
 		p.wg.Add(1)
@@ -122,8 +129,11 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 		dial = func() (sdk.Transport, func(), error) { return p.conn.dialEnvFn(env) }
 	}
 	var xerr error
+	if c.account != nil {
+		dial = func() (sdk.Transport, func(), error) { return p.conn.dialHTTP(nil, c.account) }
+	}
 	if c.src != nil {
-		dial = func() (sdk.Transport, func(), error) { return p.conn.dialHTTP(c.src) }
+		dial = func() (sdk.Transport, func(), error) { return p.conn.dialHTTP(c.src, nil) }
 		// The session starts with an exchanged token, or not at all.
 		xctx, cancel := context.WithTimeout(p.ctx, connectTimeout)
 		if _, err := c.src.Token(xctx); err != nil {

@@ -97,7 +97,7 @@ func TestPerPrincipalIdleAndBusy(t *testing.T) {
 	waitFor(t, "the idle process to stop", func() bool { return u.pool.size() == 0 })
 
 	// While alice's request holds the only process, bob is told to retry.
-	_, release, err := u.pool.acquire(callCtx(t), "alice", nil, "")
+	_, release, err := u.pool.acquire(callCtx(t), "alice", nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

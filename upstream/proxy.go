@@ -24,6 +24,8 @@ type proxy struct {
 	// pool runs the callers' processes of a per_principal upstream; nil
 	// for a shared one.
 	pool *pool
+	// elicits are the URL elicitations sent for connected accounts.
+	elicits *elicitations
 }
 
 func newProxy(o Options, order int, cat Catalog, deps Deps) *proxy {

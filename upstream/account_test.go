@@ -1,0 +1,209 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fakeAccounts are connected accounts by user: a user with no token is
+// asked to connect at /connect?user=…
+type fakeAccounts struct {
+	mu       sync.Mutex
+	tokens   map[string]string
+	rejected []string
+	calls    int
+}
+
+func (a *fakeAccounts) Token(_ context.Context, ti *sdkauth.TokenInfo, upstream string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls++
+	if tok, ok := a.tokens[ti.UserID]; ok {
+		return tok, nil
+	}
+	return "", &ConnectRequired{Upstream: upstream, URL: "https://portcullis.example/connect?user=" + ti.UserID, ElicitationID: "elicit-" + ti.UserID}
+}
+
+func (a *fakeAccounts) Rejected(_ context.Context, ti *sdkauth.TokenInfo, _, token string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rejected = append(a.rejected, ti.UserID+":"+token)
+	delete(a.tokens, ti.UserID)
+}
+
+func (a *fakeAccounts) set(user, tok string) { a.mu.Lock(); a.tokens[user] = tok; a.mu.Unlock() }
+
+// startAccountUpstream starts an authorization_code upstream whose
+// listing session sends the bot's Authorization header.
+func startAccountUpstream(t *testing.T, accounts *fakeAccounts, handler http.Handler) (*Manager, *proxy) {
+	t.Helper()
+	upSrv := httptest.NewServer(handler)
+	t.Cleanup(upSrv.Close)
+	f := newFront(t)
+	m, err := New([]Options{{Name: "x", Transport: TransportHTTP, URL: upSrv.URL, Required: true, MaxProcesses: 4,
+		Headers: []NamedValue{{Name: "Authorization", Value: "Bearer bot-token"}},
+		OAuth:   OAuthOptions{Grant: GrantAuthorizationCode, Issuer: "https://saas.example", ClientID: "portcullis"}}},
+		f.cat, Deps{Backoff: fastBackoff, Accounts: accounts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := m.ups[0]
+	if u.opts.Isolation != IsolationPerPrincipal {
+		t.Fatalf("isolation defaulted to %q", u.opts.Isolation)
+	}
+	m.Start(context.Background())
+	t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
+	waitFor(t, "the listing session", func() bool { return m.Ready(context.Background()) == nil })
+	return m, u
+}
+
+func TestConnectedAccount(t *testing.T) {
+	accounts := &fakeAccounts{tokens: map[string]string{"alice": "acct-alice"}}
+	up := &authUpstream{}
+	_, u := startAccountUpstream(t, accounts, up.handler())
+
+	if got := text(callWithToken(t, u, "alice", "RAW-alice")); got != "Bearer acct-alice" {
+		t.Fatalf("alice's call saw %q, want her connected account's token", got)
+	}
+	// A caller without a connected account, on a client without URL
+	// elicitation, gets a tool error naming the page; nothing reaches the
+	// upstream.
+	before := len(up.requests())
+	res := callWithToken(t, u, "bob", "RAW-bob")
+	if !res.IsError || !strings.Contains(text(res), "https://portcullis.example/connect?user=bob") {
+		t.Fatalf("bob's call: %+v", text(res))
+	}
+	if n := len(up.requests()) - before; n != 0 {
+		t.Fatalf("%d requests reached the upstream for a caller without an account", n)
+	}
+	accounts.set("bob", "acct-bob")
+	if got := text(callWithToken(t, u, "bob", "RAW-bob")); got != "Bearer acct-bob" {
+		t.Fatalf("bob's call after connecting saw %q", got)
+	}
+	// The listing session sends the bot's credential; callers' sessions
+	// send only their own account's, never a caller's own token.
+	var bot int
+	for _, a := range up.requests() {
+		switch {
+		case a == "Bearer bot-token":
+			bot++
+		case a == "Bearer acct-alice", a == "Bearer acct-bob":
+		default:
+			t.Errorf("the upstream received Authorization %q", a)
+		}
+	}
+	if bot == 0 {
+		t.Error("the listing session did not send the bot's credential")
+	}
+}
+
+// TestConnectedAccountRejected: a 401 from the upstream is told to the
+// accounts, which refresh or drop the connection.
+func TestConnectedAccountRejected(t *testing.T) {
+	accounts := &fakeAccounts{tokens: map[string]string{"alice": "acct-alice"}}
+	up := &authUpstream{}
+	h := up.handler()
+	_, u := startAccountUpstream(t, accounts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer revoked" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	if got := text(callWithToken(t, u, "alice", "")); got != "Bearer acct-alice" {
+		t.Fatalf("first call saw %q", got)
+	}
+	accounts.set("alice", "revoked")
+	if res := callWithToken(t, u, "alice", ""); !res.IsError {
+		t.Fatalf("a call the upstream refused succeeded: %q", text(res))
+	}
+	accounts.mu.Lock()
+	rejected := accounts.rejected
+	accounts.mu.Unlock()
+	if len(rejected) == 0 || rejected[0] != "alice:revoked" {
+		t.Fatalf("rejected = %v, want alice's revoked token", rejected)
+	}
+	if res := callWithToken(t, u, "alice", ""); !res.IsError || !strings.Contains(text(res), "connect?user=alice") {
+		t.Fatalf("the call after the rejection: %q, want to be asked to connect", text(res))
+	}
+}
+
+// TestConnectedAccountElicitation: a client that declared URL elicitation
+// gets the URL elicitation error, then the completion notice when the
+// account is connected, and its retried call goes through.
+func TestConnectedAccountElicitation(t *testing.T) {
+	accounts := &fakeAccounts{tokens: map[string]string{}}
+	up := &authUpstream{}
+	m, u := startAccountUpstream(t, accounts, up.handler())
+
+	// Portcullis's side: a server whose tool calls the upstream's "who"
+	// as bob.
+	srv := sdk.NewServer(&sdk.Implementation{Name: "front"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "who", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		req.Extra = &sdk.RequestExtra{TokenInfo: &sdkauth.TokenInfo{UserID: "bob"}}
+		return u.callTool("who")(ctx, req)
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(callCtx(t), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	completed := make(chan string, 1)
+	client := sdk.NewClient(&sdk.Implementation{Name: "claude"}, &sdk.ClientOptions{
+		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{URL: &sdk.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			return &sdk.ElicitResult{Action: "accept"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, r *sdk.ElicitationCompleteNotificationRequest) {
+			completed <- r.Params.ElicitationID
+		},
+	})
+	cs, err := client.Connect(callCtx(t), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	_, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeURLElicitationRequired {
+		t.Fatalf("the call without an account: %v, want the URL elicitation error", err)
+	}
+	var data struct{ Elicitations []sdk.ElicitParams }
+	if err := json.Unmarshal(rpcErr.Data, &data); err != nil || len(data.Elicitations) != 1 {
+		t.Fatalf("error data %s: %v", rpcErr.Data, err)
+	}
+	if e := data.Elicitations[0]; e.Mode != "url" || e.URL != "https://portcullis.example/connect?user=bob" || e.ElicitationID != "elicit-bob" {
+		t.Fatalf("elicitation %+v", e)
+	}
+	accounts.set("bob", "acct-bob")
+	if !m.ElicitationComplete(callCtx(t), "elicit-bob") {
+		t.Fatal("ElicitationComplete found no session")
+	}
+	select {
+	case id := <-completed:
+		if id != "elicit-bob" {
+			t.Fatalf("completion for %q", id)
+		}
+	case <-callCtx(t).Done():
+		t.Fatal("no completion notice")
+	}
+	if m.ElicitationComplete(callCtx(t), "elicit-bob") {
+		t.Fatal("a completion was delivered twice")
+	}
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
+	if err != nil || text(res) != "Bearer acct-bob" {
+		t.Fatalf("the retried call: %v %v", res, err)
+	}
+}
