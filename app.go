@@ -19,6 +19,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/config"
+	"github.com/portcullis-mcp/portcullis/internal/connect"
 	"github.com/portcullis-mcp/portcullis/internal/toolsets"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
@@ -48,6 +49,10 @@ type app struct {
 	// authServer is the authorization server; nil unless
 	// authorization_server.enabled (see setupAuthServer).
 	authServer atomic.Pointer[authserver.Server]
+	// connections are users' connected accounts (nil unless an upstream
+	// uses oauth.grant authorization_code), set up with the
+	// authorization server.
+	connections atomic.Pointer[connect.Service]
 }
 
 // newApp builds the server and its telemetry. p's environment supplies the
@@ -117,7 +122,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		return nil, err
 	}
 	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing, audit: au}
-	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger, au), au)
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger, au), accounts{&a.connections}, au)
 	if err != nil {
 		return nil, err
 	}

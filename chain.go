@@ -5,6 +5,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/auth"
 	"github.com/portcullis-mcp/portcullis/internal/authserver"
+	"github.com/portcullis-mcp/portcullis/internal/connect"
 	"github.com/portcullis-mcp/portcullis/mcp"
 	"github.com/portcullis-mcp/portcullis/observability"
 )
@@ -19,6 +20,7 @@ type chainParts struct {
 	health       *observability.Health
 	dev          *devIssuer         // nil unless --dev
 	authServer   *authserver.Server // nil unless authorization_server.enabled
+	connections  *connect.Service   // nil unless an upstream acts as each user
 	virtual      []virtualRoute     // the virtual servers (servers)
 }
 
@@ -80,6 +82,11 @@ func (a *app) buildHandler(p chainParts) http.Handler {
 		for _, path := range p.authServer.Paths() {
 			mux.Handle(path, as)
 		}
+	}
+	if p.connections != nil {
+		c := a.buildPublicChain("connections", observability.AccessLog(a.logger, p.connections.Handler()))
+		mux.Handle(connect.PathPrefix, c)
+		mux.Handle(connect.PathPrefix+"/", c)
 	}
 	mux.Handle("/", a.buildPublicChain("other", http.NotFoundHandler()))
 	return p.bodyDeadline(observability.Recover(a.logger, mux))

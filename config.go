@@ -57,6 +57,10 @@ type configFile struct {
 	// endpoints) whose tools, resources and prompts Portcullis serves
 	// behind its own auth, policy, limits and telemetry.
 	Upstreams []upstream.Options `yaml:"upstreams"`
+	// Connections keeps the accounts users connect at upstreams that act
+	// as each user (upstreams[].oauth.grant authorization_code): the
+	// vault's keys and how long an unused account is kept.
+	Connections connectionsOptions `yaml:"connections"`
 	// Tasks configures long-running tool calls (the MCP tasks extension):
 	// where tasks live, how long they run and are kept, and the caps.
 	Tasks tasks.Options `yaml:"tasks"`
@@ -250,6 +254,7 @@ func (c *configFile) Validate() error {
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
 	add("audit.", c.Audit.Validate())
+	add("", c.Connections.validate(c.Upstreams, c.AuthorizationServer.Enabled))
 	add("", validateServers(c.Servers, c.Auth.Resource, c.selectionSources()))
 	for i := range c.Servers {
 		c.validateServerSections(i, add)

@@ -62,6 +62,9 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 	if err != nil {
 		return fmt.Errorf("authorization_server: %w", err)
 	}
+	if _, err := a.setupConnections(as); err != nil {
+		return fmt.Errorf("connections: %w", err)
+	}
 	return a.serve(ctx, ln, mln, dev, as, p.stdout)
 }
 
@@ -96,6 +99,7 @@ func (a *app) handler(ctx context.Context, health *observability.Health, dev *de
 		health:       health,
 		dev:          dev,
 		authServer:   as,
+		connections:  a.connections.Load(),
 	}), nil
 }
 

@@ -23,9 +23,10 @@ import (
 // the manager with Close.
 //
 // subject gives token_exchange upstreams the token to exchange for a
-// caller (see subjectToken). au records upstreams' connections and
+// caller (see subjectToken), accts authorization_code upstreams the
+// caller's connected account. au records upstreams' connections and
 // disconnections.
-func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo) (string, bool), au *auditor) (*upstream.Manager, error) {
+func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo) (string, bool), accts upstream.Accounts, au *auditor) (*upstream.Manager, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, nil
 	}
@@ -67,6 +68,7 @@ func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, 
 			return upstream.Principal{Issuer: p.Issuer, Subject: p.Subject, ClientID: p.ClientID, Scopes: p.Scopes}, true
 		},
 		SubjectToken: subject,
+		Accounts:     accts,
 	})
 	if err != nil {
 		return nil, err

@@ -101,6 +101,7 @@ type Metrics struct {
 	authAllowed     prometheus.Counter
 	toolDenials     *prometheus.CounterVec
 	authServerCounters
+	connectedAccounts
 	limitCounters
 	connWatch
 }
@@ -170,6 +171,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.spansDropped = m.spans.WithLabelValues("dropped")
 	m.authAllowed = m.authRequests.WithLabelValues("allowed", "")
 	m.authServer = newAuthServerRequests()
+	m.accounts = newConnectedAccounts()
 	m.DeclareServer("")
 
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -183,7 +185,7 @@ func NewMetrics(reg *prometheus.Registry, b BuildInfo) *Metrics {
 	m.conns = m.limitCounters.forConns()
 	reg.MustRegister(m.rateLimited, m.limitRejections, m.idleClosed)
 	reg.MustRegister(
-		m.operation, m.session, m.sessionsActive, m.sessionsAdopt, m.eventsReplayed, m.answersFwd, m.authRequests, m.toolDenials, m.authServer,
+		m.operation, m.session, m.sessionsActive, m.sessionsAdopt, m.eventsReplayed, m.answersFwd, m.authRequests, m.toolDenials, m.authServer, m.accounts,
 		m.httpInFlight, m.httpRequests, m.httpDuration, m.spans, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -42,6 +42,12 @@ const (
 	TypeUpstreamConnected = "upstream.connection"
 	TypeTokenExchanged    = "upstream.token_exchange"
 	TypeConfigLoaded      = "config.loaded"
+	// A user's connected account at an upstream: connected (or refused:
+	// another user's link, a mix-up), refreshed (or dropped when the
+	// upstream revoked it), disconnected.
+	TypeAccountConnected    = "account.connect"
+	TypeAccountRefreshed    = "account.refresh"
+	TypeAccountDisconnected = "account.disconnect"
 )
 
 // Outcomes.

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -46,6 +47,11 @@ func randomID() string {
 func (s *Service) Require(ctx context.Context, name string, owner vault.Owner) (link, id string, err error) {
 	if !s.Has(name) {
 		return "", "", errors.New("connect: no connection " + name)
+	}
+	if owner.Issuer != s.o.OwnerIssuer {
+		// The connect page signs users in through OwnerIssuer: a caller
+		// with another issuer's token could never finish.
+		return "", "", fmt.Errorf("connect: accounts are connected by users signed in through %s", s.o.OwnerIssuer)
 	}
 	id = randomID()
 	b, _ := json.Marshal(pending{Connection: name, Owner: owner})

@@ -212,3 +212,18 @@ func (s *Service) revoke(ctx context.Context, c *conn, e *vault.Entry) {
 		s.o.Logger.Warn("connect: revoking a disconnected account's token failed", "connection", c.Name, "status", resp.StatusCode)
 	}
 }
+
+// Rejected is told that the upstream refused token for owner (HTTP 401):
+// the replica's cached copy is dropped and, if the vault still holds that
+// token, it is marked expired, so that the next use refreshes it (and a
+// refresh the upstream refuses drops the connection).
+func (s *Service) Rejected(ctx context.Context, name string, owner vault.Owner, token string) {
+	s.forget(cacheKey{name, owner})
+	e, sealed, err := s.o.Vault.Get(ctx, name, owner)
+	if err != nil || e.AccessToken != token {
+		return
+	}
+	e.Expiry = s.o.Now().Add(-time.Second)
+	_, _ = s.o.Vault.Swap(ctx, name, owner, sealed, e)
+	s.o.Observe(Event{Connection: name, Action: "read", Outcome: "rejected"})
+}
