@@ -64,7 +64,8 @@ func (f failures) errorResult(kind string, err error) *sdk.CallToolResult {
 			msg = fmt.Sprintf("upstream: the MCP server %q is called with a token exchanged for the caller's, and this call came without a token.", f.name)
 		case errors.As(err, new(*exchangeError)):
 			f.logger.Warn("upstream: token exchange failed", "error", err)
-			msg = fmt.Sprintf("upstream: the authorization server did not issue a token for the MCP server %q to this caller%s, so the call was not sent.", f.name, exchangeCode(err))
+			server, code := exchangeFailure(err)
+			msg = fmt.Sprintf("upstream: %s did not issue a token for the MCP server %q to this caller%s, so the call was not sent.", server, f.name, code)
 		case errors.Is(err, errPoolFull):
 			msg = fmt.Sprintf("upstream: the MCP server %q runs one process per caller, and as many as allowed are busy. Retry in a moment.", f.name)
 		case err != nil && !errors.Is(err, errNotConnected):
@@ -95,14 +96,21 @@ func (f failures) errorResult(kind string, err error) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
 }
 
-// exchangeCode is ` (<OAuth error code>)` of a failed token exchange, or
-// nothing without one.
-func exchangeCode(err error) string {
+// exchangeFailure names the server that refused a token for the caller
+// ("the authorization server" unless the error says which) and is
+// ` (<OAuth error code>)` of its answer, or nothing without one.
+func exchangeFailure(err error) (server, code string) {
+	server = "the authorization server"
 	var xe *tokenexchange.Error
-	if errors.As(err, &xe) && xe.Code != "" {
-		return " (" + xe.Code + ")"
+	if errors.As(err, &xe) {
+		if xe.Server != "" {
+			server = xe.Server
+		}
+		if xe.Code != "" {
+			code = " (" + xe.Code + ")"
+		}
 	}
-	return ""
+	return server, code
 }
 
 // requestError is the JSON-RPC error for a failed resources/read or
@@ -120,11 +128,13 @@ func (f failures) requestError(kind string, err error) error {
 // without a caller identity (auth off, or stdio).
 var errNoPrincipal = errors.New("upstream: a per_principal upstream serves only callers with a token")
 
-// errNoToken is the answer of a token_exchange upstream to a call whose
-// caller's token is not at hand.
-var errNoToken = errors.New("upstream: a token_exchange upstream serves only callers with a token")
+// errNoToken is the answer of an upstream whose token is got for each
+// caller (token_exchange, jwt_bearer, id_jag) to a call whose caller's
+// token is not at hand.
+var errNoToken = errors.New("upstream: an upstream with a token for each caller serves only callers with a token")
 
-// exchangeError is a failed token exchange for the caller.
+// exchangeError is a failed token exchange (or other grant) for the
+// caller.
 type exchangeError struct{ err error }
 
 func (e *exchangeError) Error() string { return "upstream: token exchange: " + e.err.Error() }

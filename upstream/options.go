@@ -3,9 +3,7 @@ package upstream
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +48,17 @@ const (
 	// exchanging the caller's token for one whose audience is the
 	// upstream (RFC 8693).
 	GrantTokenExchange = "token_exchange"
+	// GrantJWTBearer gets the upstream a token for each caller with the
+	// RFC 7523 JWT bearer grant, the caller's token the assertion, at the
+	// identity provider that issued it: Entra ID's on-behalf-of flow
+	// (requested_token_use=on_behalf_of).
+	GrantJWTBearer = "jwt_bearer"
+	// GrantIDJAG gets the upstream a token for each caller by
+	// enterprise-managed authorization: an Identity Assertion JWT
+	// Authorization Grant for the caller from the identity provider
+	// (RFC 8693, oauth.identity_provider), then the RFC 7523 JWT bearer
+	// grant with it at the upstream's authorization server (token_url).
+	GrantIDJAG = "id_jag"
 )
 
 // Defaults of the per_principal isolation.
@@ -152,24 +161,37 @@ type Options struct {
 	Headers []NamedValue `yaml:"headers"`
 	// OAuth gets the http upstream an access token and sends it as a
 	// bearer token: Portcullis's own (grant client_credentials), or one per
-	// caller exchanged for the caller's token (grant token_exchange). Off
-	// while token_url is empty.
+	// caller got for the caller's token (grants token_exchange,
+	// jwt_bearer, id_jag). Off while token_url is empty.
 	OAuth OAuthOptions `yaml:"oauth"`
 }
 
 // OAuthOptions configures how an http upstream gets its access token.
 // With grant client_credentials (RFC 6749 section 4.4) the token is
-// Portcullis's own. With grant token_exchange (RFC 8693) each caller's
-// token is exchanged at token_url for a token whose audience is the
-// upstream, which is sent on that caller's own HTTP session (isolation
-// per_principal); the session that lists what the upstream offers uses a
-// client-credentials token of the same client. Tokens are cached and
-// renewed before they expire; the caller's own token is never sent to the
-// upstream.
+// Portcullis's own. The other grants get a token for each caller, sent on
+// that caller's own HTTP session (isolation per_principal): token_exchange
+// exchanges the caller's token at token_url (RFC 8693) for one whose
+// audience is the upstream; jwt_bearer presents it at token_url, the
+// identity provider's, as the assertion of the RFC 7523 JWT bearer grant
+// with requested_token_use=on_behalf_of (Entra ID's on-behalf-of flow);
+// id_jag exchanges the caller's token at identity_provider.token_url for
+// an Identity Assertion JWT Authorization Grant whose audience is the
+// upstream's authorization server and resource the upstream, then
+// presents that at token_url, the upstream's authorization server's, with
+// the JWT bearer grant (enterprise-managed authorization). For a caller
+// signed in through Portcullis's authorization server the caller's token
+// is the identity provider's token kept from the sign-in: its access
+// token, or for id_jag its ID token. The session that lists what the
+// upstream offers uses a client-credentials token of the client at
+// token_url. Tokens are cached and renewed before they expire; the
+// caller's own token is never sent to the upstream.
 type OAuthOptions struct {
-	// Grant is client_credentials (the default) or token_exchange.
-	Grant string `yaml:"grant" schema:"enum=client_credentials|token_exchange"`
-	// TokenURL is the authorization server's token endpoint.
+	// Grant is client_credentials (the default), token_exchange,
+	// jwt_bearer or id_jag.
+	Grant string `yaml:"grant" schema:"enum=client_credentials|token_exchange|jwt_bearer|id_jag"`
+	// TokenURL is the authorization server's token endpoint: with
+	// jwt_bearer the identity provider's, with id_jag the upstream's
+	// authorization server's.
 	TokenURL string `yaml:"token_url" schema:"url"`
 	// ClientID is Portcullis's client at the authorization server.
 	ClientID string `yaml:"client_id"`
@@ -178,16 +200,21 @@ type OAuthOptions struct {
 	// Scopes are requested with the token.
 	Scopes []string `yaml:"scopes"`
 	// Resource, when set, is sent as the RFC 8707 resource parameter: the
-	// upstream's identifier, so that the token is good for it alone.
+	// upstream's identifier, so that the token is good for it alone. With
+	// id_jag it is the ID-JAG's resource, and defaults to url.
 	Resource string `yaml:"resource" schema:"url"`
 	// Audience, when set, is sent as the RFC 8693 audience parameter: the
 	// logical name of the upstream at the authorization server
-	// (token_exchange only).
+	// (token_exchange), or the issuer of the upstream's authorization
+	// server, the ID-JAG's audience (id_jag, required).
 	Audience string `yaml:"audience"`
 	// RequestedTokenType is the RFC 8693 requested_token_type
 	// (token_exchange only). Default
 	// urn:ietf:params:oauth:token-type:access_token.
 	RequestedTokenType string `yaml:"requested_token_type"`
+	// IdentityProvider is where grant id_jag gets each caller's ID-JAG
+	// (id_jag only, required there).
+	IdentityProvider IdentityProviderOptions `yaml:"identity_provider"`
 }
 
 // enabled reports whether the grant is configured.
@@ -196,26 +223,26 @@ func (o OAuthOptions) enabled() bool { return o.TokenURL != "" }
 // set reports whether any key is set.
 func (o OAuthOptions) set() bool {
 	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != "" ||
-		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != ""
+		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != "" || o.IdentityProvider.set()
 }
 
-// exchange reports whether the grant is token_exchange.
-func (o OAuthOptions) exchange() bool { return o.enabled() && o.Grant == GrantTokenExchange }
-
-// NamedValue is an environment variable or header: its value is Value, or
-// the contents of ValueFile with one trailing newline removed.
-type NamedValue struct {
-	Name      string `yaml:"name" schema:"required"`
-	Value     string `yaml:"value"`
-	ValueFile string `yaml:"value_file"`
-}
-
-// value resolves v, reading its file if it names one.
-func (v NamedValue) value() (string, error) {
-	if v.ValueFile != "" {
-		return readValueFile(v.ValueFile)
+// exchange reports whether the grant gets a token for each caller
+// (token_exchange, jwt_bearer, id_jag).
+func (o OAuthOptions) exchange() bool {
+	switch o.Grant {
+	case GrantTokenExchange, GrantJWTBearer, GrantIDJAG:
+		return o.enabled()
 	}
-	return v.Value, nil
+	return false
+}
+
+// subjectType is the type of the caller's token the grant prefers: the
+// ID token for id_jag, else the access token.
+func (o OAuthOptions) subjectType() string {
+	if o.Grant == GrantIDJAG {
+		return TokenTypeIDToken
+	}
+	return TokenTypeAccessToken
 }
 
 // Defaults fills zero values with defaults. Call it before [Validate].
@@ -236,8 +263,11 @@ func (o *Options) Defaults() {
 			o.Isolation = IsolationPerPrincipal
 		}
 	}
-	if o.OAuth.exchange() && o.OAuth.RequestedTokenType == "" {
+	if o.OAuth.enabled() && o.OAuth.Grant == GrantTokenExchange && o.OAuth.RequestedTokenType == "" {
 		o.OAuth.RequestedTokenType = tokenexchange.TokenTypeAccessToken
+	}
+	if o.OAuth.enabled() && o.OAuth.Grant == GrantIDJAG && o.OAuth.Resource == "" {
+		o.OAuth.Resource = o.URL
 	}
 	if o.Transport == TransportStdio && o.PassPrincipal == "" {
 		o.PassPrincipal = PassPrincipalNone
@@ -366,7 +396,7 @@ func Validate(list []Options) error {
 			switch o.Isolation {
 			case IsolationShared:
 				if o.OAuth.exchange() {
-					at("isolation", "shared cannot be used with oauth.grant token_exchange: a shared HTTP session cannot carry each caller's token; use per_principal (the default with token_exchange)")
+					at("isolation", "shared cannot be used with oauth.grant %s: a shared HTTP session cannot carry each caller's token; use per_principal (the default with %[1]s)", o.OAuth.Grant)
 				}
 			case IsolationPerPrincipal:
 			default:
@@ -388,8 +418,26 @@ func Validate(list []Options) error {
 					if o.OAuth.RequestedTokenType != tokenexchange.TokenTypeAccessToken && o.OAuth.RequestedTokenType != tokenexchange.TokenTypeJWT {
 						at("oauth.requested_token_type", "%q is not one of %s, %s: the upstream is sent a bearer access token", o.OAuth.RequestedTokenType, tokenexchange.TokenTypeAccessToken, tokenexchange.TokenTypeJWT)
 					}
+				case GrantJWTBearer:
+					if o.OAuth.Audience != "" || o.OAuth.RequestedTokenType != "" {
+						at("oauth.grant", "audience and requested_token_type apply only to token_exchange (and audience to id_jag)")
+					}
+					if len(o.OAuth.Scopes) == 0 {
+						at("oauth.scopes", "required with oauth.grant jwt_bearer: the on-behalf-of request names the upstream's API by its scope (at Entra ID, api://<its application ID>/.default)")
+					}
+				case GrantIDJAG:
+					if o.OAuth.RequestedTokenType != "" {
+						at("oauth.requested_token_type", "applies only to token_exchange: id_jag asks the identity provider for an ID-JAG, and the upstream's authorization server for an access token")
+					}
+					if o.OAuth.Audience == "" {
+						at("oauth.audience", "required with oauth.grant id_jag: the issuer of the upstream's authorization server, the ID-JAG's audience")
+					}
+					o.OAuth.IdentityProvider.check(at)
 				default:
-					at("oauth.grant", "%q is not one of client_credentials, token_exchange", o.OAuth.Grant)
+					at("oauth.grant", "%q is not one of client_credentials, token_exchange, jwt_bearer, id_jag", o.OAuth.Grant)
+				}
+				if o.OAuth.Grant != GrantIDJAG && o.OAuth.IdentityProvider.set() {
+					at("oauth.identity_provider", "applies only to oauth.grant id_jag")
 				}
 				if err := checkURL(o.OAuth.TokenURL); err != nil {
 					at("oauth.token_url", "%v", err)
@@ -429,35 +477,6 @@ func Validate(list []Options) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-var validHeaderName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
-func checkNamedValue(at string, v NamedValue, name *regexp.Regexp) []error {
-	var errs []error
-	if !name.MatchString(v.Name) {
-		errs = append(errs, fmt.Errorf("%s.name: %q is not a valid name", at, v.Name))
-	}
-	switch {
-	case v.Value != "" && v.ValueFile != "":
-		errs = append(errs, fmt.Errorf("%s: set value or value_file, not both", at))
-	case v.ValueFile != "":
-		if _, err := readValueFile(v.ValueFile); err != nil {
-			errs = append(errs, fmt.Errorf("%s.value_file: %w", at, err))
-		}
-	}
-	return errs
-}
-
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http or https URL (required for transport http)")
-	}
-	if u.User != nil {
-		return errors.New("must not contain credentials: use headers with value_file")
-	}
-	return nil
 }
 
 // allowed reports whether the upstream tool called name is served.
