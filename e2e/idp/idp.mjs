@@ -102,8 +102,8 @@
 // enterprises run, as an OIDC relying party (Portcullis in
 // authorization-server mode) sees them.
 // ---------------------------------------------------------------------
-// Common to the four: no built-in clients and no client_credentials (only
-// IDP_RP_* and IDP_CLIENTS); scopes openid, email, profile,
+// Common to the four: no built-in clients (only IDP_RP_* and
+// IDP_CLIENTS) and, but for entra, no client_credentials; scopes openid, email, profile,
 // offline_access; PKCE S256 is checked when sent (a wrong code_verifier is
 // invalid_grant) but not required; every claim below is in the ID token
 // whatever the scope (conformIdTokenClaims off); email is the login name
