@@ -310,10 +310,11 @@ func (a *auditor) upstream(name string, up, restarted bool) {
 	a.rec.Record(e)
 }
 
-// tokenExchange records that a token_exchange upstream asked for the
-// token it exchanges for a caller: from the identity provider (a caller
-// signed in through the authorization server) or the caller's own; ok
-// false when there was none to give.
+// tokenExchange records that an upstream whose token is got for each
+// caller (token_exchange, jwt_bearer, id_jag) asked for the caller's token
+// it presents: from the identity provider (a caller signed in through the
+// authorization server: its access token, or its ID token) or the
+// caller's own; ok false when there was none to give.
 func (a *auditor) tokenExchange(info *sdkauth.TokenInfo, from string, ok bool) {
 	if a == nil {
 		return

@@ -22,11 +22,11 @@ import (
 // and starts it. It returns nil when none is configured. The caller stops
 // the manager with Close.
 //
-// subject gives token_exchange upstreams the token to exchange for a
-// caller (see subjectToken), accts authorization_code upstreams the
-// caller's connected account. au records upstreams' connections and
-// disconnections.
-func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo) (string, bool), accts upstream.Accounts, au *auditor) (*upstream.Manager, error) {
+// subject gives upstreams whose token is got for each caller the
+// caller's token they present (see subjectToken), accts authorization_code
+// upstreams the caller's connected account. au records upstreams'
+// connections and disconnections.
+func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, metrics *observability.Metrics, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo, string) (string, string, bool), accts upstream.Accounts, au *auditor) (*upstream.Manager, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, nil
 	}
@@ -77,45 +77,55 @@ func startUpstreams(ctx context.Context, cfg *configFile, cat *catalog.Catalog, 
 	return m, nil
 }
 
-// usesTokenExchange reports whether an upstream exchanges callers' tokens.
+// usesTokenExchange reports whether an upstream gets a token for each
+// caller with the caller's token (oauth.grant token_exchange, jwt_bearer
+// or id_jag).
 func usesTokenExchange(ups []upstream.Options) bool {
 	for _, u := range ups {
-		if u.OAuth.Grant == upstream.GrantTokenExchange {
+		switch u.OAuth.Grant {
+		case upstream.GrantTokenExchange, upstream.GrantJWTBearer, upstream.GrantIDJAG:
 			return true
 		}
 	}
 	return false
 }
 
-// subjectToken returns the hook that gives a token_exchange upstream the
-// token it exchanges for a
-// caller: for a caller signed in through Portcullis's authorization
-// server, the user's token at the identity provider (the one that
-// provider's token exchange accepts), kept encrypted by the authorization
-// server; for any other caller its own bearer token, which only
-// internal/bearer reads out of the token info. Neither is logged or sent
-// upstream: only to the token endpoint.
+// subjectToken returns the hook that gives an upstream whose token is got
+// for each caller (token_exchange, jwt_bearer, id_jag) the caller's token
+// it presents: for a caller signed in through Portcullis's authorization
+// server, the user's token at the identity provider, kept encrypted by the
+// authorization server: its ID token when the grant wants one (id_jag),
+// else its access token (the one that provider's token exchange or
+// on-behalf-of flow accepts); for any other caller, signed in at the
+// identity provider directly, its own bearer token, an access token
+// whatever the grant wants, which only internal/bearer reads out of the
+// token info. Neither is logged or sent upstream: only to the token
+// endpoint.
 //
 // The authorization server is set up after the upstreams start, so the
 // hook reads it from as when called.
-func subjectToken(as *atomic.Pointer[authserver.Server], logger *slog.Logger, au *auditor) func(*sdkauth.TokenInfo) (string, bool) {
-	return func(ti *sdkauth.TokenInfo) (string, bool) {
+func subjectToken(as *atomic.Pointer[authserver.Server], logger *slog.Logger, au *auditor) func(*sdkauth.TokenInfo, string) (string, string, bool) {
+	return func(ti *sdkauth.TokenInfo, want string) (string, string, bool) {
 		s := as.Load()
 		if p, ok := auth.PrincipalFromTokenInfo(ti); ok && s != nil && p.Issuer == s.Issuer() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			tok, err := s.IdPAccessToken(ctx, p.Subject)
+			kept, from := s.IdPAccessToken, "identity_provider"
+			if want == upstream.TokenTypeIDToken {
+				kept, from = s.IdPIDToken, "identity_provider_id_token"
+			}
+			tok, err := kept(ctx, p.Subject)
 			if err != nil {
 				logger.Warn("upstream token exchange: no identity provider token for the caller", "error", err)
-				au.tokenExchange(ti, "identity_provider", false)
-				return "", false
+				au.tokenExchange(ti, from, false)
+				return "", "", false
 			}
-			au.tokenExchange(ti, "identity_provider", true)
-			return tok, true
+			au.tokenExchange(ti, from, true)
+			return tok, want, true
 		}
 		tok, ok := bearer.FromTokenInfo(ti)
 		au.tokenExchange(ti, "caller", ok)
-		return tok, ok
+		return tok, upstream.TokenTypeAccessToken, ok
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
+	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 	"github.com/portcullis-mcp/portcullis/tasks"
 )
 
@@ -46,9 +47,11 @@ func (u *proxy) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.C
 				env = p.environ()
 			}
 		}
-		var subject string
+		var subject tokenexchange.Subject
 		if u.opts.OAuth.exchange() && u.deps.SubjectToken != nil && extra != nil {
-			subject, _ = u.deps.SubjectToken(extra.TokenInfo)
+			if tok, typ, ok := u.deps.SubjectToken(extra.TokenInfo, u.opts.OAuth.subjectType()); ok {
+				subject = tokenexchange.Subject{Token: tok, Type: typ}
+			}
 		}
 		var account *sdkauth.TokenInfo
 		if u.opts.OAuth.account() {

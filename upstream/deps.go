@@ -99,12 +99,16 @@ type Deps struct {
 	// that pass_principal gives stdio servers. Nil means the token's
 	// UserID as subject and its scopes.
 	Principal func(*sdkauth.TokenInfo) (Principal, bool)
-	// SubjectToken is the caller's raw bearer token, from its token info,
-	// which an http upstream with oauth.grant token_exchange exchanges for
-	// a token of its own audience; nothing else reads it, and it is never
-	// logged or sent upstream. Nil means no caller has one, and such
-	// upstreams refuse every call.
-	SubjectToken func(*sdkauth.TokenInfo) (string, bool)
+	// SubjectToken is the caller's token, from its token info, that an
+	// http upstream with oauth.grant token_exchange, jwt_bearer or id_jag
+	// presents for a token of its own: want is the type the grant prefers
+	// ([TokenTypeIDToken] for id_jag, else [TokenTypeAccessToken]), typ
+	// the type of the token returned, which may be another when the
+	// caller has no token of that type (a caller signed in at the identity
+	// provider directly has only its access token). Nothing else reads it,
+	// and it is never logged or sent upstream. Nil means no caller has
+	// one, and such upstreams refuse every call.
+	SubjectToken func(ti *sdkauth.TokenInfo, want string) (token, typ string, ok bool)
 	// Accounts gives an http upstream with oauth.grant authorization_code
 	// each caller's connected account. Nil: such upstreams refuse every
 	// call.

@@ -54,11 +54,17 @@
 // A stdio upstream is single-tenant: one process serves every caller, so
 // whatever state it keeps is shared by all of them ([IsolationShared]).
 //
-// An http upstream with oauth.grant token_exchange ([GrantTokenExchange])
-// is sent, on a session of each caller's own ([IsolationPerPrincipal]), a
-// token that the authorization server issued for it in exchange for the
-// caller's (RFC 8693); the caller's token itself, which comes from
-// [Deps.SubjectToken], is sent only to the token endpoint.
+// An http upstream with oauth.grant token_exchange ([GrantTokenExchange]),
+// jwt_bearer ([GrantJWTBearer]) or id_jag ([GrantIDJAG]) is sent, on a
+// session of each caller's own ([IsolationPerPrincipal]), a token issued
+// for it on the caller's behalf: exchanged for the caller's (RFC 8693), got
+// with the caller's token as the assertion of the JWT bearer grant (Entra
+// ID's on-behalf-of flow, RFC 7523), or got at the upstream's
+// authorization server with an identity assertion grant the identity
+// provider issued for the caller's token (enterprise-managed
+// authorization). The caller's token itself, which comes from
+// [Deps.SubjectToken], is sent only to the token endpoint of the identity
+// provider or authorization server.
 //
 // An http upstream with oauth.grant authorization_code
 // ([GrantAuthorizationCode]) acts as each caller's own account there: the
@@ -139,8 +145,9 @@
 //   - errors.go: failures worded for the caller.
 //   - caller.go: the caller's capabilities and log level, and the
 //     protocol eras.
-//   - deps.go, principal.go, options.go, oauth.go, files.go, proc_*.go:
-//     what the package is given: [Deps], the caller's [Principal], the
-//     configuration (the oauth block in oauth.go) and its mounted
+//   - deps.go, principal.go, options.go, oauth.go, grants.go, files.go,
+//     proc_*.go: what the package is given: [Deps], the caller's
+//     [Principal], the configuration (the oauth block in oauth.go;
+//     grants.go: what the per-caller grants add to it) and its mounted
 //     secrets.
 package upstream

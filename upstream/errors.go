@@ -64,7 +64,8 @@ func (f failures) errorResult(kind string, err error) *sdk.CallToolResult {
 			msg = fmt.Sprintf("upstream: the MCP server %q is called with a token exchanged for the caller's, and this call came without a token.", f.name)
 		case errors.As(err, new(*exchangeError)):
 			f.logger.Warn("upstream: token exchange failed", "error", err)
-			msg = fmt.Sprintf("upstream: the authorization server did not issue a token for the MCP server %q to this caller%s, so the call was not sent.", f.name, exchangeCode(err))
+			server, code := exchangeFailure(err)
+			msg = fmt.Sprintf("upstream: %s did not issue a token for the MCP server %q to this caller%s, so the call was not sent.", server, f.name, code)
 		case errors.Is(err, errNoAccount):
 			msg = fmt.Sprintf("upstream: the MCP server %q is called as each caller's own connected account, and this call came without a signed-in caller.", f.name)
 		case errors.As(err, new(*accountError)):
@@ -100,14 +101,21 @@ func (f failures) errorResult(kind string, err error) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
 }
 
-// exchangeCode is ` (<OAuth error code>)` of a failed token exchange, or
-// nothing without one.
-func exchangeCode(err error) string {
+// exchangeFailure names the server that refused a token for the caller
+// ("the authorization server" unless the error says which) and is
+// ` (<OAuth error code>)` of its answer, or nothing without one.
+func exchangeFailure(err error) (server, code string) {
+	server = "the authorization server"
 	var xe *tokenexchange.Error
-	if errors.As(err, &xe) && xe.Code != "" {
-		return " (" + xe.Code + ")"
+	if errors.As(err, &xe) {
+		if xe.Server != "" {
+			server = xe.Server
+		}
+		if xe.Code != "" {
+			code = " (" + xe.Code + ")"
+		}
 	}
-	return ""
+	return server, code
 }
 
 // requestError is the JSON-RPC error for a failed resources/read or
@@ -125,9 +133,10 @@ func (f failures) requestError(kind string, err error) error {
 // without a caller identity (auth off, or stdio).
 var errNoPrincipal = errors.New("upstream: a per_principal upstream serves only callers with a token")
 
-// errNoToken is the answer of a token_exchange upstream to a call whose
-// caller's token is not at hand.
-var errNoToken = errors.New("upstream: a token_exchange upstream serves only callers with a token")
+// errNoToken is the answer of an upstream whose token is got for each
+// caller (token_exchange, jwt_bearer, id_jag) to a call whose caller's
+// token is not at hand.
+var errNoToken = errors.New("upstream: an upstream with a token for each caller serves only callers with a token")
 
 // errNoAccount is the answer of an authorization_code upstream to a call
 // without a caller, or when no Accounts hook was given.
@@ -141,7 +150,8 @@ func (e *accountError) Error() string { return "upstream: connected account: " +
 
 func (e *accountError) Unwrap() error { return e.err }
 
-// exchangeError is a failed token exchange for the caller.
+// exchangeError is a failed token exchange (or other grant) for the
+// caller.
 type exchangeError struct{ err error }
 
 func (e *exchangeError) Error() string { return "upstream: token exchange: " + e.err.Error() }

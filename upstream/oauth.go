@@ -1,10 +1,5 @@
 package upstream
 
-import (
-	"errors"
-	"net/url"
-)
-
 // Grants accepted in [OAuthOptions.Grant].
 const (
 	// GrantClientCredentials gets the upstream a token of Portcullis's own
@@ -14,6 +9,17 @@ const (
 	// exchanging the caller's token for one whose audience is the
 	// upstream (RFC 8693).
 	GrantTokenExchange = "token_exchange"
+	// GrantJWTBearer gets the upstream a token for each caller with the
+	// RFC 7523 JWT bearer grant, the caller's token the assertion, at the
+	// identity provider that issued it: Entra ID's on-behalf-of flow
+	// (requested_token_use=on_behalf_of).
+	GrantJWTBearer = "jwt_bearer"
+	// GrantIDJAG gets the upstream a token for each caller by
+	// enterprise-managed authorization: an Identity Assertion JWT
+	// Authorization Grant for the caller from the identity provider
+	// (RFC 8693, oauth.identity_provider), then the RFC 7523 JWT bearer
+	// grant with it at the upstream's authorization server (token_url).
+	GrantIDJAG = "id_jag"
 	// GrantAuthorizationCode sends each caller's own connected account at
 	// the upstream: a token the upstream's own authorization server issued
 	// to Portcullis for that user, who connected it once (the connect
@@ -23,19 +29,35 @@ const (
 
 // OAuthOptions configures how an http upstream gets its access token.
 // With grant client_credentials (RFC 6749 section 4.4) the token is
-// Portcullis's own. With grant token_exchange (RFC 8693) each caller's
-// token is exchanged at token_url for a token whose audience is the
-// upstream, which is sent on that caller's own HTTP session (isolation
-// per_principal); the session that lists what the upstream offers uses a
-// client-credentials token of the same client. Tokens are cached and
-// renewed before they expire; the caller's own token is never sent to the
-// upstream.
+// Portcullis's own. The other grants get a token for each caller, sent on
+// that caller's own HTTP session (isolation per_principal): token_exchange
+// exchanges the caller's token at token_url (RFC 8693) for one whose
+// audience is the upstream; jwt_bearer presents it at token_url, the
+// identity provider's, as the assertion of the RFC 7523 JWT bearer grant
+// with requested_token_use=on_behalf_of (Entra ID's on-behalf-of flow);
+// id_jag exchanges the caller's token at identity_provider.token_url for
+// an Identity Assertion JWT Authorization Grant whose audience is the
+// upstream's authorization server and resource the upstream, then
+// presents that at token_url, the upstream's authorization server's, with
+// the JWT bearer grant (enterprise-managed authorization). For a caller
+// signed in through Portcullis's authorization server the caller's token
+// is the identity provider's token kept from the sign-in: its access
+// token, or for id_jag its ID token. The session that lists what the
+// upstream offers uses a client-credentials token of the client at
+// token_url. Tokens are cached and renewed before they expire; the
+// caller's own token is never sent to the upstream. With
+// authorization_code the token is the one of the account each caller
+// connected at the upstream's own authorization server (issuer), and the
+// listing session sends the headers alone.
 type OAuthOptions struct {
-	// Grant is client_credentials (the default), token_exchange or
-	// authorization_code (each user's connected account).
-	Grant string `yaml:"grant" schema:"enum=client_credentials|token_exchange|authorization_code"`
-	// TokenURL is the authorization server's token endpoint. With
-	// authorization_code, optional: discovered from the issuer.
+	// Grant is client_credentials (the default), token_exchange,
+	// jwt_bearer, id_jag or authorization_code (each user's connected
+	// account).
+	Grant string `yaml:"grant" schema:"enum=client_credentials|token_exchange|jwt_bearer|id_jag|authorization_code"`
+	// TokenURL is the authorization server's token endpoint: with
+	// jwt_bearer the identity provider's, with id_jag the upstream's
+	// authorization server's. With authorization_code, optional:
+	// discovered from the issuer.
 	TokenURL string `yaml:"token_url" schema:"url"`
 	// Issuer is the upstream's authorization server (authorization_code
 	// only): its metadata gives the endpoints, and its authorization
@@ -54,16 +76,21 @@ type OAuthOptions struct {
 	// Scopes are requested with the token.
 	Scopes []string `yaml:"scopes"`
 	// Resource, when set, is sent as the RFC 8707 resource parameter: the
-	// upstream's identifier, so that the token is good for it alone.
+	// upstream's identifier, so that the token is good for it alone. With
+	// id_jag it is the ID-JAG's resource, and defaults to url.
 	Resource string `yaml:"resource" schema:"url"`
 	// Audience, when set, is sent as the RFC 8693 audience parameter: the
 	// logical name of the upstream at the authorization server
-	// (token_exchange only).
+	// (token_exchange), or the issuer of the upstream's authorization
+	// server, the ID-JAG's audience (id_jag, required).
 	Audience string `yaml:"audience"`
 	// RequestedTokenType is the RFC 8693 requested_token_type
 	// (token_exchange only). Default
 	// urn:ietf:params:oauth:token-type:access_token.
 	RequestedTokenType string `yaml:"requested_token_type"`
+	// IdentityProvider is where grant id_jag gets each caller's ID-JAG
+	// (id_jag only, required there).
+	IdentityProvider IdentityProviderOptions `yaml:"identity_provider"`
 }
 
 // enabled reports whether the grant is configured.
@@ -72,7 +99,8 @@ func (o OAuthOptions) enabled() bool { return o.TokenURL != "" || o.account() }
 // set reports whether any key is set.
 func (o OAuthOptions) set() bool {
 	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != "" ||
-		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != "" || o.Issuer != "" || o.AuthorizationURL != ""
+		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != "" || o.Issuer != "" || o.AuthorizationURL != "" ||
+		o.IdentityProvider.set()
 }
 
 // account reports whether the grant is authorization_code: each caller's
@@ -80,22 +108,27 @@ func (o OAuthOptions) set() bool {
 func (o OAuthOptions) account() bool { return o.Grant == GrantAuthorizationCode }
 
 // clientCredentials reports whether Portcullis's own token authenticates
-// the shared session: grant client_credentials, or token_exchange, whose
-// listing session uses the same client's.
+// the shared session: grant client_credentials, or a grant that gets a
+// token for each caller, whose listing session uses the same client's.
 func (o OAuthOptions) clientCredentials() bool { return o.TokenURL != "" && !o.account() }
 
-// exchange reports whether the grant is token_exchange.
-func (o OAuthOptions) exchange() bool { return o.enabled() && o.Grant == GrantTokenExchange }
+// exchange reports whether the grant gets a token for each caller for
+// the caller's token (token_exchange, jwt_bearer, id_jag).
+func (o OAuthOptions) exchange() bool {
+	switch o.Grant {
+	case GrantTokenExchange, GrantJWTBearer, GrantIDJAG:
+		return o.enabled()
+	}
+	return false
+}
 
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http or https URL (required for transport http)")
+// subjectType is the type of the caller's token the grant prefers: the
+// ID token for id_jag, else the access token.
+func (o OAuthOptions) subjectType() string {
+	if o.Grant == GrantIDJAG {
+		return TokenTypeIDToken
 	}
-	if u.User != nil {
-		return errors.New("must not contain credentials: use headers with value_file")
-	}
-	return nil
+	return TokenTypeAccessToken
 }
 
 // checkAccount checks the keys of grant authorization_code, reporting
@@ -123,6 +156,9 @@ func (o OAuthOptions) checkAccount(at func(key, format string, args ...any)) {
 		}
 	}
 	if o.Audience != "" || o.RequestedTokenType != "" {
-		at("oauth.grant", "audience and requested_token_type apply only to token_exchange")
+		at("oauth.grant", "audience and requested_token_type apply only to token_exchange (and audience to id_jag)")
+	}
+	if o.IdentityProvider.set() {
+		at("oauth.identity_provider", "applies only to oauth.grant id_jag")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -140,25 +139,9 @@ type Options struct {
 	Headers []NamedValue `yaml:"headers"`
 	// OAuth gets the http upstream an access token and sends it as a
 	// bearer token: Portcullis's own (grant client_credentials), or one per
-	// caller exchanged for the caller's token (grant token_exchange). Off
-	// while token_url is empty.
+	// caller got for the caller's token (grants token_exchange,
+	// jwt_bearer, id_jag). Off while token_url is empty.
 	OAuth OAuthOptions `yaml:"oauth"`
-}
-
-// NamedValue is an environment variable or header: its value is Value, or
-// the contents of ValueFile with one trailing newline removed.
-type NamedValue struct {
-	Name      string `yaml:"name" schema:"required"`
-	Value     string `yaml:"value"`
-	ValueFile string `yaml:"value_file"`
-}
-
-// value resolves v, reading its file if it names one.
-func (v NamedValue) value() (string, error) {
-	if v.ValueFile != "" {
-		return readValueFile(v.ValueFile)
-	}
-	return v.Value, nil
 }
 
 // Defaults fills zero values with defaults. Call it before [Validate].
@@ -179,8 +162,11 @@ func (o *Options) Defaults() {
 			o.Isolation = IsolationPerPrincipal
 		}
 	}
-	if o.OAuth.exchange() && o.OAuth.RequestedTokenType == "" {
+	if o.OAuth.enabled() && o.OAuth.Grant == GrantTokenExchange && o.OAuth.RequestedTokenType == "" {
 		o.OAuth.RequestedTokenType = tokenexchange.TokenTypeAccessToken
+	}
+	if o.OAuth.enabled() && o.OAuth.Grant == GrantIDJAG && o.OAuth.Resource == "" {
+		o.OAuth.Resource = o.URL
 	}
 	if o.Transport == TransportStdio && o.PassPrincipal == "" {
 		o.PassPrincipal = PassPrincipalNone
@@ -333,11 +319,29 @@ func Validate(list []Options) error {
 					if o.OAuth.RequestedTokenType != tokenexchange.TokenTypeAccessToken && o.OAuth.RequestedTokenType != tokenexchange.TokenTypeJWT {
 						at("oauth.requested_token_type", "%q is not one of %s, %s: the upstream is sent a bearer access token", o.OAuth.RequestedTokenType, tokenexchange.TokenTypeAccessToken, tokenexchange.TokenTypeJWT)
 					}
+				case GrantJWTBearer:
+					if o.OAuth.Audience != "" || o.OAuth.RequestedTokenType != "" {
+						at("oauth.grant", "audience and requested_token_type apply only to token_exchange (and audience to id_jag)")
+					}
+					if len(o.OAuth.Scopes) == 0 {
+						at("oauth.scopes", "required with oauth.grant jwt_bearer: the on-behalf-of request names the upstream's API by its scope (at Entra ID, api://<its application ID>/.default)")
+					}
+				case GrantIDJAG:
+					if o.OAuth.RequestedTokenType != "" {
+						at("oauth.requested_token_type", "applies only to token_exchange: id_jag asks the identity provider for an ID-JAG, and the upstream's authorization server for an access token")
+					}
+					if o.OAuth.Audience == "" {
+						at("oauth.audience", "required with oauth.grant id_jag: the issuer of the upstream's authorization server, the ID-JAG's audience")
+					}
+					o.OAuth.IdentityProvider.check(at)
 				default:
-					at("oauth.grant", "%q is not one of client_credentials, token_exchange, authorization_code", o.OAuth.Grant)
+					at("oauth.grant", "%q is not one of client_credentials, token_exchange, jwt_bearer, id_jag, authorization_code", o.OAuth.Grant)
 				}
 				if o.OAuth.Issuer != "" || o.OAuth.AuthorizationURL != "" {
 					at("oauth.grant", "issuer and authorization_url apply only to authorization_code")
+				}
+				if o.OAuth.Grant != GrantIDJAG && o.OAuth.IdentityProvider.set() {
+					at("oauth.identity_provider", "applies only to oauth.grant id_jag")
 				}
 				if err := checkURL(o.OAuth.TokenURL); err != nil {
 					at("oauth.token_url", "%v", err)
@@ -377,24 +381,6 @@ func Validate(list []Options) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-var validHeaderName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-
-func checkNamedValue(at string, v NamedValue, name *regexp.Regexp) []error {
-	var errs []error
-	if !name.MatchString(v.Name) {
-		errs = append(errs, fmt.Errorf("%s.name: %q is not a valid name", at, v.Name))
-	}
-	switch {
-	case v.Value != "" && v.ValueFile != "":
-		errs = append(errs, fmt.Errorf("%s: set value or value_file, not both", at))
-	case v.ValueFile != "":
-		if _, err := readValueFile(v.ValueFile); err != nil {
-			errs = append(errs, fmt.Errorf("%s.value_file: %w", at, err))
-		}
-	}
-	return errs
 }
 
 // allowed reports whether the upstream tool called name is served.

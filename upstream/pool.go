@@ -15,8 +15,8 @@ import (
 // pool runs one stdio process or HTTP session per principal for a
 // per_principal upstream: started on the principal's first request,
 // stopped after IdleTimeout without requests, at most MaxProcesses at once.
-// The HTTP session of a token_exchange upstream owns the principal's
-// exchanged token, which goes with it.
+// The HTTP session of an upstream whose token is got for each caller owns
+// the principal's token, which goes with it.
 type pool struct {
 	// conn opens the sessions.
 	conn *connector
@@ -37,7 +37,8 @@ type principalConn struct {
 	inflight int
 	stopOnce sync.Once
 	stop     func()
-	// src exchanges the principal's token (token_exchange only).
+	// src gets the principal's token (token_exchange, jwt_bearer,
+	// id_jag).
 	src *tokenexchange.Source
 	// account describes the principal whose connected account the
 	// session sends (authorization_code only).
@@ -53,15 +54,16 @@ func newPool(ctx context.Context, conn *connector) *pool {
 
 // acquire returns the session of the principal's process, starting it if
 // needed; release must be called when the request is done. For a
-// token_exchange upstream, subject is the caller's token: the session's
-// exchanged token is made sure of before acquire returns, so that a failed
-// exchange sends the upstream nothing.
-func (p *pool) acquire(ctx context.Context, key string, env []string, subject string, account *sdkauth.TokenInfo) (sess *sdk.ClientSession, release func(), err error) {
+// upstream whose token is got for each caller (token_exchange, jwt_bearer,
+// id_jag), subject is the caller's token: the session's token is made sure
+// of before acquire returns, so that a failed exchange sends the upstream
+// nothing.
+func (p *pool) acquire(ctx context.Context, key string, env []string, subject tokenexchange.Subject, account *sdkauth.TokenInfo) (sess *sdk.ClientSession, release func(), err error) {
 	if key == "" {
 		return nil, nil, errNoPrincipal
 	}
 	exchange := p.conn.opts.OAuth.exchange()
-	if exchange && subject == "" {
+	if exchange && subject.Token == "" {
 		return nil, nil, errNoToken
 	}
 	p.mu.Lock()

@@ -151,9 +151,9 @@ func testTokenExchange(t *testing.T, stateless bool) {
 	f := newFront(t)
 	m, err := New([]Options{{Name: "x", Transport: TransportHTTP, URL: upSrv.URL, Required: true, MaxProcesses: 4,
 		OAuth: OAuthOptions{Grant: GrantTokenExchange, TokenURL: asSrv.URL, ClientID: "portcullis", ClientSecretFile: secretFile, Audience: "tickets"}}},
-		f.cat, Deps{Backoff: fastBackoff, Logger: logger, SubjectToken: func(ti *sdkauth.TokenInfo) (string, bool) {
+		f.cat, Deps{Backoff: fastBackoff, Logger: logger, SubjectToken: func(ti *sdkauth.TokenInfo, want string) (string, string, bool) {
 			s, ok := ti.Extra[rawKey].(string)
-			return s, ok && s != ""
+			return s, TokenTypeAccessToken, ok && s != ""
 		}})
 	if err != nil {
 		t.Fatal(err)

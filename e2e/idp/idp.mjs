@@ -34,6 +34,13 @@
 //   IDP_INITIAL_ACCESS_TOKEN     okta and keycloak: the bearer token dynamic
 //                                client registration wants (default
 //                                <profile>-initial-access-token)
+//   IDP_IDJAG_CLIENTS            entra: JSON object mapping an authorization
+//                                server's issuer (an ID-JAG's audience) to the
+//                                client_id the requesting client has there,
+//                                which the ID-JAG names (see "Grants for
+//                                upstreams" below)
+//   IDP_IDJAG_TRUSTED_ISSUER     default: the issuer (an entra-profile IdP)
+//                                whose ID-JAGs the jwt-bearer grant accepts
 //   IDP_LOG_TOKENS=1             write every token the token endpoint issues
 //                                to stderr, one line each:
 //                                idp: issued {"access_token":…,"id_token":…,"refresh_token":…}
@@ -95,8 +102,8 @@
 // enterprises run, as an OIDC relying party (Portcullis in
 // authorization-server mode) sees them.
 // ---------------------------------------------------------------------
-// Common to the four: no built-in clients and no client_credentials (only
-// IDP_RP_* and IDP_CLIENTS); scopes openid, email, profile,
+// Common to the four: no built-in clients (only IDP_RP_* and
+// IDP_CLIENTS) and, but for entra, no client_credentials; scopes openid, email, profile,
 // offline_access; PKCE S256 is checked when sent (a wrong code_verifier is
 // invalid_grant) but not required; every claim below is in the ID token
 // whatever the scope (conformIdTokenClaims off); email is the login name
@@ -129,6 +136,11 @@
 //     "MCP.Admin" for admins: app roles); tid 72f988bf-0000-4000-8000-00000000e2e0;
 //     oid = objectId("user:" + login); preferred_username = email.
 //   - No introspection, no revocation.
+//   - client_credentials for a client that registers the grant: a token
+//     for the app the scope names (api://APP/.default: aud APP), no user.
+//   - The resource of a request without one is the app its scope names
+//     (api://APP/...), else the client's own, api://<client_id>; a token
+//     is for APP (aud APP, scp from api://APP/ scopes).
 //
 // okta (an Okta org authorization server):
 //   - Registration is advertised but wants IDP_INITIAL_ACCESS_TOKEN as a
@@ -164,6 +176,35 @@
 //     mapper's "add to ID token" on), no top-level groups or roles;
 //     email_verified true, preferred_username = the login name.
 //   - Introspection and revocation.
+//
+// ---------------------------------------------------------------------
+// Grants for upstreams (what Portcullis asks for a token for each caller)
+// ---------------------------------------------------------------------
+// entra, for clients that register the grant types:
+//   - On-behalf-of (Entra's RFC 7523 jwt-bearer grant,
+//     urn:ietf:params:oauth:grant-type:jwt-bearer): assertion = an access
+//     token this IdP issued (RS256, unexpired) whose aud is the requesting
+//     client, requested_token_use=on_behalf_of, scope api://APP/.default:
+//     a JWT access token for the same user (sub) with aud APP. A bad
+//     assertion is invalid_grant ("AADSTS50013: …"), a missing
+//     requested_token_use invalid_request. stderr gets
+//     "idp: on-behalf-of for <sub>".
+//   - Identity Assertion JWT Authorization Grants (RFC 8693 token
+//     exchange, requested_token_type urn:ietf:params:oauth:token-type:id-jag,
+//     draft-ietf-oauth-identity-assertion-authz-grant): subject_token = an
+//     ID token (subject_token_type …:id_token) or an access token
+//     (…:access_token) this IdP issued to the requesting client (its aud);
+//     audience = an issuer of IDP_IDJAG_CLIENTS, resource = any URL. The
+//     answer's access_token is an ID-JAG (typ oauth-id-jag+jwt, RS256,
+//     5 minutes): iss, sub, aud = audience, client_id =
+//     IDP_IDJAG_CLIENTS[audience], jti, iat, exp, resource, scope;
+//     issued_token_type …:id-jag, token_type N_A. stderr gets
+//     "idp: id-jag for <sub> from <id_token|access_token>".
+// default, with IDP_IDJAG_TRUSTED_ISSUER: the jwt-bearer grant with an
+//   ID-JAG that issuer signed (its /jwks), typ oauth-id-jag+jwt, aud this
+//   issuer, client_id the requesting client, unexpired, each jti once: a
+//   JWT access token for its sub with aud its resource and the
+//   resource-server scopes of its scope the client may have.
 //
 // The JWKS publishes an RS256 and an ES256 key; ID tokens are RS256.
 
@@ -482,18 +523,33 @@ const defaultConfig = () => ({
   },
 });
 
-// entraResource is the one resource the entra profile accepts: the app's
-// identifier URI, api://<client_id>, which is also its default resource.
+// entraResource is the client's own app identifier URI, api://<client_id>:
+// the resource of its tokens unless a scope names another app.
 const entraResource = (client) => `api://${client?.clientId}`;
 
-// entraAppScopes returns the app's own scopes (api://<client_id>/NAME,
-// e.g. api://<client_id>/.default) among those of the request, or of the
-// code or refresh token being redeemed.
-function entraAppScopes(ctx, client) {
-  const prefix = `${entraResource(client)}/`;
+// entraRequestScope is the scope of the request, or of the code or
+// refresh token being redeemed.
+function entraRequestScope(ctx) {
   const { params, entities } = ctx.oidc;
-  const scope = params.scope ?? entities.AuthorizationCode?.scope ?? entities.RefreshToken?.scope ?? '';
-  return String(scope).split(' ').filter((s) => s.startsWith(prefix) && s.length > prefix.length);
+  return String(params.scope ?? entities.AuthorizationCode?.scope ?? entities.RefreshToken?.scope ?? '');
+}
+
+// entraScopedApp is the identifier URI api://APP of the first app a scope
+// of the request names (api://APP/NAME), or undefined.
+function entraScopedApp(ctx) {
+  for (const s of entraRequestScope(ctx).split(' ')) {
+    const m = /^(api:\/\/[^/]+)\/./.exec(s);
+    if (m) return m[1];
+  }
+  return undefined;
+}
+
+// entraAppScopes returns the scopes of the app resource (api://APP/NAME,
+// e.g. api://APP/.default) among those of the request, or of the code or
+// refresh token being redeemed.
+function entraAppScopes(ctx, resource) {
+  const prefix = `${resource}/`;
+  return entraRequestScope(ctx).split(' ').filter((s) => s.startsWith(prefix) && s.length > prefix.length);
 }
 
 // profileConfig is the configuration of the entra, okta, google and
@@ -551,23 +607,24 @@ function profileConfig() {
     // Access tokens are JWTs for the app itself (typ "JWT", aud the
     // client_id, groups/roles/tid/oid as in the ID token); a resource
     // other than api://<client_id> is refused with AADSTS9010010.
+    config.features.clientCredentials = { enabled: true };
     config.features.resourceIndicators = {
       enabled: true,
       async defaultResource(ctx, client) {
-        return entraResource(client);
+        return entraScopedApp(ctx) ?? entraResource(client);
       },
       async useGrantedResource() {
         return true;
       },
       async getResourceServerInfo(ctx, resource, client) {
-        if (resource !== entraResource(client)) {
+        if (resource !== entraResource(client) && resource !== entraScopedApp(ctx)) {
           throw new errors.InvalidTarget(
             `AADSTS9010010: The resource parameter provided in the request doesn't match with the requested scopes (resource ${resource}, expected ${entraResource(client)}).`,
           );
         }
         return {
-          scope: entraAppScopes(ctx, client).join(' '),
-          audience: client.clientId,
+          scope: entraAppScopes(ctx, resource).join(' '),
+          audience: resource.slice('api://'.length),
           accessTokenTTL,
           accessTokenFormat: 'jwt',
           jwt: { sign: { alg: 'RS256' } },
@@ -587,7 +644,7 @@ function profileConfig() {
           // the api://<client_id>/ prefix; .default names none), azp,
           // ver; no scope, no client_id.
           const { payload } = jwt;
-          const prefix = `api://${payload.client_id}/`;
+          const prefix = `api://${payload.aud}/`;
           const scp = String(payload.scope ?? '').split(' ')
             .filter((s) => s.startsWith(prefix)).map((s) => s.slice(prefix.length))
             .filter((s) => s && s !== '.default');
@@ -605,6 +662,135 @@ function profileConfig() {
 
 const provider = new Provider(issuer, profile === 'default' ? defaultConfig() : profileConfig());
 provider.proxy = false;
+
+// ---- Grants for upstreams (see the header comment) ----
+
+const GRANT_JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const TOKEN_TYPE_ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
+const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
+const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+const ID_JAG_TYP = 'oauth-id-jag+jwt';
+
+// verifyJWT checks an RS256 compact JWT against keys (JWKs) and the
+// issuer iss, and that it has not expired; it returns { header, claims }
+// or undefined.
+function verifyJWT(token, keys, iss) {
+  const parts = String(token ?? '').split('.');
+  if (parts.length !== 3) return undefined;
+  try {
+    const header = JSON.parse(Buffer.from(parts[0], 'base64url'));
+    const jwk = keys.find((k) => k.kid === header.kid && k.kty === 'RSA');
+    if (header.alg !== 'RS256' || !jwk) return undefined;
+    const { d, p, q, dp, dq, qi, ...pub } = jwk;
+    const ok = crypto.verify('sha256', Buffer.from(`${parts[0]}.${parts[1]}`), crypto.createPublicKey({ key: pub, format: 'jwk' }), Buffer.from(parts[2], 'base64url'));
+    const claims = JSON.parse(Buffer.from(parts[1], 'base64url'));
+    if (!ok || claims.iss !== iss || !(claims.exp > Date.now() / 1000)) return undefined;
+    return { header, claims };
+  } catch {
+    return undefined;
+  }
+}
+
+// signJWT signs claims with this IdP's RS256 key, with header typ.
+function signJWT(typ, claims) {
+  const jwk = jwks.keys.find((k) => k.kty === 'RSA');
+  const enc = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const input = `${enc({ alg: 'RS256', typ, kid: jwk.kid })}.${enc(claims)}`;
+  const sig = crypto.sign('sha256', Buffer.from(input), crypto.createPrivateKey({ key: jwk, format: 'jwk' }));
+  return `${input}.${sig.toString('base64url')}`;
+}
+
+// issueJWTAccessToken issues a JWT access token for accountId to client,
+// with audience and scope, as the token response's body.
+async function issueJWTAccessToken(ctx, accountId, audience, scope) {
+  const { client } = ctx.oidc;
+  const token = new provider.AccessToken({ accountId, client, gty: ctx.oidc.params.grant_type, scope: scope || undefined });
+  token.resourceServer = { audience, scope: scope || '', accessTokenTTL, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } } };
+  const value = await token.save();
+  ctx.body = { access_token: value, token_type: 'Bearer', expires_in: token.expiration, scope: scope || undefined };
+}
+
+const audienceOf = (claims) => (Array.isArray(claims.aud) ? claims.aud : [claims.aud]);
+
+if (profile === 'entra') {
+  let idjagClients = {};
+  if (process.env.IDP_IDJAG_CLIENTS) {
+    try {
+      idjagClients = JSON.parse(process.env.IDP_IDJAG_CLIENTS);
+    } catch (err) {
+      die(`IDP_IDJAG_CLIENTS: ${err.message}`);
+    }
+  }
+  // On-behalf-of: Entra's jwt-bearer grant.
+  provider.registerGrantType(GRANT_JWT_BEARER, async (ctx) => {
+    const { client, params } = ctx.oidc;
+    if (params.requested_token_use !== 'on_behalf_of') {
+      throw new errors.InvalidRequest("AADSTS900144: The request body must contain the following parameter: 'requested_token_use'.");
+    }
+    const v = verifyJWT(params.assertion, jwks.keys, issuer);
+    if (!v || !v.claims.sub || v.claims.azp === undefined) {
+      throw new errors.InvalidGrant('AADSTS50013: Assertion failed signature validation.');
+    }
+    if (!audienceOf(v.claims).includes(client.clientId)) {
+      throw new errors.InvalidGrant('AADSTS50013: Assertion audience does not match the Client app presenting the assertion.');
+    }
+    const app = entraScopedApp(ctx);
+    if (!app) throw new errors.InvalidScope("AADSTS70011: The provided value for the input parameter 'scope' is not valid.");
+    process.stderr.write(`idp: on-behalf-of for ${v.claims.sub}\n`);
+    await issueJWTAccessToken(ctx, v.claims.sub, app.slice('api://'.length), entraAppScopes(ctx, app).join(' '));
+  }, ['assertion', 'requested_token_use', 'scope']);
+
+  // Identity Assertion JWT Authorization Grants, by token exchange.
+  provider.registerGrantType(GRANT_TOKEN_EXCHANGE, async (ctx) => {
+    const { client, params } = ctx.oidc;
+    if (params.requested_token_type !== TOKEN_TYPE_ID_JAG) {
+      throw new errors.InvalidRequest(`requested_token_type must be ${TOKEN_TYPE_ID_JAG}`);
+    }
+    if (!params.audience || !params.resource) throw new errors.InvalidRequest('audience and resource are required');
+    const kind = { [TOKEN_TYPE_ID_TOKEN]: 'id_token', [TOKEN_TYPE_ACCESS_TOKEN]: 'access_token' }[params.subject_token_type];
+    if (!kind) throw new errors.InvalidRequest('subject_token_type must name an ID token or an access token');
+    const v = verifyJWT(params.subject_token, jwks.keys, issuer);
+    // An access token of this profile has azp and ver; an ID token does not.
+    if (!v || !v.claims.sub || (kind === 'id_token') !== (v.claims.ver === undefined)) {
+      throw new errors.InvalidGrant(`the subject token is not a valid ${kind} of this issuer`);
+    }
+    if (!audienceOf(v.claims).includes(client.clientId)) {
+      throw new errors.InvalidGrant('the subject token was not issued to this client');
+    }
+    const asClient = idjagClients[params.audience];
+    if (!asClient) throw new errors.InvalidTarget('no client of yours is known at that audience');
+    const now = Math.floor(Date.now() / 1000);
+    const jag = signJWT(ID_JAG_TYP, {
+      iss: issuer, sub: v.claims.sub, aud: params.audience, client_id: asClient, jti: crypto.randomUUID(),
+      iat: now, exp: now + 300, resource: params.resource, ...(params.scope ? { scope: params.scope } : {}),
+    });
+    process.stderr.write(`idp: id-jag for ${v.claims.sub} from ${kind}\n`);
+    ctx.body = { access_token: jag, issued_token_type: TOKEN_TYPE_ID_JAG, token_type: 'N_A', expires_in: 300, ...(params.scope ? { scope: params.scope } : {}) };
+  }, ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource', 'scope']);
+}
+
+if (profile === 'default' && process.env.IDP_IDJAG_TRUSTED_ISSUER) {
+  const trusted = process.env.IDP_IDJAG_TRUSTED_ISSUER;
+  const seen = new Set();
+  provider.registerGrantType(GRANT_JWT_BEARER, async (ctx) => {
+    const { client, params } = ctx.oidc;
+    const res = await fetch(`${trusted}/jwks`);
+    const { keys } = await res.json();
+    const v = verifyJWT(params.assertion, keys, trusted);
+    if (!v || v.header.typ !== ID_JAG_TYP || !v.claims.sub || !v.claims.jti || typeof v.claims.resource !== 'string') {
+      throw new errors.InvalidGrant('the assertion is not a valid ID-JAG of the trusted identity provider');
+    }
+    if (v.claims.aud !== issuer || v.claims.client_id !== client.clientId) {
+      throw new errors.InvalidGrant('the ID-JAG is not for this authorization server and client');
+    }
+    if (seen.has(v.claims.jti)) throw new errors.InvalidGrant('the ID-JAG was already used');
+    seen.add(v.claims.jti);
+    const allowed = new Set(clientScopes(client));
+    const scope = String(v.claims.scope ?? '').split(' ').filter((s) => allowed.has(s)).join(' ');
+    await issueJWTAccessToken(ctx, v.claims.sub, v.claims.resource, scope);
+  }, ['assertion', 'scope', 'resource']);
+}
 
 // The quirks oidc-provider has no switch for, as Koa middleware in front
 // of it.

@@ -49,7 +49,8 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		s.finishError(w, r, l, fosite.ErrAccessDenied.WithHint("The identity provider did not sign the user in."))
 		return
 	}
-	u, idpTok, err := s.idp.exchange(ctx, q.Get("code"), l.Verifier, l.Nonce)
+	in, err := s.idp.exchange(ctx, q.Get("code"), l.Verifier, l.Nonce)
+	u := in.user
 	if err != nil {
 		s.logger.Warn("authorization server: sign-in failed", "client_id", l.ClientID, "error", err)
 		s.observe(Event{Endpoint: "callback", Outcome: "refused", Reason: "sign_in"})
@@ -60,7 +61,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	s.logger.Info("audit", "event", "sign_in", "client_id", l.ClientID, "sub", u.Subject, "email", u.Email)
 	s.record(ctx, audit.TypeSignIn, audit.OutcomeSuccess, l.ClientID, u.Subject, nil, "idp", s.o.IdP.Issuer)
 	if s.keepIdPTokens {
-		if err := s.saveIdPToken(ctx, u.Subject, idpTok); err != nil {
+		if err := s.saveIdPToken(ctx, u.Subject, in.tok, in.idToken, in.idExpiry, nil); err != nil {
 			s.logger.Warn("authorization server: the identity provider's token was not kept; upstreams that exchange it refuse this user until the next sign-in", "error", err)
 		}
 	}

@@ -36,6 +36,9 @@ type fakeIdP struct {
 	// expiresIn is the lifetime of the access tokens it issues (seconds);
 	// refreshes counts refresh_token grants.
 	expiresIn, refreshes int
+	// refreshIDToken has a refresh answer carry an ID token (claim gen
+	// "refreshed", valid for three hours).
+	refreshIDToken bool
 }
 
 type fakeCode struct {
@@ -83,9 +86,17 @@ func startFakeIdP(t *testing.T) *fakeIdP {
 		if r.PostForm.Get("grant_type") == "refresh_token" && r.PostForm.Get("refresh_token") == "idp-rt" {
 			p.mu.Lock()
 			p.refreshes++
+			answer := map[string]any{"access_token": "idp-at-refreshed", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "idp-rt"}
+			if p.refreshIDToken {
+				claims := map[string]any{"iss": p.srv.URL, "aud": "portcullis", "exp": time.Now().Add(3 * time.Hour).Unix(), "iat": time.Now().Unix(), "gen": "refreshed"}
+				for k, v := range p.user {
+					claims[k] = v
+				}
+				answer["id_token"] = p.key.Sign(claims, oidctest.Type("JWT"))
+			}
 			p.mu.Unlock()
 			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(map[string]any{"access_token": "idp-at-refreshed", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "idp-rt"})
+			json.NewEncoder(w).Encode(answer)
 			return
 		}
 		p.mu.Lock()

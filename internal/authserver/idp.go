@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -130,37 +131,57 @@ func (p *idp) authURL(ctx context.Context, state, nonce, verifier string) (strin
 	return cfg.AuthCodeURL(state, opts...), nil
 }
 
-// exchange redeems the provider's code and returns the user its verified
-// ID token names, and the provider's tokens.
-func (p *idp) exchange(ctx context.Context, code, verifier, nonce string) (User, *oauth2.Token, error) {
+// signedIn is what the provider's code is redeemed for: the user its
+// verified ID token names, the provider's tokens, and the ID token with
+// its expiry.
+type signedIn struct {
+	user     User
+	tok      *oauth2.Token
+	idToken  string
+	idExpiry time.Time
+}
+
+// exchange redeems the provider's code.
+func (p *idp) exchange(ctx context.Context, code, verifier, nonce string) (signedIn, error) {
+	u, tok, idt, err := p.redeem(ctx, code, verifier, nonce)
+	if err != nil {
+		return signedIn{}, err
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	return signedIn{user: u, tok: tok, idToken: raw, idExpiry: idt.Expiry}, nil
+}
+
+// redeem redeems the provider's code and returns the user its verified
+// ID token names, the provider's tokens and the ID token.
+func (p *idp) redeem(ctx context.Context, code, verifier, nonce string) (User, *oauth2.Token, *oidc.IDToken, error) {
 	cfg, v, err := p.discover(ctx)
 	if err != nil {
-		return User{}, nil, err
+		return User{}, nil, nil, err
 	}
 	tok, err := cfg.Exchange(oidc.ClientContext(ctx, p.client), code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return User{}, nil, fmt.Errorf("%w: code exchange: %v", ErrSignIn, err)
+		return User{}, nil, nil, fmt.Errorf("%w: code exchange: %v", ErrSignIn, err)
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return User{}, nil, fmt.Errorf("%w: the token response has no id_token", ErrSignIn)
+		return User{}, nil, nil, fmt.Errorf("%w: the token response has no id_token", ErrSignIn)
 	}
 	idt, err := v.Verify(ctx, raw)
 	if err != nil {
-		return User{}, nil, fmt.Errorf("%w: ID token: %v", ErrSignIn, err)
+		return User{}, nil, nil, fmt.Errorf("%w: ID token: %v", ErrSignIn, err)
 	}
 	if idt.Nonce != nonce {
-		return User{}, nil, fmt.Errorf("%w: ID token nonce does not match", ErrSignIn)
+		return User{}, nil, nil, fmt.Errorf("%w: ID token nonce does not match", ErrSignIn)
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return User{}, nil, fmt.Errorf("%w: ID token claims: %v", ErrSignIn, err)
+		return User{}, nil, nil, fmt.Errorf("%w: ID token claims: %v", ErrSignIn, err)
 	}
 	if err := p.completeFromUserInfo(ctx, tok, idt.Subject, claims); err != nil {
-		return User{}, nil, err
+		return User{}, nil, nil, err
 	}
 	u, err := p.user(idt.Subject, claims)
-	return u, tok, err
+	return u, tok, idt, err
 }
 
 // completeFromUserInfo adds to claims, when the ID token has no e-mail
@@ -202,13 +223,31 @@ func (p *idp) completeFromUserInfo(ctx context.Context, tok *oauth2.Token, subje
 	return nil
 }
 
-// refresh renews an expired provider token with its refresh token.
-func (p *idp) refresh(ctx context.Context, tok *oauth2.Token) (*oauth2.Token, error) {
-	cfg, _, err := p.discover(ctx)
+// refresh gets subject's provider token anew with its refresh token, and
+// the ID token the answer carries, verified, with its expiry ("" when it
+// carries none).
+func (p *idp) refresh(ctx context.Context, refreshToken, subject string) (*oauth2.Token, string, time.Time, error) {
+	cfg, v, err := p.discover(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", time.Time{}, err
 	}
-	return cfg.TokenSource(oidc.ClientContext(ctx, p.client), tok).Token()
+	// An expired token with only the refresh token: the source refreshes.
+	tok, err := cfg.TokenSource(oidc.ClientContext(ctx, p.client), &oauth2.Token{RefreshToken: refreshToken, Expiry: time.Unix(1, 0)}).Token()
+	if err != nil {
+		return nil, "", time.Time{}, err
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return tok, "", time.Time{}, nil
+	}
+	idt, err := v.Verify(ctx, raw)
+	if err != nil {
+		return nil, "", time.Time{}, fmt.Errorf("the refreshed ID token: %v", err)
+	}
+	if idt.Subject != subject {
+		return nil, "", time.Time{}, fmt.Errorf("the refreshed ID token names another user")
+	}
+	return tok, raw, idt.Expiry, nil
 }
 
 // user maps verified claims to a User and applies the domain rules.

@@ -72,4 +72,8 @@ type keptToken struct {
 	RefreshToken string    `json:"refresh_token,omitempty"`
 	TokenType    string    `json:"token_type,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
+	// IDToken is the provider's latest ID token, verified when it was
+	// received, and IDTokenExpiry its exp.
+	IDToken       string    `json:"id_token,omitempty"`
+	IDTokenExpiry time.Time `json:"id_token_expiry,omitzero"`
 }

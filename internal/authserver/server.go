@@ -63,9 +63,10 @@ type Deps struct {
 	// and nbf, the enterprise IdPs' key sets). Nil: time.Now.
 	Now func() time.Time
 	// KeepIdPTokens keeps each user's tokens from the identity provider,
-	// encrypted, for [Server.IdPAccessToken]: set when an upstream
-	// exchanges them (upstreams[].oauth.grant token_exchange). Off, they
-	// are dropped after sign-in.
+	// encrypted, for [Server.IdPAccessToken] and [Server.IdPIDToken]: set
+	// when an upstream presents them for a token of its own
+	// (upstreams[].oauth.grant token_exchange, jwt_bearer, id_jag). Off,
+	// they are dropped after sign-in.
 	KeepIdPTokens bool
 }
 

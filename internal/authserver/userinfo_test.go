@@ -123,7 +123,8 @@ func TestSignInCompletesFromUserInfo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			u, _, err := p.exchange(t.Context(), "code", "verifier", "n")
+			in, err := p.exchange(t.Context(), "code", "verifier", "n")
+			u := in.user
 			if tt.wantErr {
 				if !errors.Is(err, ErrSignIn) {
 					t.Fatalf("exchange: %v, %+v; want ErrSignIn", err, u)

@@ -69,7 +69,7 @@ func bounded(t *testing.T) context.Context {
 func TestExchangeForm(t *testing.T) {
 	e := newEndpoint(t)
 	now := time.Unix(1_000_000, 0)
-	tok, err := e.config().Exchange(bounded(t), subject, now)
+	tok, err := e.config().Exchange(bounded(t), Subject{Token: subject}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestExchangeForm(t *testing.T) {
 func TestExchangeOptionalFieldsOmitted(t *testing.T) {
 	e := newEndpoint(t)
 	c := &Config{TokenURL: e.srv.URL, ClientID: "c", ClientSecret: secret, RequestedTokenType: TokenTypeJWT, HTTPClient: e.srv.Client()}
-	if _, err := c.Exchange(bounded(t), subject, time.Now()); err != nil {
+	if _, err := c.Exchange(bounded(t), Subject{Token: subject}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	f := e.forms[0]
@@ -153,7 +153,7 @@ func TestExchangeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEndpoint(t)
 			e.reply = tt.reply
-			_, err := e.config().Exchange(bounded(t), subject, time.Now())
+			_, err := e.config().Exchange(bounded(t), Subject{Token: subject}, time.Now())
 			var xe *Error
 			if !errors.As(err, &xe) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want *Error with %q", err, tt.want)
@@ -167,7 +167,7 @@ func TestExchangeErrors(t *testing.T) {
 		e := newEndpoint(t)
 		c := e.config()
 		e.srv.Close()
-		_, err := c.Exchange(bounded(t), subject, time.Now())
+		_, err := c.Exchange(bounded(t), Subject{Token: subject}, time.Now())
 		if err == nil || strings.Contains(err.Error(), subject) || strings.Contains(err.Error(), secret) {
 			t.Fatalf("err = %v", err)
 		}
@@ -178,7 +178,7 @@ func TestSourceCachesUntilShortlyBeforeExpiry(t *testing.T) {
 	e := newEndpoint(t)
 	now := time.Unix(1_000_000, 0)
 	s := NewSource(e.config(), func() time.Time { return now })
-	s.SetSubject(subject)
+	s.SetSubject(Subject{Token: subject})
 	get := func() string {
 		t.Helper()
 		tok, err := s.Token(bounded(t))
@@ -194,7 +194,7 @@ func TestSourceCachesUntilShortlyBeforeExpiry(t *testing.T) {
 	if got := get(); got != "exchanged-1" {
 		t.Fatalf("before the early expiry: %q", got)
 	}
-	s.SetSubject("caller-token-NEWER")
+	s.SetSubject(Subject{Token: "caller-token-NEWER"})
 	now = now.Add(2 * time.Second)
 	if got := get(); got != "exchanged-2" {
 		t.Fatalf("after the early expiry: %q", got)
@@ -214,7 +214,7 @@ func TestTransportFailsClosed(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { upstream.Add(1) }))
 	defer up.Close()
 	s := NewSource(e.config(), nil)
-	s.SetSubject(subject)
+	s.SetSubject(Subject{Token: subject})
 	c := &http.Client{Transport: &Transport{Source: s, Base: up.Client().Transport}}
 	req, _ := http.NewRequestWithContext(bounded(t), "POST", up.URL, strings.NewReader("{}"))
 	_, err := c.Do(req)
@@ -232,7 +232,7 @@ func TestTransportSendsExchangedToken(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got.Store(r.Header.Values("Authorization")) }))
 	defer up.Close()
 	s := NewSource(e.config(), nil)
-	s.SetSubject(subject)
+	s.SetSubject(Subject{Token: subject})
 	c := &http.Client{Transport: &Transport{Source: s, Base: up.Client().Transport}}
 	req, _ := http.NewRequestWithContext(bounded(t), "GET", up.URL, nil)
 	req.Header.Set("Authorization", "Bearer "+subject)
@@ -259,7 +259,7 @@ func TestSourceWaitEndsWithContext(t *testing.T) {
 	}
 	defer close(release)
 	s := NewSource(e.config(), nil)
-	s.SetSubject(subject)
+	s.SetSubject(Subject{Token: subject})
 	first := make(chan error, 1)
 	go func() { _, err := s.Token(bounded(t)); first <- err }()
 	<-entered
