@@ -128,7 +128,7 @@ func (p primaryCheck) role(ctx context.Context, conn net.Conn) (primary string, 
 		return "", err
 	}
 	if r.Buffered() > 0 {
-		return "", errors.New("more than the replies asked for")
+		return "", errors.New("the server sent more than the replies to AUTH and ROLE")
 	}
 	a, _ := v.([]any)
 	if len(a) < 3 {

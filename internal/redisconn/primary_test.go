@@ -144,7 +144,7 @@ func TestCheckPrimary(t *testing.T) {
 			wantErr: "redis: no primary within 3 hops: " + a + " is a replica of " + b + " is a replica of " + c + " is a replica of " + d},
 		{name: "the named primary is down", servers: []*fakeServer{{addr: a, role: roleReplica(b)}}, down: b, wantErr: "connect: connection refused"},
 		{name: "the server closes without answering", servers: []*fakeServer{{addr: a}}, wantErr: "redis: asking " + a + " its ROLE: "},
-		{name: "more than was asked", servers: []*fakeServer{{addr: a, role: rolePrimary, extra: "\r\n+OK"}}, wantErr: "more than the replies asked for"},
+		{name: "more than was asked", servers: []*fakeServer{{addr: a, role: rolePrimary, extra: "\r\n+OK"}}, wantErr: "the server sent more than the replies to AUTH and ROLE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			servers := map[string]*fakeServer{}
