@@ -208,17 +208,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	// Within a few tries (the client's retries, and the failover client
 	// asking the sentinels again), writes reach the new primary.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := client.Set(ctx, "after", "1", 0).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no write reached the new primary within 15s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // waiting on real processes
-	}
+	awaitWrite(t, client, "after")
 	for i := range 100 {
 		if v, err := client.Get(ctx, fmt.Sprintf("before:%d", i)).Int(); err != nil || v != i {
 			t.Fatalf("before:%d after the failover = %d, %v", i, v, err)
@@ -226,6 +216,22 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	if a, _ := d.PrimaryAddr(ctx); a != d.Replica.Addr {
 		t.Fatalf("the sentinels name %s, want the promoted replica %s", a, d.Replica.Addr)
+	}
+}
+
+// awaitWrite sets key within 15 s of tries, after a failover.
+func awaitWrite(t *testing.T, client redis.UniversalClient, key string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := client.Set(context.Background(), key, "1", 0).Err()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write reached the new primary within 15s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // waiting on real processes
 	}
 }
 
@@ -268,17 +274,7 @@ func TestSentinelLaggingSentinel(t *testing.T) {
 
 	// The first write may meet the connection to the killed server (go-redis
 	// retries it); then each kind of write succeeds at once.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := client.Set(ctx, "after", "1", 0).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no write reached the new primary within 15s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // waiting on real processes
-	}
+	awaitWrite(t, client, "after")
 	for i := range 20 {
 		if err := client.Set(ctx, fmt.Sprintf("write:%d", i), i, 0).Err(); err != nil {
 			t.Fatalf("write %d: %v", i, err)
