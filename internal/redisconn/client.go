@@ -167,7 +167,12 @@ func New(o Options) (redis.UniversalClient, error) {
 		}
 		fo.Dialer = sentinelDialer(fo.DialTimeout, fo.TLSConfig)
 		fc := redis.NewFailoverClient(fo)
-		fc.AddHook(sentinelHook{})
+		fc.AddHook(sentinelHook{check: primaryCheck{
+			username: fo.Username,
+			password: fo.Password,
+			timeout:  fo.ReadTimeout,
+			dial:     serverDialer(fo.DialTimeout, fo.TLSConfig),
+		}})
 		return fc, nil
 	case ModeCluster:
 		co, err := clusterOptions(o)

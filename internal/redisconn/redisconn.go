@@ -9,7 +9,9 @@
 //   - one server, by url (redis:// or rediss://);
 //   - Redis Sentinel: sentinel.master_name and the sentinels'
 //     sentinel.addresses; the client asks the sentinels for the primary
-//     and follows a failover;
+//     and follows a failover, and asks each server it connects to its
+//     ROLE, so that a sentinel that still names the old primary, now a
+//     replica, does not send it there;
 //   - Redis Cluster: cluster.addresses, some of the cluster's nodes; the
 //     client learns the rest and follows slot moves and failovers.
 //

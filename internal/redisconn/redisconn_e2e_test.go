@@ -208,17 +208,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	// Within a few tries (the client's retries, and the failover client
 	// asking the sentinels again), writes reach the new primary.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := client.Set(ctx, "after", "1", 0).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no write reached the new primary within 15s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // waiting on real processes
-	}
+	awaitWrite(t, client, "after")
 	for i := range 100 {
 		if v, err := client.Get(ctx, fmt.Sprintf("before:%d", i)).Int(); err != nil || v != i {
 			t.Fatalf("before:%d after the failover = %d, %v", i, v, err)
@@ -226,6 +216,101 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	if a, _ := d.PrimaryAddr(ctx); a != d.Replica.Addr {
 		t.Fatalf("the sentinels name %s, want the promoted replica %s", a, d.Replica.Addr)
+	}
+}
+
+// awaitWrite sets key within 15 s of tries, after a failover.
+func awaitWrite(t *testing.T, client redis.UniversalClient, key string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := client.Set(context.Background(), key, "1", 0).Err()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write reached the new primary within 15s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // waiting on real processes
+	}
+}
+
+// TestSentinelLaggingSentinel: the client's sentinel is cut off from the
+// others and names the old primary for the whole test, while the
+// deployment fails over and the old primary comes back as a replica of
+// the new one (the worst case of a sentinel that lags). Writes, a
+// MULTI/EXEC transaction and a script still reach the new primary, and
+// no connection of the client stays on the replica: go-redis dials what
+// its sentinel names, and each connection is checked to be to the
+// primary before it is used.
+func TestSentinelLaggingSentinel(t *testing.T) {
+	const secret, appPass = "sentinel-data-pass", "app-pass"
+	d := redistest.StartSentinel(t, "--requirepass", secret, "--masterauth", secret,
+		"--user", "portcullis", "on", ">"+appPass, "~*", "&*", "+@all")
+	lagging := d.StartPartitionedSentinel()
+	ctx := context.Background()
+	o := redisconn.Options{
+		Sentinel:    redisconn.SentinelOptions{MasterName: redistest.SentinelMaster, Addresses: []string{lagging.Addr}},
+		Username:    "portcullis",
+		Password:    appPass,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+	}
+	client, err := redisconn.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	old, promoted := d.Primary, d.Replica
+	d.KillPrimary() // returns once old is back, as a replica of promoted
+	lc := redis.NewSentinelClient(&redis.Options{Addr: lagging.Addr, DisableIdentity: true})
+	defer lc.Close()
+	if a, err := lc.GetMasterAddrByName(ctx, redistest.SentinelMaster).Result(); err != nil || net.JoinHostPort(a[0], a[1]) != old.Addr {
+		t.Fatalf("the partitioned sentinel names %v (%v), want the old primary %s: the test no longer shows a lagging sentinel", a, err, old.Addr)
+	}
+
+	// The first write may meet the connection to the killed server (go-redis
+	// retries it); then each kind of write succeeds at once.
+	awaitWrite(t, client, "after")
+	for i := range 20 {
+		if err := client.Set(ctx, fmt.Sprintf("write:%d", i), i, 0).Err(); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if _, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Incr(ctx, "tx:n")
+		p.Set(ctx, "tx:v", "1", 0)
+		return nil
+	}); err != nil {
+		t.Fatalf("MULTI/EXEC: %v", err)
+	}
+	script := redis.NewScript(`return redis.call("INCRBY", KEYS[1], ARGV[1])`)
+	if n, err := script.Run(ctx, client, []string{"script:n"}, 5).Int(); err != nil || n != 5 {
+		t.Fatalf("script = %d, %v, want 5", n, err)
+	}
+
+	pc := redis.NewClient(&redis.Options{Addr: promoted.Addr, Password: secret, DisableIdentity: true})
+	defer pc.Close()
+	for _, k := range []string{"before", "after", "write:19", "tx:v", "script:n"} {
+		if n, err := pc.Exists(ctx, k).Result(); err != nil || n != 1 {
+			t.Errorf("%s on the new primary: exists %d, %v", k, n, err)
+		}
+	}
+	// No connection of the client's user is open on the replica.
+	rc := redis.NewClient(&redis.Options{Addr: old.Addr, Password: secret, DisableIdentity: true})
+	defer rc.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		list, err := rc.ClientList(ctx).Result()
+		if err == nil && !strings.Contains(list, "user=portcullis ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client still has connections to the replica %s: %v\n%s", old.Addr, err, list)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a real process
 	}
 }
 

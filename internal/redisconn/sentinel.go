@@ -39,21 +39,25 @@ var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interv
 // sentinels and for the data servers alike; sentinelHook sees the data
 // servers' dials and gives their errors back.
 func sentinelDialer(timeout time.Duration, tc *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := serverDialer(timeout, tc)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nd := &net.Dialer{Timeout: timeout, KeepAliveConfig: keepAlive}
-		var (
-			conn net.Conn
-			err  error
-		)
-		if tc == nil {
-			conn, err = nd.DialContext(ctx, network, addr)
-		} else {
-			conn, err = (&tls.Dialer{NetDialer: nd, Config: tc}).DialContext(ctx, network, addr)
-		}
+		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, &dialFailure{err: err}
 		}
 		return conn, nil
+	}
+}
+
+// serverDialer dials as go-redis does: TCP with its keep-alive, and TLS
+// when tc is set.
+func serverDialer(timeout time.Duration, tc *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nd := &net.Dialer{Timeout: timeout, KeepAliveConfig: keepAlive}
+		if tc == nil {
+			return nd.DialContext(ctx, network, addr)
+		}
+		return (&tls.Dialer{NetDialer: nd, Config: tc}).DialContext(ctx, network, addr)
 	}
 }
 
@@ -70,13 +74,20 @@ func (e *SentinelsUnreachable) Error() string {
 }
 
 // sentinelHook is the failover client's dial hook (it sees the dials of
-// the data servers, not the sentinels' own clients').
-type sentinelHook struct{}
+// the data servers, not the sentinels' own clients'): it names the
+// sentinels' failures, and hands go-redis only connections to the
+// primary.
+type sentinelHook struct {
+	check primaryCheck
+}
 
-func (sentinelHook) DialHook(next redis.DialHook) redis.DialHook {
+func (h sentinelHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
-		return conn, dialError(err)
+		if err != nil {
+			return nil, dialError(err)
+		}
+		return h.check.checkPrimary(ctx, network, conn)
 	}
 }
 

@@ -34,8 +34,9 @@ type Sentinel struct {
 	// Sentinels are the three sentinels.
 	Sentinels []*Server
 
-	t       testing.TB
-	primary *Server // the primary now: Primary or Replica
+	t        testing.TB
+	primary  *Server // the primary now: Primary or Replica
+	password string  // the data servers' (--masterauth), or ""
 }
 
 // SentinelMaster is the name the sentinels of [StartSentinel] monitor the
@@ -61,9 +62,9 @@ func StartSentinel(t testing.TB, extra ...string) *Sentinel {
 	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
 	defer cancel()
 	d.waitLinkUp(ctx, replica, primary)
-	password := argValue(extra, "--masterauth")
+	d.password = argValue(extra, "--masterauth")
 	for range 3 {
-		d.Sentinels = append(d.Sentinels, startSentinel(t, primary.Addr, password))
+		d.Sentinels = append(d.Sentinels, startSentinel(t, primary.Addr, d.password))
 	}
 	d.waitReady()
 	return d
@@ -143,6 +144,24 @@ func startSentinel(t testing.TB, primary, password string) *Server {
 	}
 	t.Fatalf("redistest: starting a sentinel: %v", last)
 	return nil
+}
+
+// StartPartitionedSentinel starts one more sentinel, as one cut off by a
+// network partition from the data servers and the other sentinels while
+// clients still reach it: it monitors the primary of now under
+// [SentinelMaster] but authenticates to the data servers with a wrong
+// password, so it never learns of a failover (nor of the other sentinels,
+// which learn of it through the data servers, and so never do), and it
+// names this primary to whoever asks, whatever happens. It is not one of
+// [Sentinel.Sentinels]: the deployment's failovers do not wait for it.
+// The deployment must have a password (--masterauth).
+func (d *Sentinel) StartPartitionedSentinel() *Server {
+	d.t.Helper()
+	if d.password == "" {
+		d.t.Fatal("redistest: StartPartitionedSentinel needs a deployment with a password (--requirepass, --masterauth)")
+	}
+	primary, _ := d.Roles()
+	return startSentinel(d.t, primary.Addr, "not-"+d.password)
 }
 
 // sentinelClient returns a client of one sentinel, closed when the test
