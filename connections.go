@@ -21,7 +21,10 @@ import (
 // oauth.grant authorization_code (nil when there is none): the vault in
 // Redis when there is one (every replica shares it), else in memory; the
 // connect pages signing browsers in through the authorization server.
-func (a *app) setupConnections(as *authserver.Server) (*connect.Service, error) {
+// A connection made is told to the session that was asked for it on
+// whichever replica holds it: through Redis Pub/Sub when there is one,
+// until ctx ends.
+func (a *app) setupConnections(ctx context.Context, as *authserver.Server) (*connect.Service, error) {
 	ups := accountUpstreams(a.cfg.Upstreams)
 	if len(ups) == 0 {
 		return nil, nil
@@ -48,6 +51,9 @@ func (a *app) setupConnections(as *authserver.Server) (*connect.Service, error) 
 	if ttl == 0 {
 		ttl = DefaultConnectionTTL
 	}
+	// completed tells the session asked for a connection that it was
+	// made (elicitationsCompleted).
+	var completed func(id string)
 	v, err := vault.New(store, ring, ttl)
 	if err != nil {
 		return nil, err
@@ -70,19 +76,64 @@ func (a *app) setupConnections(as *authserver.Server) (*connect.Service, error) 
 		Audit: func(ctx context.Context, action, outcome string, owner vault.Owner, conn string, detail ...string) {
 			a.audit.connection(ctx, action, outcome, owner, conn, detail...)
 		},
-		Completed: func(id string) {
-			if a.upstreams != nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				a.upstreams.ElicitationComplete(ctx, id)
-			}
-		},
+		Completed: func(id string) { completed(id) },
 	})
+	if err != nil {
+		return nil, err
+	}
+	completed, err = a.elicitationsCompleted(ctx)
 	if err != nil {
 		return nil, err
 	}
 	a.connections.Store(svc)
 	return svc, nil
+}
+
+// elicitationsCompleted returns what tells the session that got the URL
+// elicitation id that it was completed. Without Redis the session is on
+// this replica. With Redis the id is published, and every replica, this
+// one too, tells its session if it holds it: the connect page's callback
+// may reach any replica.
+func (a *app) elicitationsCompleted(ctx context.Context) (func(id string), error) {
+	local := func(id string) {
+		if a.upstreams != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a.upstreams.ElicitationComplete(ctx, id)
+		}
+	}
+	if a.redis == nil {
+		return local, nil
+	}
+	kit := redisKit(a.cfg, a.redis)
+	channel := a.cfg.Redis.KeyPrefix + "connect:completed"
+	sub, err := kit.Subscribe(ctx, channel)
+	if err != nil {
+		return nil, fmt.Errorf("connections: subscribing to %s: %w", channel, err)
+	}
+	go func() {
+		defer sub.Close()
+		msgs := sub.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-msgs:
+				if !ok {
+					return
+				}
+				local(m.Payload)
+			}
+		}
+	}()
+	return func(id string) {
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.redis.Publish(pctx, channel, id).Err(); err != nil {
+			a.logger.Warn("connections: the completion of a connection could not be published to the other replicas", "error", err)
+			local(id)
+		}
+	}, nil
 }
 
 // readSecretFile reads a mounted secret, without its trailing newline.

@@ -62,7 +62,7 @@ func runServe(ctx context.Context, p process, ext extensions) error {
 	if err != nil {
 		return fmt.Errorf("authorization_server: %w", err)
 	}
-	if _, err := a.setupConnections(as); err != nil {
+	if _, err := a.setupConnections(ctx, as); err != nil {
 		return fmt.Errorf("connections: %w", err)
 	}
 	return a.serve(ctx, ln, mln, dev, as, p.stdout)
