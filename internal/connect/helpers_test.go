@@ -28,7 +28,7 @@ import (
 // whichever of its own users the test says, issues codes bound to PKCE,
 // rotates refresh tokens and revokes.
 type saas struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	// issuer is what it names itself in metadata and in iss.
 	issuer string
@@ -48,7 +48,7 @@ type saas struct {
 
 type saasCode struct{ user, challenge, resource, redirect string }
 
-func startSaaS(t *testing.T) *saas {
+func startSaaS(t testing.TB) *saas {
 	a := &saas{t: t, user: "octocat", sendIss: true, expiresIn: 3600, codes: map[string]saasCode{}, refresh: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +183,7 @@ func (k *countingKV) vaultReads() int { k.mu.Lock(); defer k.mu.Unlock(); return
 
 // env is a Service on an httptest server in front of one fake SaaS.
 type env struct {
-	t         *testing.T
+	t         testing.TB
 	svc       *Service
 	srv       *httptest.Server
 	saas      *saas
@@ -201,7 +201,7 @@ const ownerIssuer = "https://portcullis.example"
 
 func owner(sub string) vault.Owner { return vault.Owner{Issuer: ownerIssuer, Subject: sub} }
 
-func newEnv(t *testing.T, edit ...func(*Connection)) *env {
+func newEnv(t testing.TB, edit ...func(*Connection)) *env {
 	t.Helper()
 	e := &env{t: t, saas: startSaaS(t), now: time.Now(), logs: &syncbuf.Buffer{}}
 	e.mem = kv.NewMemory(e.clock)
@@ -248,7 +248,7 @@ func (e *env) advance(d time.Duration) { e.clockMu.Lock(); e.now = e.now.Add(d);
 // browser is a user agent signed in as user (none: ""), stepping through
 // redirects itself.
 type browser struct {
-	t *testing.T
+	t testing.TB
 	c *http.Client
 }
 
@@ -318,7 +318,7 @@ func (e *env) connect(user string) (*http.Response, string, string) {
 	return resp, body, id
 }
 
-func newTestServer(t *testing.T, h http.Handler) *httptest.Server {
+func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
