@@ -33,6 +33,9 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 	if a.audit != nil {
 		deps.Audit = a.audit.record
 	}
+	if len(accountUpstreams(a.cfg.Upstreams)) > 0 {
+		deps.NextConnection = a.nextConnection
+	}
 	if a.redis != nil {
 		deps.KV = kv.NewRedis(redisKit(a.cfg, a.redis), a.cfg.Redis.KeyPrefix+"as:")
 	} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/audit"
@@ -134,6 +135,52 @@ func (a *app) elicitationsCompleted(ctx context.Context) (func(id string), error
 			local(id)
 		}
 	}, nil
+}
+
+// nextConnection chains into a sign-in for resource the accounts its
+// server needs that the user subject lacks (authserver.Deps.NextConnection).
+func (a *app) nextConnection(ctx context.Context, subject, resource string, attempted []string, returnTo string) (string, string, error) {
+	svc := a.connections.Load()
+	as := a.authServer.Load()
+	if svc == nil || as == nil {
+		return "", "", nil
+	}
+	return svc.Next(ctx, vault.Owner{Issuer: as.Issuer(), Subject: subject}, connectionsNeeded(a.cfg, resource), attempted, returnTo)
+}
+
+// connectionsNeeded are the upstreams acting as each user whose tools,
+// resources or prompts the server of resource serves: every one for /mcp,
+// those a virtual server selects from for it.
+func connectionsNeeded(cfg *configFile, resource string) []string {
+	var names []string
+	accounts := accountUpstreams(cfg.Upstreams)
+	if resource == cfg.Auth.Resource {
+		for _, u := range accounts {
+			names = append(names, u.Name)
+		}
+		return names
+	}
+	for _, s := range cfg.Servers {
+		if s.Resource != resource {
+			continue
+		}
+		var sources []string
+		for _, t := range s.Tools {
+			sources = append(sources, t.Source)
+		}
+		for _, r := range s.Resources {
+			sources = append(sources, r.Source)
+		}
+		for _, p := range s.Prompts {
+			sources = append(sources, p.Source)
+		}
+		for _, u := range accounts {
+			if slices.Contains(sources, u.Name) {
+				names = append(names, u.Name)
+			}
+		}
+	}
+	return names
 }
 
 // readSecretFile reads a mounted secret, without its trailing newline.

@@ -101,12 +101,18 @@ func (s *Server) SignInBrowser(w http.ResponseWriter, r *http.Request, returnTo 
 // page it returns to.
 func (s *Server) finishBrowser(w http.ResponseWriter, r *http.Request, l *login, u User) {
 	_ = s.kv.Del(r.Context(), kv.Join("login", l.ID))
+	s.setSessionCookie(w, u)
+	http.Redirect(w, r, l.Return, http.StatusSeeOther)
+}
+
+// setSessionCookie gives the browser the session that names u for
+// BrowserSessionTTL.
+func (s *Server) setSessionCookie(w http.ResponseWriter, u User) {
 	plain, _ := json.Marshal(browserSession{Subject: u.Subject, Expires: s.now().Add(BrowserSessionTTL)})
 	http.SetCookie(w, &http.Cookie{
 		Name: s.sessionCookieName(), Value: encodeCookie(s.sealer.seal(plain, s.sessionCookieName())), Path: "/",
 		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: int(BrowserSessionTTL / time.Second),
 	})
-	http.Redirect(w, r, l.Return, http.StatusSeeOther)
 }
 
 func encodeCookie(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }

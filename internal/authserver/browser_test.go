@@ -1,8 +1,11 @@
 package authserver
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +132,59 @@ func TestBrowserSignInRefusedIsAPage(t *testing.T) {
 	}
 	if resp, _ := b.get(pages.URL + "/whoami"); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("after a refused sign-in: %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestSignInChainsConnections: after the identity provider, the sign-in
+// goes through each account the server needs that the user lacks, once,
+// with the browser signed in for the connect pages, then on to consent.
+func TestSignInChainsConnections(t *testing.T) {
+	type ask struct {
+		subject, resource string
+		attempted         []string
+	}
+	var asks []ask
+	ts := startServerDeps(t, func(d *Deps) {
+		d.NextConnection = func(_ context.Context, subject, resource string, attempted []string, returnTo string) (string, string, error) {
+			asks = append(asks, ask{subject, resource, slices.Clone(attempted)})
+			for _, name := range []string{"github", "jira"} {
+				if !slices.Contains(attempted, name) {
+					return name, "/connect/" + name + "?return=" + url.QueryEscape(returnTo), nil
+				}
+			}
+			return "", "", nil
+		}
+	})
+	pages := ts.pages(t)
+	b := newBrowser(t)
+	authURL, _ := ts.authorizeURL(nil)
+	resp, _ := b.get(authURL)
+	resp, _ = b.get(resp.Header.Get("Location")) // the IdP
+	resp, _ = b.get(resp.Header.Get("Location")) // callback
+	var connected []string
+	for resp.StatusCode == http.StatusSeeOther && strings.HasPrefix(resp.Header.Get("Location"), "/connect/") {
+		loc, _ := url.Parse(resp.Header.Get("Location"))
+		connected = append(connected, strings.TrimPrefix(loc.Path, "/connect/"))
+		// The connect page knows the user.
+		if r, body := b.get(pages.URL + "/whoami"); r.StatusCode != http.StatusOK || body != "alice" {
+			t.Fatalf("at the connect page the browser is %d %q, want alice", r.StatusCode, body)
+		}
+		ret := loc.Query().Get("return")
+		if !strings.HasPrefix(ret, PathContinue+"?login=") {
+			t.Fatalf("the connection returns to %q", ret)
+		}
+		if r, _ := newBrowser(t).get(ts.srv.URL + ret); r.StatusCode != http.StatusBadRequest {
+			t.Fatalf("another browser continued the sign-in: %d", r.StatusCode)
+		}
+		resp, _ = b.get(ts.srv.URL + ret)
+	}
+	if !slices.Equal(connected, []string{"github", "jira"}) {
+		t.Fatalf("chained %v, want github then jira", connected)
+	}
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), PathConsent) {
+		t.Fatalf("after the connections: %d to %q, want the consent page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if len(asks) != 3 || asks[0].subject != "alice" || asks[0].resource != ts.srv.URL+"/mcp" || !slices.Equal(asks[2].attempted, []string{"github", "jira"}) {
+		t.Fatalf("asked %+v", asks)
 	}
 }

@@ -56,6 +56,8 @@ func New(o Options, deps Deps) (*Server, error) {
 		observe:   deps.Observe,
 		audit:     deps.Audit,
 		now:       now,
+
+		nextConnection: deps.NextConnection,
 		secure:    strings.HasPrefix(o.Issuer, "https://"),
 	}
 	for _, r := range s.resources {

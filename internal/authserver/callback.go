@@ -71,8 +71,39 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l.User = &u
+	if s.nextConnection != nil {
+		// The connect pages this sign-in may chain know the user by the
+		// browser's session.
+		s.setSessionCookie(w, u)
+	}
+	s.proceed(w, r, l)
+}
+
+// proceed takes a signed-in user's sign-in on: to the next account the
+// server needs connected (Deps.NextConnection), which returns to
+// PathContinue; then to the consent page, or straight back to the client
+// when the user consented before.
+func (s *Server) proceed(w http.ResponseWriter, r *http.Request, l *login) {
+	ctx := r.Context()
+	if s.nextConnection != nil {
+		name, next, err := s.nextConnection(ctx, l.User.Subject, l.Form.Get("resource"), l.Attempted, PathContinue+"?login="+url.QueryEscape(l.ID))
+		if err != nil {
+			// A connection that cannot be offered now is asked for at the
+			// first call that needs it.
+			s.logger.Warn("authorization server: the accounts this sign-in needs could not be checked", "error", err)
+		}
+		if err == nil && next != "" {
+			l.Attempted = append(l.Attempted, name)
+			if err := s.saveLogin(ctx, l); err != nil {
+				s.storeFailed(w, r, nil, "callback", err)
+				return
+			}
+			http.Redirect(w, r, next, http.StatusSeeOther)
+			return
+		}
+	}
 	scopes := strings.Fields(l.Form.Get("scope"))
-	if s.consented(ctx, u, l.ClientID, l.Form.Get("resource"), scopes) {
+	if s.consented(ctx, *l.User, l.ClientID, l.Form.Get("resource"), scopes) {
 		_ = s.kv.Del(ctx, kv.Join("login", l.ID))
 		s.finish(w, r, l)
 		return
@@ -82,4 +113,23 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, PathConsent+"?login="+url.QueryEscape(l.ID), http.StatusSeeOther)
+}
+
+// serveContinue is where a connection chained into a sign-in returns:
+// the sign-in goes on in the browser that started it.
+func (s *Server) serveContinue(w http.ResponseWriter, r *http.Request) {
+	l, err := s.loadLogin(r.Context(), r.URL.Query().Get("login"), false)
+	if errors.Is(err, kv.ErrNotFound) {
+		s.page(w, http.StatusBadRequest, "Sign-in expired", "This sign-in is unknown or has expired. Start again from your application.")
+		return
+	}
+	if err != nil {
+		s.storeFailed(w, r, nil, "callback", err)
+		return
+	}
+	if l.User == nil || l.Return != "" || !s.sameBrowser(r, l) {
+		s.page(w, http.StatusBadRequest, "Sign-in refused", "This sign-in was started in another browser, or not finished.")
+		return
+	}
+	s.proceed(w, r, l)
 }

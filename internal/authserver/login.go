@@ -28,6 +28,9 @@ type login struct {
 	// Return, for a browser's own sign-in (SignInBrowser), is the local
 	// path it returns to; such a sign-in has no client.
 	Return string `json:"return,omitempty"`
+	// Attempted are the accounts whose connection this sign-in chained
+	// already (Deps.NextConnection), connected or not.
+	Attempted []string `json:"attempted,omitempty"`
 }
 
 // cookieName is the browser-binding cookie: the sign-in continues only in

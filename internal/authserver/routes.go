@@ -15,6 +15,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+PathAuthorize, s.limit("authorize", s.serveAuthorize))
 	mux.HandleFunc("GET "+PathCallback, s.serveCallback)
 	mux.HandleFunc("GET "+PathConsent, s.serveConsentPage)
+	mux.HandleFunc("GET "+PathContinue, s.serveContinue)
 	mux.HandleFunc("POST "+PathConsent, s.serveConsent)
 	mux.Handle("POST "+PathToken, cors(s.limit("token", s.serveToken)))
 	mux.Handle("POST "+PathRevoke, cors(s.limit("revoke", s.serveRevoke)))

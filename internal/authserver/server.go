@@ -19,6 +19,7 @@ const (
 	PathAuthorize = "/oauth/authorize"
 	PathCallback  = "/oauth/callback"
 	PathConsent   = "/oauth/consent"
+	PathContinue  = "/oauth/continue"
 	PathToken     = "/oauth/token"
 	PathRevoke    = "/oauth/revoke"
 	PathRegister  = "/oauth/register"
@@ -68,6 +69,14 @@ type Deps struct {
 	// (upstreams[].oauth.grant token_exchange, jwt_bearer, id_jag). Off,
 	// they are dropped after sign-in.
 	KeepIdPTokens bool
+	// NextConnection chains the accounts a server needs into its
+	// sign-in, after the identity provider and before the consent page:
+	// it returns the URL of the flow that connects the first account the
+	// user subject lacks for resource, leaving out those attempted in
+	// this sign-in already, which returns to returnTo once done; and the
+	// account's name. An empty URL: nothing is missing. Nil: none is
+	// chained.
+	NextConnection func(ctx context.Context, subject, resource string, attempted []string, returnTo string) (name, url string, err error)
 }
 
 // Event is one outcome of an endpoint, for metrics: Endpoint is
@@ -104,6 +113,8 @@ type Server struct {
 	sealer        *sealer
 	// audit: see Deps.Audit.
 	audit func(context.Context, *audit.Event)
+	// nextConnection: see Deps.NextConnection.
+	nextConnection func(ctx context.Context, subject, resource string, attempted []string, returnTo string) (name, url string, err error)
 }
 
 // record sends an audit event of type typ and outcome about the user

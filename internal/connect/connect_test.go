@@ -332,3 +332,42 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+// TestNext: a sign-in that chains connections gets a link for each one
+// the user lacks and has not attempted, which returns to the sign-in.
+func TestNext(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ret := "/oauth/continue?login=L1"
+	name, link, err := e.svc.Next(ctx, owner("alice"), []string{"unknown", "saas"}, nil, ret)
+	if err != nil || name != "saas" || link == "" {
+		t.Fatalf("Next = %q %q %v", name, link, err)
+	}
+	if name, link, err := e.svc.Next(ctx, owner("alice"), []string{"saas"}, []string{"saas"}, ret); err != nil || name != "" || link != "" {
+		t.Fatalf("Next after attempting saas = %q %q %v, want nothing", name, link, err)
+	}
+	b := e.browser("alice")
+	resp, body := b.get(b.toCallback(b.get(link)))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != ret {
+		t.Fatalf("callback: %d to %q (%s), want back to the sign-in", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	if name, link, err := e.svc.Next(ctx, owner("alice"), []string{"saas"}, nil, ret); err != nil || name != "" || link != "" {
+		t.Fatalf("Next once connected = %q %q %v, want nothing", name, link, err)
+	}
+	for _, bad := range []string{"https://evil.example/", "//evil.example", "/\\evil.example", "relative", "/a\nb"} {
+		if _, _, err := e.svc.Next(ctx, owner("bob"), []string{"saas"}, nil, bad); err == nil {
+			t.Errorf("Next returning to %q succeeded", bad)
+		}
+	}
+	// A refusal at the service offers to go on with the sign-in.
+	_, link, _ = e.svc.Next(ctx, owner("bob"), []string{"saas"}, nil, ret)
+	bb := e.browser("bob")
+	cb, _ := url.Parse(bb.toCallback(bb.get(link)))
+	q := cb.Query()
+	q.Del("code")
+	q.Set("error", "access_denied")
+	cb.RawQuery = q.Encode()
+	if resp, body := bb.get(cb.String()); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `href="/oauth/continue?login=L1"`) {
+		t.Fatalf("refused: %d %s", resp.StatusCode, body)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	"golang.org/x/oauth2"
 
@@ -21,6 +23,10 @@ import (
 type pending struct {
 	Connection string      `json:"conn"`
 	Owner      vault.Owner `json:"owner"`
+	// Return is the local path the browser goes on to once the flow is
+	// over (a sign-in that chains connections); empty: a page says it is
+	// done.
+	Return string `json:"return,omitempty"`
 }
 
 // flow is an authorization request at a connection's authorization
@@ -33,6 +39,8 @@ type flow struct {
 	// Pending is the connect link's id (the elicitation's), if the flow
 	// started from one.
 	Pending string `json:"pending,omitempty"`
+	// Return: see pending.
+	Return string `json:"return,omitempty"`
 }
 
 func randomID() string {
@@ -45,6 +53,44 @@ func randomID() string {
 // for FlowTTL: its URL, and its id, which is the URL-mode elicitation's
 // id that [Options.Completed] is told of once the account is connected.
 func (s *Service) Require(ctx context.Context, name string, owner vault.Owner) (link, id string, err error) {
+	return s.link(ctx, name, owner, "")
+}
+
+// Next returns, for a sign-in that chains the connections names the user
+// owner needs, the first of them owner lacks, leaving out attempted, and
+// the link that connects it and then sends the browser to returnTo, a
+// local path; an empty link when owner lacks none.
+func (s *Service) Next(ctx context.Context, owner vault.Owner, names, attempted []string, returnTo string) (name, link string, err error) {
+	if !localPath(returnTo) {
+		return "", "", errors.New("connect: the page to return to is not on this server")
+	}
+	for _, n := range names {
+		if slices.Contains(attempted, n) || !s.Has(n) {
+			continue
+		}
+		_, _, err := s.o.Vault.Get(ctx, n, owner)
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, vault.ErrNotConnected) && !errors.Is(err, vault.ErrSealed):
+			return "", "", err
+		}
+		link, _, err := s.link(ctx, n, owner, returnTo)
+		return n, link, err
+	}
+	return "", "", nil
+}
+
+// localPath reports whether p is a path on this server: absolute, with no
+// scheme or host, no backslash and no control character.
+func localPath(p string) bool {
+	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.Contains(p, "\\") &&
+		!strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+// link makes a connect link for owner and the connection name that sends
+// the browser to returnTo once done (empty: a page says it is done).
+func (s *Service) link(ctx context.Context, name string, owner vault.Owner, returnTo string) (link, id string, err error) {
 	if !s.Has(name) {
 		return "", "", errors.New("connect: no connection " + name)
 	}
@@ -54,7 +100,7 @@ func (s *Service) Require(ctx context.Context, name string, owner vault.Owner) (
 		return "", "", fmt.Errorf("connect: accounts are connected by users signed in through %s", s.o.OwnerIssuer)
 	}
 	id = randomID()
-	b, _ := json.Marshal(pending{Connection: name, Owner: owner})
+	b, _ := json.Marshal(pending{Connection: name, Owner: owner, Return: returnTo})
 	if err := s.o.KV.Set(ctx, kv.Join("connect-link", kv.Hash(id)), b, FlowTTL); err != nil {
 		return "", "", err
 	}
@@ -91,7 +137,7 @@ func (s *Service) serveStart(w http.ResponseWriter, r *http.Request) {
 		s.message(w, http.StatusForbidden, "Not your link", "This link was made for another user. Only the user whose call asked for it can connect an account with it.")
 		return
 	}
-	s.begin(w, r, s.conns[p.Connection], owner, id)
+	s.begin(w, r, s.conns[p.Connection], owner, id, p.Return)
 }
 
 // serveConnect starts a connection from the page.
@@ -105,11 +151,11 @@ func (s *Service) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.begin(w, r, c, owner, "")
+	s.begin(w, r, c, owner, "", "")
 }
 
 // begin sends the browser to c's authorization server.
-func (s *Service) begin(w http.ResponseWriter, r *http.Request, c *conn, owner vault.Owner, pendingID string) {
+func (s *Service) begin(w http.ResponseWriter, r *http.Request, c *conn, owner vault.Owner, pendingID, returnTo string) {
 	ctx := r.Context()
 	cfg, ep, err := s.oauthConfig(ctx, c)
 	if err != nil {
@@ -118,7 +164,7 @@ func (s *Service) begin(w http.ResponseWriter, r *http.Request, c *conn, owner v
 		s.message(w, http.StatusBadGateway, "Service unavailable", "The service's sign-in cannot be reached; try again shortly.")
 		return
 	}
-	f := flow{Connection: c.Name, Owner: owner, Verifier: oauth2.GenerateVerifier(), Issuer: ep.issuer, Pending: pendingID}
+	f := flow{Connection: c.Name, Owner: owner, Verifier: oauth2.GenerateVerifier(), Issuer: ep.issuer, Pending: pendingID, Return: returnTo}
 	state := randomID()
 	b, _ := json.Marshal(f)
 	if err := s.o.KV.Set(ctx, kv.Join("connect-flow", kv.Hash(state)), b, FlowTTL); err != nil {
@@ -162,7 +208,7 @@ func (s *Service) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if e := q.Get("error"); e != "" {
 		s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "refused", Reason: "denied"})
 		s.o.Audit(ctx, "connect", "refused", f.Owner, c.Name, "reason", "denied", "error", clean(e))
-		s.message(w, http.StatusForbidden, "Not connected", c.Title+" did not connect the account ("+clean(e)+").")
+		s.messageLink(w, http.StatusForbidden, "Not connected", c.Title+" did not connect the account ("+clean(e)+").", f.Return)
 		return
 	}
 	cfg, ep, err := s.oauthConfig(ctx, c)
@@ -200,6 +246,10 @@ func (s *Service) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if f.Pending != "" {
 		_ = s.o.KV.Del(ctx, kv.Join("connect-link", kv.Hash(f.Pending)))
 		s.o.Completed(f.Pending)
+	}
+	if f.Return != "" {
+		http.Redirect(w, r, f.Return, http.StatusSeeOther)
+		return
 	}
 	s.message(w, http.StatusOK, "Connected", c.Title+" is connected. You can close this page and go back to your application.")
 }

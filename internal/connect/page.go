@@ -17,6 +17,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 li{margin:.8rem 0;list-style:none}form{display:inline}button{margin-left:1rem}.note{color:#666}</style>
 </head><body><h1>{{.Title}}</h1>
 {{with .Message}}<p>{{.}}</p>{{end}}
+{{with .Continue}}<p><a href="{{.}}">Continue without it</a></p>{{end}}
 {{if .Connections}}<ul>{{range .Connections}}<li><strong>{{.Title}}</strong>
 {{if .Connected}}<span class="note">connected {{.Since}}</span>
 <form method="post" action="{{.Disconnect}}"><button type="submit">Disconnect</button></form>
@@ -27,7 +28,10 @@ li{margin:.8rem 0;list-style:none}form{display:inline}button{margin-left:1rem}.n
 
 type pageData struct {
 	Title, Message string
-	Connections    []pageConnection
+	// Continue is a local path the user may go on to (a sign-in that
+	// chained this connection).
+	Continue    string
+	Connections []pageConnection
 }
 
 type pageConnection struct {
@@ -52,6 +56,14 @@ func (s *Service) message(w http.ResponseWriter, status int, title, message stri
 	headers(w)
 	w.WriteHeader(status)
 	_ = pageTemplate.Execute(w, pageData{Title: title, Message: message})
+}
+
+// messageLink is message with a link to go on to next, a local path
+// (none when empty).
+func (s *Service) messageLink(w http.ResponseWriter, status int, title, message, next string) {
+	headers(w)
+	w.WriteHeader(status)
+	_ = pageTemplate.Execute(w, pageData{Title: title, Message: message, Continue: next})
 }
 
 // servePage lists the signed-in user's connections.
