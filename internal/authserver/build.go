@@ -58,7 +58,7 @@ func New(o Options, deps Deps) (*Server, error) {
 		now:       now,
 
 		nextConnection: deps.NextConnection,
-		secure:    strings.HasPrefix(o.Issuer, "https://"),
+		secure:         strings.HasPrefix(o.Issuer, "https://"),
 	}
 	for _, r := range s.resources {
 		for _, sc := range r.Scopes {
