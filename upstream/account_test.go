@@ -6,9 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -205,5 +208,139 @@ func TestConnectedAccountElicitation(t *testing.T) {
 	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
 	if err != nil || text(res) != "Bearer acct-bob" {
 		t.Fatalf("the retried call: %v %v", res, err)
+	}
+}
+
+// envDial is a dialEnvFn whose every process is an in-memory server with
+// a tool "who" that answers with the token its environment gives it: the
+// variable's value, or with file, the contents of the file it names, read
+// at each call. dials counts the processes.
+func envDial(name string, file bool, dials *atomic.Int32) func(env []string) (sdk.Transport, func(), error) {
+	return func(env []string) (sdk.Transport, func(), error) {
+		dials.Add(1)
+		var val string
+		for _, kv := range env {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				val = v
+			}
+		}
+		s := sdk.NewServer(&sdk.Implementation{Name: "per-user"}, nil)
+		sdk.AddTool(s, &sdk.Tool{Name: "who"}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
+			tok := val
+			if file {
+				b, err := os.ReadFile(val)
+				if err != nil {
+					return nil, nil, err
+				}
+				tok = string(b)
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: tok}}}, nil, nil
+		})
+		return pipeConnect(s, nil)
+	}
+}
+
+// TestStdioConnectedAccount: a per_principal stdio server gets its user's
+// connected account's token in the environment variable or file the
+// configuration names; a refreshed token reaches it (a new process, or
+// the file rewritten); a user without one is asked to connect.
+func TestStdioConnectedAccount(t *testing.T) {
+	for _, file := range []bool{false, true} {
+		t.Run(map[bool]string{false: "token_env", true: "token_file_env"}[file], func(t *testing.T) {
+			accounts := &fakeAccounts{tokens: map[string]string{"alice": "alice-1", "bob": "bob-1"}}
+			o := OAuthOptions{Grant: GrantAuthorizationCode, Issuer: "https://github.example", ClientID: "portcullis", TokenEnv: "GITHUB_TOKEN"}
+			if file {
+				o.TokenEnv, o.TokenFileEnv = "", "GITHUB_TOKEN_FILE"
+			}
+			list := []Options{{Name: "p", Transport: TransportStdio, Command: "unused", MaxProcesses: 4, IdleTimeout: time.Hour, Required: true, OAuth: o}}
+			if err := Validate(list); err != nil {
+				t.Fatal(err)
+			}
+			f := newFront(t)
+			m, err := New(list, f.cat, Deps{Backoff: fastBackoff, Accounts: accounts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := m.ups[0]
+			if u.opts.Isolation != IsolationPerPrincipal {
+				t.Fatalf("isolation defaulted to %q", u.opts.Isolation)
+			}
+			var dials atomic.Int32
+			name := map[bool]string{false: "GITHUB_TOKEN", true: "GITHUB_TOKEN_FILE"}[file]
+			listing := envDial(name, file, new(atomic.Int32))
+			u.conn.dialFn = func() (sdk.Transport, func(), error) { return listing(nil) } // the listing process
+			u.conn.dialEnvFn = envDial(name, file, &dials)
+			m.Start(context.Background())
+			t.Cleanup(func() { within(t, "Manager.Close", func() { m.Close() }) })
+			waitFor(t, "the listing process", func() bool { return m.Ready(context.Background()) == nil })
+
+			for user, want := range map[string]string{"alice": "alice-1", "bob": "bob-1"} {
+				if got := text(callAs(t, u, user)); got != want {
+					t.Fatalf("%s's process has %q, want %q", user, got, want)
+				}
+			}
+			accounts.set("alice", "alice-2") // refreshed
+			if got := text(callAs(t, u, "alice")); got != "alice-2" {
+				t.Fatalf("after the refresh alice's process has %q", got)
+			}
+			wantDials := map[bool]int32{false: 3, true: 2}[file] // a new process for the new token in the environment
+			if n := dials.Load(); n != wantDials {
+				t.Fatalf("%d processes started, want %d", n, wantDials)
+			}
+			if res := callAs(t, u, "carol"); !res.IsError || !strings.Contains(text(res), "connect?user=carol") {
+				t.Fatalf("carol without an account: %q", text(res))
+			}
+			if file {
+				// The token files are the processes' own.
+				p := u.pool
+				p.mu.Lock()
+				var files []string
+				for _, c := range p.conns {
+					files = append(files, c.tokenFile)
+				}
+				p.mu.Unlock()
+				for _, f := range files {
+					st, err := os.Stat(f)
+					if err != nil || st.Mode().Perm() != 0o600 {
+						t.Fatalf("token file %s: %v %v", f, st, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStdioConnectedAccountOptions(t *testing.T) {
+	base := func(edit func(*Options)) []Options {
+		o := Options{Name: "p", Transport: TransportStdio, Command: "x",
+			OAuth: OAuthOptions{Grant: GrantAuthorizationCode, Issuer: "https://github.example", ClientID: "portcullis", TokenEnv: "GITHUB_TOKEN"}}
+		edit(&o)
+		o.Defaults()
+		return []Options{o}
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"no token variable", func(o *Options) { o.OAuth.TokenEnv = "" }, "oauth.token_env: required on a stdio upstream"},
+		{"both", func(o *Options) { o.OAuth.TokenFileEnv = "F" }, "set token_env or token_file_env, not both"},
+		{"bad name", func(o *Options) { o.OAuth.TokenEnv = "1BAD=" }, `"1BAD=" is not a valid environment variable name`},
+		{"shared", func(o *Options) { o.Isolation = IsolationShared }, "needs per_principal"},
+		{"no issuer", func(o *Options) { o.OAuth.Issuer = "" }, "oauth.issuer: required on a stdio upstream"},
+		{"another grant", func(o *Options) { o.OAuth.Grant = GrantTokenExchange; o.OAuth.TokenURL = "https://as.example/token" }, "a stdio upstream takes only authorization_code"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := Validate(base(c.edit))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate = %v, want %q", err, c.want)
+			}
+		})
+	}
+	http := []Options{{Name: "h", Transport: TransportHTTP, URL: "https://h.example/mcp",
+		OAuth: OAuthOptions{Grant: GrantAuthorizationCode, Issuer: "https://as.example", ClientID: "c", TokenEnv: "T"}}}
+	http[0].Defaults()
+	if err := Validate(http); err == nil || !strings.Contains(err.Error(), "apply only to stdio upstreams") {
+		t.Fatalf("token_env on http: %v", err)
 	}
 }

@@ -53,22 +53,23 @@ func (u *proxy) sessionFor(ctx context.Context, extra *sdk.RequestExtra) (*sdk.C
 				subject = tokenexchange.Subject{Token: tok, Type: typ}
 			}
 		}
-		var account *sdkauth.TokenInfo
+		cr := creds{subject: subject}
 		if u.opts.OAuth.account() {
 			if u.deps.Accounts == nil || extra == nil || extra.TokenInfo == nil {
 				return nil, nil, errNoAccount
 			}
 			// A caller without a connected account is asked to connect
 			// one before a session is opened for it.
-			if _, err := u.deps.Accounts.Token(ctx, extra.TokenInfo, u.opts.Name); err != nil {
-				if cr := (*ConnectRequired)(nil); errors.As(err, &cr) {
-					return nil, nil, cr
+			tok, err := u.deps.Accounts.Token(ctx, extra.TokenInfo, u.opts.Name)
+			if err != nil {
+				if need := (*ConnectRequired)(nil); errors.As(err, &need) {
+					return nil, nil, need
 				}
 				return nil, nil, &accountError{err}
 			}
-			account = extra.TokenInfo
+			cr.account, cr.token = extra.TokenInfo, tok
 		}
-		return u.pool.acquire(ctx, u.principalKey(extra), env, subject, account)
+		return u.pool.acquire(ctx, u.principalKey(extra), env, cr)
 	}
 	sess := u.sup.session()
 	if sess == nil {

@@ -91,6 +91,17 @@ type OAuthOptions struct {
 	// IdentityProvider is where grant id_jag gets each caller's ID-JAG
 	// (id_jag only, required there).
 	IdentityProvider IdentityProviderOptions `yaml:"identity_provider"`
+	// TokenEnv is the environment variable a stdio upstream's process
+	// (per_principal, authorization_code) gets its user's connected
+	// account's access token in, such as GITHUB_PERSONAL_ACCESS_TOKEN. A
+	// process whose token was refreshed is replaced by one with the new
+	// token once its calls in flight are done.
+	TokenEnv string `yaml:"token_env"`
+	// TokenFileEnv is, instead, the environment variable that names a
+	// file holding the token (mode 0600, in a directory of the process's
+	// own), which is rewritten in place when the token is refreshed: for
+	// a server that reads its token from a file.
+	TokenFileEnv string `yaml:"token_file_env"`
 }
 
 // enabled reports whether the grant is configured.
@@ -100,7 +111,7 @@ func (o OAuthOptions) enabled() bool { return o.TokenURL != "" || o.account() }
 func (o OAuthOptions) set() bool {
 	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != "" ||
 		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != "" || o.Issuer != "" || o.AuthorizationURL != "" ||
-		o.IdentityProvider.set()
+		o.IdentityProvider.set() || o.TokenEnv != "" || o.TokenFileEnv != ""
 }
 
 // account reports whether the grant is authorization_code: each caller's
@@ -160,5 +171,34 @@ func (o OAuthOptions) checkAccount(at func(key, format string, args ...any)) {
 	}
 	if o.IdentityProvider.set() {
 		at("oauth.identity_provider", "applies only to oauth.grant id_jag")
+	}
+}
+
+// checkStdioAccount checks the oauth block of a stdio upstream: only
+// authorization_code, per_principal, naming where its process gets the
+// token, with the authorization server named (a stdio server has no
+// metadata to discover it from).
+func (o OAuthOptions) checkStdioAccount(perPrincipal bool, at func(key, format string, args ...any)) {
+	if !o.account() {
+		at("oauth.grant", "a stdio upstream takes only authorization_code, each user's connected account, given to the user's own process")
+		return
+	}
+	o.checkAccount(at)
+	if !perPrincipal {
+		at("isolation", "oauth.grant authorization_code on a stdio upstream needs per_principal: each user's process gets that user's token")
+	}
+	switch {
+	case o.TokenEnv == "" && o.TokenFileEnv == "":
+		at("oauth.token_env", "required on a stdio upstream (or token_file_env): the environment variable the process gets its user's token in")
+	case o.TokenEnv != "" && o.TokenFileEnv != "":
+		at("oauth.token_env", "set token_env or token_file_env, not both")
+	}
+	for key, name := range map[string]string{"oauth.token_env": o.TokenEnv, "oauth.token_file_env": o.TokenFileEnv} {
+		if name != "" && !validEnvName.MatchString(name) {
+			at(key, "%q is not a valid environment variable name", name)
+		}
+	}
+	if o.Issuer == "" {
+		at("oauth.issuer", "required on a stdio upstream: the authorization server that issues its users' tokens")
 	}
 }

@@ -152,6 +152,9 @@ func (o *Options) Defaults() {
 	}
 	if o.Transport == TransportStdio && o.Isolation == "" {
 		o.Isolation = IsolationShared
+		if o.OAuth.account() {
+			o.Isolation = IsolationPerPrincipal
+		}
 	}
 	if o.Transport == TransportHTTP && o.OAuth.enabled() && o.OAuth.Grant == "" {
 		o.OAuth.Grant = GrantClientCredentials
@@ -265,8 +268,11 @@ func Validate(list []Options) error {
 			if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
 				at("isolation", "max_processes and idle_timeout must not be negative")
 			}
-			if o.URL != "" || len(o.Headers) > 0 || o.OAuth.set() {
-				at("transport", "stdio takes no url, headers or oauth")
+			if o.URL != "" || len(o.Headers) > 0 {
+				at("transport", "stdio takes no url or headers")
+			}
+			if o.OAuth.set() {
+				o.OAuth.checkStdioAccount(o.Isolation == IsolationPerPrincipal, at)
 			}
 			switch o.PassPrincipal {
 			case PassPrincipalNone, PassPrincipalMeta:
@@ -306,6 +312,9 @@ func Validate(list []Options) error {
 			}
 			if o.MaxProcesses < 0 || o.IdleTimeout < 0 {
 				at("isolation", "max_processes and idle_timeout must not be negative")
+			}
+			if o.OAuth.TokenEnv != "" || o.OAuth.TokenFileEnv != "" {
+				at("oauth.token_env", "token_env and token_file_env apply only to stdio upstreams: an http upstream is sent the token")
 			}
 			if o.OAuth.account() {
 				o.OAuth.checkAccount(at)

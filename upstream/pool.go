@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -43,6 +45,21 @@ type principalConn struct {
 	// account describes the principal whose connected account the
 	// session sends (authorization_code only).
 	account *sdkauth.TokenInfo
+	// token is the connected account's token a stdio process was given
+	// (authorization_code); tokenFile the file holding it (token_file_env).
+	token, tokenFile string
+	// retired: the process was given a token since refreshed, and stops
+	// once its calls in flight are done; started: its stop is set.
+	retired, started bool
+}
+
+// creds are what a caller's session is opened with: the subject token of
+// a grant that gets a token for each caller, or the caller's connected
+// account (its token, for a stdio process).
+type creds struct {
+	subject tokenexchange.Subject
+	account *sdkauth.TokenInfo
+	token   string
 }
 
 func newPool(ctx context.Context, conn *connector) *pool {
@@ -58,16 +75,25 @@ func newPool(ctx context.Context, conn *connector) *pool {
 // id_jag), subject is the caller's token: the session's token is made sure
 // of before acquire returns, so that a failed exchange sends the upstream
 // nothing.
-func (p *pool) acquire(ctx context.Context, key string, env []string, subject tokenexchange.Subject, account *sdkauth.TokenInfo) (sess *sdk.ClientSession, release func(), err error) {
+func (p *pool) acquire(ctx context.Context, key string, env []string, cr creds) (sess *sdk.ClientSession, release func(), err error) {
 	if key == "" {
 		return nil, nil, errNoPrincipal
 	}
+	subject := cr.subject
 	exchange := p.conn.opts.OAuth.exchange()
 	if exchange && subject.Token == "" {
 		return nil, nil, errNoToken
 	}
+	stdioAccount := p.conn.opts.Transport == TransportStdio && p.conn.opts.OAuth.account()
 	p.mu.Lock()
 	c, ok := p.conns[key]
+	if ok && stdioAccount && c.token != cr.token {
+		if err := p.renewToken(key, c, cr.token); err != nil {
+			p.mu.Unlock()
+			return nil, nil, err
+		}
+		c, ok = p.conns[key]
+	}
 	if !ok {
 		if len(p.conns) >= p.conn.opts.MaxProcesses && !p.evictIdleLocked() {
 			p.mu.Unlock()
@@ -84,7 +110,15 @@ func (p *pool) acquire(ctx context.Context, key string, env []string, subject to
 			c.src.SetSubject(subject)
 		}
 		if p.conn.opts.OAuth.account() {
-			c.account = account
+			c.account = cr.account
+		}
+		if stdioAccount {
+			tenv, err := c.giveToken(p.conn.opts.OAuth, cr.token)
+			if err != nil {
+				p.mu.Unlock()
+				return nil, nil, err
+			}
+			env = append(env, tenv)
 		}
 		p.conns[key] = c
 		p.wg.Add(1)
@@ -101,7 +135,11 @@ func (p *pool) acquire(ctx context.Context, key string, env []string, subject to
 		p.mu.Lock()
 		c.inflight--
 		c.lastUsed = time.Now()
+		done := c.retired && c.started && c.inflight == 0
 		p.mu.Unlock()
+		if done {
+			go c.stopOnce.Do(c.stop)
+		}
 	}
 	select {
 	case <-c.ready:
@@ -126,12 +164,15 @@ func (p *pool) acquire(ctx context.Context, key string, env []string, subject to
 // leaves the pool, and the principal's next request starts a new one.
 func (p *pool) start(key string, c *principalConn, env []string) {
 	defer p.wg.Done()
+	if c.tokenFile != "" {
+		defer os.RemoveAll(filepath.Dir(c.tokenFile))
+	}
 	dial := p.conn.dialFn
 	if len(env) > 0 {
 		dial = func() (sdk.Transport, func(), error) { return p.conn.dialEnvFn(env) }
 	}
 	var xerr error
-	if c.account != nil {
+	if c.account != nil && p.conn.opts.Transport == TransportHTTP {
 		dial = func() (sdk.Transport, func(), error) { return p.conn.dialHTTP(nil, c.account) }
 	}
 	if c.src != nil {
@@ -172,6 +213,10 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 		_ = sess.Close()
 		stop()
 	}
+	c.started = true
+	if c.retired && c.inflight == 0 {
+		go c.stopOnce.Do(c.stop)
+	}
 	p.mu.Unlock()
 	p.conn.setLogLevel(p.ctx, sess)
 	close(c.ready)
@@ -185,6 +230,48 @@ func (p *pool) start(key string, c *principalConn, env []string) {
 	p.remove(key, c)
 	c.stopOnce.Do(c.stop)
 	<-done
+}
+
+// renewToken gives the stdio process of key, which was given another
+// token, tok: rewritten in its file (token_file_env), or, for a token in
+// its environment, the process is retired (it stops once its calls in
+// flight are done) and the caller's next one starts with tok. p.mu is
+// held.
+func (p *pool) renewToken(key string, c *principalConn, tok string) error {
+	if c.tokenFile != "" {
+		if err := os.WriteFile(c.tokenFile, []byte(tok), 0o600); err != nil {
+			return fmt.Errorf("upstream: %s: writing the caller's token file: %w", p.conn.opts.Name, err)
+		}
+		c.token = tok
+		return nil
+	}
+	delete(p.conns, key)
+	c.retired = true
+	if c.started && c.inflight == 0 {
+		go c.stopOnce.Do(c.stop)
+	}
+	return nil
+}
+
+// giveToken is the environment variable that gives a stdio process tok,
+// as o says: the token itself (token_env), or the path of a file of the
+// process's own holding it (token_file_env), which is removed when the
+// process stops.
+func (c *principalConn) giveToken(o OAuthOptions, tok string) (string, error) {
+	c.token = tok
+	if o.TokenEnv != "" {
+		return o.TokenEnv + "=" + tok, nil
+	}
+	dir, err := os.MkdirTemp("", "portcullis-token-")
+	if err != nil {
+		return "", fmt.Errorf("upstream: a directory for the caller's token: %w", err)
+	}
+	c.tokenFile = filepath.Join(dir, "token")
+	if err := os.WriteFile(c.tokenFile, []byte(tok), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("upstream: the caller's token file: %w", err)
+	}
+	return o.TokenFileEnv + "=" + c.tokenFile, nil
 }
 
 func (p *pool) size() int {

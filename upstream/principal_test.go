@@ -10,8 +10,6 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
 
 // countingDial returns a dialFn whose every connection is to a new server
@@ -99,7 +97,7 @@ func TestPerPrincipalIdleAndBusy(t *testing.T) {
 	waitFor(t, "the idle process to stop", func() bool { return u.pool.size() == 0 })
 
 	// While alice's request holds the only process, bob is told to retry.
-	_, release, err := u.pool.acquire(callCtx(t), "alice", nil, tokenexchange.Subject{}, nil)
+	_, release, err := u.pool.acquire(callCtx(t), "alice", nil, creds{})
 	if err != nil {
 		t.Fatal(err)
 	}

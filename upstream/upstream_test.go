@@ -628,7 +628,7 @@ func TestValidate(t *testing.T) {
 			`[0].transport: "ftp" is not one of stdio, http`,
 			`[1].command: required for transport stdio`,
 			`[1].isolation: "per_tenant" is not one of shared, per_principal`,
-			`[1].transport: stdio takes no url, headers or oauth`,
+			`[1].transport: stdio takes no url or headers`,
 			`[2].name: "a" is also the name of upstreams[1]`,
 			`[2].prefix: "a" is also the prefix of upstreams[1]`,
 			`[2].url: must be an absolute http or https URL`,
