@@ -254,7 +254,7 @@ func (c *configFile) Validate() error {
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
 	add("audit.", c.Audit.Validate())
-	add("", c.Connections.validate(c.Upstreams, c.AuthorizationServer.Enabled))
+	add("", c.Connections.validate(c.Upstreams, c.AuthorizationServer.Enabled, c.issuerNames()))
 	add("", validateServers(c.Servers, c.Auth.Resource, c.selectionSources()))
 	for i := range c.Servers {
 		c.validateServerSections(i, add)
@@ -280,6 +280,15 @@ func (c *configFile) selectionSources() curation.Sources {
 		}
 	}
 	return s
+}
+
+// issuerNames are the issuers of auth.issuers.
+func (c *configFile) issuerNames() []string {
+	var out []string
+	for _, i := range c.Auth.Issuers {
+		out = append(out, i.Issuer)
+	}
+	return out
 }
 
 // validateServerSections reports, through add, the problems of the

@@ -2,9 +2,9 @@ package portcullis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"time"
@@ -29,9 +29,6 @@ func (a *app) setupConnections(ctx context.Context, as *authserver.Server) (*con
 	ups := accountUpstreams(a.cfg.Upstreams)
 	if len(ups) == 0 {
 		return nil, nil
-	}
-	if as == nil {
-		return nil, errors.New("connected accounts need authorization_server.enabled")
 	}
 	keys, err := keyring.Load(a.cfg.Connections.KeysFile)
 	if err != nil {
@@ -70,8 +67,12 @@ func (a *app) setupConnections(ctx context.Context, as *authserver.Server) (*con
 		conns = append(conns, c)
 	}
 	client := &http.Client{Transport: a.tracing.Transport(outbound.Transport()), Timeout: 30 * time.Second}
+	signIn, base, issuer, err := a.connectSignIn(as, keys, store, client)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := connect.New(connect.Options{
-		BaseURL: as.Issuer(), Connections: conns, Vault: v, KV: store, SignIn: as, OwnerIssuer: as.Issuer(),
+		BaseURL: base, Connections: conns, Vault: v, KV: store, SignIn: signIn, OwnerIssuer: issuer,
 		HTTPClient: client, Logger: a.logger,
 		Observe: func(e connect.Event) { a.metrics.ConnectionEvent(e.Connection, e.Action, e.Outcome) },
 		Audit: func(ctx context.Context, action, outcome string, owner vault.Owner, conn string, detail ...string) {
@@ -88,6 +89,34 @@ func (a *app) setupConnections(ctx context.Context, as *authserver.Server) (*con
 	}
 	a.connections.Store(svc)
 	return svc, nil
+}
+
+// connectSignIn is how the connect pages sign users in: through the
+// authorization server when Portcullis is one, else as an OpenID Connect
+// client of the identity provider (connections.sign_in). It returns the
+// sign-in, Portcullis's public URL and the issuer of the users it signs
+// in.
+func (a *app) connectSignIn(as *authserver.Server, keys [][]byte, store kv.KV, client *http.Client) (connect.SignIn, string, string, error) {
+	if as != nil {
+		return as, as.Issuer(), as.Issuer(), nil
+	}
+	o := a.cfg.Connections.SignIn
+	secret, err := readSecretFile(o.ClientSecretFile)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("connections.sign_in.client_secret_file: %w", err)
+	}
+	ring, err := keyring.New(keys, connect.SessionPurpose)
+	if err != nil {
+		return nil, "", "", err
+	}
+	u, err := url.Parse(a.cfg.Auth.Resource)
+	if err != nil || u.Host == "" {
+		return nil, "", "", fmt.Errorf("auth.resource %q: the connect pages' address is its origin", a.cfg.Auth.Resource)
+	}
+	base := u.Scheme + "://" + u.Host
+	si, err := connect.NewOIDCSignIn(connect.OIDCOptions{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: secret, BaseURL: base,
+		Ring: ring, KV: store, HTTPClient: client, Logger: a.logger})
+	return si, base, o.Issuer, err
 }
 
 // elicitationsCompleted returns what tells the session that got the URL

@@ -3,6 +3,8 @@ package portcullis
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/keyring"
@@ -26,6 +28,24 @@ type connectionsOptions struct {
 	// TTL is how long a connected account that is not used (and so not
 	// refreshed) is kept. Default 2160h (90 days).
 	TTL time.Duration `yaml:"ttl"`
+	// SignIn is how the connect pages sign users in when Portcullis is not
+	// the authorization server (callers' tokens come from the identity
+	// provider directly): an OpenID Connect client of that provider, whose
+	// redirect URI is <the origin of auth.resource>/connections/signed-in.
+	// Required then; with authorization_server.enabled the pages sign in
+	// through it instead.
+	SignIn connectionsSignIn `yaml:"sign_in"`
+}
+
+// connectionsSignIn is the connect pages' OpenID Connect client.
+type connectionsSignIn struct {
+	// Issuer is the identity provider: one of auth.issuers, whose users'
+	// subjects the pages compare with the callers'.
+	Issuer string `yaml:"issuer" schema:"url"`
+	// ClientID is Portcullis's client at the provider.
+	ClientID string `yaml:"client_id"`
+	// ClientSecretFile is a mounted file holding its secret.
+	ClientSecretFile string `yaml:"client_secret_file"`
 }
 
 // accountUpstreams are the upstreams with oauth.grant authorization_code.
@@ -40,8 +60,9 @@ func accountUpstreams(ups []upstream.Options) []upstream.Options {
 }
 
 // validate checks the connections section against the upstreams, ups,
-// that need it; asEnabled is authorization_server.enabled.
-func (o connectionsOptions) validate(ups []upstream.Options, asEnabled bool) error {
+// that need it; asEnabled is authorization_server.enabled, issuers the
+// issuers of auth.issuers.
+func (o connectionsOptions) validate(ups []upstream.Options, asEnabled bool, issuers []string) error {
 	var errs []error
 	if o.TTL < 0 {
 		errs = append(errs, errors.New("connections.ttl: must not be negative"))
@@ -55,8 +76,25 @@ func (o connectionsOptions) validate(ups []upstream.Options, asEnabled bool) err
 	} else if _, err := keyring.Load(o.KeysFile); err != nil {
 		errs = append(errs, fmt.Errorf("connections.keys_file: %w", err))
 	}
+	si := o.SignIn
+	switch {
+	case asEnabled && si != (connectionsSignIn{}):
+		errs = append(errs, errors.New("connections.sign_in: the connect pages sign users in through the authorization server (authorization_server.enabled): remove sign_in"))
+	case asEnabled:
+	case si.Issuer == "":
+		errs = append(errs, fmt.Errorf("connections.sign_in.issuer: required: upstream %q uses oauth.grant authorization_code, whose connect page signs users in at the identity provider (or enable authorization_server)", needed[0].Name))
+	case !slices.Contains(issuers, si.Issuer):
+		errs = append(errs, fmt.Errorf("connections.sign_in.issuer: %q is not one of auth.issuers: the pages compare its users with the callers, whose tokens those issuers issue", si.Issuer))
+	}
 	if !asEnabled {
-		errs = append(errs, fmt.Errorf("upstreams: %q uses oauth.grant authorization_code, which needs authorization_server.enabled: the connect page signs users in through it", needed[0].Name))
+		if si.ClientID == "" {
+			errs = append(errs, errors.New("connections.sign_in.client_id: required"))
+		}
+		if si.ClientSecretFile == "" {
+			errs = append(errs, errors.New("connections.sign_in.client_secret_file: required"))
+		} else if _, err := os.ReadFile(si.ClientSecretFile); err != nil {
+			errs = append(errs, fmt.Errorf("connections.sign_in.client_secret_file: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -85,6 +85,11 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET "+PathCallback, s.serveCallback)
 	mux.HandleFunc("POST "+PathPrefix+"/{name}/connect", s.serveConnect)
 	mux.HandleFunc("POST "+PathPrefix+"/{name}/disconnect", s.serveDisconnect)
+	if si, ok := s.o.SignIn.(interface {
+		ServeSignedIn(http.ResponseWriter, *http.Request)
+	}); ok {
+		mux.HandleFunc("GET "+PathSignedIn, si.ServeSignedIn)
+	}
 	// The forms post from the page itself; a cross-origin post is refused.
 	cop := http.NewCrossOriginProtection()
 	return cop.Handler(mux)

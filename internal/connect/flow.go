@@ -208,7 +208,7 @@ func (s *Service) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if e := q.Get("error"); e != "" {
 		s.o.Observe(Event{Connection: c.Name, Action: "connect", Outcome: "refused", Reason: "denied"})
 		s.o.Audit(ctx, "connect", "refused", f.Owner, c.Name, "reason", "denied", "error", clean(e))
-		s.messageLink(w, http.StatusForbidden, "Not connected", c.Title+" did not connect the account ("+clean(e)+").", f.Return)
+		message(w, http.StatusForbidden, "Not connected", c.Title+" did not connect the account ("+clean(e)+").", f.Return)
 		return
 	}
 	cfg, ep, err := s.oauthConfig(ctx, c)

@@ -51,19 +51,17 @@ func headers(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 }
 
-// message answers with a short page.
-func (s *Service) message(w http.ResponseWriter, status int, title, message string) {
+// message answers with a short page, with a link to next, a local path
+// (none when empty).
+func message(w http.ResponseWriter, status int, title, msg, next string) {
 	headers(w)
 	w.WriteHeader(status)
-	_ = pageTemplate.Execute(w, pageData{Title: title, Message: message})
+	_ = pageTemplate.Execute(w, pageData{Title: title, Message: msg, Continue: next})
 }
 
-// messageLink is message with a link to go on to next, a local path
-// (none when empty).
-func (s *Service) messageLink(w http.ResponseWriter, status int, title, message, next string) {
-	headers(w)
-	w.WriteHeader(status)
-	_ = pageTemplate.Execute(w, pageData{Title: title, Message: message, Continue: next})
+// message answers with a short page.
+func (s *Service) message(w http.ResponseWriter, status int, title, msg string) {
+	message(w, status, title, msg, "")
 }
 
 // servePage lists the signed-in user's connections.
