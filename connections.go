@@ -61,6 +61,7 @@ func (a *app) setupConnections(as *authserver.Server) (*connect.Service, error) 
 			c.ClientSecret = func() (string, error) { return readSecretFile(f) }
 		}
 		conns = append(conns, c)
+		a.metrics.DeclareConnection(u.Name)
 	}
 	client := &http.Client{Transport: a.tracing.Transport(outbound.Transport()), Timeout: 30 * time.Second}
 	svc, err := connect.New(connect.Options{
