@@ -65,6 +65,7 @@ func (a *app) setupConnections(ctx context.Context, as *authserver.Server) (*con
 			c.ClientSecret = func() (string, error) { return readSecretFile(f) }
 		}
 		conns = append(conns, c)
+		a.metrics.DeclareConnection(u.Name)
 	}
 	client := &http.Client{Transport: a.tracing.Transport(outbound.Transport()), Timeout: 30 * time.Second}
 	signIn, base, issuer, err := a.connectSignIn(as, keys, store, client)

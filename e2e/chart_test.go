@@ -272,6 +272,7 @@ func TestChartScenariosCheckConfig(t *testing.T) {
 		// docs/authorization-server.md ("Signing keys"); a test key only.
 		"portcullis-authorization-server-keys": {"keys.json": testAuthServerKeys},
 		"portcullis-entra":                     {"client-secret": "an entra client secret"},
+		"portcullis-connections":               {"keys": base64.StdEncoding.EncodeToString(mcp.NewRandomKey())},
 	}
 	for _, values := range scenarios {
 		t.Run(strings.TrimSuffix(filepath.Base(values), ".yaml"), func(t *testing.T) {

@@ -73,6 +73,8 @@ var Overrides = []Override{
 	{Key: "authorization_server.keys_file", ChartOwned: true},
 	{Key: "authorization_server.idp.client_secret_file", ChartOwned: true},
 	{Key: "authorization_server", Note: "Its signing keys and its client secret at the identity provider come from the authorizationServer values."},
+	{Key: "connections.keys_file", ChartOwned: true},
+	{Key: "connections", Note: "Its keys come from the connections values."},
 	// The redis values name the deployment (the URL, the sentinels, the
 	// cluster's nodes), the passwords (from Secrets, as
 	// PORTCULLIS_REDIS_PASSWORD and PORTCULLIS_REDIS_SENTINEL_PASSWORD)

@@ -243,7 +243,7 @@ func TestApplyUnknownKey(t *testing.T) {
 // TestOverridesMatchConfig is in the root package (TestChartSchemaHasEveryKey):
 // only there is the real Config at hand. This one checks the list itself.
 func TestOverrides(t *testing.T) {
-	want := []string{"server.listen", "server.metrics_listen", "mcp.request_state.keys_file", "auth.introspection.client_secret_file", "authorization_server.keys_file", "authorization_server.idp.client_secret_file", "redis.url", "redis.sentinel.master_name", "redis.sentinel.addresses", "redis.sentinel.password", "redis.cluster.addresses", "redis.password", "redis.tls.ca_file"}
+	want := []string{"server.listen", "server.metrics_listen", "mcp.request_state.keys_file", "auth.introspection.client_secret_file", "authorization_server.keys_file", "authorization_server.idp.client_secret_file", "connections.keys_file", "redis.url", "redis.sentinel.master_name", "redis.sentinel.addresses", "redis.sentinel.password", "redis.cluster.addresses", "redis.password", "redis.tls.ca_file"}
 	if got := ChartOwned(); !reflect.DeepEqual(got, want) {
 		t.Errorf("ChartOwned = %v, want %v", got, want)
 	}

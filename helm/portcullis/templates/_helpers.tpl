@@ -94,6 +94,7 @@ portcullis.image is repository:tag, or repository@digest when a digest is set.
 {{- define "portcullis.redisTLSDir" -}}/etc/portcullis/redis-tls{{- end }}
 {{- define "portcullis.authServerKeysDir" -}}/etc/portcullis/authorization-server-keys{{- end }}
 {{- define "portcullis.authServerIdPDir" -}}/etc/portcullis/authorization-server-idp{{- end }}
+{{- define "portcullis.connectionsDir" -}}/etc/portcullis/connections{{- end }}
 
 {{/*
 portcullis.redisCA is "true" when the chart mounts a CA for Redis's TLS
@@ -132,6 +133,17 @@ portcullis.authServerEnabled is "true" when config.authorization_server.enabled 
 {{- end }}
 
 {{/*
+portcullis.connectionsEnabled is "true" when an upstream of config.upstreams
+has oauth.grant authorization_code: users connect their own accounts there,
+whose tokens the vault seals with the keys of the connections values.
+*/}}
+{{- define "portcullis.connectionsEnabled" -}}
+{{- range (.Values.config.upstreams | default list) }}
+{{- if eq (dig "oauth" "grant" "" .) "authorization_code" }}true{{ break }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
 portcullis.introspectionEnabled is "true" when config.auth.introspection.url is set.
 */}}
 {{- define "portcullis.introspectionEnabled" -}}
@@ -150,7 +162,7 @@ introspection client secret unless it has its own existing Secret).
 portcullis.chartSecretNeeded is "true" when the chart creates its own Secret.
 */}}
 {{- define "portcullis.chartSecretNeeded" -}}
-{{- if or (not .Values.requestState.existingSecret) (and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.existingSecret)) (and (include "portcullis.authServerEnabled" .) (not .Values.authorizationServer.idp.existingSecret)) }}true{{ end }}
+{{- if or (not .Values.requestState.existingSecret) (and (include "portcullis.introspectionEnabled" .) (not .Values.introspection.existingSecret)) (and (include "portcullis.authServerEnabled" .) (not .Values.authorizationServer.idp.existingSecret)) (and (include "portcullis.connectionsEnabled" .) (not .Values.connections.existingSecret)) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -190,6 +202,11 @@ the keys the chart owns (listen addresses and the mounted secret files).
 {{- $idp := $as.idp | default dict }}
 {{- $_ := set $idp "client_secret_file" (printf "%s/client-secret" (include "portcullis.authServerIdPDir" .)) }}
 {{- $_ := set $as "idp" $idp }}
+{{- end }}
+{{- if include "portcullis.connectionsEnabled" . }}
+{{- $conns := $cfg.connections | default dict }}
+{{- $_ := set $conns "keys_file" (printf "%s/keys" (include "portcullis.connectionsDir" .)) }}
+{{- $_ := set $cfg "connections" $conns }}
 {{- end }}
 {{- if include "portcullis.redisEnabled" . }}
 {{- $redis := $cfg.redis | default dict }}
@@ -246,6 +263,9 @@ naming the values key to change.
 {{- fail "redis: the authorization server keeps sign-ins, codes and refresh tokens in Redis when there is more than one replica or autoscaling; without it each pod knows only its own: set redis.url, redis.sentinel or redis.cluster (docs/authorization-server.md, \"Replicas and Redis\")" }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- if and (include "portcullis.connectionsEnabled" .) (not (include "portcullis.authServerEnabled" .)) }}
+{{- fail "config.authorization_server.enabled: an upstream of config.upstreams uses oauth.grant authorization_code, whose connect page signs users in through Portcullis's authorization server: enable it (docs/connected-accounts.md)" }}
 {{- end }}
 {{- $redis := .Values.redis }}
 {{- $named := list }}
@@ -329,10 +349,12 @@ Ingress and HTTPRoute prefixes do, and any other only the path itself.
 portcullis.unroutedRootPaths lists, one per line as "TYPE PATH" (TYPE an
 HTTPRoute path match type, Exact or PathPrefix), the paths of the root
 server's Protected Resource Metadata (/.well-known/oauth-protected-resource,
-bare and followed by the path of config.auth.resource) and, with
-config.authorization_server.enabled, of the authorization server's metadata
-and endpoints (/oauth) that .prefix, a path prefix matched element by
-element, does not route. .root is the chart's context.
+bare and followed by the path of config.auth.resource), with
+config.authorization_server.enabled of the authorization server's metadata
+and endpoints (/oauth), and with an upstream of oauth.grant
+authorization_code of the connect pages (/connections), that .prefix, a
+path prefix matched element by element, does not route. .root is the
+chart's context.
 */}}
 {{- define "portcullis.unroutedRootPaths" -}}
 {{- $cfg := .root.Values.config }}
@@ -346,6 +368,9 @@ element, does not route. .root is the chart's context.
 {{- end }}
 {{- if include "portcullis.authServerEnabled" .root }}
 {{- $want = concat $want (list "Exact /.well-known/oauth-authorization-server" "Exact /.well-known/openid-configuration" "PathPrefix /oauth") }}
+{{- end }}
+{{- if include "portcullis.connectionsEnabled" .root }}
+{{- $want = append $want "PathPrefix /connections" }}
 {{- end }}
 {{- $base := trimSuffix "/" .prefix }}
 {{- range $want }}
