@@ -375,7 +375,7 @@ func (c *caClient) Call(t *testing.T, ctx context.Context, tool string) caAnswer
 	if err != nil {
 		return caAnswer{Err: err}
 	}
-	return caAnswer{Text: resultText(res), IsError: res.IsError}
+	return caAnswer{Text: strings.TrimSpace(resultText(res)), IsError: res.IsError}
 }
 
 // Want calls tool and wants the answer text.
@@ -642,21 +642,17 @@ func TestConnectedAccounts(t *testing.T) {
 	alice.Want(t, ctx, "octo_whoami", "octo-alice")
 
 	// At bee, alice's grant (revoking her access token, opaque, revokes
-	// it): bee's MCP server refuses the token at once, and she is asked
-	// to connect again.
+	// it): bee's MCP server refuses the token at once (401), the refresh
+	// is refused, and the very call is answered with the URL elicitation.
+	// She connects again, and the retried call answers.
 	bee.AS.Revoke(t, bee.LastToken("bee-alice"))
-	var answers []string
-	for range 2 {
-		a := alice.Call(t, ctx, "bee_whoami")
-		answers = append(answers, a.String())
-		if a.Elicitation != nil {
-			break
-		}
+	e = alice.WantElicitation(t, ctx, "bee_whoami", origin)
+	text = chromeConnect(t, aliceTab, e.URL, origin, map[string]string{bee.AS.Issuer(): "bee-alice"})
+	if !strings.Contains(text, "bee is connected") {
+		t.Errorf("the connect page after bee's sign-in: %q", text)
 	}
-	if a := answers[len(answers)-1]; !strings.HasPrefix(a, "URL elicitation "+origin+"/connections/start?id=") {
-		t.Fatalf("alice's bee calls after her bee grant was revoked: %q; want the URL elicitation", answers)
-	}
-	t.Logf("alice's bee calls after the revocation: %q", answers)
+	alice.WaitCompleted(t, e.ElicitationID)
+	alice.Want(t, ctx, "bee_whoami", "bee-alice")
 
 	// Nothing of a SaaS's leaked: no token of theirs in Portcullis's logs
 	// or in what the MCP clients received; each MCP server got only its
