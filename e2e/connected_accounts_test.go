@@ -685,5 +685,24 @@ func TestConnectedAccounts(t *testing.T) {
 			t.Errorf("%s's MCP server never got the service credential (the listing session's)", s.Name)
 		}
 	}
+
+	// The metrics count what happened: connections at octo (alice's and
+	// bob's) and bee (alice's, twice), refreshes at octo, and a refused
+	// refresh at each after its revocation.
+	const metric = "portcullis_connected_accounts_total"
+	for _, c := range []struct {
+		labels  []string
+		atLeast float64
+	}{
+		{[]string{`upstream="octo"`, `action="connect"`, `outcome="ok"`}, 2},
+		{[]string{`upstream="bee"`, `action="connect"`, `outcome="ok"`}, 2},
+		{[]string{`upstream="octo"`, `action="refresh"`, `outcome="ok"`}, 1},
+		{[]string{`upstream="octo"`, `action="refresh"`, `outcome="refused"`}, 1},
+		{[]string{`upstream="bee"`, `action="refresh"`, `outcome="refused"`}, 1},
+	} {
+		if v := scrapeSum(t, srv, metric, c.labels...); v < c.atLeast {
+			t.Errorf("%s{%s} = %v, want at least %v", metric, strings.Join(c.labels, ","), v, c.atLeast)
+		}
+	}
 	t.Logf("TestConnectedAccounts took %v", time.Since(start).Round(time.Millisecond))
 }
