@@ -23,6 +23,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/portcullis-mcp/portcullis/internal/redistest"
 )
 
 // caOctoTTL is the octo SaaS's access-token lifetime: a little more than
@@ -298,7 +301,6 @@ func (b *recordingBody) Read(p []byte) (int, error) {
 type caClient struct {
 	User string
 	cs   *sdk.ClientSession
-	h    *auth.AuthorizationCodeHandler
 	rec  *recordingTransport
 	// completed gets the ids of notifications/elicitation/complete.
 	completed chan string
@@ -317,7 +319,14 @@ func caConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &caClient{User: user, h: h, rec: &recordingTransport{base: http.DefaultTransport}, completed: make(chan string, 4)}
+	return caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: h}, http.DefaultTransport, user, urlElicitation)
+}
+
+// caConnectWith connects the SDK's client of user with tr, whose HTTP
+// client sends by base, declaring URL elicitation when urlElicitation.
+func caConnectWith(t *testing.T, ctx context.Context, tr *sdk.StreamableClientTransport, base http.RoundTripper, user string, urlElicitation bool) *caClient {
+	t.Helper()
+	c := &caClient{User: user, rec: &recordingTransport{base: base}, completed: make(chan string, 4)}
 	opts := &sdk.ClientOptions{}
 	if urlElicitation {
 		opts.Capabilities = &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{URL: &sdk.URLElicitationCapabilities{}}}
@@ -326,8 +335,9 @@ func caConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user strin
 		}
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "portcullis-e2e-" + user, Version: "0.0.1"}, opts)
-	tr := &sdk.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: h, MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: c.rec, Timeout: 60 * time.Second}}
+	tr.MaxRetries = -1
+	tr.HTTPClient = &http.Client{Transport: c.rec, Timeout: 60 * time.Second}
+	var err error
 	c.cs, err = client.Connect(ctx, tr, &sdk.ClientSessionOptions{ProtocolVersion: asProtocol})
 	if err != nil {
 		t.Fatalf("%s: connect: %v", user, err)
@@ -479,6 +489,40 @@ func chromeConnect(t *testing.T, tab context.Context, link, origin string, login
 	}
 }
 
+// caFile writes content to a new file and returns its path.
+func caFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// caVaultKeys writes connections.keys_file: one random key.
+func caVaultKeys(t *testing.T) string {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	return caFile(t, "vault-keys", base64.StdEncoding.EncodeToString(key))
+}
+
+// caUpstream is the upstreams entry of the SaaS s, whose authorization
+// server has Portcullis as clientID: its issuer and resource configured
+// when configured, else discovered from its MCP server's metadata; the
+// listing session sends the service credential.
+func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bool) map[string]any {
+	t.Helper()
+	oauth := map[string]any{"grant": "authorization_code", "client_id": clientID, "client_secret_file": caFile(t, s.Name+"-secret", secret)}
+	if configured {
+		oauth["issuer"], oauth["resource"] = s.AS.Issuer(), s.URL
+	}
+	return map[string]any{"name": s.Name, "transport": "http", "url": s.URL, "required": true, "oauth": oauth,
+		"headers": []map[string]any{{"name": "Authorization", "value_file": caFile(t, s.Name+"-service", "Bearer "+s.Service)}}}
+}
+
 // TestConnectedAccounts shows connected accounts end to end:
 //   - alice's client (URL elicitation declared) calls octo's whoami and
 //     gets the URL elicitation error (-32042) for the connect page; her
@@ -511,32 +555,14 @@ func TestConnectedAccounts(t *testing.T) {
 	bee := startSaaS(t, "bee", origin, idpOpaqueClient, true)
 	browser := startChromium(t)
 
-	dir := t.TempDir()
-	file := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	vaultKey := make([]byte, 32)
-	for i := range vaultKey {
-		vaultKey[i] = byte(i * 7)
-	}
 	cfg := asConfig(t, idp, origin, asKeysFile(t), map[string]any{
 		"upstreams": []map[string]any{
-			{"name": "octo", "transport": "http", "url": octo.URL, "required": true,
-				"headers": []map[string]any{{"name": "Authorization", "value_file": file("octo-service", "Bearer "+octo.Service)}},
-				"oauth": map[string]any{"grant": "authorization_code", "issuer": octo.AS.Issuer(), "resource": octo.URL,
-					"client_id": idpRPClient, "client_secret_file": file("octo-secret", idpRPClientSecret)}},
+			caUpstream(t, octo, idpRPClient, idpRPClientSecret, true),
 			// bee: the authorization server and resource come from its
 			// MCP server's Protected Resource Metadata.
-			{"name": "bee", "transport": "http", "url": bee.URL, "required": true,
-				"headers": []map[string]any{{"name": "Authorization", "value_file": file("bee-service", "Bearer "+bee.Service)}},
-				"oauth": map[string]any{"grant": "authorization_code",
-					"client_id": idpOpaqueClient, "client_secret_file": file("bee-secret", idpOpaqueClientSecret)}},
+			caUpstream(t, bee, idpOpaqueClient, idpOpaqueClientSecret, false),
 		},
-		"connections": map[string]any{"keys_file": file("vault-keys", base64.StdEncoding.EncodeToString(vaultKey))},
+		"connections": map[string]any{"keys_file": caVaultKeys(t)},
 	}, nil)
 	srv := startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
 	t.Logf("setup (3 IdPs, Chromium, portcullis) took %v", time.Since(start).Round(time.Millisecond))
@@ -705,4 +731,71 @@ func TestConnectedAccounts(t *testing.T) {
 		}
 	}
 	t.Logf("TestConnectedAccounts took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestConnectedAccountsReplicas: two replicas share the vault through
+// Redis. Alice's client on replica A is asked to connect octo; her
+// browser, behind the load balancer, does it on replica B; her retried
+// call on A, a client on B, and a client on a replica started after A is
+// stopped (a rolling restart) all act as octo-alice. Redis holds none of
+// octo's tokens in the clear.
+func TestConnectedAccountsReplicas(t *testing.T) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rdb := redistest.Start(t)
+	front := startLB(t)
+	idp := startASIdP(t, "", front.URL)
+	octo := startSaaS(t, "octo", front.URL, idpRPClient, false)
+	browser := startChromium(t)
+	cfg := writeConfigFile(t, asConfig(t, idp, front.URL, asKeysFile(t), map[string]any{
+		"redis":       map[string]any{"url": "redis://" + rdb.Addr + "/0"},
+		"upstreams":   []map[string]any{caUpstream(t, octo, idpRPClient, idpRPClientSecret, true)},
+		"connections": map[string]any{"keys_file": caVaultKeys(t)},
+	}, nil))
+	a := startServer(t, nil, "--config", cfg)
+	b := startServer(t, nil, "--config", cfg)
+	replicas := map[string]*server{"A": a, "B": b}
+
+	// Alice's token from the authorization server (the replicas share
+	// it), for clients that talk to one replica each.
+	app := newASApp(t, front.URL, front.URL+"/mcp", "mcp:tools")
+	code := app.Code(t, lbSignIn(t, ctx, front, replicas, newSignInBrowser(idp, "alice"), app, [4]string{"A", "A", "A", "A"}))
+	token := mustToken(t, "code exchange")(app.Exchange(t, a.BaseURL, code)).AccessToken
+	on := func(s *server) *caClient {
+		t.Helper()
+		c := caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL()}, bearerTransport{token}, "alice", true)
+		var names []string
+		if !poll(30*time.Second, 100*time.Millisecond, func() bool {
+			names = sdkToolNames(t, ctx, c.cs)
+			return slices.Contains(names, "octo_whoami")
+		}) {
+			t.Fatalf("alice is offered %v on %s, want octo_whoami", names, s.BaseURL)
+		}
+		return c
+	}
+
+	onA := on(a)
+	e := onA.WantElicitation(t, ctx, "octo_whoami", front.URL)
+	front.To(b)
+	text := chromeConnect(t, newTab(t, browser, false), e.URL, front.URL, map[string]string{idp.Issuer(): "alice", octo.AS.Issuer(): "octo-alice"})
+	if !strings.Contains(text, "octo is connected") {
+		t.Errorf("the connect page on B after octo's sign-in: %q", text)
+	}
+	onA.Want(t, ctx, "octo_whoami", "octo-alice")
+	on(b).Want(t, ctx, "octo_whoami", "octo-alice")
+
+	// A rolling restart: A stops, A2 starts; the connection is kept.
+	a.stop(t)
+	on(startServer(t, nil, "--config", cfg)).Want(t, ctx, "octo_whoami", "octo-alice")
+
+	issued := octo.AS.IssuedTokens(t)
+	for _, e := range rdb.Dump(t) {
+		for _, tok := range issued {
+			if e.Contains([]byte(tok)) {
+				t.Errorf("redis key %q holds a token octo issued, in the clear", e.Key)
+			}
+		}
+	}
+	t.Logf("TestConnectedAccountsReplicas took %v", time.Since(start).Round(time.Millisecond))
 }
