@@ -538,8 +538,10 @@ func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bo
 //     answering while Portcullis refreshes them (octo saw refresh_token
 //     grants, each rotating the refresh token);
 //   - revoked at the SaaS (octo: bob's refresh token; bee: alice's
-//     grant), the next calls ask to connect again: the page for bob, the
-//     URL elicitation for alice;
+//     grant), the next calls ask to connect again: the page for bob once
+//     his token is due, the URL elicitation for alice at once (bee's
+//     server refuses the token); she connects again and is answered;
+//   - the connections metric counts the connects and refreshes;
 //   - no token of either SaaS is in Portcullis's logs or anything an MCP
 //     client received, and each MCP server got only its own SaaS's
 //     tokens and its service credential.
