@@ -344,3 +344,38 @@ func TestStdioConnectedAccountOptions(t *testing.T) {
 		t.Fatalf("token_env on http: %v", err)
 	}
 }
+
+// TestConnectedAccountRevoked: a call the upstream refuses (HTTP 401)
+// because the account was revoked at the upstream's authorization server
+// (Accounts then has no token for the caller) answers with the connect
+// page itself, not as a broken connection.
+func TestConnectedAccountRevoked(t *testing.T) {
+	accounts := &fakeAccounts{tokens: map[string]string{"alice": "acct-alice"}}
+	up := &authUpstream{}
+	h := up.handler()
+	_, u := startAccountUpstream(t, accounts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer revoked" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	if got := text(callWithToken(t, u, "alice", "")); got != "Bearer acct-alice" {
+		t.Fatalf("first call saw %q", got)
+	}
+	accounts.set("alice", "revoked")
+	if res := callWithToken(t, u, "alice", ""); !res.IsError || !strings.Contains(text(res), "connect?user=alice") {
+		t.Fatalf("the call the upstream refused: %q, want to be asked to connect", text(res))
+	}
+	// Connected again, alice is not asked to connect: a call on the
+	// session the 401 broke (until the pool drops it) reports it as it
+	// is, and the next session answers.
+	accounts.set("alice", "acct-alice")
+	waitFor(t, "a call on a new session", func() bool {
+		res := callWithToken(t, u, "alice", "")
+		if strings.Contains(text(res), "connect?user=alice") {
+			t.Fatalf("a connected caller was asked to connect: %q", text(res))
+		}
+		return text(res) == "Bearer acct-alice"
+	})
+}

@@ -173,6 +173,10 @@ func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string,
 			return &sdk.CallToolResult{}, nil
 		}
 	}
+	if cr := u.accountGone(ctx, req.Extra, err); cr != nil {
+		done(KindConnect)
+		return u.connectRequired(req.Session, cr, true)
+	}
 	kind := u.sup.classify(ctx, sess, err)
 	if err == nil && toolError(res) {
 		kind = KindToolError

@@ -74,7 +74,9 @@
 // declared URL-mode elicitation, the URL elicitation error naming the
 // connect page, and the completion notice once connected
 // ([Manager.ElicitationComplete]); any other caller gets a tool error
-// naming the page. The shared session that lists the upstream's tools
+// naming the page. So does a caller whose call the upstream refused (HTTP
+// 401) with a token that cannot be renewed (revoked at the upstream's
+// authorization server). The shared session that lists the upstream's tools
 // sends the configured headers (a service credential, if the upstream
 // needs one to list).
 //

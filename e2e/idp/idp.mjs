@@ -41,9 +41,14 @@
 //                                upstreams" below)
 //   IDP_IDJAG_TRUSTED_ISSUER     default: the issuer (an entra-profile IdP)
 //                                whose ID-JAGs the jwt-bearer grant accepts
+//   IDP_REFRESH_TOKENS=rotate    default: every code grant of a client that
+//                                may use refresh_token gets a refresh token
+//                                (no offline_access needed, as a SaaS's own
+//                                authorization server does), and each refresh
+//                                rotates it (the one used is spent)
 //   IDP_LOG_TOKENS=1             write every token the token endpoint issues
-//                                to stderr, one line each:
-//                                idp: issued {"access_token":…,"id_token":…,"refresh_token":…}
+//                                to stderr, one line each, with the grant:
+//                                idp: issued {"grant_type":…,"access_token":…,"id_token":…,"refresh_token":…}
 //                                (for tests that look for them where they
 //                                must not be)
 //
@@ -417,6 +422,9 @@ const initialAccessToken = process.env.IDP_INITIAL_ACCESS_TOKEN || `${profile}-i
 const accessTokenTTL = Number.parseInt(process.env.IDP_ACCESS_TOKEN_TTL || '3600', 10);
 if (!(accessTokenTTL > 0)) die(`IDP_ACCESS_TOKEN_TTL=${process.env.IDP_ACCESS_TOKEN_TTL}: want a positive number of seconds`);
 
+const refreshTokens = process.env.IDP_REFRESH_TOKENS;
+if (refreshTokens !== undefined && refreshTokens !== 'rotate') die(`IDP_REFRESH_TOKENS=${refreshTokens}: want rotate`);
+
 const port = Number.parseInt(args.port ?? process.env.IDP_PORT ?? '0', 10);
 if (!(port >= 0 && port < 65536)) die(`bad port ${args.port ?? process.env.IDP_PORT}`);
 
@@ -453,6 +461,12 @@ const defaultConfig = () => ({
   async findAccount(ctx, sub) {
     return { accountId: sub, async claims() { return accountClaims(sub); } };
   },
+  ...(refreshTokens === 'rotate' ? {
+    async issueRefreshToken(ctx, client) {
+      return client.grantTypeAllowed('refresh_token');
+    },
+    rotateRefreshToken: () => true,
+  } : {}),
   async extraTokenClaims(ctx, token) {
     if (token.accountId) {
       return { groups: token.accountId.startsWith('admin') ? ['users', 'admins'] : ['users'] };
@@ -885,7 +899,8 @@ if (process.env.IDP_LOG_TOKENS === '1') {
     const body = ctx.body;
     if (ctx.method === 'POST' && ctx.path === '/token' && ctx.status === 200 && body && typeof body === 'object') {
       const { access_token, id_token, refresh_token } = body;
-      process.stderr.write(`idp: issued ${JSON.stringify({ access_token, id_token, refresh_token })}\n`);
+      const grant_type = ctx.oidc?.params?.grant_type;
+      process.stderr.write(`idp: issued ${JSON.stringify({ grant_type, access_token, id_token, refresh_token })}\n`);
     }
   });
 }
