@@ -371,3 +371,32 @@ func TestNext(t *testing.T) {
 		t.Fatalf("refused: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestDisconnectReachesOtherReplicas: a token without an expiry is read
+// from the vault again after NoExpiryCache, so a disconnect made on
+// another replica takes effect within it.
+func TestDisconnectReachesOtherReplicas(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.saas.mu.Lock()
+	e.saas.expiresIn = 0 // no expires_in: no expiry
+	e.saas.mu.Unlock()
+	e.connect("alice")
+	other, err := New(e.svc.o) // another replica, same vault
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Token(ctx, "saas", owner("alice")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Disconnect(ctx, "saas", owner("alice")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Token(ctx, "saas", owner("alice")); err != nil {
+		t.Fatalf("within NoExpiryCache the other replica still uses its copy: %v", err)
+	}
+	e.advance(NoExpiryCache)
+	if _, err := other.Token(ctx, "saas", owner("alice")); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("after NoExpiryCache: %v, want ErrNotConnected", err)
+	}
+}

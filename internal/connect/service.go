@@ -33,6 +33,11 @@ const FlowTTL = 10 * time.Minute
 // EarlyRefresh is how long before it expires a token is refreshed.
 const EarlyRefresh = 30 * time.Second
 
+// NoExpiryCache is how long a replica uses a token issued without an
+// expiry from memory before it reads the vault again: how long a
+// disconnect made on another replica takes to reach it.
+const NoExpiryCache = 5 * time.Minute
+
 // ErrNotConnected is [Service.Token]'s answer for a user with no usable
 // connection: never connected, disconnected, or dropped by the upstream
 // (invalid_grant).
@@ -145,8 +150,9 @@ type cacheKey struct {
 }
 
 type cached struct {
-	token  string
-	expiry time.Time
+	token string
+	// until is when the token is read from the vault again.
+	until time.Time
 }
 
 // entryOf is the vault entry of tok from issuer, received at now: its

@@ -48,7 +48,7 @@ func (s *Service) cachedToken(key cacheKey) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if !e.expiry.IsZero() && !s.o.Now().Add(EarlyRefresh).Before(e.expiry) {
+	if !s.o.Now().Before(e.until) {
 		delete(s.cache, key)
 		return "", false
 	}
@@ -61,7 +61,7 @@ func (s *Service) remember(key cacheKey, e *vault.Entry) {
 	if len(s.cache) >= maxCache {
 		now := s.o.Now()
 		for k, c := range s.cache {
-			if !c.expiry.IsZero() && !now.Before(c.expiry) {
+			if !now.Before(c.until) {
 				delete(s.cache, k)
 			}
 		}
@@ -69,7 +69,14 @@ func (s *Service) remember(key cacheKey, e *vault.Entry) {
 			clear(s.cache)
 		}
 	}
-	s.cache[key] = cached{token: e.AccessToken, expiry: e.Expiry}
+	// A token is used from memory until EarlyRefresh before it expires;
+	// one without an expiry for NoExpiryCache, so that a disconnect on
+	// another replica reaches this one within that.
+	until := s.o.Now().Add(NoExpiryCache)
+	if !e.Expiry.IsZero() {
+		until = e.Expiry.Add(-EarlyRefresh)
+	}
+	s.cache[key] = cached{token: e.AccessToken, until: until}
 }
 
 func (s *Service) forget(key cacheKey) {
