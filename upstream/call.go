@@ -280,3 +280,20 @@ func (u *proxy) connectRequired(ss *sdk.ServerSession, cr *ConnectRequired, tool
 	}
 	return nil, errors.New(msg)
 }
+
+// accountGone returns, for a call on the caller's connected account that
+// failed with err, the caller's ConnectRequired when the account is no
+// longer usable: the upstream refused its token (the transport told
+// Accounts.Rejected) and it could not be renewed, as when it was revoked
+// at the upstream's authorization server. The caller is then asked to
+// connect again rather than told the connection broke. Nil otherwise.
+func (u *proxy) accountGone(ctx context.Context, extra *sdk.RequestExtra, err error) *ConnectRequired {
+	if err == nil || !u.opts.OAuth.account() || u.deps.Accounts == nil || extra == nil || extra.TokenInfo == nil {
+		return nil
+	}
+	_, aerr := u.deps.Accounts.Token(ctx, extra.TokenInfo, u.opts.Name)
+	if cr := (*ConnectRequired)(nil); errors.As(aerr, &cr) {
+		return cr
+	}
+	return nil
+}

@@ -264,8 +264,8 @@ naming the values key to change.
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if and (include "portcullis.connectionsEnabled" .) (not (include "portcullis.authServerEnabled" .)) }}
-{{- fail "config.authorization_server.enabled: an upstream of config.upstreams uses oauth.grant authorization_code, whose connect page signs users in through Portcullis's authorization server: enable it (docs/connected-accounts.md)" }}
+{{- if and (include "portcullis.connectionsEnabled" .) (not (include "portcullis.authServerEnabled" .)) (not (dig "connections" "sign_in" "issuer" "" .Values.config)) }}
+{{- fail "config.authorization_server.enabled: an upstream of config.upstreams uses oauth.grant authorization_code, whose connect page signs users in through Portcullis's authorization server: enable it, or set config.connections.sign_in (docs/connected-accounts.md)" }}
 {{- end }}
 {{- $redis := .Values.redis }}
 {{- $named := list }}
