@@ -53,18 +53,42 @@ func committedConfigSchema(t *testing.T) *jsonschema.Resolved {
 	return r
 }
 
+// chartValueKeys are the chart's top-level values (the committed
+// values.schema.json's properties) that are not the config value.
+func chartValueKeys(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(valuesSchemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for k := range values.Properties {
+		if k != "config" {
+			keys[k] = true
+		}
+	}
+	return keys
+}
+
 // TestDocExamples validates every YAML config example in the README and
 // docs/ against the config part of the committed values.schema.json:
 // what the docs tell operators to write, the chart must accept.
 func TestDocExamples(t *testing.T) {
 	s := committedConfigSchema(t)
+	chart := chartValueKeys(t)
 	checked := 0
 	for _, name := range docFiles(t) {
 		md, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, errs := checkExamples(md, s)
+		n, errs := checkExamples(md, s, chart)
 		for _, err := range errs {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -90,8 +114,9 @@ func TestCheckExamples(t *testing.T) {
 		"```yaml\nconfig:\n  mcp:\n    tool_timeout: 30\n```\n" + // wrong type in values
 		"```yaml\nconfig:\n  server:\n    listen: 0.0.0.0:1\n```\n" + // chart-owned key in values
 		"```yaml\nauth:\n  resource: https://x/mcp\nrandom: 1\n```\n" + // unknown section in a file
-		"```yaml\nauth: [\n```\n" // broken YAML
-	n, errs := checkExamples([]byte(md), s)
+		"```yaml\nauth: [\n```\n" + // broken YAML
+		"```yaml\nconnections:\n  existingSecret: s\nextraVolumes: []\n```\n" // values without config, a key named as a section: skipped
+	n, errs := checkExamples([]byte(md), s, chartValueKeys(t))
 	if n != 7 {
 		t.Errorf("checked %d examples, want 7", n)
 	}
@@ -118,8 +143,10 @@ var fence = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```")
 // when it has a top-level config key (chart values: its value is checked)
 // or a top-level key that is a config section (a config file: the whole
 // block is checked, minus the keys the chart sets, which a file may hold).
-// Other blocks (Kubernetes objects, values without config) are skipped.
-func checkExamples(md []byte, s *jsonschema.Resolved) (int, []error) {
+// Other blocks (Kubernetes objects, values without config, which a
+// top-level key of the chart's values, chart, that is not a config
+// section tells apart from a file) are skipped.
+func checkExamples(md []byte, s *jsonschema.Resolved, chart map[string]bool) (int, []error) {
 	sections := s.Schema().Properties
 	owned := ChartOwned()
 	var (
@@ -137,6 +164,8 @@ func checkExamples(md []byte, s *jsonschema.Resolved) (int, []error) {
 		switch {
 		case doc["config"] != nil:
 			cfg = doc["config"]
+		case slices.ContainsFunc(keysOf(doc), func(k string) bool { return chart[k] && sections[k] == nil }):
+			continue
 		case slices.ContainsFunc(keysOf(doc), func(k string) bool { return sections[k] != nil }):
 			for _, key := range owned {
 				deleteKey(doc, strings.Split(key, "."))

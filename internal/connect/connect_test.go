@@ -400,3 +400,12 @@ func TestDisconnectReachesOtherReplicas(t *testing.T) {
 		t.Fatalf("after NoExpiryCache: %v, want ErrNotConnected", err)
 	}
 }
+
+// TestPageEscapes: what a page shows is escaped.
+func TestPageEscapes(t *testing.T) {
+	e := newEnv(t, func(c *Connection) { c.Title = `<script>alert("x")</script>` })
+	_, body := e.browser("alice").get(e.srv.URL + PathPage)
+	if strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") {
+		t.Fatalf("page: %s", body)
+	}
+}

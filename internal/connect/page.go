@@ -1,30 +1,57 @@
 package connect
 
 import (
-	"html/template"
+	"fmt"
+	"html"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/portcullis-mcp/portcullis/internal/vault"
 )
 
-// pageTemplate is every page: a message, or the list of connections with
-// a form per action. The pages load nothing and run no script.
-var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+// The pages are written with every value escaped by html.EscapeString
+// rather than with html/template, whose reflective field lookup would keep
+// every exported method of the binary alive (cmd/server's
+// TestReleaseBuildPrunesUnusedMethods); every value sits in element text
+// or a double-quoted attribute, where that escaping is complete. They load
+// nothing and run no script.
+const pageHead = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>{{.Title}}</title>
+<title>%s</title>
 <style>body{font-family:system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;color:#222}
 li{margin:.8rem 0;list-style:none}form{display:inline}button{margin-left:1rem}.note{color:#666}</style>
-</head><body><h1>{{.Title}}</h1>
-{{with .Message}}<p>{{.}}</p>{{end}}
-{{with .Continue}}<p><a href="{{.}}">Continue without it</a></p>{{end}}
-{{if .Connections}}<ul>{{range .Connections}}<li><strong>{{.Title}}</strong>
-{{if .Connected}}<span class="note">connected {{.Since}}</span>
-<form method="post" action="{{.Disconnect}}"><button type="submit">Disconnect</button></form>
-{{else}}<span class="note">not connected</span>
-<form method="post" action="{{.Connect}}"><button type="submit">Connect</button></form>{{end}}</li>{{end}}</ul>{{end}}
-</body></html>
-`))
+</head><body><h1>%s</h1>
+`
+
+// render writes d's page.
+func render(w io.Writer, d pageData) {
+	e := html.EscapeString
+	var b strings.Builder
+	fmt.Fprintf(&b, pageHead, e(d.Title), e(d.Title))
+	if d.Message != "" {
+		fmt.Fprintf(&b, "<p>%s</p>\n", e(d.Message))
+	}
+	if d.Continue != "" {
+		fmt.Fprintf(&b, "<p><a href=\"%s\">Continue without it</a></p>\n", e(d.Continue))
+	}
+	if len(d.Connections) > 0 {
+		b.WriteString("<ul>")
+		for _, c := range d.Connections {
+			fmt.Fprintf(&b, "<li><strong>%s</strong>\n", e(c.Title))
+			if c.Connected {
+				fmt.Fprintf(&b, "<span class=\"note\">connected %s</span>\n<form method=\"post\" action=\"%s\"><button type=\"submit\">Disconnect</button></form>", e(c.Since), e(c.Disconnect))
+			} else {
+				fmt.Fprintf(&b, "<span class=\"note\">not connected</span>\n<form method=\"post\" action=\"%s\"><button type=\"submit\">Connect</button></form>", e(c.Connect))
+			}
+			b.WriteString("</li>\n")
+		}
+		b.WriteString("</ul>\n")
+	}
+	b.WriteString("</body></html>\n")
+	io.WriteString(w, b.String())
+}
 
 type pageData struct {
 	Title, Message string
@@ -56,7 +83,7 @@ func headers(w http.ResponseWriter) {
 func message(w http.ResponseWriter, status int, title, msg, next string) {
 	headers(w)
 	w.WriteHeader(status)
-	_ = pageTemplate.Execute(w, pageData{Title: title, Message: msg, Continue: next})
+	render(w, pageData{Title: title, Message: msg, Continue: next})
 }
 
 // message answers with a short page.
@@ -86,7 +113,7 @@ func (s *Service) servePage(w http.ResponseWriter, r *http.Request) {
 		d.Message = "No service here needs a connected account."
 	}
 	headers(w)
-	_ = pageTemplate.Execute(w, d)
+	render(w, d)
 }
 
 // user returns the owner r's browser is signed in as; when it is not
