@@ -43,14 +43,10 @@ func (e *ConnectRequired) Error() string {
 	return fmt.Sprintf("upstream: %s acts as the caller's own account there, which is not connected: %s", e.Upstream, e.URL)
 }
 
-// acceptsURLElicitation reports whether the caller's session declared URL
-// elicitations.
-func acceptsURLElicitation(ss *sdk.ServerSession) bool {
-	if ss == nil {
-		return false
-	}
-	p := ss.InitializeParams()
-	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.Capabilities.Elicitation.URL != nil
+// acceptsURLElicitation reports whether a caller with capabilities c
+// declared URL-mode elicitation.
+func acceptsURLElicitation(c *sdk.ClientCapabilities) bool {
+	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil
 }
 
 // accountTransport sends each request with the caller's connected

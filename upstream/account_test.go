@@ -141,16 +141,11 @@ func TestConnectedAccountRejected(t *testing.T) {
 	}
 }
 
-// TestConnectedAccountElicitation: a client that declared URL elicitation
-// gets the URL elicitation error, then the completion notice when the
-// account is connected, and its retried call goes through.
-func TestConnectedAccountElicitation(t *testing.T) {
-	accounts := &fakeAccounts{tokens: map[string]string{}}
-	up := &authUpstream{}
-	m, u := startAccountUpstream(t, accounts, up.handler())
-
-	// Portcullis's side: a server whose tool calls the upstream's "who"
-	// as bob.
+// elicitingFront is a server whose tool "who" calls the upstream's as
+// bob, and a client of it that declared URL elicitation, on protocol
+// version, whose elicitation handler is elicit.
+func elicitingFront(t *testing.T, u *proxy, version string, elicit func(*sdk.ElicitRequest) string, completed chan<- string) *sdk.ClientSession {
+	t.Helper()
 	srv := sdk.NewServer(&sdk.Implementation{Name: "front"}, nil)
 	srv.AddTool(&sdk.Tool{Name: "who", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		req.Extra = &sdk.RequestExtra{TokenInfo: &sdkauth.TokenInfo{UserID: "bob"}}
@@ -161,24 +156,35 @@ func TestConnectedAccountElicitation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ss.Close()
-	completed := make(chan string, 1)
+	t.Cleanup(func() { ss.Close() })
 	client := sdk.NewClient(&sdk.Implementation{Name: "claude"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{URL: &sdk.URLElicitationCapabilities{}}},
-		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
-			return &sdk.ElicitResult{Action: "accept"}, nil
+		ElicitationHandler: func(_ context.Context, r *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			return &sdk.ElicitResult{Action: elicit(r)}, nil
 		},
 		ElicitationCompleteHandler: func(_ context.Context, r *sdk.ElicitationCompleteNotificationRequest) {
 			completed <- r.Params.ElicitationID
 		},
 	})
-	cs, err := client.Connect(callCtx(t), ct, nil)
+	cs, err := client.Connect(callCtx(t), ct, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
 
-	_, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
+// TestConnectedAccountElicitation: a 2025-11-25 client that declared URL
+// elicitation gets the URL elicitation error, then the completion notice
+// when the account is connected, and its retried call goes through.
+func TestConnectedAccountElicitation(t *testing.T) {
+	accounts := &fakeAccounts{tokens: map[string]string{}}
+	up := &authUpstream{}
+	m, u := startAccountUpstream(t, accounts, up.handler())
+	completed := make(chan string, 1)
+	cs := elicitingFront(t, u, "2025-11-25", func(*sdk.ElicitRequest) string { return "accept" }, completed)
+
+	_, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeURLElicitationRequired {
 		t.Fatalf("the call without an account: %v, want the URL elicitation error", err)
@@ -208,6 +214,39 @@ func TestConnectedAccountElicitation(t *testing.T) {
 	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
 	if err != nil || text(res) != "Bearer acct-bob" {
 		t.Fatalf("the retried call: %v %v", res, err)
+	}
+}
+
+// TestConnectedAccountInputRequired: a 2026-07-28 client gets the request
+// to connect as an input-required result (a URL elicitation), and its
+// call, retried once the user connected, goes through, the answer never
+// sent upstream; a user who declines gets the tool error naming the page.
+func TestConnectedAccountInputRequired(t *testing.T) {
+	accounts := &fakeAccounts{tokens: map[string]string{}}
+	up := &authUpstream{}
+	_, u := startAccountUpstream(t, accounts, up.handler())
+	var asked []sdk.ElicitParams
+	action := "accept"
+	cs := elicitingFront(t, u, "2026-07-28", func(r *sdk.ElicitRequest) string {
+		asked = append(asked, *r.Params)
+		if action == "accept" {
+			accounts.set("bob", "acct-bob") // the user opened the page and connected
+		}
+		return action
+	}, make(chan string, 1))
+
+	action = "decline"
+	res, err := cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "connect?user=bob") {
+		t.Fatalf("declined: %v %v", res, err)
+	}
+	action = "accept"
+	res, err = cs.CallTool(callCtx(t), &sdk.CallToolParams{Name: "who", Arguments: map[string]any{"text": ""}})
+	if err != nil || text(res) != "Bearer acct-bob" {
+		t.Fatalf("the call once connected: %v %v", res, err)
+	}
+	if len(asked) != 2 || asked[0].Mode != "url" || asked[0].URL != "https://portcullis.example/connect?user=bob" || asked[0].ElicitationID != "elicit-bob" {
+		t.Fatalf("asked %+v", asked)
 	}
 }
 

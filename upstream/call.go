@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -119,7 +120,7 @@ func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string,
 	sess, release, err := u.sessionFor(ctx, req.Extra)
 	if cr := (*ConnectRequired)(nil); errors.As(err, &cr) {
 		done(KindConnect)
-		return u.connectRequired(req.Session, cr, true)
+		return u.connectRequired(req, cr, direct)
 	}
 	if err != nil {
 		done(KindUnavailable)
@@ -164,7 +165,7 @@ func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string,
 		p.InputResponses, p.RequestState = responses, state
 		return s.callTool(ctx, target, capture, &p)
 	}
-	res, err := u.relay.rounds(target, sendRound, req.Params.InputResponses, state)
+	res, err := u.relay.rounds(target, sendRound, withoutConnect(req.Params.InputResponses), state)
 	if err == nil && capture != nil {
 		if raw := capture.result(); raw != nil && tasks.SetRemote(ctx, u.opts.Name, raw) {
 			// The caller gets the upstream's task handle instead
@@ -175,7 +176,7 @@ func (u *proxy) call(ctx context.Context, req *sdk.CallToolRequest, name string,
 	}
 	if cr := u.accountGone(ctx, req.Extra, err); cr != nil {
 		done(KindConnect)
-		return u.connectRequired(req.Session, cr, true)
+		return u.connectRequired(req, cr, direct)
 	}
 	kind := u.sup.classify(ctx, sess, err)
 	if err == nil && toolError(res) {
@@ -265,20 +266,50 @@ func (u *proxy) principalKey(extra *sdk.RequestExtra) string {
 	return ti.UserID
 }
 
-// connectRequired answers a request of a caller without a connected
-// account: the URL elicitation error (-32042) for a session that takes
-// them, a tool error naming the page for any other caller of a tool, and
-// the error itself for any other request.
-func (u *proxy) connectRequired(ss *sdk.ServerSession, cr *ConnectRequired, tool bool) (*sdk.CallToolResult, error) {
+// connectInput is the key of Portcullis's own input request for a
+// connection, in a 2026-07-28 caller's input-required result and its
+// retried call's input responses (which are not sent upstream).
+const connectInput = "io.portcullis/connect"
+
+// connectRequired answers a call of a caller without a connected account.
+// A caller that declared URL-mode elicitation is asked to open the
+// connect page as its protocol revision does it: on 2026-07-28 (a direct
+// call, or a session of that era), an input-required result with a URL
+// elicitation, the call retried once the user is done; on earlier ones,
+// the URL elicitation error (-32042), then
+// notifications/elicitation/complete (Manager.ElicitationComplete). Any
+// other caller, and one that declined, gets a tool error naming the page.
+func (u *proxy) connectRequired(req *sdk.CallToolRequest, cr *ConnectRequired, direct bool) (sdk.Result, error) {
 	msg := fmt.Sprintf("The MCP server %q acts as your own account there, and you have not connected it yet. Open %s to connect it, then try again.", u.opts.Name, cr.URL)
-	if acceptsURLElicitation(ss) {
-		u.elicits.keep(cr.ElicitationID, ss)
-		return nil, sdk.URLElicitationRequiredError([]*sdk.ElicitParams{{Mode: "url", URL: cr.URL, ElicitationID: cr.ElicitationID, Message: msg}})
+	declined := false
+	if r, ok := req.Params.InputResponses[connectInput].(*sdk.ElicitResult); ok && r.Action != "accept" {
+		declined = true
 	}
-	if tool {
-		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}, nil
+	elicit := &sdk.ElicitParams{Mode: "url", URL: cr.URL, ElicitationID: cr.ElicitationID, Message: msg}
+	switch {
+	case declined || !acceptsURLElicitation(req.ClientCapabilities()):
+	case direct || passesInput(req.Session):
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{connectInput: elicit}}, nil
+	case req.Session != nil:
+		u.elicits.keep(cr.ElicitationID, req.Session)
+		return nil, sdk.URLElicitationRequiredError([]*sdk.ElicitParams{elicit})
 	}
-	return nil, errors.New(msg)
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}, nil
+}
+
+// withoutConnect is the input responses of a retried call without
+// Portcullis's own (connectInput), which the upstream never asked for;
+// nil when none is left.
+func withoutConnect(m sdk.InputResponseMap) sdk.InputResponseMap {
+	if _, ok := m[connectInput]; !ok {
+		return m
+	}
+	out := maps.Clone(m)
+	delete(out, connectInput)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // accountGone returns, for a call on the caller's connected account that
