@@ -33,7 +33,7 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 	if a.audit != nil {
 		deps.Audit = a.audit.record
 	}
-	if len(accountUpstreams(a.cfg.Upstreams)) > 0 {
+	if len(signInUpstreams(a.cfg.Upstreams)) > 0 {
 		deps.NextConnection = a.nextConnection
 	}
 	if a.redis != nil {

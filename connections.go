@@ -178,12 +178,13 @@ func (a *app) nextConnection(ctx context.Context, subject, resource string, atte
 	return svc.Next(ctx, vault.Owner{Issuer: as.Issuer(), Subject: subject}, connectionsNeeded(a.cfg, resource), attempted, returnTo)
 }
 
-// connectionsNeeded are the upstreams acting as each user whose tools,
-// resources or prompts the server of resource serves: every one for /mcp,
-// those a virtual server selects from for it.
+// connectionsNeeded are the upstreams acting as each user, connected at
+// sign-in (oauth.connect_at_sign_in), whose tools, resources or prompts
+// the server of resource serves: every one for /mcp, those a virtual
+// server selects from for it.
 func connectionsNeeded(cfg *configFile, resource string) []string {
 	var names []string
-	accounts := accountUpstreams(cfg.Upstreams)
+	accounts := signInUpstreams(cfg.Upstreams)
 	if resource == cfg.Auth.Resource {
 		for _, u := range accounts {
 			names = append(names, u.Name)

@@ -15,12 +15,14 @@ import (
 
 func TestConnectionsNeeded(t *testing.T) {
 	acct := func(name string) upstream.Options {
-		return upstream.Options{Name: name, Transport: upstream.TransportHTTP, OAuth: upstream.OAuthOptions{Grant: upstream.GrantAuthorizationCode}}
+		return upstream.Options{Name: name, Transport: upstream.TransportHTTP, OAuth: upstream.OAuthOptions{Grant: upstream.GrantAuthorizationCode, ConnectAtSignIn: true}}
 	}
+	onDemand := acct("wiki")
+	onDemand.OAuth.ConnectAtSignIn = false
 	cfg := &configFile{
-		Upstreams: []upstream.Options{acct("github"), acct("jira"), {Name: "static", Transport: upstream.TransportHTTP}},
+		Upstreams: []upstream.Options{acct("github"), acct("jira"), onDemand, {Name: "static", Transport: upstream.TransportHTTP}},
 		Servers: []virtualServer{
-			{Name: "dev", Resource: "https://p.example/dev/mcp", Exposure: curation.Exposure{Tools: []curation.ToolSelection{{Source: "github"}, {Source: "static"}}}},
+			{Name: "dev", Resource: "https://p.example/dev/mcp", Exposure: curation.Exposure{Tools: []curation.ToolSelection{{Source: "github"}, {Source: "static"}, {Source: "wiki"}}}},
 			{Name: "pm", Resource: "https://p.example/pm/mcp", Exposure: curation.Exposure{Prompts: []curation.PromptSelection{{Source: "jira"}}}},
 			{Name: "core", Resource: "https://p.example/core/mcp", Exposure: curation.Exposure{Tools: []curation.ToolSelection{{Source: "core"}}}},
 		},
@@ -62,6 +64,9 @@ func TestConnectionsOptionsValidate(t *testing.T) {
 			`connections.keys_file: required: upstream "github"`, "connections.sign_in.issuer: required", "connections.sign_in.client_id: required", "connections.sign_in.client_secret_file: required"}},
 		{name: "bad keys, unknown issuer", o: connectionsOptions{KeysFile: secret, SignIn: connectionsSignIn{Issuer: "https://other.example", ClientID: "p", ClientSecretFile: secret}}, ups: acct, wantErrs: []string{
 			"connections.keys_file: ", `connections.sign_in.issuer: "https://other.example" is not one of auth.issuers`}},
+		{name: "connected at sign-in without the authorization server", o: connectionsOptions{KeysFile: keys, SignIn: signIn},
+			ups:      []upstream.Options{{Name: "github", Transport: upstream.TransportHTTP, OAuth: upstream.OAuthOptions{Grant: upstream.GrantAuthorizationCode, ConnectAtSignIn: true}}},
+			wantErrs: []string{`upstreams: "github": oauth.connect_at_sign_in chains the connection into the sign-in at Portcullis's authorization server, which is not enabled`}},
 		{name: "sign_in beside the authorization server", o: connectionsOptions{KeysFile: keys, SignIn: signIn}, ups: acct, as: true, wantErrs: []string{"connections.sign_in: the connect pages sign users in through the authorization server"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -59,6 +59,18 @@ func accountUpstreams(ups []upstream.Options) []upstream.Options {
 	return out
 }
 
+// signInUpstreams are the upstreams whose accounts are connected at
+// sign-in (oauth.connect_at_sign_in).
+func signInUpstreams(ups []upstream.Options) []upstream.Options {
+	var out []upstream.Options
+	for _, u := range accountUpstreams(ups) {
+		if u.OAuth.ConnectAtSignIn {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // validate checks the connections section against the upstreams, ups,
 // that need it; asEnabled is authorization_server.enabled, issuers the
 // issuers of auth.issuers.
@@ -85,6 +97,9 @@ func (o connectionsOptions) validate(ups []upstream.Options, asEnabled bool, iss
 		errs = append(errs, fmt.Errorf("connections.sign_in.issuer: required: upstream %q uses oauth.grant authorization_code, whose connect page signs users in at the identity provider (or enable authorization_server)", needed[0].Name))
 	case !slices.Contains(issuers, si.Issuer):
 		errs = append(errs, fmt.Errorf("connections.sign_in.issuer: %q is not one of auth.issuers: the pages compare its users with the callers, whose tokens those issuers issue", si.Issuer))
+	}
+	if sign := signInUpstreams(ups); len(sign) > 0 && !asEnabled {
+		errs = append(errs, fmt.Errorf("upstreams: %q: oauth.connect_at_sign_in chains the connection into the sign-in at Portcullis's authorization server, which is not enabled", sign[0].Name))
 	}
 	if !asEnabled {
 		if si.ClientID == "" {

@@ -102,6 +102,13 @@ type OAuthOptions struct {
 	// own), which is rewritten in place when the token is refreshed: for
 	// a server that reads its token from a file.
 	TokenFileEnv string `yaml:"token_file_env"`
+	// ConnectAtSignIn chains connecting this account into the sign-in at
+	// Portcullis's authorization server (authorization_code only), after
+	// the identity provider and before the consent page, for a server
+	// that serves this upstream: the client's first calls then need no
+	// connection. Off: a user connects when a call needs it, or on the
+	// connections page.
+	ConnectAtSignIn bool `yaml:"connect_at_sign_in"`
 }
 
 // enabled reports whether the grant is configured.
@@ -111,7 +118,7 @@ func (o OAuthOptions) enabled() bool { return o.TokenURL != "" || o.account() }
 func (o OAuthOptions) set() bool {
 	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || o.Resource != "" ||
 		o.Grant != "" || o.Audience != "" || o.RequestedTokenType != "" || o.Issuer != "" || o.AuthorizationURL != "" ||
-		o.IdentityProvider.set() || o.TokenEnv != "" || o.TokenFileEnv != ""
+		o.IdentityProvider.set() || o.TokenEnv != "" || o.TokenFileEnv != "" || o.ConnectAtSignIn
 }
 
 // account reports whether the grant is authorization_code: each caller's

@@ -346,8 +346,8 @@ func Validate(list []Options) error {
 				default:
 					at("oauth.grant", "%q is not one of client_credentials, token_exchange, jwt_bearer, id_jag, authorization_code", o.OAuth.Grant)
 				}
-				if o.OAuth.Issuer != "" || o.OAuth.AuthorizationURL != "" {
-					at("oauth.grant", "issuer and authorization_url apply only to authorization_code")
+				if o.OAuth.Issuer != "" || o.OAuth.AuthorizationURL != "" || o.OAuth.ConnectAtSignIn {
+					at("oauth.grant", "issuer, authorization_url and connect_at_sign_in apply only to authorization_code")
 				}
 				if o.OAuth.Grant != GrantIDJAG && o.OAuth.IdentityProvider.set() {
 					at("oauth.identity_provider", "applies only to oauth.grant id_jag")
