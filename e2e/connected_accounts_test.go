@@ -306,8 +306,10 @@ type caClient struct {
 	completed chan string
 }
 
-// caConnect signs user in through Portcullis at endpoint and connects
-// the SDK's client, declaring URL elicitation when urlElicitation.
+// caConnect signs user in through Portcullis at endpoint, declining the
+// connections chained into the sign-in (so that the calls ask for them),
+// and connects the SDK's client, declaring URL elicitation when
+// urlElicitation.
 func caConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user string, urlElicitation bool) *caClient {
 	t.Helper()
 	b := newSignInBrowser(idp, user)
@@ -319,7 +321,11 @@ func caConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: h}, http.DefaultTransport, user, urlElicitation)
+	c := caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: h}, http.DefaultTransport, user, urlElicitation)
+	if b.Declined == 0 {
+		t.Fatalf("%s's sign-in chained no connection to decline", user)
+	}
+	return c
 }
 
 // caConnectWith connects the SDK's client of user with tr, whose HTTP
@@ -523,7 +529,10 @@ func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bo
 		"headers": []map[string]any{{"name": "Authorization", "value_file": caFile(t, s.Name+"-service", "Bearer "+s.Service)}}}
 }
 
-// TestConnectedAccounts shows connected accounts end to end:
+// TestConnectedAccounts shows connected accounts end to end (each user's
+// sign-in through the authorization server goes on without the
+// connections chained into it: they decline them at the SaaS and follow
+// "Continue without it"):
 //   - alice's client (URL elicitation declared) calls octo's whoami and
 //     gets the URL elicitation error (-32042) for the connect page; her
 //     browser opens it, signs in at the company IdP, then at octo as
@@ -762,7 +771,13 @@ func TestConnectedAccountsReplicas(t *testing.T) {
 	// Alice's token from the authorization server (the replicas share
 	// it), for clients that talk to one replica each.
 	app := newASApp(t, front.URL, front.URL+"/mcp", "mcp:tools")
-	code := app.Code(t, lbSignIn(t, ctx, front, replicas, newSignInBrowser(idp, "alice"), app, [4]string{"A", "A", "A", "A"}))
+	// She declines octo, chained into the sign-in, to be asked for it at
+	// her call.
+	br := newSignInBrowser(idp, "alice")
+	code := app.Code(t, lbSignIn(t, ctx, front, replicas, br, app, [4]string{"A", "A", "A", "A"}))
+	if br.Declined != 1 {
+		t.Fatalf("alice declined %d connections chained into her sign-in, want 1 (octo)", br.Declined)
+	}
 	token := mustToken(t, "code exchange")(app.Exchange(t, a.BaseURL, code)).AccessToken
 	on := func(s *server) *caClient {
 		t.Helper()
