@@ -746,8 +746,9 @@ func TestConnectedAccounts(t *testing.T) {
 
 // TestConnectedAccountsReplicas: two replicas share the vault through
 // Redis. Alice's client on replica A is asked to connect octo; her
-// browser, behind the load balancer, does it on replica B; her retried
-// call on A, a client on B, and a client on a replica started after A is
+// browser, behind the load balancer, does it on replica B; her client on
+// A gets notifications/elicitation/complete, and her retried call on A,
+// a client on B, and a client on a replica started after A is
 // stopped (a rolling restart) all act as octo-alice. Redis holds none of
 // octo's tokens in the clear.
 func TestConnectedAccountsReplicas(t *testing.T) {
@@ -799,6 +800,8 @@ func TestConnectedAccountsReplicas(t *testing.T) {
 	if !strings.Contains(text, "octo is connected") {
 		t.Errorf("the connect page on B after octo's sign-in: %q", text)
 	}
+	// A, which holds the session, tells the client (B published it).
+	onA.WaitCompleted(t, e.ElicitationID)
 	onA.Want(t, ctx, "octo_whoami", "octo-alice")
 	on(b).Want(t, ctx, "octo_whoami", "octo-alice")
 
