@@ -225,10 +225,16 @@ func (m *saasMCP) LastToken(user string) string {
 // authorization server's tokens name as their resource.
 func startSaaS(t *testing.T, name, origin, clientID string, opaque bool, env ...string) *saasMCP {
 	t.Helper()
-	env = append(idpRP{ClientID: clientID, RedirectURIs: []string{origin + "/connections/callback"}}.Env(),
-		append([]string{"IDP_REFRESH_TOKENS=rotate", "IDP_LOG_TOKENS=1"}, env...)...)
-	as := startIdP(t, env...)
-	return startSaaSMCP(t, name, as, freeLoopbackAddr(t), opaque)
+	return startSaaSMCP(t, name, startSaaSAS(t, origin, clientID, env...), freeLoopbackAddr(t), opaque)
+}
+
+// startSaaSAS starts a SaaS's authorization server, with Portcullis (at
+// origin) registered as clientID, refresh tokens rotated, and every
+// token it issues logged; env is more of its environment.
+func startSaaSAS(t *testing.T, origin, clientID string, env ...string) *IdP {
+	t.Helper()
+	return startIdP(t, append(idpRP{ClientID: clientID, RedirectURIs: []string{origin + "/connections/callback"}}.Env(),
+		append([]string{"IDP_REFRESH_TOKENS=rotate", "IDP_LOG_TOKENS=1"}, env...)...)...)
 }
 
 // saasGrant is one token response a SaaS logged (IDP_LOG_TOKENS).
