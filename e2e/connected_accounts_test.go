@@ -41,6 +41,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
@@ -458,22 +459,32 @@ func (c *caClient) WaitCompleted(t *testing.T, id string) {
 // callback, whose text it returns.
 func chromeConnect(t *testing.T, tab context.Context, link, origin string, logins map[string]string) string {
 	t.Helper()
+	resp, _ := chromeThrough(t, tab, link, origin+"/connections/callback?", logins)
+	text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != http.StatusOK {
+		t.Fatalf("connect: the callback page answered %d: %s", resp.Status, text)
+	}
+	return text
+}
+
+// chromeThrough opens link in tab and goes through the IdPs' forms on the
+// way (at each IdP of logins, its login name, then its consent) until the
+// browser lands on a URL that starts with end. It returns that page's
+// response and every URL the browser landed on.
+func chromeThrough(t *testing.T, tab context.Context, link, end string, logins map[string]string) (*network.Response, []string) {
+	t.Helper()
 	resp, err := chromedp.Run(tab, chromedp.NavigateResponse(link))
 	var path []string
 	for step := 0; ; step++ {
 		if err != nil {
-			t.Fatalf("connect step %d (after %v): %v", step, path, err)
+			t.Fatalf("step %d from %s (after %v): %v", step, link, path, err)
 		}
 		path = append(path, resp.URL)
-		if strings.HasPrefix(resp.URL, origin+"/connections/callback?") {
-			text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("body")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.Status != http.StatusOK {
-				t.Fatalf("connect: the callback page answered %d: %s", resp.Status, text)
-			}
-			return text
+		if strings.HasPrefix(resp.URL, end) {
+			return resp, path
 		}
 		var login string
 		for issuer, l := range logins {
@@ -481,20 +492,20 @@ func chromeConnect(t *testing.T, tab context.Context, link, origin string, login
 				login = l
 			}
 		}
-		if step > 8 || login == "" {
+		if step > 12 || login == "" {
 			text, _ := chromedp.Run(tab, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("connect step %d: at %s (status %d), want an IdP's forms or Portcullis's callback; path %v; page: %s", step, resp.URL, resp.Status, path, text)
+			t.Fatalf("step %d: at %s (status %d), want an IdP's forms or %s; path %v; page: %s", step, resp.URL, resp.Status, end, path, text)
 		}
 		inputs, qerr := chromedp.Run(tab, chromedp.Nodes(chromedp.CSS(`input[name="login"]`), chromedp.AtLeast(0)))
 		if qerr != nil {
-			t.Fatalf("connect step %d at %s: %v", step, resp.URL, qerr)
+			t.Fatalf("step %d at %s: %v", step, resp.URL, qerr)
 		}
 		if len(inputs) > 0 {
 			if err := chromedp.Do(tab,
 				chromedp.SendKeys(chromedp.CSS(`input[name="login"]`), login),
 				chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "any"),
 			); err != nil {
-				t.Fatalf("connect: the login form at %s: %v", resp.URL, err)
+				t.Fatalf("the login form at %s: %v", resp.URL, err)
 			}
 		}
 		resp, err = chromedp.RunResponse(tab, chromedp.Click(chromedp.CSS(`button[type="submit"]`)))
@@ -824,4 +835,119 @@ func TestConnectedAccountsReplicas(t *testing.T) {
 		}
 	}
 	t.Logf("TestConnectedAccountsReplicas took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestConnectedAccountsChained: with Portcullis as the authorization
+// server, a sign-in goes, after the company IdP and before the consent
+// page, through the connect flow of each account the server needs that
+// the user lacks, in Chromium:
+//   - alice's sign-in for /mcp connects octo as octo-alice, then bee as
+//     bee-alice, then shows the consent page; her client's first calls
+//     of both SaaS tools answer as those accounts at once: no URL
+//     elicitation, no completion notice;
+//   - bob's sign-in for a virtual server that selects from octo alone
+//     connects octo (octo-bob) and not bee; his client there is answered
+//     as octo-bob at once;
+//   - alice signs in again, for that server: she lacks no account, so
+//     the IdP's sign-in leads straight to the consent page.
+func TestConnectedAccountsChained(t *testing.T) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	addr := freeLoopbackAddr(t)
+	origin := "http://" + addr
+	idp := startASIdP(t, "", origin)
+	octo := startSaaS(t, "octo", origin, idpRPClient, false)
+	bee := startSaaS(t, "bee", origin, idpOpaqueClient, true)
+	browser := startChromium(t)
+	cfg := asConfig(t, idp, origin, asKeysFile(t), map[string]any{
+		"upstreams": []map[string]any{
+			caUpstream(t, octo, idpRPClient, idpRPClientSecret, true),
+			caUpstream(t, bee, idpOpaqueClient, idpOpaqueClientSecret, false),
+		},
+		"connections": map[string]any{"keys_file": caVaultKeys(t)},
+		"servers": []map[string]any{{"name": "octo-only", "path": "/mcp/octo", "title": "Octo tools",
+			"tools": []map[string]any{{"source": "octo", "name": "whoami"}}}},
+	}, nil)
+	srv := startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
+	catcher := startPageServer(t, "127.0.0.1")
+	t.Logf("setup (3 IdPs, Chromium, portcullis) took %v", time.Since(start).Round(time.Millisecond))
+
+	// signIn runs user's sign-in for resource in tab through the IdPs of
+	// logins up to the consent page, which it approves, and
+	// returns the access token and the origins of the pages the browser
+	// landed on (redirects left out), in order, each once.
+	signIn := func(tab context.Context, user, resource string, logins map[string]string) (string, []string) {
+		t.Helper()
+		app := newASApp(t, origin, resource, "mcp:tools")
+		app.redirect = catcher.Set("/callback", "<!doctype html><title>app</title><p>back at the app</p>")
+		resp, path := chromeThrough(t, tab, app.AuthURL(origin), origin+"/oauth/consent?", logins)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("%s: the consent page answered %d", user, resp.Status)
+		}
+		answerConsent(t, tab, "approve")
+		tr := mustToken(t, "code exchange")(app.Exchange(t, origin, app.Code(t, redirectOf(t, catcher))))
+		var origins []string
+		for _, p := range path {
+			u, err := url.Parse(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := u.Scheme + "://" + u.Host; len(origins) == 0 || origins[len(origins)-1] != o {
+				origins = append(origins, o)
+			}
+		}
+		return tr.AccessToken, origins
+	}
+	// client connects user's client to endpoint with token, declaring URL
+	// elicitation, once it lists tools.
+	client := func(user, endpoint, token string, tools ...string) *caClient {
+		t.Helper()
+		c := caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: endpoint}, bearerTransport{token}, user, true)
+		var names []string
+		if !poll(30*time.Second, 100*time.Millisecond, func() bool {
+			names = sdkToolNames(t, ctx, c.cs)
+			return !slices.ContainsFunc(tools, func(n string) bool { return !slices.Contains(names, n) })
+		}) {
+			t.Fatalf("%s is offered %v at %s, want %v", user, names, endpoint, tools)
+		}
+		return c
+	}
+	noCompletion := func(c *caClient) {
+		t.Helper()
+		select {
+		case id := <-c.completed:
+			t.Errorf("%s: notifications/elicitation/complete for %s, want none (nothing was asked)", c.User, id)
+		default:
+		}
+	}
+
+	// The company IdP, then octo, then bee (the upstreams' order), then
+	// the consent page.
+	aliceTab := newTab(t, browser, false)
+	token, origins := signIn(aliceTab, "alice", srv.MCPURL(), map[string]string{idp.Issuer(): "alice", octo.AS.Issuer(): "octo-alice", bee.AS.Issuer(): "bee-alice"})
+	if want := []string{idp.Issuer(), octo.AS.Issuer(), bee.AS.Issuer(), origin}; !slices.Equal(origins, want) {
+		t.Errorf("alice's sign-in showed pages of %v, want %v (the IdP, octo, bee, Portcullis's consent page)", origins, want)
+	}
+	alice := client("alice", srv.MCPURL(), token, "octo_whoami", "bee_whoami")
+	alice.Want(t, ctx, "octo_whoami", "octo-alice")
+	alice.Want(t, ctx, "bee_whoami", "bee-alice")
+	noCompletion(alice)
+
+	// A virtual server that selects from octo alone chains octo alone.
+	team := origin + "/mcp/octo"
+	token, origins = signIn(newTab(t, browser, false), "bob", team, map[string]string{idp.Issuer(): "bob", octo.AS.Issuer(): "octo-bob"})
+	if want := []string{idp.Issuer(), octo.AS.Issuer(), origin}; !slices.Equal(origins, want) {
+		t.Errorf("bob's sign-in for %s showed pages of %v, want %v (the IdP, octo, Portcullis's consent page)", team, origins, want)
+	}
+	bob := client("bob", team, token, "octo_whoami")
+	bob.Want(t, ctx, "octo_whoami", "octo-bob")
+	noCompletion(bob)
+
+	// Alice has every account that server needs: no connect flow.
+	_, origins = signIn(aliceTab, "alice", team, map[string]string{idp.Issuer(): "alice"})
+	if want := []string{idp.Issuer(), origin}; !slices.Equal(origins, want) {
+		t.Errorf("alice's sign-in for %s showed pages of %v, want %v (no connection to make)", team, origins, want)
+	}
+	t.Logf("TestConnectedAccountsChained took %v", time.Since(start).Round(time.Millisecond))
 }
