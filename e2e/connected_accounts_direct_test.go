@@ -10,6 +10,7 @@ package e2e
 // portcullis with saasStdioEnv set, is that MCP server.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 )
 
 // saasStdioEnv, set in its environment, makes the e2e test binary the
@@ -154,8 +156,9 @@ func caStdioUpstream(t *testing.T, name string, as *IdP, clientID, secret, resou
 //     alice), is refused (403); his own browser connects octo-bob and
 //     desk-bob; each user sees only their own accounts, in processes of
 //     their own;
-//   - no token of a SaaS or of the company IdP is in Portcullis's logs,
-//     and no SaaS token in anything an MCP client received.
+//   - no token of a SaaS or of the company IdP is in Portcullis's logs
+//     or in any span it exported to a real OpenTelemetry Collector, and
+//     no SaaS token in anything an MCP client received.
 func TestConnectedAccountsDirect(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -170,6 +173,10 @@ func TestConnectedAccountsDirect(t *testing.T) {
 	desk := startSaaSAS(t, origin, idpOpaqueClient)
 	deskResource := "http://" + freeLoopbackAddr(t) + "/desk"
 	browser := startChromium(t)
+	// Portcullis exports every span to a real OpenTelemetry Collector,
+	// which forwards them to sink.
+	sink := &otlpSink{}
+	collector, _ := startCollector(t, sink)
 
 	cfg := map[string]any{
 		"auth": map[string]any{"resource": resource, "issuers": []map[string]any{{"issuer": company.Issuer()}}},
@@ -184,8 +191,9 @@ func TestConnectedAccountsDirect(t *testing.T) {
 			caStdioUpstream(t, "deskfile", desk, idpOpaqueClient, idpOpaqueClientSecret, deskResource, true),
 		},
 	}
-	srv := startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
-	t.Logf("setup (3 IdPs, Chromium, portcullis) took %v", time.Since(start).Round(time.Millisecond))
+	srv := startServer(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + collector, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_TRACES_SAMPLER=always_on"},
+		"--config", writeConfigFile(t, cfg), "--listen", addr)
+	t.Logf("setup (3 IdPs, Chromium, a collector, portcullis) took %v", time.Since(start).Round(time.Millisecond))
 
 	// Each user's client calls with the access token the company IdP
 	// issued them for Portcullis.
@@ -245,8 +253,37 @@ func TestConnectedAccountsDirect(t *testing.T) {
 	bob.Want(t, ctx, "desk_whoami", "desk-bob")
 	bob.WantElicitation(t, ctx, "deskfile_whoami", origin)
 
-	// Nothing leaked: no token in Portcullis's logs, no SaaS token in
-	// what the clients received.
+	// Nothing leaked: no token in Portcullis's logs or in a span it
+	// exported (stopping it flushes them), no SaaS token in what the
+	// clients received.
+	srv.stop(t)
+	var spans []exportedSpan
+	if !poll(30*time.Second, 50*time.Millisecond, func() bool {
+		var errs []string
+		spans, errs = sink.snapshot()
+		if len(errs) > 0 {
+			t.Fatalf("the test's OTLP sink could not decode what the collector sent: %v", errs)
+		}
+		return slices.ContainsFunc(spans, func(s exportedSpan) bool {
+			a := attrMap(s.Span.GetAttributes())
+			return a["mcp.session.id"] == bob.cs.ID() && a["gen_ai.tool.name"] == "deskfile_whoami"
+		})
+	}) {
+		t.Fatalf("the collector forwarded no span of bob's last call within 30s; got %d span(s):\n%s", len(spans), describeSpans(spans))
+	}
+	exported := make([][]byte, len(spans))
+	for i, s := range spans {
+		var err error
+		if exported[i], err = proto.Marshal(s.Span); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inSpans := func(v string) bool {
+		return slices.ContainsFunc(exported, func(b []byte) bool { return bytes.Contains(b, []byte(v)) })
+	}
+	if !inSpans(bob.cs.ID()) {
+		t.Fatal("bob's session id is in no exported span: the search for tokens would find none either")
+	}
 	logs := srv.Stderr() + srv.Stdout()
 	received := alice.rec.String() + bob.rec.String()
 	for name, as := range map[string]*IdP{"octo": octo.AS, "desk": desk, "the company IdP": company} {
@@ -260,6 +297,9 @@ func TestConnectedAccountsDirect(t *testing.T) {
 			}
 			if as != company && strings.Contains(received, tok) {
 				t.Errorf("an MCP client received a token %s issued", name)
+			}
+			if inSpans(tok) {
+				t.Errorf("a span Portcullis exported holds a token %s issued", name)
 			}
 		}
 	}
