@@ -560,6 +560,9 @@ func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bo
 //     page; his browser connects octo as octo-bob; each sees only their
 //     own account, and bob is asked to connect bee, which alice has;
 //   - the TypeScript SDK's client of carol gets the same tool error;
+//   - the TypeScript SDKs' clients (v1, v2) of dave and erin, declaring
+//     URL elicitation, get it, are told when their user's browser has
+//     connected octo, and the retried call answers octo-dave, octo-erin;
 //   - octo's access tokens expire within seconds: alice's calls keep
 //     answering while Portcullis refreshes them (octo saw refresh_token
 //     grants, each rotating the refresh token);
@@ -647,6 +650,28 @@ func TestConnectedAccounts(t *testing.T) {
 		[]string{"MCP_CLIENT_ID=" + asAppClient}, []map[string]any{{"name": "octo_whoami", "arguments": map[string]any{}}})
 	if r, ok := run.Results["octo_whoami"]; !ok || !r.IsError || !strings.HasPrefix(connectLink.FindString(r.Text), origin+"/connections/start?id=") {
 		t.Errorf("the TypeScript client (%s): octo_whoami answered %+v; want a tool error naming the connect page", run.SDK, r)
+	}
+
+	// 7. The TypeScript SDKs' clients declaring URL elicitation (v1, v2)
+	// get it; their user's browser connects octo; they are told, and the
+	// retried call answers.
+	for _, c := range []struct{ sdk, user string }{{"v1", "dave"}, {"v2", "erin"}} {
+		tab := newTab(t, browser, false)
+		run := runTSClientsElicit(t, ctx, newSignInBrowser(idp, c.user).Run, func(ev tsClientsEvent) {
+			if ev.Name != "octo_whoami" || ev.ElicitationID == "" || !strings.HasPrefix(ev.URL, origin+"/connections/start?id=") {
+				t.Errorf("the TypeScript client (%s): URL elicitation %+v; want one for octo_whoami's connect page", c.sdk, ev)
+				return
+			}
+			chromeConnect(t, tab, ev.URL, origin, map[string]string{company: c.user, octo.AS.Issuer(): "octo-" + c.user})
+		}, c.sdk, srv.MCPURL(), "http://"+freeLoopbackAddr(t)+"/callback",
+			[]string{"MCP_CLIENT_ID=" + asAppClient, "MCP_URL_ELICITATION=1"}, []map[string]any{{"name": "octo_whoami", "arguments": map[string]any{}}})
+		if len(run.Elicitations) != 1 || !slices.Equal(run.Completed, []string{run.Elicitations[0].ElicitationID}) {
+			t.Errorf("the TypeScript client (%s): elicitations %+v, completed %v; want one, then its completion notice", run.SDK, run.Elicitations, run.Completed)
+		}
+		if r := run.Results["octo_whoami"]; r.Event != "result" || r.IsError || r.Text != "octo-"+c.user {
+			t.Errorf("the TypeScript client (%s): the retried octo_whoami answered %+v, want octo-%s", run.SDK, r, c.user)
+		}
+		t.Logf("%s: URL elicitation, completion notice, then %q", run.SDK, run.Results["octo_whoami"].Text)
 	}
 
 	// 3. Expiry and refresh: octo's tokens are due for refresh caOctoTTL-30
