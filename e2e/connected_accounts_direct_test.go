@@ -12,6 +12,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,10 +47,21 @@ const (
 // serveSaaSStdio is a SaaS's MCP server over stdio, as a GitHub MCP
 // server run per user is: its whoami introspects the token its process
 // was given (in its environment, or in a file that only its owner may
-// read) at the SaaS, and answers with the SaaS user it belongs to. It
-// serves until stdin closes.
+// read) at the SaaS, and answers with the SaaS user it belongs to; its
+// token answers with the process's id and a fingerprint of that token
+// (caStdioProcess). It serves until stdin closes.
 func serveSaaSStdio() int {
 	server := sdk.NewServer(&sdk.Implementation{Name: "saas-stdio", Version: "1.0.0"}, nil)
+	sdk.AddTool(server, &sdk.Tool{Name: "token", Description: "This process and the token it has now."},
+		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			token, err := saasStdioToken()
+			if err != nil {
+				return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}, nil, nil
+			}
+			sum := sha256.Sum256([]byte(token))
+			text := fmt.Sprintf("pid=%d token=%x", os.Getpid(), sum[:8])
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil, nil
+		})
 	sdk.AddTool(server, &sdk.Tool{Name: "whoami", Description: "The SaaS user this process acts as."},
 		func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 			user, err := saasStdioUser(ctx)
@@ -65,8 +77,9 @@ func serveSaaSStdio() int {
 	return 0
 }
 
-// saasStdioUser returns the SaaS user of the process's token.
-func saasStdioUser(ctx context.Context) (string, error) {
+// saasStdioToken returns the token the process has now: in its
+// environment, or in its token file, read at each call.
+func saasStdioToken() (string, error) {
 	token := os.Getenv(caStdioTokenEnv)
 	if name := os.Getenv(caStdioTokenFileEnv); name != "" {
 		fi, err := os.Stat(name)
@@ -83,7 +96,16 @@ func saasStdioUser(ctx context.Context) (string, error) {
 		token = string(b)
 	}
 	if token == "" {
-		return "", errors.New("whoami needs a user's token")
+		return "", errors.New("this tool needs a user's token")
+	}
+	return token, nil
+}
+
+// saasStdioUser returns the SaaS user of the process's token.
+func saasStdioUser(ctx context.Context) (string, error) {
+	token, err := saasStdioToken()
+	if err != nil {
+		return "", err
 	}
 	form := url.Values{"token": {token}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, os.Getenv(caStdioIntrospectionEnv), strings.NewReader(form))
@@ -151,7 +173,10 @@ func caStdioUpstream(t *testing.T, name string, as *IdP, clientID, secret, resou
 //     user, given the user's token in an environment variable (desk) or
 //     a file (deskfile); each introspects its token at the SaaS; alice
 //     connects desk the same way, and deskfile, whose sign-in at the
-//     SaaS her browser has already, and each answers desk-alice;
+//     SaaS her browser has already, and each answers desk-alice; desk's
+//     tokens expire within seconds, and once refreshed, the new token
+//     reaches her desk process as a new process, her deskfile process
+//     in its file;
 //   - bob's link, opened in alice's browser (signed in at the IdP as
 //     alice), is refused (403); his own browser connects octo-bob and
 //     desk-bob; each user sees only their own accounts, in processes of
@@ -170,7 +195,9 @@ func TestConnectedAccountsDirect(t *testing.T) {
 	octo := startSaaS(t, "octo", origin, idpRPClient, false)
 	// desk's client is the one idp.mjs gives opaque tokens, which its
 	// stdio server introspects.
-	desk := startSaaSAS(t, origin, idpOpaqueClient)
+	// Its access tokens live caOctoTTL seconds: Portcullis refreshes them
+	// within seconds.
+	desk := startSaaSAS(t, origin, idpOpaqueClient, fmt.Sprintf("IDP_ACCESS_TOKEN_TTL=%d", caOctoTTL))
 	deskResource := "http://" + freeLoopbackAddr(t) + "/desk"
 	browser := startChromium(t)
 	// Portcullis exports every span to a real OpenTelemetry Collector,
@@ -230,6 +257,17 @@ func TestConnectedAccountsDirect(t *testing.T) {
 	connectTool(alice, aliceTab, "desk_whoami", map[string]string{desk.Issuer(): "desk-alice"}, "desk-alice")
 	// Signed in at desk already, the browser goes through without a form.
 	connectTool(alice, aliceTab, "deskfile_whoami", map[string]string{desk.Issuer(): "desk-alice"}, "desk-alice")
+	// Her processes, and the tokens they have now.
+	process := func(c *caClient, tool string) (pid, token string) {
+		t.Helper()
+		a := c.Call(t, ctx, tool)
+		if _, err := fmt.Sscanf(a.Text, "pid=%s token=%s", &pid, &token); err != nil || a.IsError || a.Err != nil || a.Elicitation != nil {
+			t.Fatalf("%s: %s answered %s (%v), want pid=… token=…", c.User, tool, a, err)
+		}
+		return pid, token
+	}
+	envPID, envToken := process(alice, "desk_token")
+	filePID, fileToken := process(alice, "deskfile_token")
 
 	// Bob's link is his alone: alice's browser, signed in at the IdP as
 	// alice, is refused it.
@@ -252,6 +290,27 @@ func TestConnectedAccountsDirect(t *testing.T) {
 	alice.Want(t, ctx, "deskfile_whoami", "desk-alice")
 	bob.Want(t, ctx, "desk_whoami", "desk-bob")
 	bob.WantElicitation(t, ctx, "deskfile_whoami", origin)
+
+	// desk's tokens are due for refresh a few seconds after they are
+	// issued. A refreshed token reaches alice's processes: the one given
+	// it in its environment is replaced by a new one, the one given a
+	// file keeps running and reads the new token there.
+	var pid, token, fpid, ftoken string
+	if !poll(time.Duration(caOctoTTL)*time.Second, 500*time.Millisecond, func() bool {
+		pid, token = process(alice, "desk_token")
+		fpid, ftoken = process(alice, "deskfile_token")
+		return token != envToken && ftoken != fileToken
+	}) {
+		t.Fatalf("alice's desk processes still have their first tokens (%s, %s): no refresh reached them", token, ftoken)
+	}
+	if pid == envPID {
+		t.Errorf("desk: the process given the token in its environment (pid %s) kept running with the refreshed token, want a new process", pid)
+	}
+	if fpid != filePID {
+		t.Errorf("deskfile: the process given the token in a file was replaced (pid %s, then %s), want the same, the file rewritten", filePID, fpid)
+	}
+	alice.Want(t, ctx, "desk_whoami", "desk-alice")
+	alice.Want(t, ctx, "deskfile_whoami", "desk-alice")
 
 	// Nothing leaked: no token in Portcullis's logs or in a span it
 	// exported (stopping it flushes them), no SaaS token in what the
