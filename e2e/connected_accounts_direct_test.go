@@ -168,7 +168,7 @@ func caStdioUpstream(t *testing.T, name string, as *IdP, clientID, secret, resou
 //     (the connect pages' own sign-in, /connections/signed-in), then at
 //     octo as octo-alice; the client gets
 //     notifications/elicitation/complete and the retried call answers
-//     octo-alice;
+//     octo-alice; octo's answer at the callback, replayed, is refused;
 //   - desk and deskfile are stdio servers of a third SaaS run for each
 //     user, given the user's token in an environment variable (desk) or
 //     a file (deskfile); each introspects its token at the SaaS; alice
@@ -254,6 +254,16 @@ func TestConnectedAccountsDirect(t *testing.T) {
 	alice, aliceToken := connect("alice")
 	aliceTab := newTab(t, browser, false)
 	connectTool(alice, aliceTab, "octo_whoami", map[string]string{company.Issuer(): "alice", octo.AS.Issuer(): "octo-alice"}, "octo-alice")
+	// The SaaS's answer is good once: replayed, its state is unknown, and
+	// the account stays connected.
+	callback, err := chromedp.Run(aliceTab, chromedp.Location())
+	if err != nil || !strings.HasPrefix(callback, origin+"/connections/callback?") {
+		t.Fatalf("alice's browser is at %q (%v), want octo's answer at the callback", callback, err)
+	}
+	if resp, err := chromedp.Run(aliceTab, chromedp.NavigateResponse(callback)); err != nil || resp.Status != http.StatusBadRequest {
+		t.Errorf("octo's answer replayed: %v, %v; want 400", resp, err)
+	}
+	alice.Want(t, ctx, "octo_whoami", "octo-alice")
 	connectTool(alice, aliceTab, "desk_whoami", map[string]string{desk.Issuer(): "desk-alice"}, "desk-alice")
 	// Signed in at desk already, the browser goes through without a form.
 	connectTool(alice, aliceTab, "deskfile_whoami", map[string]string{desk.Issuer(): "desk-alice"}, "desk-alice")
