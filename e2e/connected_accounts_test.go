@@ -563,6 +563,8 @@ func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bo
 //   - the TypeScript SDKs' clients (v1, v2) of dave and erin, declaring
 //     URL elicitation, get it, are told when their user's browser has
 //     connected octo, and the retried call answers octo-dave, octo-erin;
+//     fay's (v2 on 2026-07-28) gets it in an input-required result, and
+//     the call the SDK makes again once she connected answers octo-fay;
 //   - octo's access tokens expire within seconds: alice's calls keep
 //     answering while Portcullis refreshes them (octo saw refresh_token
 //     grants, each rotating the refresh token);
@@ -654,24 +656,36 @@ func TestConnectedAccounts(t *testing.T) {
 
 	// 7. The TypeScript SDKs' clients declaring URL elicitation (v1, v2)
 	// get it; their user's browser connects octo; they are told, and the
-	// retried call answers.
-	for _, c := range []struct{ sdk, user string }{{"v1", "dave"}, {"v2", "erin"}} {
+	// retried call answers. On 2026-07-28 the request comes in an
+	// input-required result, and there is no completion notice: the SDK
+	// calls again once the user is done.
+	for _, c := range []struct{ sdk, user, protocol string }{{"v1", "dave", ""}, {"v2", "erin", ""}, {"v2", "fay", "2026-07-28"}} {
 		tab := newTab(t, browser, false)
+		env := []string{"MCP_CLIENT_ID=" + asAppClient, "MCP_URL_ELICITATION=1"}
+		if c.protocol != "" {
+			env = append(env, "MCP_PROTOCOL="+c.protocol)
+		}
 		run := runTSClientsElicit(t, ctx, newSignInBrowser(idp, c.user).Run, func(ev tsClientsEvent) {
-			if ev.Name != "octo_whoami" || ev.ElicitationID == "" || !strings.HasPrefix(ev.URL, origin+"/connections/start?id=") {
-				t.Errorf("the TypeScript client (%s): URL elicitation %+v; want one for octo_whoami's connect page", c.sdk, ev)
+			// 2026-07-28's URL elicitation has no id: no completion
+			// notice refers to it.
+			if ev.Name != "octo_whoami" || (ev.ElicitationID == "") != (c.protocol != "") || !strings.HasPrefix(ev.URL, origin+"/connections/start?id=") {
+				t.Errorf("the TypeScript client (%s %s): URL elicitation %+v; want one for octo_whoami's connect page", c.sdk, c.protocol, ev)
 				return
 			}
 			chromeConnect(t, tab, ev.URL, origin, map[string]string{company: c.user, octo.AS.Issuer(): "octo-" + c.user})
-		}, c.sdk, srv.MCPURL(), "http://"+freeLoopbackAddr(t)+"/callback",
-			[]string{"MCP_CLIENT_ID=" + asAppClient, "MCP_URL_ELICITATION=1"}, []map[string]any{{"name": "octo_whoami", "arguments": map[string]any{}}})
-		if len(run.Elicitations) != 1 || !slices.Equal(run.Completed, []string{run.Elicitations[0].ElicitationID}) {
-			t.Errorf("the TypeScript client (%s): elicitations %+v, completed %v; want one, then its completion notice", run.SDK, run.Elicitations, run.Completed)
+		}, c.sdk, srv.MCPURL(), "http://"+freeLoopbackAddr(t)+"/callback", env, []map[string]any{{"name": "octo_whoami", "arguments": map[string]any{}}})
+		switch {
+		case len(run.Elicitations) != 1:
+			t.Errorf("the TypeScript client (%s, %s): elicitations %+v; want one", run.SDK, run.Protocol, run.Elicitations)
+		case c.protocol == "" && !slices.Equal(run.Completed, []string{run.Elicitations[0].ElicitationID}):
+			t.Errorf("the TypeScript client (%s, %s): completed %v; want the elicitation's completion notice", run.SDK, run.Protocol, run.Completed)
+		case c.protocol != "" && (run.Protocol != c.protocol || len(run.Completed) != 0):
+			t.Errorf("the TypeScript client (%s, %s): completed %v; want %s and no completion notice", run.SDK, run.Protocol, run.Completed, c.protocol)
 		}
 		if r := run.Results["octo_whoami"]; r.Event != "result" || r.IsError || r.Text != "octo-"+c.user {
 			t.Errorf("the TypeScript client (%s): the retried octo_whoami answered %+v, want octo-%s", run.SDK, r, c.user)
 		}
-		t.Logf("%s: URL elicitation, completion notice, then %q", run.SDK, run.Results["octo_whoami"].Text)
+		t.Logf("%s (%s): URL elicitation, completions %v, then %q", run.SDK, run.Protocol, run.Completed, run.Results["octo_whoami"].Text)
 	}
 
 	// 3. Expiry and refresh: octo's tokens are due for refresh caOctoTTL-30

@@ -26,7 +26,9 @@
 // (-32042) hands its one elicitation to the test, which opens the URL as
 // the user does and answers one line on stdin when done; the client then
 // waits for notifications/elicitation/complete of its id and calls again,
-// once.
+// once. On 2026-07-28 the request comes in an input-required result,
+// which the SDK hands to the client's elicitation handler: the same
+// event and answer, then the handler accepts and the SDK calls again.
 //
 // MCP_PROTOCOL=2026-07-28 (v2 only) pins the client to that revision
 // (versionNegotiation: { mode: { pin } }); without it each SDK speaks its
@@ -53,7 +55,7 @@ import * as readline from 'node:readline';
 import { helpers, loadSDK } from './sdk.mjs';
 
 const { env } = helpers('oauth-clients');
-const { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport, UnauthorizedError, onNotification } = loadSDK('oauth-clients');
+const { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport, UnauthorizedError, onRequest, onNotification } = loadSDK('oauth-clients');
 
 const mcpURL = new URL(env('MCP_URL'));
 const clientID = process.env.MCP_CLIENT_ID;
@@ -165,21 +167,31 @@ function completion(id) {
   });
 }
 
+// elicit hands a URL elicitation of the call of name to the test and
+// returns once the test says the user is done.
+async function elicit(name, { url, elicitationId, message }) {
+  emit({ event: 'elicitation', name, url, elicitationId, message });
+  const { done } = await lines.next();
+  if (done) throw new Error('stdin closed before the elicitation was done');
+}
+
+// calling is the name of the tool being called.
+let calling;
+
 // call calls the tool; with URL elicitation, a -32042 answer is handed to
 // the test, and once the elicitation is complete the tool is called again.
 async function call(name, args) {
+  calling = name;
   try {
     return await authorized(() => transport, () => client.callTool({ name, arguments: args }));
   } catch (err) {
     const elicitations = err?.data?.elicitations;
     if (!urlElicitation || err?.code !== -32042 || !Array.isArray(elicitations) || elicitations.length !== 1) throw err;
-    const [{ url, elicitationId, message }] = elicitations;
-    const done = completion(elicitationId);
-    emit({ event: 'elicitation', name, url, elicitationId, message });
-    const { done: closed } = await lines.next();
-    if (closed) throw new Error('stdin closed before the elicitation was done');
+    const [e] = elicitations;
+    const done = completion(e.elicitationId);
+    await elicit(name, e);
     await done;
-    emit({ event: 'elicitationComplete', elicitationId });
+    emit({ event: 'elicitationComplete', elicitationId: e.elicitationId });
     return await authorized(() => transport, () => client.callTool({ name, arguments: args }));
   }
 }
@@ -196,7 +208,15 @@ await authorized(
       ...(urlElicitation ? { capabilities: { elicitation: { url: {} } } } : {}),
     };
     client = new Client({ name: `portcullis-e2e-ts-${which}`, version: '0.0.1' }, options);
-    if (urlElicitation) onNotification(client, 'notifications/elicitation/complete', (n) => completed(n.params.elicitationId));
+    if (urlElicitation) {
+      onNotification(client, 'notifications/elicitation/complete', (n) => completed(n.params.elicitationId));
+      // 2026-07-28: the request for input of an input-required result.
+      onRequest(client, 'elicitation/create', async ({ params }) => {
+        if (params.mode !== 'url') return { action: 'decline' };
+        await elicit(calling, params);
+        return { action: 'accept' };
+      });
+    }
     await client.connect(transport);
   },
 );
