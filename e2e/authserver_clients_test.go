@@ -115,9 +115,9 @@ func startASServerWithCIMD(t *testing.T, profile string, host *cimdHost, extraAS
 
 // tsClientsEvent is a line e2e/tsclient/oauth-clients.mjs writes.
 type tsClientsEvent struct {
-	Event, URL, Package, Version, ProtocolVersion, Name, Text, Message, ClientID string
-	Names                                                                        []string
-	IsError                                                                      bool
+	Event, URL, Package, Version, ProtocolVersion, Name, Text, Message, ClientID, ElicitationID string
+	Names                                                                                       []string
+	IsError                                                                                     bool
 }
 
 // tsClientRun is what one run of oauth-clients.mjs did.
@@ -129,6 +129,11 @@ type tsClientRun struct {
 	Tools                         []string
 	Results                       map[string]tsClientsEvent
 	AuthorizationScopes, Messages []string
+	// Elicitations are the URL elicitations its calls got (-32042), and
+	// Completed the ids it was told were complete
+	// (MCP_URL_ELICITATION=1).
+	Elicitations []tsClientsEvent
+	Completed    []string
 }
 
 // runTSClients runs e2e/tsclient/oauth-clients.mjs with sdk ("v1" or
@@ -136,8 +141,18 @@ type tsClientRun struct {
 // MCP_CLIENT_METADATA_URL, MCP_PROTOCOL) and redirect as its redirect URI,
 // making calls after tools/list; authorize plays the browser for each
 // authorization the SDK asks for (signInBrowser.Run, or Chromium) and
-// returns the redirect to the client.
+// returns the redirect to the client. A call answered with a URL
+// elicitation fails the test: see runTSClientsElicit.
 func runTSClients(t *testing.T, ctx context.Context, authorize func(context.Context, string) (*url.URL, error), sdkName, endpoint, redirect string, env []string, calls []map[string]any) tsClientRun {
+	t.Helper()
+	return runTSClientsElicit(t, ctx, authorize, nil, sdkName, endpoint, redirect, env, calls)
+}
+
+// runTSClientsElicit is runTSClients where elicit plays the user for each
+// URL elicitation a call gets (with MCP_URL_ELICITATION=1 in env): it
+// opens the elicitation's URL and returns once done.
+func runTSClientsElicit(t *testing.T, ctx context.Context, authorize func(context.Context, string) (*url.URL, error), elicit func(tsClientsEvent),
+	sdkName, endpoint, redirect string, env []string, calls []map[string]any) tsClientRun {
 	t.Helper()
 	node, _, _ := idpPaths(t)
 	script, err := filepath.Abs(filepath.Join("tsclient", "oauth-clients.mjs"))
@@ -195,6 +210,18 @@ func runTSClients(t *testing.T, ctx context.Context, authorize func(context.Cont
 			run.Results[ev.Name] = ev
 		case "client":
 			run.ClientID = ev.ClientID
+		case "elicitation":
+			run.Elicitations = append(run.Elicitations, ev)
+			if elicit == nil {
+				t.Errorf("TypeScript client: a URL elicitation no one opens: %+v", ev)
+			} else {
+				elicit(ev)
+			}
+			if _, err := stdin.Write([]byte("{}\n")); err != nil {
+				t.Errorf("TypeScript client's stdin: %v", err)
+			}
+		case "elicitationComplete":
+			run.Completed = append(run.Completed, ev.ElicitationID)
 		case "authorize":
 			run.Authorizations++
 			run.AuthorizationScopes = append(run.AuthorizationScopes, scopeOfAuthURL(ev.URL))

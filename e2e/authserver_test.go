@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -196,6 +197,10 @@ type signInBrowser struct {
 	Server string
 	// ConsentPages counts the consent pages it answered.
 	ConsentPages int
+	// Declined counts the connections chained into its sign-ins (an
+	// upstream acting as each user's account at a service) that it
+	// declined at the service, going on without them.
+	Declined int
 }
 
 func newSignInBrowser(idp *IdP, user string) *signInBrowser {
@@ -321,6 +326,9 @@ func (b *signInBrowser) Run(ctx context.Context, authURL string) (*url.URL, erro
 	if err != nil {
 		return nil, err
 	}
+	if p, err = b.DeclineConnections(ctx, p); err != nil {
+		return nil, err
+	}
 	for range 2 {
 		if p.Status != http.StatusSeeOther || p.Location == nil {
 			return nil, fmt.Errorf("status %d, want a redirect\n%s", p.Status, p.Body)
@@ -337,6 +345,49 @@ func (b *signInBrowser) Run(ctx context.Context, authURL string) (*url.URL, erro
 		}
 	}
 	return nil, fmt.Errorf("no redirect to the client: status %d, Location %v", p.Status, p.Location)
+}
+
+// continueLink is the link of the connect page's "Continue without it".
+var continueLink = regexp.MustCompile(`<a href="(/oauth/continue\?[^"]+)">Continue without it</a>`)
+
+// DeclineConnections takes p, Portcullis's answer in a sign-in, and while
+// it sends the browser to a connect link (a connection chained into the
+// sign-in), declines that connection at the service (its login page's
+// Cancel) and follows the link of Portcullis's page "Not connected" to
+// go on with the sign-in. It returns the first answer that sends the
+// browser elsewhere.
+func (b *signInBrowser) DeclineConnections(ctx context.Context, p *asPage) (*asPage, error) {
+	for p.Status == http.StatusSeeOther && p.Location != nil && p.Location.Path == "/connections/start" {
+		start := p.Location
+		service, err := b.do(ctx, http.MethodGet, start.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		if service.Status != http.StatusSeeOther || service.Location == nil || service.Location.Host == start.Host {
+			return nil, fmt.Errorf("connect link %s: status %d, Location %v; want a redirect to the service\n%s", start, service.Status, service.Location, service.Body)
+		}
+		cb, err := idpDecline(ctx, service.Location.String())
+		if err != nil {
+			return nil, err
+		}
+		page, err := b.do(ctx, http.MethodGet, cb.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		m := continueLink.FindStringSubmatch(page.Body)
+		if page.Status != http.StatusForbidden || m == nil {
+			return nil, fmt.Errorf("connect callback %s after declining: status %d; want 403 with a link to go on\n%s", cb, page.Status, page.Body)
+		}
+		b.Declined++
+		next, err := start.Parse(htmlUnescape(m[1]))
+		if err != nil {
+			return nil, err
+		}
+		if p, err = b.do(ctx, http.MethodGet, next.String(), nil); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // CodeFetcher is the Go SDK's authorization step: the browser signs in
@@ -985,9 +1036,10 @@ func (l *lb) To(s *server) {
 }
 
 // lbSignIn runs br's sign-in for app through front, each step on the
-// replica of replicas named in route (authorize, callback, consent page,
-// answer; the last two only when the user's consent is not remembered),
-// and returns the redirect to the client.
+// replica of replicas named in route (authorize, callback and the
+// connections chained into it, which br declines, consent page, answer;
+// the last two only when the user's consent is not remembered), and
+// returns the redirect to the client.
 func lbSignIn(t *testing.T, ctx context.Context, front *lb, replicas map[string]*server, br *signInBrowser, app *asApp, route [4]string) *url.URL {
 	t.Helper()
 	front.To(replicas[route[0]])
@@ -1002,6 +1054,9 @@ func lbSignIn(t *testing.T, ctx context.Context, front *lb, replicas map[string]
 	front.To(replicas[route[1]])
 	p, err := br.do(ctx, http.MethodGet, cb.String(), nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = br.DeclineConnections(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	if p.Status != http.StatusSeeOther || p.Location == nil {

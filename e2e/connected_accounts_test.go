@@ -41,6 +41,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
@@ -225,10 +226,16 @@ func (m *saasMCP) LastToken(user string) string {
 // authorization server's tokens name as their resource.
 func startSaaS(t *testing.T, name, origin, clientID string, opaque bool, env ...string) *saasMCP {
 	t.Helper()
-	env = append(idpRP{ClientID: clientID, RedirectURIs: []string{origin + "/connections/callback"}}.Env(),
-		append([]string{"IDP_REFRESH_TOKENS=rotate", "IDP_LOG_TOKENS=1"}, env...)...)
-	as := startIdP(t, env...)
-	return startSaaSMCP(t, name, as, freeLoopbackAddr(t), opaque)
+	return startSaaSMCP(t, name, startSaaSAS(t, origin, clientID, env...), freeLoopbackAddr(t), opaque)
+}
+
+// startSaaSAS starts a SaaS's authorization server, with Portcullis (at
+// origin) registered as clientID, refresh tokens rotated, and every
+// token it issues logged; env is more of its environment.
+func startSaaSAS(t *testing.T, origin, clientID string, env ...string) *IdP {
+	t.Helper()
+	return startIdP(t, append(idpRP{ClientID: clientID, RedirectURIs: []string{origin + "/connections/callback"}}.Env(),
+		append([]string{"IDP_REFRESH_TOKENS=rotate", "IDP_LOG_TOKENS=1"}, env...)...)...)
 }
 
 // saasGrant is one token response a SaaS logged (IDP_LOG_TOKENS).
@@ -306,8 +313,10 @@ type caClient struct {
 	completed chan string
 }
 
-// caConnect signs user in through Portcullis at endpoint and connects
-// the SDK's client, declaring URL elicitation when urlElicitation.
+// caConnect signs user in through Portcullis at endpoint, declining the
+// connections chained into the sign-in (so that the calls ask for them),
+// and connects the SDK's client, declaring URL elicitation when
+// urlElicitation.
 func caConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user string, urlElicitation bool) *caClient {
 	t.Helper()
 	b := newSignInBrowser(idp, user)
@@ -319,7 +328,11 @@ func caConnect(t *testing.T, ctx context.Context, idp *IdP, endpoint, user strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: h}, http.DefaultTransport, user, urlElicitation)
+	c := caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: h}, http.DefaultTransport, user, urlElicitation)
+	if b.Declined == 0 {
+		t.Fatalf("%s's sign-in chained no connection to decline", user)
+	}
+	return c
 }
 
 // caConnectWith connects the SDK's client of user with tr, whose HTTP
@@ -446,22 +459,32 @@ func (c *caClient) WaitCompleted(t *testing.T, id string) {
 // callback, whose text it returns.
 func chromeConnect(t *testing.T, tab context.Context, link, origin string, logins map[string]string) string {
 	t.Helper()
+	resp, _ := chromeThrough(t, tab, link, origin+"/connections/callback?", logins)
+	text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != http.StatusOK {
+		t.Fatalf("connect: the callback page answered %d: %s", resp.Status, text)
+	}
+	return text
+}
+
+// chromeThrough opens link in tab and goes through the IdPs' forms on the
+// way (at each IdP of logins, its login name, then its consent) until the
+// browser lands on a URL that starts with end. It returns that page's
+// response and every URL the browser landed on.
+func chromeThrough(t *testing.T, tab context.Context, link, end string, logins map[string]string) (*network.Response, []string) {
+	t.Helper()
 	resp, err := chromedp.Run(tab, chromedp.NavigateResponse(link))
 	var path []string
 	for step := 0; ; step++ {
 		if err != nil {
-			t.Fatalf("connect step %d (after %v): %v", step, path, err)
+			t.Fatalf("step %d from %s (after %v): %v", step, link, path, err)
 		}
 		path = append(path, resp.URL)
-		if strings.HasPrefix(resp.URL, origin+"/connections/callback?") {
-			text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("body")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.Status != http.StatusOK {
-				t.Fatalf("connect: the callback page answered %d: %s", resp.Status, text)
-			}
-			return text
+		if strings.HasPrefix(resp.URL, end) {
+			return resp, path
 		}
 		var login string
 		for issuer, l := range logins {
@@ -469,20 +492,20 @@ func chromeConnect(t *testing.T, tab context.Context, link, origin string, login
 				login = l
 			}
 		}
-		if step > 8 || login == "" {
+		if step > 12 || login == "" {
 			text, _ := chromedp.Run(tab, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("connect step %d: at %s (status %d), want an IdP's forms or Portcullis's callback; path %v; page: %s", step, resp.URL, resp.Status, path, text)
+			t.Fatalf("step %d: at %s (status %d), want an IdP's forms or %s; path %v; page: %s", step, resp.URL, resp.Status, end, path, text)
 		}
 		inputs, qerr := chromedp.Run(tab, chromedp.Nodes(chromedp.CSS(`input[name="login"]`), chromedp.AtLeast(0)))
 		if qerr != nil {
-			t.Fatalf("connect step %d at %s: %v", step, resp.URL, qerr)
+			t.Fatalf("step %d at %s: %v", step, resp.URL, qerr)
 		}
 		if len(inputs) > 0 {
 			if err := chromedp.Do(tab,
 				chromedp.SendKeys(chromedp.CSS(`input[name="login"]`), login),
 				chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "any"),
 			); err != nil {
-				t.Fatalf("connect: the login form at %s: %v", resp.URL, err)
+				t.Fatalf("the login form at %s: %v", resp.URL, err)
 			}
 		}
 		resp, err = chromedp.RunResponse(tab, chromedp.Click(chromedp.CSS(`button[type="submit"]`)))
@@ -523,7 +546,10 @@ func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bo
 		"headers": []map[string]any{{"name": "Authorization", "value_file": caFile(t, s.Name+"-service", "Bearer "+s.Service)}}}
 }
 
-// TestConnectedAccounts shows connected accounts end to end:
+// TestConnectedAccounts shows connected accounts end to end (each user's
+// sign-in through the authorization server goes on without the
+// connections chained into it: they decline them at the SaaS and follow
+// "Continue without it"):
 //   - alice's client (URL elicitation declared) calls octo's whoami and
 //     gets the URL elicitation error (-32042) for the connect page; her
 //     browser opens it, signs in at the company IdP, then at octo as
@@ -534,6 +560,11 @@ func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bo
 //     page; his browser connects octo as octo-bob; each sees only their
 //     own account, and bob is asked to connect bee, which alice has;
 //   - the TypeScript SDK's client of carol gets the same tool error;
+//   - the TypeScript SDKs' clients (v1, v2) of dave and erin, declaring
+//     URL elicitation, get it, are told when their user's browser has
+//     connected octo, and the retried call answers octo-dave, octo-erin;
+//     fay's (v2 on 2026-07-28) gets it in an input-required result, and
+//     the call the SDK makes again once she connected answers octo-fay;
 //   - octo's access tokens expire within seconds: alice's calls keep
 //     answering while Portcullis refreshes them (octo saw refresh_token
 //     grants, each rotating the refresh token);
@@ -621,6 +652,40 @@ func TestConnectedAccounts(t *testing.T) {
 		[]string{"MCP_CLIENT_ID=" + asAppClient}, []map[string]any{{"name": "octo_whoami", "arguments": map[string]any{}}})
 	if r, ok := run.Results["octo_whoami"]; !ok || !r.IsError || !strings.HasPrefix(connectLink.FindString(r.Text), origin+"/connections/start?id=") {
 		t.Errorf("the TypeScript client (%s): octo_whoami answered %+v; want a tool error naming the connect page", run.SDK, r)
+	}
+
+	// 7. The TypeScript SDKs' clients declaring URL elicitation (v1, v2)
+	// get it; their user's browser connects octo; they are told, and the
+	// retried call answers. On 2026-07-28 the request comes in an
+	// input-required result, and there is no completion notice: the SDK
+	// calls again once the user is done.
+	for _, c := range []struct{ sdk, user, protocol string }{{"v1", "dave", ""}, {"v2", "erin", ""}, {"v2", "fay", "2026-07-28"}} {
+		tab := newTab(t, browser, false)
+		env := []string{"MCP_CLIENT_ID=" + asAppClient, "MCP_URL_ELICITATION=1"}
+		if c.protocol != "" {
+			env = append(env, "MCP_PROTOCOL="+c.protocol)
+		}
+		run := runTSClientsElicit(t, ctx, newSignInBrowser(idp, c.user).Run, func(ev tsClientsEvent) {
+			// 2026-07-28's URL elicitation has no id: no completion
+			// notice refers to it.
+			if ev.Name != "octo_whoami" || (ev.ElicitationID == "") != (c.protocol != "") || !strings.HasPrefix(ev.URL, origin+"/connections/start?id=") {
+				t.Errorf("the TypeScript client (%s %s): URL elicitation %+v; want one for octo_whoami's connect page", c.sdk, c.protocol, ev)
+				return
+			}
+			chromeConnect(t, tab, ev.URL, origin, map[string]string{company: c.user, octo.AS.Issuer(): "octo-" + c.user})
+		}, c.sdk, srv.MCPURL(), "http://"+freeLoopbackAddr(t)+"/callback", env, []map[string]any{{"name": "octo_whoami", "arguments": map[string]any{}}})
+		switch {
+		case len(run.Elicitations) != 1:
+			t.Errorf("the TypeScript client (%s, %s): elicitations %+v; want one", run.SDK, run.Protocol, run.Elicitations)
+		case c.protocol == "" && !slices.Equal(run.Completed, []string{run.Elicitations[0].ElicitationID}):
+			t.Errorf("the TypeScript client (%s, %s): completed %v; want the elicitation's completion notice", run.SDK, run.Protocol, run.Completed)
+		case c.protocol != "" && (run.Protocol != c.protocol || len(run.Completed) != 0):
+			t.Errorf("the TypeScript client (%s, %s): completed %v; want %s and no completion notice", run.SDK, run.Protocol, run.Completed, c.protocol)
+		}
+		if r := run.Results["octo_whoami"]; r.Event != "result" || r.IsError || r.Text != "octo-"+c.user {
+			t.Errorf("the TypeScript client (%s): the retried octo_whoami answered %+v, want octo-%s", run.SDK, r, c.user)
+		}
+		t.Logf("%s (%s): URL elicitation, completions %v, then %q", run.SDK, run.Protocol, run.Completed, run.Results["octo_whoami"].Text)
 	}
 
 	// 3. Expiry and refresh: octo's tokens are due for refresh caOctoTTL-30
@@ -737,8 +802,9 @@ func TestConnectedAccounts(t *testing.T) {
 
 // TestConnectedAccountsReplicas: two replicas share the vault through
 // Redis. Alice's client on replica A is asked to connect octo; her
-// browser, behind the load balancer, does it on replica B; her retried
-// call on A, a client on B, and a client on a replica started after A is
+// browser, behind the load balancer, does it on replica B; her client on
+// A gets notifications/elicitation/complete, and her retried call on A,
+// a client on B, and a client on a replica started after A is
 // stopped (a rolling restart) all act as octo-alice. Redis holds none of
 // octo's tokens in the clear.
 func TestConnectedAccountsReplicas(t *testing.T) {
@@ -762,7 +828,13 @@ func TestConnectedAccountsReplicas(t *testing.T) {
 	// Alice's token from the authorization server (the replicas share
 	// it), for clients that talk to one replica each.
 	app := newASApp(t, front.URL, front.URL+"/mcp", "mcp:tools")
-	code := app.Code(t, lbSignIn(t, ctx, front, replicas, newSignInBrowser(idp, "alice"), app, [4]string{"A", "A", "A", "A"}))
+	// She declines octo, chained into the sign-in, to be asked for it at
+	// her call.
+	br := newSignInBrowser(idp, "alice")
+	code := app.Code(t, lbSignIn(t, ctx, front, replicas, br, app, [4]string{"A", "A", "A", "A"}))
+	if br.Declined != 1 {
+		t.Fatalf("alice declined %d connections chained into her sign-in, want 1 (octo)", br.Declined)
+	}
 	token := mustToken(t, "code exchange")(app.Exchange(t, a.BaseURL, code)).AccessToken
 	on := func(s *server) *caClient {
 		t.Helper()
@@ -784,6 +856,8 @@ func TestConnectedAccountsReplicas(t *testing.T) {
 	if !strings.Contains(text, "octo is connected") {
 		t.Errorf("the connect page on B after octo's sign-in: %q", text)
 	}
+	// A, which holds the session, tells the client (B published it).
+	onA.WaitCompleted(t, e.ElicitationID)
 	onA.Want(t, ctx, "octo_whoami", "octo-alice")
 	on(b).Want(t, ctx, "octo_whoami", "octo-alice")
 
@@ -800,4 +874,119 @@ func TestConnectedAccountsReplicas(t *testing.T) {
 		}
 	}
 	t.Logf("TestConnectedAccountsReplicas took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestConnectedAccountsChained: with Portcullis as the authorization
+// server, a sign-in goes, after the company IdP and before the consent
+// page, through the connect flow of each account the server needs that
+// the user lacks, in Chromium:
+//   - alice's sign-in for /mcp connects octo as octo-alice, then bee as
+//     bee-alice, then shows the consent page; her client's first calls
+//     of both SaaS tools answer as those accounts at once: no URL
+//     elicitation, no completion notice;
+//   - bob's sign-in for a virtual server that selects from octo alone
+//     connects octo (octo-bob) and not bee; his client there is answered
+//     as octo-bob at once;
+//   - alice signs in again, for that server: she lacks no account, so
+//     the IdP's sign-in leads straight to the consent page.
+func TestConnectedAccountsChained(t *testing.T) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	addr := freeLoopbackAddr(t)
+	origin := "http://" + addr
+	idp := startASIdP(t, "", origin)
+	octo := startSaaS(t, "octo", origin, idpRPClient, false)
+	bee := startSaaS(t, "bee", origin, idpOpaqueClient, true)
+	browser := startChromium(t)
+	cfg := asConfig(t, idp, origin, asKeysFile(t), map[string]any{
+		"upstreams": []map[string]any{
+			caUpstream(t, octo, idpRPClient, idpRPClientSecret, true),
+			caUpstream(t, bee, idpOpaqueClient, idpOpaqueClientSecret, false),
+		},
+		"connections": map[string]any{"keys_file": caVaultKeys(t)},
+		"servers": []map[string]any{{"name": "octo-only", "path": "/mcp/octo", "title": "Octo tools",
+			"tools": []map[string]any{{"source": "octo", "name": "whoami"}}}},
+	}, nil)
+	srv := startServer(t, nil, "--config", writeConfigFile(t, cfg), "--listen", addr)
+	catcher := startPageServer(t, "127.0.0.1")
+	t.Logf("setup (3 IdPs, Chromium, portcullis) took %v", time.Since(start).Round(time.Millisecond))
+
+	// signIn runs user's sign-in for resource in tab through the IdPs of
+	// logins up to the consent page, which it approves, and
+	// returns the access token and the origins of the pages the browser
+	// landed on (redirects left out), in order, each once.
+	signIn := func(tab context.Context, user, resource string, logins map[string]string) (string, []string) {
+		t.Helper()
+		app := newASApp(t, origin, resource, "mcp:tools")
+		app.redirect = catcher.Set("/callback", "<!doctype html><title>app</title><p>back at the app</p>")
+		resp, path := chromeThrough(t, tab, app.AuthURL(origin), origin+"/oauth/consent?", logins)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("%s: the consent page answered %d", user, resp.Status)
+		}
+		answerConsent(t, tab, "approve")
+		tr := mustToken(t, "code exchange")(app.Exchange(t, origin, app.Code(t, redirectOf(t, catcher))))
+		var origins []string
+		for _, p := range path {
+			u, err := url.Parse(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := u.Scheme + "://" + u.Host; len(origins) == 0 || origins[len(origins)-1] != o {
+				origins = append(origins, o)
+			}
+		}
+		return tr.AccessToken, origins
+	}
+	// client connects user's client to endpoint with token, declaring URL
+	// elicitation, once it lists tools.
+	client := func(user, endpoint, token string, tools ...string) *caClient {
+		t.Helper()
+		c := caConnectWith(t, ctx, &sdk.StreamableClientTransport{Endpoint: endpoint}, bearerTransport{token}, user, true)
+		var names []string
+		if !poll(30*time.Second, 100*time.Millisecond, func() bool {
+			names = sdkToolNames(t, ctx, c.cs)
+			return !slices.ContainsFunc(tools, func(n string) bool { return !slices.Contains(names, n) })
+		}) {
+			t.Fatalf("%s is offered %v at %s, want %v", user, names, endpoint, tools)
+		}
+		return c
+	}
+	noCompletion := func(c *caClient) {
+		t.Helper()
+		select {
+		case id := <-c.completed:
+			t.Errorf("%s: notifications/elicitation/complete for %s, want none (nothing was asked)", c.User, id)
+		default:
+		}
+	}
+
+	// The company IdP, then octo, then bee (the upstreams' order), then
+	// the consent page.
+	aliceTab := newTab(t, browser, false)
+	token, origins := signIn(aliceTab, "alice", srv.MCPURL(), map[string]string{idp.Issuer(): "alice", octo.AS.Issuer(): "octo-alice", bee.AS.Issuer(): "bee-alice"})
+	if want := []string{idp.Issuer(), octo.AS.Issuer(), bee.AS.Issuer(), origin}; !slices.Equal(origins, want) {
+		t.Errorf("alice's sign-in showed pages of %v, want %v (the IdP, octo, bee, Portcullis's consent page)", origins, want)
+	}
+	alice := client("alice", srv.MCPURL(), token, "octo_whoami", "bee_whoami")
+	alice.Want(t, ctx, "octo_whoami", "octo-alice")
+	alice.Want(t, ctx, "bee_whoami", "bee-alice")
+	noCompletion(alice)
+
+	// A virtual server that selects from octo alone chains octo alone.
+	team := origin + "/mcp/octo"
+	token, origins = signIn(newTab(t, browser, false), "bob", team, map[string]string{idp.Issuer(): "bob", octo.AS.Issuer(): "octo-bob"})
+	if want := []string{idp.Issuer(), octo.AS.Issuer(), origin}; !slices.Equal(origins, want) {
+		t.Errorf("bob's sign-in for %s showed pages of %v, want %v (the IdP, octo, Portcullis's consent page)", team, origins, want)
+	}
+	bob := client("bob", team, token, "octo_whoami")
+	bob.Want(t, ctx, "octo_whoami", "octo-bob")
+	noCompletion(bob)
+
+	// Alice has every account that server needs: no connect flow.
+	_, origins = signIn(aliceTab, "alice", team, map[string]string{idp.Issuer(): "alice"})
+	if want := []string{idp.Issuer(), origin}; !slices.Equal(origins, want) {
+		t.Errorf("alice's sign-in for %s showed pages of %v, want %v (no connection to make)", team, origins, want)
+	}
+	t.Logf("TestConnectedAccountsChained took %v", time.Since(start).Round(time.Millisecond))
 }

@@ -33,6 +33,11 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	if os.Getenv(saasStdioEnv) != "" {
+		// The test binary started as a stdio MCP server by a portcullis
+		// under test.
+		return serveSaaSStdio()
+	}
 	if p := os.Getenv("PORTCULLIS_E2E_BINARY"); p != "" {
 		abs, err := filepath.Abs(p)
 		if err != nil {

@@ -742,6 +742,73 @@ func (p *IdP) AuthorizeWithJar(ctx context.Context, jar http.CookieJar, authURL,
 	}
 }
 
+// abortLink is the link of a dev-interactions page's "[ Cancel ]".
+var abortLink = regexp.MustCompile(`<a href="([^"]*/abort)">\[ Cancel \]</a>`)
+
+// idpDecline plays a user who declines at an IdP of e2e/idp: it opens
+// authURL (an authorization request there) with a fresh cookie jar,
+// follows the IdP's redirects to its login page, follows its Cancel
+// link, and returns the URL of the first redirect that leaves the IdP:
+// the client's redirect URI with error=access_denied. It does not call
+// the testing.T, so it may run on any goroutine.
+func idpDecline(ctx context.Context, authURL string) (*url.URL, error) {
+	start, err := url.Parse(authURL)
+	if err != nil {
+		return nil, err
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	var callback *url.URL
+	browser := &http.Client{
+		Jar:     jar,
+		Timeout: 30 * time.Second,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.URL.Host != start.Host {
+				callback = req.URL
+				return http.ErrUseLastResponse
+			}
+			if len(via) > 10 {
+				return errors.New("more than 10 redirects")
+			}
+			return nil
+		},
+	}
+	get := func(u string) (*http.Response, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		resp, err := browser.Do(req)
+		if err != nil {
+			return nil, "", fmt.Errorf("declining: GET %s: %w", u, err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp, string(body), err
+	}
+	resp, body, err := get(authURL)
+	if err != nil {
+		return nil, err
+	}
+	m := abortLink.FindStringSubmatch(body)
+	if callback != nil || resp.StatusCode != http.StatusOK || m == nil {
+		return nil, fmt.Errorf("declining: %s: status %d, redirect %v; want the login page with its Cancel link:\n%s", resp.Request.URL, resp.StatusCode, callback, body)
+	}
+	abort, err := resp.Request.URL.Parse(htmlUnescape(m[1]))
+	if err != nil {
+		return nil, err
+	}
+	if resp, body, err = get(abort.String()); err != nil {
+		return nil, err
+	}
+	if callback == nil {
+		return nil, fmt.Errorf("declining: %s: status %d, no redirect to the client:\n%s", resp.Request.URL, resp.StatusCode, body)
+	}
+	return callback, nil
+}
+
 // CodeFetcher returns an auth.AuthorizationCodeFetcher for the Go SDK's
 // OAuth client (auth.AuthorizationCodeHandlerConfig) that signs in as user
 // through Authorize: the connector flow without a browser.

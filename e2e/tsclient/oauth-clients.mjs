@@ -21,6 +21,15 @@
 // MCP_DROP_REFRESH_TOKEN=1 keeps no refresh token, as a client that does
 // not store one.
 //
+// MCP_URL_ELICITATION=1 declares URL-mode elicitation (capabilities
+// elicitation.url): a call answered with the URL elicitation error
+// (-32042) hands its one elicitation to the test, which opens the URL as
+// the user does and answers one line on stdin when done; the client then
+// waits for notifications/elicitation/complete of its id and calls again,
+// once. On 2026-07-28 the request comes in an input-required result,
+// which the SDK hands to the client's elicitation handler: the same
+// event and answer, then the handler accepts and the SDK calls again.
+//
 // MCP_PROTOCOL=2026-07-28 (v2 only) pins the client to that revision
 // (versionNegotiation: { mode: { pin } }); without it each SDK speaks its
 // default, the 2025 era's initialize handshake.
@@ -32,6 +41,9 @@
 //                                     {"code":"…","state":"…","iss":"…"} (the redirect's)
 //   {"event":"connected","protocolVersion":"…"}
 //   {"event":"tools","names":[…]}
+//   {"event":"elicitation","name":"…","url":"…","elicitationId":"…","message":"…"}
+//                                     then waits for one line on stdin
+//   {"event":"elicitationComplete","elicitationId":"…"}
 //   {"event":"result","name":"…","isError":false,"text":"…"}
 //   {"event":"error","name":"…","message":"…"}  (a call that failed)
 //   {"event":"client","clientId":"…"}  (the client_id it signed in with)
@@ -43,7 +55,7 @@ import * as readline from 'node:readline';
 import { helpers, loadSDK } from './sdk.mjs';
 
 const { env } = helpers('oauth-clients');
-const { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport, UnauthorizedError } = loadSDK('oauth-clients');
+const { which, pkg, sdkVersion, Client, StreamableHTTPClientTransport, UnauthorizedError, onRequest, onNotification } = loadSDK('oauth-clients');
 
 const mcpURL = new URL(env('MCP_URL'));
 const clientID = process.env.MCP_CLIENT_ID;
@@ -51,6 +63,7 @@ const metadataURL = process.env.MCP_CLIENT_METADATA_URL;
 const redirectURL = env('MCP_REDIRECT_URL');
 const protocol = process.env.MCP_PROTOCOL;
 const calls = JSON.parse(env('MCP_CALLS'));
+const urlElicitation = process.env.MCP_URL_ELICITATION === '1';
 if (protocol && which !== 'v2') {
   process.stderr.write('oauth-clients: MCP_PROTOCOL is for the v2 SDK only\n');
   process.exit(1);
@@ -135,6 +148,54 @@ async function authorized(transport, fn) {
   }
 }
 
+// completions are the ids of notifications/elicitation/complete that
+// came, each with the waiter of its id, if any.
+const completions = new Map();
+function completed(id) {
+  const waiter = completions.get(id);
+  if (typeof waiter === 'function') waiter();
+  completions.set(id, true);
+}
+function completion(id) {
+  if (completions.get(id) === true) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no notifications/elicitation/complete for ${id} within 30s`)), 30000);
+    completions.set(id, () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+// elicit hands a URL elicitation of the call of name to the test and
+// returns once the test says the user is done.
+async function elicit(name, { url, elicitationId, message }) {
+  emit({ event: 'elicitation', name, url, elicitationId, message });
+  const { done } = await lines.next();
+  if (done) throw new Error('stdin closed before the elicitation was done');
+}
+
+// calling is the name of the tool being called.
+let calling;
+
+// call calls the tool; with URL elicitation, a -32042 answer is handed to
+// the test, and once the elicitation is complete the tool is called again.
+async function call(name, args) {
+  calling = name;
+  try {
+    return await authorized(() => transport, () => client.callTool({ name, arguments: args }));
+  } catch (err) {
+    const elicitations = err?.data?.elicitations;
+    if (!urlElicitation || err?.code !== -32042 || !Array.isArray(elicitations) || elicitations.length !== 1) throw err;
+    const [e] = elicitations;
+    const done = completion(e.elicitationId);
+    await elicit(name, e);
+    await done;
+    emit({ event: 'elicitationComplete', elicitationId: e.elicitationId });
+    return await authorized(() => transport, () => client.callTool({ name, arguments: args }));
+  }
+}
+
 emit({ event: 'sdk', package: pkg, version: sdkVersion });
 let transport;
 let client;
@@ -142,8 +203,20 @@ await authorized(
   () => transport,
   async () => {
     transport = new StreamableHTTPClientTransport(mcpURL, { authProvider: provider });
-    const options = protocol ? { versionNegotiation: { mode: { pin: protocol } } } : undefined;
+    const options = {
+      ...(protocol ? { versionNegotiation: { mode: { pin: protocol } } } : {}),
+      ...(urlElicitation ? { capabilities: { elicitation: { url: {} } } } : {}),
+    };
     client = new Client({ name: `portcullis-e2e-ts-${which}`, version: '0.0.1' }, options);
+    if (urlElicitation) {
+      onNotification(client, 'notifications/elicitation/complete', (n) => completed(n.params.elicitationId));
+      // 2026-07-28: the request for input of an input-required result.
+      onRequest(client, 'elicitation/create', async ({ params }) => {
+        if (params.mode !== 'url') return { action: 'decline' };
+        await elicit(calling, params);
+        return { action: 'accept' };
+      });
+    }
     await client.connect(transport);
   },
 );
@@ -152,7 +225,7 @@ const { tools } = await authorized(() => transport, () => client.listTools());
 emit({ event: 'tools', names: tools.map((t) => t.name) });
 for (const { name, arguments: args } of calls) {
   try {
-    const res = await authorized(() => transport, () => client.callTool({ name, arguments: args }));
+    const res = await call(name, args);
     const text = (res.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
     emit({ event: 'result', name, isError: !!res.isError, text });
   } catch (err) {

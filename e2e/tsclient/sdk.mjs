@@ -25,7 +25,8 @@ export function helpers(script) {
 // requests of method (elicitation/create, sampling/createMessage) with
 // handler(request), onNotification(client, method, handler) calls
 // handler(notification) for each notification of method
-// (notifications/tools/list_changed, notifications/resources/updated),
+// (notifications/tools/list_changed, notifications/resources/updated,
+// notifications/elicitation/complete),
 // whichever the SDK (v1 registers a handler by the method's schema, v2 by
 // its name).
 export function loadSDK(script) {
@@ -47,6 +48,7 @@ export function loadSDK(script) {
       'sampling/createMessage': types.CreateMessageRequestSchema,
       'notifications/tools/list_changed': types.ToolListChangedNotificationSchema,
       'notifications/resources/updated': types.ResourceUpdatedNotificationSchema,
+      'notifications/elicitation/complete': types.ElicitationCompleteNotificationSchema,
     };
     schemaOf = (method) => schemas[method] ?? fail(`no schema known for ${method}`);
   } else if (which === 'v2') {
