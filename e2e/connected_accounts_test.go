@@ -546,6 +546,13 @@ func caUpstream(t *testing.T, s *saasMCP, clientID, secret string, configured bo
 		"headers": []map[string]any{{"name": "Authorization", "value_file": caFile(t, s.Name+"-service", "Bearer "+s.Service)}}}
 }
 
+// atSignIn is u with oauth.connect_at_sign_in: its account is chained
+// into each sign-in at the authorization server.
+func atSignIn(u map[string]any) map[string]any {
+	u["oauth"].(map[string]any)["connect_at_sign_in"] = true
+	return u
+}
+
 // TestConnectedAccounts shows connected accounts end to end (each user's
 // sign-in through the authorization server goes on without the
 // connections chained into it: they decline them at the SaaS and follow
@@ -590,10 +597,10 @@ func TestConnectedAccounts(t *testing.T) {
 
 	cfg := asConfig(t, idp, origin, asKeysFile(t), map[string]any{
 		"upstreams": []map[string]any{
-			caUpstream(t, octo, idpRPClient, idpRPClientSecret, true),
+			atSignIn(caUpstream(t, octo, idpRPClient, idpRPClientSecret, true)),
 			// bee: the authorization server and resource come from its
 			// MCP server's Protected Resource Metadata.
-			caUpstream(t, bee, idpOpaqueClient, idpOpaqueClientSecret, false),
+			atSignIn(caUpstream(t, bee, idpOpaqueClient, idpOpaqueClientSecret, false)),
 		},
 		"connections": map[string]any{"keys_file": caVaultKeys(t)},
 	}, nil)
@@ -818,7 +825,7 @@ func TestConnectedAccountsReplicas(t *testing.T) {
 	browser := startChromium(t)
 	cfg := writeConfigFile(t, asConfig(t, idp, front.URL, asKeysFile(t), map[string]any{
 		"redis":       map[string]any{"url": "redis://" + rdb.Addr + "/0"},
-		"upstreams":   []map[string]any{caUpstream(t, octo, idpRPClient, idpRPClientSecret, true)},
+		"upstreams":   []map[string]any{atSignIn(caUpstream(t, octo, idpRPClient, idpRPClientSecret, true))},
 		"connections": map[string]any{"keys_file": caVaultKeys(t)},
 	}, nil))
 	a := startServer(t, nil, "--config", cfg)
@@ -901,8 +908,8 @@ func TestConnectedAccountsChained(t *testing.T) {
 	browser := startChromium(t)
 	cfg := asConfig(t, idp, origin, asKeysFile(t), map[string]any{
 		"upstreams": []map[string]any{
-			caUpstream(t, octo, idpRPClient, idpRPClientSecret, true),
-			caUpstream(t, bee, idpOpaqueClient, idpOpaqueClientSecret, false),
+			atSignIn(caUpstream(t, octo, idpRPClient, idpRPClientSecret, true)),
+			atSignIn(caUpstream(t, bee, idpOpaqueClient, idpOpaqueClientSecret, false)),
 		},
 		"connections": map[string]any{"keys_file": caVaultKeys(t)},
 		"servers": []map[string]any{{"name": "octo-only", "path": "/mcp/octo", "title": "Octo tools",
