@@ -289,7 +289,11 @@ func (u *proxy) connectRequired(req *sdk.CallToolRequest, cr *ConnectRequired, d
 	switch {
 	case declined || !acceptsURLElicitation(req.ClientCapabilities()):
 	case direct || passesInput(req.Session):
-		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{connectInput: elicit}}, nil
+		// That revision has no completion notice, and so no elicitation
+		// id: the retried call is the completion.
+		e := *elicit
+		e.ElicitationID = ""
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{connectInput: &e}}, nil
 	case req.Session != nil:
 		u.elicits.keep(cr.ElicitationID, req.Session)
 		return nil, sdk.URLElicitationRequiredError([]*sdk.ElicitParams{elicit})
