@@ -418,3 +418,20 @@ func TestConnectedAccountRevoked(t *testing.T) {
 		return text(res) == "Bearer acct-alice"
 	})
 }
+
+// TestConnectedAccountForward: a caller's resources/read or prompts/get
+// of an upstream it has no account at is answered with the page to
+// connect one, and nothing is sent.
+func TestConnectedAccountForward(t *testing.T) {
+	accounts := &fakeAccounts{tokens: map[string]string{}}
+	_, u := startAccountUpstream(t, accounts, (&authUpstream{}).handler())
+	extra := &sdk.RequestExtra{TokenInfo: &sdkauth.TokenInfo{UserID: "dora"}}
+	_, err := u.forward(callCtx(t), "resources/read", "ui://x", extra, nil, "", nil,
+		func(context.Context, *sdk.ClientSession, sender, *callTarget, sdk.InputResponseMap, string) (sdk.Result, error) {
+			t.Fatal("a request was sent for a caller without an account")
+			return nil, nil
+		})
+	if err == nil || !strings.Contains(err.Error(), "connect?user=dora") {
+		t.Fatalf("forward: %v, want the page to connect", err)
+	}
+}

@@ -216,6 +216,10 @@ func (u *proxy) forward(ctx context.Context, method, target string, extra *sdk.R
 	send func(ctx context.Context, sess *sdk.ClientSession, s sender, t *callTarget, responses sdk.InputResponseMap, state string) (sdk.Result, error)) (sdk.Result, error) {
 	ctx, done := u.start(ctx, method, target)
 	sess, release, err := u.sessionFor(ctx, extra)
+	if cr := (*ConnectRequired)(nil); errors.As(err, &cr) {
+		done(KindConnect)
+		return nil, u.connectError(caller, cr)
+	}
 	if err != nil {
 		done(KindUnavailable)
 		return nil, u.fail.requestError(KindUnavailable, err)
@@ -299,6 +303,19 @@ func (u *proxy) connectRequired(req *sdk.CallToolRequest, cr *ConnectRequired, d
 		return nil, sdk.URLElicitationRequiredError([]*sdk.ElicitParams{elicit})
 	}
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}, nil
+}
+
+// connectError answers a caller's prompts/get or resources/read without a
+// connected account: the URL elicitation error where the caller's session
+// declared URL elicitation (its completion notice follows), else an error
+// naming the page.
+func (u *proxy) connectError(caller *sdk.ServerSession, cr *ConnectRequired) error {
+	msg := fmt.Sprintf("The MCP server %q acts as your own account there, and you have not connected it yet. Open %s to connect it, then try again.", u.opts.Name, cr.URL)
+	if caller != nil && caller.InitializeParams() != nil && acceptsURLElicitation(caller.InitializeParams().Capabilities) {
+		u.elicits.keep(cr.ElicitationID, caller)
+		return sdk.URLElicitationRequiredError([]*sdk.ElicitParams{{Mode: "url", URL: cr.URL, ElicitationID: cr.ElicitationID, Message: msg}})
+	}
+	return errors.New(msg)
 }
 
 // withoutConnect is the input responses of a retried call without
