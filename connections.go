@@ -74,7 +74,7 @@ func (a *app) setupConnections(ctx context.Context, as *authserver.Server) (*con
 	}
 	svc, err := connect.New(connect.Options{
 		BaseURL: base, Connections: conns, Vault: v, KV: store, SignIn: signIn, OwnerIssuer: issuer,
-		HTTPClient: client, Logger: a.logger,
+		HTTPClient: client, Logger: a.logger, TTL: ttl,
 		Observe: func(e connect.Event) { a.metrics.ConnectionEvent(e.Connection, e.Action, e.Outcome) },
 		Audit: func(ctx context.Context, action, outcome string, owner vault.Owner, conn string, detail ...string) {
 			a.audit.connection(ctx, action, outcome, owner, conn, detail...)

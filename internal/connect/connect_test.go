@@ -409,3 +409,33 @@ func TestPageEscapes(t *testing.T) {
 		t.Fatalf("page: %s", body)
 	}
 }
+
+// TestAccountInUseIsKept: an account read more than half the vault's time
+// to live after it was written is written again, so one in use is never
+// forgotten, even with a token that never expires (never refreshed).
+func TestAccountInUseIsKept(t *testing.T) {
+	e := newEnv(t)
+	o := e.svc.o
+	o.TTL = 24 * time.Hour // the env's vault keeps entries for 24h
+	svc, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.srv.Config.Handler = svc.Handler()
+	e.saas.mu.Lock()
+	e.saas.expiresIn = 0
+	e.saas.mu.Unlock()
+	ctx := context.Background()
+	e.connect("alice")
+	for range 3 {
+		e.advance(13 * time.Hour)
+		if _, err := e.svc.Token(ctx, "saas", owner("alice")); err != nil {
+			t.Fatalf("an account in use was forgotten: %v", err)
+		}
+	}
+	e.advance(25 * time.Hour)
+	if _, err := e.svc.Token(ctx, "saas", owner("alice")); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("an account unused for longer than the time to live: %v, want ErrNotConnected", err)
+	}
+}

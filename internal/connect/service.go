@@ -114,6 +114,11 @@ type Options struct {
 	Audit func(ctx context.Context, action, outcome string, owner vault.Owner, connection string, detail ...string)
 	// Completed is told of an elicitation (a connect link) completed.
 	Completed func(elicitationID string)
+	// TTL is the vault's time to live: an entry read more than half of it
+	// after it was written is written again, so that an account in use is
+	// never forgotten. Zero: entries are written only when connected or
+	// refreshed.
+	TTL time.Duration
 }
 
 // Service is the connected accounts of every user.
@@ -160,7 +165,7 @@ type cached struct {
 func entryOf(tok *oauth2.Token, issuer string, connected, now time.Time) *vault.Entry {
 	scope, _ := tok.Extra("scope").(string)
 	e := &vault.Entry{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, TokenType: tok.TokenType,
-		Expiry: tok.Expiry, Scope: scope, Issuer: issuer, Connected: connected}
+		Expiry: tok.Expiry, Scope: scope, Issuer: issuer, Connected: connected, Written: now}
 	if tok.ExpiresIn > 0 {
 		e.Expiry = now.Add(time.Duration(tok.ExpiresIn) * time.Second)
 	}

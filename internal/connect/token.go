@@ -109,6 +109,16 @@ func (s *Service) load(ctx context.Context, c *conn, owner vault.Owner) (string,
 		return "", err
 	}
 	s.o.Observe(Event{Connection: c.Name, Action: "read", Outcome: "hit"})
+	if now := s.o.Now(); s.o.TTL > 0 && now.Sub(e.Written) > s.o.TTL/2 {
+		// In use: kept for another TTL. Another replica's refresh wins.
+		kept := *e
+		kept.Written = now
+		if ok, err := s.o.Vault.Swap(ctx, c.Name, owner, sealed, &kept); err == nil && ok {
+			if e2, s2, err := s.o.Vault.Get(ctx, c.Name, owner); err == nil {
+				e, sealed = e2, s2
+			}
+		}
+	}
 	if e.Expiry.IsZero() || s.o.Now().Add(EarlyRefresh).Before(e.Expiry) {
 		s.remember(key, e)
 		return e.AccessToken, nil

@@ -52,6 +52,9 @@ type Entry struct {
 	Issuer string `json:"issuer,omitempty"`
 	// Connected is when the user connected the account.
 	Connected time.Time `json:"connected"`
+	// Written is when the entry was last written: the store keeps it for
+	// the vault's time to live from then.
+	Written time.Time `json:"written,omitzero"`
 }
 
 // sealedEntry is what is sealed: the entry and whom it belongs to.
