@@ -7,7 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 func newConnectedAccounts() *prometheus.CounterVec {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "portcullis_connected_accounts_total",
-		Help: "Users' connected accounts at upstreams that act as each user (oauth.grant authorization_code), by upstream, action (connect, refresh, disconnect; read: a vault read for a token not in this replica's memory) and outcome (ok, refused, error; read: hit, miss, rejected, error).",
+		Help: "Users' connected accounts at upstreams that act as each user (oauth.grant authorization_code), by upstream, action (connect, refresh, disconnect, revoke: the revocation of a disconnected account's token at the service; read: a vault read for a token not in this replica's memory) and outcome (ok, refused, error; read: hit, miss, rejected, error).",
 	}, []string{"upstream", "action", "outcome"})
 	declareConnection(v, "")
 	return v

@@ -272,6 +272,9 @@ func TestPageAndDisconnect(t *testing.T) {
 	if !slices.Contains(e.audits, "disconnect ok alice saas") {
 		t.Errorf("audit = %v", e.audits)
 	}
+	if !slices.Contains(e.events, Event{Connection: "saas", Action: "revoke", Outcome: "ok"}) {
+		t.Errorf("events = %v, want the revocation counted", e.events)
+	}
 }
 
 // TestDiscoveryFromResourceMetadata: with no issuer configured, the

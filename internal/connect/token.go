@@ -222,12 +222,16 @@ func (s *Service) revoke(ctx context.Context, c *conn, e *vault.Entry) {
 	resp, err := s.o.HTTPClient.Do(req)
 	if err != nil {
 		s.o.Logger.Warn("connect: revoking a disconnected account's token failed", "connection", c.Name, "error", "the authorization server could not be reached")
+		s.o.Observe(Event{Connection: c.Name, Action: "revoke", Outcome: "error"})
 		return
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		s.o.Logger.Warn("connect: revoking a disconnected account's token failed", "connection", c.Name, "status", resp.StatusCode)
+		s.o.Observe(Event{Connection: c.Name, Action: "revoke", Outcome: "error"})
+		return
 	}
+	s.o.Observe(Event{Connection: c.Name, Action: "revoke", Outcome: "ok"})
 }
 
 // Rejected is told that the upstream refused token for owner (HTTP 401):
