@@ -17,7 +17,7 @@ func TestConnectedAccountsSeriesExistFromStart(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry(), BuildInfo{})
 	m.DeclareConnection("forge")
 	var want strings.Builder
-	want.WriteString(`# HELP portcullis_connected_accounts_total Users' connected accounts at upstreams that act as each user (oauth.grant authorization_code), by upstream, action (connect, refresh, disconnect; read: a vault read for a token not in this replica's memory) and outcome (ok, refused, error; read: hit, miss, rejected, error).
+	want.WriteString(`# HELP portcullis_connected_accounts_total Users' connected accounts at upstreams that act as each user (oauth.grant authorization_code), by upstream, action (connect, refresh, disconnect, revoke: the revocation of a disconnected account's token at the service; read: a vault read for a token not in this replica's memory) and outcome (ok, refused, error; read: hit, miss, rejected, error).
 # TYPE portcullis_connected_accounts_total counter
 `)
 	for _, upstream := range []string{"", "forge"} {
