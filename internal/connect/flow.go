@@ -107,24 +107,33 @@ func (s *Service) link(ctx context.Context, name string, owner vault.Owner, retu
 	return s.o.BaseURL + PathStart + "?id=" + url.QueryEscape(id), id, nil
 }
 
+// record reads the JSON record under key with get (the store's Get, or
+// GetDel for what is used once) into v, whose connection is *conn: an
+// absent or unreadable record, or one of a connection no longer
+// configured, is answered with the page title and msg and counted as
+// refused for reason; a store failure with 503.
+func (s *Service) record(w http.ResponseWriter, r *http.Request, get func(context.Context, string) ([]byte, error), key string, conn *string, v any, reason, title, msg string) bool {
+	b, err := get(r.Context(), key)
+	switch {
+	case err != nil && !errors.Is(err, kv.ErrNotFound):
+		s.unavailable(w, "connect", err)
+		return false
+	case err != nil || json.Unmarshal(b, v) != nil || !s.Has(*conn):
+		s.o.Observe(Event{Action: "connect", Outcome: "refused", Reason: reason})
+		s.message(w, http.StatusBadRequest, title, msg)
+		return false
+	}
+	return true
+}
+
 // serveStart is a connect link: the browser signs in, and the user it
 // signed in as must be the one the link was made for.
 func (s *Service) serveStart(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.URL.Query().Get("id")
-	b, err := s.o.KV.Get(ctx, kv.Join("connect-link", kv.Hash(id)))
-	if errors.Is(err, kv.ErrNotFound) {
-		s.o.Observe(Event{Action: "connect", Outcome: "refused", Reason: "unknown_link"})
-		s.message(w, http.StatusBadRequest, "Link expired", "This link is unknown or has expired. Call the tool again for a new one.")
-		return
-	}
-	if err != nil {
-		s.unavailable(w, "connect", err)
-		return
-	}
 	var p pending
-	if err := json.Unmarshal(b, &p); err != nil || !s.Has(p.Connection) {
-		s.message(w, http.StatusBadRequest, "Link expired", "This link is unknown or has expired. Call the tool again for a new one.")
+	if !s.record(w, r, s.o.KV.Get, kv.Join("connect-link", kv.Hash(id)), &p.Connection, &p, "unknown_link",
+		"Link expired", "This link is unknown or has expired. Call the tool again for a new one.") {
 		return
 	}
 	owner, ok := s.user(w, r, PathStart+"?id="+url.QueryEscape(id))
@@ -182,19 +191,9 @@ func (s *Service) begin(w http.ResponseWriter, r *http.Request, c *conn, owner v
 func (s *Service) serveCallback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	b, err := s.o.KV.GetDel(ctx, kv.Join("connect-flow", kv.Hash(q.Get("state"))))
-	if errors.Is(err, kv.ErrNotFound) {
-		s.o.Observe(Event{Action: "connect", Outcome: "refused", Reason: "unknown_state"})
-		s.message(w, http.StatusBadRequest, "Connection expired", "This connection attempt is unknown, was finished already, or has expired. Start again.")
-		return
-	}
-	if err != nil {
-		s.unavailable(w, "connect", err)
-		return
-	}
 	var f flow
-	if err := json.Unmarshal(b, &f); err != nil || !s.Has(f.Connection) {
-		s.message(w, http.StatusBadRequest, "Connection expired", "This connection attempt is unknown or has expired. Start again.")
+	if !s.record(w, r, s.o.KV.GetDel, kv.Join("connect-flow", kv.Hash(q.Get("state"))), &f.Connection, &f, "unknown_state",
+		"Connection expired", "This connection attempt is unknown, was finished already, or has expired. Start again.") {
 		return
 	}
 	c := s.conns[f.Connection]
