@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,8 +12,6 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
@@ -107,14 +104,6 @@ func (c *connector) dial() (sdk.Transport, func(), error) {
 // neither, the client-credentials token of oauth (of the same client, for
 // a token_exchange upstream), if any.
 func (c *connector) dialHTTP(src *tokenexchange.Source, account *sdkauth.TokenInfo) (sdk.Transport, func(), error) {
-	headers := make(http.Header)
-	for _, h := range c.opts.Headers {
-		v, err := h.value()
-		if err != nil {
-			return nil, func() {}, fmt.Errorf("upstream: %s: header %s: %w", c.opts.Name, h.Name, err)
-		}
-		headers.Set(h.Name, v)
-	}
 	client := *c.deps.HTTPClient
 	base := transportOf(c.deps.HTTPClient)
 	if account != nil {
@@ -122,29 +111,9 @@ func (c *connector) dialHTTP(src *tokenexchange.Source, account *sdkauth.TokenIn
 		// (the listing session's credential).
 		base = &accountTransport{accounts: c.deps.Accounts, upstream: c.opts.Name, ti: account, base: base}
 	}
-	var rt http.RoundTripper = &headerTransport{next: base, headers: headers}
-	if src != nil {
-		rt = &tokenexchange.Transport{Source: src, Base: rt}
-	} else if o := c.opts.OAuth; o.clientCredentials() {
-		secret, err := readValueFile(o.ClientSecretFile)
-		if err != nil {
-			return nil, func() {}, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", c.opts.Name, err)
-		}
-		cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: o.TokenURL, Scopes: o.Scopes}
-		if o.Resource != "" {
-			cc.EndpointParams = url.Values{"resource": {o.Resource}}
-		}
-		if o.Audience != "" && o.Grant != GrantIDJAG {
-			if cc.EndpointParams == nil {
-				cc.EndpointParams = url.Values{}
-			}
-			cc.EndpointParams.Set("audience", o.Audience)
-		}
-		// The token source caches the token and renews it when it
-		// expires, for this connection; a reconnect reads the secret
-		// file again, so a rotated secret is picked up.
-		ctx := context.WithValue(context.Background(), oauth2.HTTPClient, c.deps.HTTPClient)
-		rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
+	rt, err := credentialTransport(c.opts.Name, c.opts.Headers, c.opts.OAuth, c.deps.HTTPClient, base, src)
+	if err != nil {
+		return nil, func() {}, err
 	}
 	client.Transport = &sseCounter{next: &drainTransport{next: rt}, notes: &notes{}}
 	// MaxRetries bounds, among others, the reconnects with Last-Event-ID of
