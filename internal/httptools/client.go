@@ -1,0 +1,98 @@
+package httptools
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/outbound"
+	"github.com/portcullis-mcp/portcullis/upstream"
+)
+
+// maxRedirects bounds the redirects one request follows.
+const maxRedirects = 5
+
+// errRedirect is what a redirect the API may not follow ends a request
+// with.
+var errRedirect = errors.New("httptools: redirect refused")
+
+// newClient returns the client of one API: its own transport, which
+// connects only to public addresses unless allow_private_addresses is on
+// (checked at each dial, after DNS resolution) and verifies TLS as tls
+// says, with the API's credential added to each request; redirects are
+// followed only to the allowed hosts, over http or https. wrap, when set,
+// wraps the transport below the credential (tracing).
+func newClient(o *Options, wrap func(http.RoundTripper) http.RoundTripper) (*http.Client, error) {
+	t := outbound.Transport()
+	t.ResponseHeaderTimeout = 0 // the call's timeout bounds it
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if !o.AllowPrivateAddresses {
+		dialer.ControlContext = outbound.CheckDial
+		// A proxy would make the connection the check sees the proxy's.
+		t.Proxy = nil
+	}
+	t.DialContext = dialer.DialContext
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.TLS.InsecureSkipVerify} //nolint:gosec // named Insecure…, off by default
+	if o.TLS.CAFile != "" {
+		pem, err := os.ReadFile(o.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("httptools: %s: tls.ca_file: %w", o.Name, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("httptools: %s: tls.ca_file: %s holds no PEM certificate", o.Name, o.TLS.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	t.TLSClientConfig = tc
+	var base http.RoundTripper = t
+	if wrap != nil {
+		base = wrap(base)
+	}
+	// The token endpoint is reached with a client of its own: the API's
+	// allow-list is for the API.
+	tokenClient := &http.Client{Transport: outbound.Transport(), Timeout: 30 * time.Second}
+	rt, err := upstream.CredentialTransport(o.Name, o.Headers, o.OAuth, tokenClient, base)
+	if err != nil {
+		return nil, fmt.Errorf("httptools: %w", err)
+	}
+	allowed := slices.Clone(o.AllowHosts)
+	return &http.Client{
+		Transport: rt,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("%w: more than %d redirects", errRedirect, maxRedirects)
+			}
+			if !hostAllowed(allowed, req.URL.Scheme, req.URL.Host) {
+				return fmt.Errorf("%w: to %s, a host the API may not reach", errRedirect, req.URL.Host)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// hostAllowed reports whether a request to scheme://host may be sent:
+// http or https, to a host of allowed (as host:port, or as host with the
+// scheme's default port).
+func hostAllowed(allowed []string, scheme, host string) bool {
+	if scheme != "http" && scheme != "https" {
+		return false
+	}
+	host = strings.ToLower(host)
+	bare, port, err := net.SplitHostPort(host)
+	defaultPort := (scheme == "http" && port == "80") || (scheme == "https" && port == "443")
+	for _, a := range allowed {
+		a = strings.ToLower(a)
+		if a == host || (err == nil && defaultPort && a == bare) {
+			return true
+		}
+	}
+	return false
+}
