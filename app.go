@@ -126,6 +126,12 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
+	if err := registerHTTPAPIs(cfg.HTTPAPIs, cat, tracing, logger); err != nil {
+		if ups != nil {
+			_ = ups.Close()
+		}
+		return nil, err
+	}
 	// The catalog knows tools that upstreams add while serving too.
 	known := cat.HasTool
 	rules, err := newPolicyRules("auth.", rulesOf, "", cat.ToolFacts, func(name string) string { return name }, logger)

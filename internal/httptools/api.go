@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
@@ -29,24 +28,6 @@ type Deps struct {
 // Catalog is where the APIs' tools are served: [catalog.Catalog].
 type Catalog interface {
 	SetSource(name string, set catalog.Set) (skipped []string, err error)
-}
-
-// api is one configured API, ready to serve.
-type api struct {
-	opts     *Options
-	client   *http.Client
-	base     *url.URL
-	basePath string // base's escaped path without its trailing '/'
-	secrets  []string
-}
-
-// tool is one declared tool, ready to serve.
-type tool struct {
-	api    *api
-	spec   spec.Tool
-	schema *jsonschema.Resolved
-	params map[string]spec.Param // by argument name
-	path   []segment
 }
 
 // Register builds each API of list (after Defaults and Validate) and

@@ -24,13 +24,6 @@ func (e *argError) Error() string { return e.msg }
 
 func argErrorf(format string, args ...any) error { return &argError{fmt.Sprintf(format, args...)} }
 
-// segment is one piece of a tool's path template: literal text, or the
-// path param that fills it.
-type segment struct {
-	lit   string
-	param string // the argument's name; lit is unused
-}
-
 // parsePath cuts a path template into its literal pieces and params,
 // mapping each {wire} name to the argument that fills it.
 func parsePath(tmpl string, byWire map[string]string) []segment {
