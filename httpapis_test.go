@@ -240,7 +240,9 @@ func TestHTTPAPIsServed(t *testing.T) {
 	}
 	events, raw := readAuditEvents(t, auditFile, func(es []auditEvent) bool {
 		return slices.ContainsFunc(es, func(e auditEvent) bool { return e.Type == "tool.call" && e.Tool == "pets_get_pet" }) &&
-			slices.ContainsFunc(es, func(e auditEvent) bool { return e.Type == "tool.call" && e.Server == "team" && e.Tool == "pets_add_pet" })
+			slices.ContainsFunc(es, func(e auditEvent) bool {
+				return e.Type == "tool.call" && e.Server == "team" && e.Tool == "pets_add_pet"
+			})
 	})
 	if !slices.ContainsFunc(events, func(e auditEvent) bool { return e.Type == "tool.call" && e.Tool == "pets_get_pet" }) {
 		t.Errorf("no tool.call event of pets_get_pet:\n%s", raw)
