@@ -43,7 +43,7 @@ type testAPI struct {
 	reqs []seen
 }
 
-func newTestAPI(t *testing.T, h http.HandlerFunc) *testAPI {
+func newTestAPI(t testing.TB, h http.HandlerFunc) *testAPI {
 	t.Helper()
 	a := &testAPI{}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
