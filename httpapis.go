@@ -3,6 +3,10 @@ package portcullis
 import (
 	"log/slog"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/portcullis-mcp/portcullis/auth"
+
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/httptools"
 	"github.com/portcullis-mcp/portcullis/observability"
@@ -13,12 +17,40 @@ import (
 // `http_apis:` (package internal/httptools) in cat, each API a source
 // that servers[].tools[].source selects by its name. Their calls go
 // through the same middleware as any tool's (policy, limits, metrics,
-// spans, audit); their requests are traced.
-func registerHTTPAPIs(apis []httptools.Options, cat *catalog.Catalog, tracing *observability.Tracing, logger *slog.Logger) error {
+// spans, audit); their requests are traced. subject gives APIs whose
+// token is got for each caller the caller's token they present (see
+// subjectToken).
+func registerHTTPAPIs(apis []httptools.Options, cat *catalog.Catalog, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo, string) (string, string, bool)) error {
 	if len(apis) == 0 {
 		return nil
 	}
-	return httptools.Register(apis, cat, httptools.Deps{Logger: logger, Transport: tracing.Transport})
+	return httptools.Register(apis, cat, httptools.Deps{
+		Logger:       logger,
+		Transport:    tracing.Transport,
+		SubjectToken: subject,
+		// Tokens got for each caller are kept per token principal, as
+		// the limits key callers.
+		PrincipalKey: func(ti *sdkauth.TokenInfo) string {
+			if p, ok := auth.PrincipalFromTokenInfo(ti); ok {
+				return p.Key()
+			}
+			return ""
+		},
+	})
+}
+
+// httpAPIsPerCaller reports whether an API gets a token for each caller
+// with the caller's token (oauth.grant token_exchange, jwt_bearer or
+// id_jag).
+func httpAPIsPerCaller(apis []httptools.Options) bool {
+	for i := range apis {
+		o := apis[i].OAuth
+		o.Defaults(apis[i].BaseURL)
+		if o.PerCaller() {
+			return true
+		}
+	}
+	return false
 }
 
 // validateHTTPAPIs reports the problems of http_apis, an API's name or

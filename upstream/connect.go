@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"sync"
@@ -128,36 +127,7 @@ func (c *connector) dialHTTP(src *tokenexchange.Source, account *sdkauth.TokenIn
 // reads the client secret files, so that a rotated secret is picked up by
 // the next caller's session.
 func (c *connector) exchangeConfig() (*tokenexchange.Config, error) {
-	o := c.opts.OAuth
-	secret, err := readValueFile(o.ClientSecretFile)
-	if err != nil {
-		return nil, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", c.opts.Name, err)
-	}
-	cfg := &tokenexchange.Config{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: secret,
-		Audience: o.Audience, Resource: o.Resource, Scopes: o.Scopes, RequestedTokenType: o.RequestedTokenType,
-		HTTPClient: c.deps.HTTPClient}
-	switch o.Grant {
-	case GrantJWTBearer:
-		// Entra ID's on-behalf-of flow; the caller's token is the
-		// assertion, and the response a plain token response.
-		cfg.GrantType = tokenexchange.GrantTypeJWTBearer
-		cfg.Params = url.Values{"requested_token_use": {"on_behalf_of"}}
-		cfg.Server = "the identity provider"
-	case GrantIDJAG:
-		p := o.IdentityProvider
-		idpSecret, err := readValueFile(p.ClientSecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("upstream: %s: oauth.identity_provider.client_secret_file: %w", c.opts.Name, err)
-		}
-		// The identity provider issues the ID-JAG (the scopes go in it);
-		// the upstream's authorization server takes it as the assertion.
-		cfg = &tokenexchange.Config{TokenURL: p.TokenURL, ClientID: p.ClientID, ClientSecret: idpSecret,
-			RequestedTokenType: tokenexchange.TokenTypeIDJAG, Audience: o.Audience, Resource: o.Resource, Scopes: o.Scopes,
-			Server: "the identity provider", HTTPClient: c.deps.HTTPClient,
-			Next: &tokenexchange.Config{GrantType: tokenexchange.GrantTypeJWTBearer, TokenURL: o.TokenURL,
-				ClientID: o.ClientID, ClientSecret: secret, Server: "the upstream's authorization server", HTTPClient: c.deps.HTTPClient}}
-	}
-	return cfg, nil
+	return exchangeConfig(c.opts.Name, c.opts.OAuth, c.deps.HTTPClient)
 }
 
 // environ is the stdio server's environment: PATH and HOME of Portcullis,

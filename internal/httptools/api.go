@@ -10,20 +10,13 @@ import (
 	"strings"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/catalog"
 	"github.com/portcullis-mcp/portcullis/internal/httptools/spec"
+	"github.com/portcullis-mcp/portcullis/upstream"
 )
-
-// Deps are what the APIs need from the process. Every field may be nil.
-type Deps struct {
-	// Logger receives the APIs' warnings. Nil discards.
-	Logger *slog.Logger
-	// Transport wraps each API's transport, below its credential (the
-	// tracing transport).
-	Transport func(http.RoundTripper) http.RoundTripper
-}
 
 // Catalog is where the APIs' tools are served: [catalog.Catalog].
 type Catalog interface {
@@ -84,9 +77,19 @@ func newAPI(o *Options, deps Deps) (*api, error) {
 		}
 		return &recorder{next: rt, names: credentialHeaders(o)}
 	}
-	if a.client, err = newClient(o, wrap); err != nil {
+	below, err := newTransport(o, wrap)
+	if err != nil {
 		return nil, err
 	}
+	if o.OAuth.PerCaller() {
+		a.callers = &callers{o: o, base: below, deps: deps}
+		return a, nil
+	}
+	rt, err := upstream.CredentialTransport(o.Name, o.Headers, o.OAuth, tokenClient, below)
+	if err != nil {
+		return nil, fmt.Errorf("httptools: %w", err)
+	}
+	a.client = newClient(o, rt)
 	return a, nil
 }
 
@@ -182,7 +185,17 @@ func (t *tool) handle(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 	if err != nil {
 		return t.failure(ctx, err, d.String()), nil
 	}
-	resp, err := t.api.client.Do(hr)
+	client := t.api.client
+	if t.api.callers != nil {
+		var ti *sdkauth.TokenInfo
+		if req.Extra != nil {
+			ti = req.Extra.TokenInfo
+		}
+		if client, err = t.api.callers.client(ti); err != nil {
+			return t.failure(ctx, err, d.String()), nil
+		}
+	}
+	resp, err := client.Do(hr)
 	if err != nil {
 		return t.failure(ctx, err, d.String()), nil
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/outbound"
-	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 // maxRedirects bounds the redirects one request follows.
@@ -23,13 +22,12 @@ const maxRedirects = 5
 // with.
 var errRedirect = errors.New("httptools: redirect refused")
 
-// newClient returns the client of one API: its own transport, which
-// connects only to public addresses unless allow_private_addresses is on
-// (checked at each dial, after DNS resolution) and verifies TLS as tls
-// says, with the API's credential added to each request; redirects are
-// followed only to the allowed hosts, over http or https. wrap, when set,
-// wraps the transport below the credential (tracing).
-func newClient(o *Options, wrap func(http.RoundTripper) http.RoundTripper) (*http.Client, error) {
+// newTransport returns the transport of one API below its credential:
+// its own, which connects only to public addresses unless
+// allow_private_addresses is on (checked at each dial, after DNS
+// resolution) and verifies TLS as tls says. wrap, when set, wraps it
+// (tracing).
+func newTransport(o *Options, wrap func(http.RoundTripper) http.RoundTripper) (http.RoundTripper, error) {
 	t := outbound.Transport()
 	t.ResponseHeaderTimeout = 0 // the call's timeout bounds it
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
@@ -52,17 +50,20 @@ func newClient(o *Options, wrap func(http.RoundTripper) http.RoundTripper) (*htt
 		tc.RootCAs = pool
 	}
 	t.TLSClientConfig = tc
-	var base http.RoundTripper = t
 	if wrap != nil {
-		base = wrap(base)
+		return wrap(t), nil
 	}
-	// The token endpoint is reached with a client of its own: the API's
-	// allow-list is for the API.
-	tokenClient := &http.Client{Transport: outbound.Transport(), Timeout: 30 * time.Second}
-	rt, err := upstream.CredentialTransport(o.Name, o.Headers, o.OAuth, tokenClient, base)
-	if err != nil {
-		return nil, fmt.Errorf("httptools: %w", err)
-	}
+	return t, nil
+}
+
+// tokenClient makes the requests to an API's token endpoints: the API's
+// allow-list is for the API.
+var tokenClient = &http.Client{Transport: outbound.Transport(), Timeout: 30 * time.Second}
+
+// newClient returns a client of the API whose requests rt sends (with
+// the credential): redirects are followed only to the allowed hosts, over
+// http or https.
+func newClient(o *Options, rt http.RoundTripper) *http.Client {
 	allowed := slices.Clone(o.AllowHosts)
 	return &http.Client{
 		Transport: rt,
@@ -75,7 +76,7 @@ func newClient(o *Options, wrap func(http.RoundTripper) http.RoundTripper) (*htt
 			}
 			return nil
 		},
-	}, nil
+	}
 }
 
 // hostAllowed reports whether a request to scheme://host may be sent:

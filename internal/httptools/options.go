@@ -59,8 +59,12 @@ type Options struct {
 	// (value_file). The caller's Authorization header is never sent, and
 	// no argument may set one of these headers.
 	Headers []upstream.NamedValue `yaml:"headers"`
-	// OAuth gets the API an access token of Portcullis's own (grant
-	// client_credentials) and sends it as a bearer token. Off while
+	// OAuth gets the API an access token, sent as a bearer token:
+	// Portcullis's own (grant client_credentials, the default), or one per
+	// caller got for the caller's token (grants token_exchange,
+	// jwt_bearer, id_jag; id_jag's resource defaults to base_url), as for
+	// an http upstream. The caller's own token goes only to the token
+	// endpoint. Grant authorization_code is not available here. Off while
 	// token_url is empty.
 	OAuth upstream.OAuthOptions `yaml:"oauth"`
 	// Tools are the API's declared tools.
@@ -90,6 +94,7 @@ func (o *Options) Defaults() {
 	if o.MaxResponseBytes == 0 {
 		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	o.OAuth.Defaults(o.BaseURL)
 	if len(o.AllowHosts) == 0 {
 		if u, err := url.Parse(o.BaseURL); err == nil && u.Host != "" {
 			o.AllowHosts = []string{u.Host}

@@ -43,9 +43,12 @@ func TestValidate(t *testing.T) {
 		{name: "duplicate tool", change: func(o *Options) { o.Tools = append(o.Tools, o.Tools[0]) }, want: "[0].tools[1].name:"},
 		{name: "input schema not an object", change: func(o *Options) { o.Tools[0].InputSchema = json.RawMessage(`{"type":"string"}`) }, want: "input_schema: must be an object schema"},
 		{name: "bad body", change: func(o *Options) { o.Tools[0].Body = "xml" }, want: ".body:"},
-		{name: "oauth grant per caller", change: func(o *Options) {
-			o.OAuth = upstream.OAuthOptions{Grant: upstream.GrantTokenExchange, TokenURL: "https://idp.example/token"}
-		}, want: "[0].oauth.grant:"},
+		{name: "oauth connected accounts", change: func(o *Options) {
+			o.OAuth = upstream.OAuthOptions{Grant: upstream.GrantAuthorizationCode, ClientID: "c"}
+		}, want: "[0].oauth.grant: authorization_code is not supported here"},
+		{name: "oauth jwt_bearer without scopes", change: func(o *Options) {
+			o.OAuth = upstream.OAuthOptions{Grant: upstream.GrantJWTBearer, TokenURL: "https://idp.example/token", ClientID: "c", ClientSecretFile: "/nonexistent"}
+		}, want: "[0].oauth.scopes: required"},
 		{name: "header value and file", change: func(o *Options) {
 			o.Headers = []upstream.NamedValue{{Name: "X-Key", Value: "a", ValueFile: "/f"}}
 		}, want: "[0].headers[0]:"},

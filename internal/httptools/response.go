@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-mcp/portcullis/internal/httptools/spec"
+	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
 
 // excerptBytes bounds the excerpt of an error response's body a tool
@@ -65,17 +66,30 @@ func (t *tool) result(resp *http.Response, body []byte, secrets []string) *sdk.C
 // failure maps a request that got no usable response to a tool error.
 func (t *tool) failure(ctx context.Context, err error, timeout string) *sdk.CallToolResult {
 	var ae *argError
+	var xe *tokenexchange.Error
 	switch {
 	case errors.As(err, &ae):
 		return toolError(ae.msg + ".")
 	case errors.Is(err, errTooLarge):
 		return toolError(fmt.Sprintf("The API's response to %s %s is over %d bytes, the limit of this API (max_response_bytes).", t.spec.Method, t.spec.Path, t.api.opts.MaxResponseBytes))
+	case errors.Is(err, errNoSubject):
+		return toolError("This tool's API is sent a token got for each caller, and this call has no caller's token to get one with.")
+	case errors.As(err, &xe):
+		return toolError(fmt.Sprintf("No token for you could be got for this tool's API: %s refused it%s.", xe.Server, code(xe.Code)))
 	case errors.Is(err, errRedirect):
 		return toolError(fmt.Sprintf("The API redirected %s %s where this tool may not go.", t.spec.Method, t.spec.Path))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		return toolError(fmt.Sprintf("The API did not answer %s %s within %s.", t.spec.Method, t.spec.Path, timeout))
 	}
 	return toolError(fmt.Sprintf("The API could not be reached for %s %s.", t.spec.Method, t.spec.Path))
+}
+
+// code is " (<OAuth error code>)", or nothing without one.
+func code(c string) string {
+	if c == "" {
+		return ""
+	}
+	return " (" + c + ")"
 }
 
 func toolError(text string) *sdk.CallToolResult {

@@ -11,8 +11,11 @@ import (
 
 // api is one configured API, ready to serve.
 type api struct {
-	opts     *Options
+	opts *Options
+	// client sends the requests with the API's own credential; nil when
+	// its token is got for each caller, with callers' clients.
 	client   *http.Client
+	callers  *callers
 	base     *url.URL
 	basePath string // base's escaped path without its trailing '/'
 	secrets  []string
