@@ -1,6 +1,7 @@
 package portcullis
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -216,6 +217,21 @@ func TestHTTPAPIsServed(t *testing.T) {
 	if len(requests()) != before {
 		t.Errorf("a call setting the fixed argument reached the API")
 	}
+	// On the 2026-07-28 era, served without the SDK server's session, the
+	// same curation applies.
+	modern := connectWithToken(t, base+"/mcp/team", devToken(t, issuer, "rest-test", base+"/mcp/team", "mcp:tools"), "2026-07-28")
+	if res := call(modern, "pets_add_pet", map[string]any{"name": "Max"}); res.IsError {
+		t.Errorf("2026-07-28: %s", resultText(res))
+	} else if got := requests()[len(requests())-1]; got.Path != "/v1/stores/main/pets" || got.Body != `{"name":"Max"}` || got.Authorization != "" {
+		t.Errorf("2026-07-28: the API got %+v", got)
+	}
+	before = len(requests())
+	if res, err := modern.CallTool(t.Context(), &sdk.CallToolParams{Name: "pets_add_pet", Arguments: map[string]any{"name": "x", "store": "other"}}); err == nil && !res.IsError {
+		t.Errorf("2026-07-28: a call setting the fixed argument succeeded: %s", resultText(res))
+	}
+	if len(requests()) != before {
+		t.Errorf("2026-07-28: a call setting the fixed argument reached the API")
+	}
 	// A JSON object answered with an output schema is structured content.
 	if res := call(team, "pets_add_pet", map[string]any{"name": "Rex"}); res.StructuredContent == nil {
 		t.Errorf("no structured content: %s", resultText(res))
@@ -249,5 +265,79 @@ func TestHTTPAPIsServed(t *testing.T) {
 	}
 	if strings.Contains(raw, "the-api-key") {
 		t.Errorf("the audit trail holds the API's key")
+	}
+}
+
+// BenchmarkHTTPToolCall measures issue 43's goal: a declared HTTP tool's
+// call costs at most 60 µs of Portcullis CPU more than the API's own
+// response. Each sub-benchmark reports the process's CPU per call
+// (cpu-ns/op), in process, through the app's whole HTTP handler as
+// BenchmarkVirtualServerCall does: tool=calculator is a built-in tool's
+// 2026-07-28 tools/call; tool=http is the same call of an HTTP tool whose
+// API, on loopback in this process, answers a small JSON object; api=bare
+// is the API's request alone, made with a plain keep-alive client. So
+// http - bare is what the HTTP tool's call costs Portcullis (its client
+// side of the API request included), and http - bare - calculator what it
+// costs more than a built-in tool's.
+//
+//	go test -run '^$' -bench HTTPToolCall -count 6 -cpu 1 . | tee bench.txt
+func BenchmarkHTTPToolCall(b *testing.B) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"42","name":"Rex","status":"available"}`)
+	}))
+	b.Cleanup(api.Close)
+	cfg := "auth:\n  scopes_supported: [mcp:tools]\n" +
+		"limits:\n  max_in_flight: 100000\n  max_in_flight_per_principal: 100000\n" +
+		"  rate_per_principal: 1000000000\n  burst_per_principal: 1000000000\n" +
+		"http_apis:\n  - name: pets\n    base_url: " + api.URL + "/v1\n    allow_private_addresses: true\n" +
+		"    headers: [{name: X-Api-Key, value: k}]\n" +
+		"    tools:\n      - name: get_pet\n        method: GET\n        path: /pets/{petId}\n" +
+		"        params: [{name: petId, in: path}, {name: verbose, in: query}]\n" +
+		"        input_schema: {type: object, properties: {petId: {type: string}, verbose: {type: boolean}}, required: [petId]}\n"
+	h, tokens := virtualServerHandler(b, cfg)
+	b.Run("api=bare", func(b *testing.B) {
+		c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+		b.ReportAllocs()
+		cpu := processCPU(b)
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodGet, api.URL+"/v1/pets/42?verbose=true", nil)
+			req.Header.Set("X-Api-Key", "k")
+			resp, err := c.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	})
+	for _, tt := range []struct {
+		name, tool, args, want string
+	}{
+		{name: "tool=calculator", tool: "calculator", args: `{"operation":"add","a":1,"b":2}`, want: `"result":3`},
+		{name: "tool=http", tool: "pets_get_pet", args: `{"petId":"42","verbose":true}`, want: `Rex`},
+	} {
+		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tt.tool + `","arguments":` + tt.args + `,` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`)
+		header := http.Header{
+			"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"Authorization": {"Bearer " + tokens[mcpPath]}, "Mcp-Protocol-Version": {"2026-07-28"},
+			"Mcp-Method": {"tools/call"}, "Mcp-Name": {tt.tool},
+		}
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := processCPU(b)
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080"+mcpPath, bytes.NewReader(body))
+				req.Header = header.Clone()
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), tt.want) {
+					b.Fatalf("%s: status %d: %s", tt.tool, w.Code, w.Body)
+				}
+			}
+			b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
 	}
 }

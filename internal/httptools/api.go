@@ -51,7 +51,10 @@ func Register(list []Options, cat Catalog, deps Deps) error {
 			if err != nil {
 				return err
 			}
-			set.Tools = append(set.Tools, catalog.SetTool{Tool: t.sdkTool(o.ServedName(t.spec.Name)), Handler: t.handle})
+			// A call of the 2026-07-28 era is served without the SDK
+			// server's session per request (catalog.DirectHandler): the
+			// handler needs only the arguments and the caller's token info.
+			set.Tools = append(set.Tools, catalog.SetTool{Tool: t.sdkTool(o.ServedName(t.spec.Name)), Handler: t.handle, Direct: t.direct})
 		}
 		if _, err := cat.SetSource("http_api "+o.Name, set); err != nil {
 			return fmt.Errorf("httptools: %s: %w", o.Name, err)
@@ -156,6 +159,11 @@ func (t *tool) timeout() time.Duration {
 		return t.spec.Timeout
 	}
 	return t.api.opts.Timeout
+}
+
+// direct is handle as a [catalog.DirectHandler].
+func (t *tool) direct(ctx context.Context, req *sdk.CallToolRequest) (sdk.Result, error) {
+	return t.handle(ctx, req)
 }
 
 // handle serves a call: the arguments checked against the input schema,
