@@ -80,20 +80,31 @@ func newClient(o *Options, rt http.RoundTripper) *http.Client {
 }
 
 // hostAllowed reports whether a request to scheme://host may be sent:
-// http or https, to a host of allowed (as host:port, or as host with the
-// scheme's default port).
+// http or https, to a host of allowed, an entry without a port standing
+// for the scheme's default port.
 func hostAllowed(allowed []string, scheme, host string) bool {
 	if scheme != "http" && scheme != "https" {
 		return false
 	}
-	host = strings.ToLower(host)
-	bare, port, err := net.SplitHostPort(host)
-	defaultPort := (scheme == "http" && port == "80") || (scheme == "https" && port == "443")
+	want := withPort(scheme, host)
 	for _, a := range allowed {
-		a = strings.ToLower(a)
-		if a == host || (err == nil && defaultPort && a == bare) {
+		if withPort(scheme, a) == want {
 			return true
 		}
 	}
 	return false
+}
+
+// withPort returns host lowercased, as host:port, the port the scheme's
+// default when host has none.
+func withPort(scheme, host string) string {
+	host = strings.ToLower(host)
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		return net.JoinHostPort(h, p)
+	}
+	port := "443"
+	if scheme == "http" {
+		port = "80"
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), port)
 }

@@ -194,6 +194,9 @@ func Validate(list []Options, takenNames, takenPrefixes map[string]string) error
 				at(fmt.Sprintf("allow_hosts[%d]", k), "%q is not a host or host:port", h)
 			}
 		}
+		if err == nil && base.Host != "" && !hostAllowed(o.AllowHosts, base.Scheme, base.Host) {
+			at("allow_hosts", "must include base_url's host %s", base.Host)
+		}
 		if o.Timeout < 0 {
 			at("timeout", "must not be negative")
 		}

@@ -25,6 +25,8 @@ func TestValidate(t *testing.T) {
 		{name: "base_url not absolute", change: func(o *Options) { o.BaseURL = "/v1" }, want: "[0].base_url:"},
 		{name: "base_url with credentials", change: func(o *Options) { o.BaseURL = "https://u:p@api.example" }, want: "must not contain credentials"},
 		{name: "bad allow_hosts", change: func(o *Options) { o.AllowHosts = []string{"http://x/"} }, want: "[0].allow_hosts[0]:"},
+		{name: "allow_hosts without base_url's host", change: func(o *Options) { o.AllowHosts = []string{"other.example"} }, want: "[0].allow_hosts: must include base_url's host api.example"},
+		{name: "allow_hosts with base_url's host", change: func(o *Options) { o.AllowHosts = []string{"other.example", "API.example:443"} }},
 		{name: "bad method", change: func(o *Options) { o.Tools[0].Method = "TRACE" }, want: "[0].tools[0].method:"},
 		{name: "path without slash", change: func(o *Options) { o.Tools[0].Path = "pets" }, want: "[0].tools[0].path:"},
 		{name: "path with query", change: func(o *Options) { o.Tools[0].Path = "/pets?x=1" }, want: "[0].tools[0].path:"},
@@ -83,7 +85,7 @@ func TestValidateClashes(t *testing.T) {
 }
 
 func TestHostAllowed(t *testing.T) {
-	allowed := []string{"api.example", "other.example:8443"}
+	allowed := []string{"api.example", "other.example:8443", "[::1]"}
 	tests := []struct {
 		scheme, host string
 		want         bool
@@ -98,6 +100,9 @@ func TestHostAllowed(t *testing.T) {
 		{"https", "evil.example", false},
 		{"ftp", "api.example", false},
 		{"https", "api.example.evil.example", false},
+		{"https", "[::1]", true},
+		{"https", "[::1]:443", true},
+		{"https", "[::1]:8443", false},
 	}
 	for _, tt := range tests {
 		if got := hostAllowed(allowed, tt.scheme, tt.host); got != tt.want {
