@@ -30,7 +30,11 @@ type restCall struct {
 	Method, Path, Query, Body, APIKey, Authorization, Trace string
 }
 
-func TestHTTPToolsRealBinary(t *testing.T) {
+// startOrdersAPI starts the test's REST API: GET /api/orders/{id}
+// (missing answers 404, crash 500) and POST /api/orders. last returns its
+// last request and how many it got.
+func startOrdersAPI(t *testing.T) (url string, last func() (restCall, int)) {
+	t.Helper()
 	var (
 		mu    sync.Mutex
 		calls []restCall
@@ -56,7 +60,7 @@ func TestHTTPToolsRealBinary(t *testing.T) {
 		}
 	}))
 	t.Cleanup(api.Close)
-	last := func() (restCall, int) {
+	last = func() (restCall, int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(calls) == 0 {
@@ -64,15 +68,21 @@ func TestHTTPToolsRealBinary(t *testing.T) {
 		}
 		return calls[len(calls)-1], len(calls)
 	}
+	return api.URL, last
+}
 
+// ordersConfig is a configuration with the orders API's tools, prefixed
+// by extra (other sections).
+func ordersConfig(t *testing.T, apiURL, extra string) string {
+	t.Helper()
 	key := filepath.Join(t.TempDir(), "orders-key")
 	if err := os.WriteFile(key, []byte("orders-api-key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeUpstreamConfig(t, `
+	return writeUpstreamConfig(t, extra+`
 http_apis:
   - name: orders
-    base_url: `+api.URL+`/api
+    base_url: `+apiURL+`/api
     allow_private_addresses: true
     headers:
       - name: X-Api-Key
@@ -105,6 +115,11 @@ http_apis:
           required: [item]
         output_schema: {type: object}
 `)
+}
+
+func TestHTTPToolsRealBinary(t *testing.T) {
+	apiURL, last := startOrdersAPI(t)
+	cfg := ordersConfig(t, apiURL, "")
 	s := startServer(t, nil, "--dev", "--config", cfg)
 	token := devToken(t, s, "alice")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -166,4 +181,16 @@ http_apis:
 			}
 		})
 	}
+}
+
+// TestConformanceWithHTTPTools runs the conformance requirements of both
+// revisions on a server that serves HTTP tools next to the conformance
+// toolset: the HTTP tools change nothing of what the suite checks.
+func TestConformanceWithHTTPTools(t *testing.T) {
+	apiURL, _ := startOrdersAPI(t)
+	srv := startServer(t, nil, "--config", ordersConfig(t, apiURL, "tools:\n  toolsets: [conformance]\n"))
+	conformanceRequirements(t, srv.MCPURL(), func(format string, args ...any) {
+		t.Helper()
+		t.Logf(format, args...)
+	})
 }

@@ -109,6 +109,9 @@ func (o *Options) Defaults() {
 		if t.Result == "" {
 			t.Result = spec.ResultText
 		}
+		if t.Description == "" {
+			t.Description = fmt.Sprintf("%s %s of the %s API.", t.Method, t.Path, o.Name)
+		}
 	}
 }
 

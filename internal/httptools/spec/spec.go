@@ -41,6 +41,7 @@ type Tool struct {
 	// Title is the tool's human-readable name.
 	Title string `yaml:"title"`
 	// Description tells the model what the tool does and when to use it.
+	// Unset: "<METHOD> <path> of the <api> API.", which tells it little.
 	Description string `yaml:"description"`
 	// Annotations are the tool's behaviour hints.
 	Annotations Annotations `yaml:"annotations"`
