@@ -3,12 +3,15 @@
 package e2e
 
 // Declared HTTP tools (config http_apis:) served by the real binary in
-// front of a small REST API in the test: a go-sdk client of each
-// protocol era lists and calls them with path, query, header and JSON
-// body arguments; the API sees the configured key, never the caller's
-// token; a 4xx and a 5xx become tool errors.
+// front of a small REST API in the test: go-sdk clients of each protocol
+// era and the TypeScript SDKs' clients list and call them with path,
+// query, header and JSON body arguments; the API sees the configured key,
+// never the caller's token; a 4xx and a 5xx become tool errors; the
+// conformance requirements pass with HTTP tools served.
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -30,10 +33,10 @@ type restCall struct {
 	Method, Path, Query, Body, APIKey, Authorization, Trace string
 }
 
-// startOrdersAPI starts the test's REST API: GET /api/orders/{id}
-// (missing answers 404, crash 500) and POST /api/orders. last returns its
-// last request and how many it got.
-func startOrdersAPI(t *testing.T) (url string, last func() (restCall, int)) {
+// startOrdersAPI starts the test's REST API: GET /api/orders/{order_id}
+// (missing answers 404, crash 500) and POST /api/orders. all returns the
+// requests it got.
+func startOrdersAPI(t *testing.T) (url string, all func() []restCall) {
 	t.Helper()
 	var (
 		mu    sync.Mutex
@@ -60,15 +63,11 @@ func startOrdersAPI(t *testing.T) (url string, last func() (restCall, int)) {
 		}
 	}))
 	t.Cleanup(api.Close)
-	last = func() (restCall, int) {
+	return api.URL, func() []restCall {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(calls) == 0 {
-			return restCall{}, 0
-		}
-		return calls[len(calls)-1], len(calls)
+		return slices.Clone(calls)
 	}
-	return api.URL, last
 }
 
 // ordersConfig is a configuration with the orders API's tools, prefixed
@@ -92,18 +91,18 @@ http_apis:
         description: Get an order by its id.
         annotations: {read_only: true}
         method: GET
-        path: /orders/{id}
+        path: /orders/{order_id}
         params:
-          - {name: id, in: path}
+          - {name: order_id, in: path}
           - {name: expand, in: query}
           - {name: trace, in: header, as: X-Trace}
         input_schema:
           type: object
           properties:
-            id: {type: string}
+            order_id: {type: string}
             expand: {type: string}
             trace: {type: string}
-          required: [id]
+          required: [order_id]
       - name: create_order
         method: POST
         path: /orders
@@ -118,7 +117,14 @@ http_apis:
 }
 
 func TestHTTPToolsRealBinary(t *testing.T) {
-	apiURL, last := startOrdersAPI(t)
+	apiURL, all := startOrdersAPI(t)
+	last := func() (restCall, int) {
+		c := all()
+		if len(c) == 0 {
+			return restCall{}, 0
+		}
+		return c[len(c)-1], len(c)
+	}
 	cfg := ordersConfig(t, apiURL, "")
 	s := startServer(t, nil, "--dev", "--config", cfg)
 	token := devToken(t, s, "alice")
@@ -139,15 +145,15 @@ func TestHTTPToolsRealBinary(t *testing.T) {
 				wantErr    string
 				want       restCall
 			}{
-				{name: "path, query and header", tool: "orders_get_order", args: map[string]any{"id": "o-1", "expand": "lines", "trace": "tr-9"},
+				{name: "path, query and header", tool: "orders_get_order", args: map[string]any{"order_id": "o-1", "expand": "lines", "trace": "tr-9"},
 					want: restCall{Method: "GET", Path: "/api/orders/o-1", Query: "expand=lines", Trace: "tr-9"}},
-				{name: "a path argument stays one segment", tool: "orders_get_order", args: map[string]any{"id": "../admin"},
+				{name: "a path argument stays one segment", tool: "orders_get_order", args: map[string]any{"order_id": "../admin"},
 					want: restCall{Method: "GET", Path: "/api/orders/..%2Fadmin"}},
 				{name: "JSON body", tool: "orders_create_order", args: map[string]any{"item": "book", "quantity": 2},
 					want: restCall{Method: "POST", Path: "/api/orders", Body: `{"item":"book","quantity":2}`}},
-				{name: "a 4xx is a tool error", tool: "orders_get_order", args: map[string]any{"id": "missing"}, wantErr: "404 Not Found",
+				{name: "a 4xx is a tool error", tool: "orders_get_order", args: map[string]any{"order_id": "missing"}, wantErr: "404 Not Found",
 					want: restCall{Method: "GET", Path: "/api/orders/missing"}},
-				{name: "a 5xx is a tool error", tool: "orders_get_order", args: map[string]any{"id": "crash"}, wantErr: "500 Internal Server Error",
+				{name: "a 5xx is a tool error", tool: "orders_get_order", args: map[string]any{"order_id": "crash"}, wantErr: "500 Internal Server Error",
 					want: restCall{Method: "GET", Path: "/api/orders/crash"}},
 			}
 			for _, tt := range tests {
@@ -178,6 +184,31 @@ func TestHTTPToolsRealBinary(t *testing.T) {
 						t.Errorf("no structured content")
 					}
 				})
+			}
+		})
+	}
+
+	// The TypeScript SDKs' clients, of both eras.
+	for _, ts := range []struct{ sdk, protocol string }{{"v1", ""}, {"v2", ""}, {"v2", modernProtocol}} {
+		label := "TypeScript " + ts.sdk + " " + cmp.Or(ts.protocol, "default")
+		t.Run(label, func(t *testing.T) {
+			id := "TS-" + ts.sdk + "-" + cmp.Or(ts.protocol, "default")
+			run := runBearerClient(t, ctx, ts.sdk, ts.protocol, s.MCPURL(), token, []map[string]any{
+				{"name": "orders_get_order", "arguments": map[string]any{"order_id": id, "expand": "lines", "trace": id}},
+				{"name": "orders_get_order", "arguments": map[string]any{"order_id": "missing"}},
+			})
+			if !bytes.Contains(run.tools, []byte(`"orders_get_order"`)) || !bytes.Contains(run.tools, []byte(`"orders_create_order"`)) {
+				t.Errorf("%s lists %s", run.sdk, run.tools)
+			}
+			if r := run.results[id]; r.Event != "result" || r.IsError || !strings.Contains(r.Text, `"status":"shipped"`) {
+				t.Errorf("%s: the call: %+v", run.sdk, r)
+			}
+			if r := run.results["missing"]; r.Event != "result" || !r.IsError || !strings.Contains(r.Text, "404 Not Found") {
+				t.Errorf("%s: the call answered 404: %+v, want a tool error", run.sdk, r)
+			}
+			want := restCall{Method: "GET", Path: "/api/orders/" + id, Query: "expand=lines", APIKey: "orders-api-key", Trace: id}
+			if !slices.Contains(all(), want) {
+				t.Errorf("%s: the API got no %+v: %+v", run.sdk, want, all())
 			}
 		})
 	}
