@@ -264,7 +264,7 @@ func (c *configFile) Validate() error {
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
 	add("audit.", c.Audit.Validate())
-	add("", c.Connections.validate(c.Upstreams, c.AuthorizationServer.Enabled, c.issuerNames()))
+	add("", c.Connections.validate(connectionUpstreams(c.Upstreams, c.HTTPAPIs), c.AuthorizationServer.Enabled, c.issuerNames()))
 	add("", validateServers(c.Servers, c.Auth.Resource, c.selectionSources()))
 	for i := range c.Servers {
 		c.validateServerSections(i, add)

@@ -2,6 +2,7 @@ package portcullis
 
 import (
 	"log/slog"
+	"slices"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -19,8 +20,9 @@ import (
 // through the same middleware as any tool's (policy, limits, metrics,
 // spans, audit); their requests are traced. subject gives APIs whose
 // token is got for each caller the caller's token they present (see
-// subjectToken).
-func registerHTTPAPIs(apis []httptools.Options, cat *catalog.Catalog, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo, string) (string, string, bool)) error {
+// subjectToken), accts authorization_code APIs the caller's connected
+// account.
+func registerHTTPAPIs(apis []httptools.Options, cat *catalog.Catalog, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo, string) (string, string, bool), accts upstream.Accounts) error {
 	if len(apis) == 0 {
 		return nil
 	}
@@ -28,6 +30,7 @@ func registerHTTPAPIs(apis []httptools.Options, cat *catalog.Catalog, tracing *o
 		Logger:       logger,
 		Transport:    tracing.Transport,
 		SubjectToken: subject,
+		Accounts:     accts,
 		// Tokens got for each caller are kept per token principal, as
 		// the limits key callers.
 		PrincipalKey: func(ti *sdkauth.TokenInfo) string {
@@ -67,4 +70,17 @@ func validateHTTPAPIs(apis []httptools.Options, ups []upstream.Options) error {
 		}
 	}
 	return httptools.Validate(apis, names, prefixes)
+}
+
+// connectionUpstreams are the upstreams and, as upstreams of the same
+// name, url and oauth block, the HTTP APIs: what the connected accounts
+// (oauth.grant authorization_code) are set up and checked for.
+func connectionUpstreams(ups []upstream.Options, apis []httptools.Options) []upstream.Options {
+	out := slices.Clone(ups)
+	for _, a := range apis {
+		if a.OAuth.ConnectedAccount() {
+			out = append(out, upstream.Options{Name: a.Name, Transport: upstream.TransportHTTP, URL: a.BaseURL, OAuth: a.OAuth})
+		}
+	}
+	return out
 }

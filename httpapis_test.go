@@ -15,6 +15,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/portcullis-mcp/portcullis/mcp"
 )
 
 // restRequest is a request as the test REST API received it.
@@ -338,6 +339,47 @@ func BenchmarkHTTPToolCall(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// An HTTP API acting as each user's connected account needs the vault
+// of connected accounts, as such an upstream does; its name may not be
+// an upstream's.
+func TestHTTPAPIsChecks(t *testing.T) {
+	tests := []struct {
+		name, cfg, want string
+	}{
+		{name: "connected accounts need the vault", cfg: `
+http_apis:
+  - name: crm
+    base_url: https://crm.example/api
+    oauth: {grant: authorization_code, issuer: "https://crm.example", client_id: portcullis}
+`, want: "connections.keys_file: required"},
+		{name: "a name an upstream has", cfg: `
+upstreams:
+  - {name: crm, transport: http, url: "https://mcp.example/mcp"}
+http_apis:
+  - {name: crm, prefix: crm2, base_url: "https://crm.example/api"}
+`, want: `http_apis[0].name: "crm" is also the name of an upstream`},
+		{name: "a selection of an API's tool", cfg: `
+http_apis:
+  - name: crm
+    base_url: https://crm.example/api
+    tools: [{name: get, method: GET, path: /x}]
+servers:
+  - {name: s, path: /mcp/s, tools: [{source: crm, name: nope}]}
+`, want: "servers[0].tools[0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig(writeConfig(t, tt.cfg), nil, nil)
+			if err == nil {
+				_, err = newApp(t.Context(), cfg, mcp.HTTP, extensions{}, process{stderr: io.Discard})
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
 		})
 	}
 }

@@ -66,8 +66,10 @@ func credentialTransport(name string, headers []NamedValue, o OAuthOptions, clie
 // CheckCredentials reports the problems of the credential of an HTTP
 // service Portcullis calls with [CredentialTransport] or, for a grant
 // that gets a token for each caller, [NewCallerTransport]: its headers,
-// and its oauth block after [OAuthOptions.Defaults] (any grant but
-// authorization_code). Each error's text starts with its key
+// and its oauth block after [OAuthOptions.Defaults]. With grant
+// authorization_code, whose token (each caller's connected account, from
+// [Accounts]) the code that calls the service adds to each request,
+// connect_at_sign_in is refused. Each error's text starts with its key
 // ("headers[0].name: …"); the caller prefixes where the block is.
 func CheckCredentials(headers []NamedValue, o OAuthOptions) []error {
 	var errs []error
@@ -82,7 +84,13 @@ func CheckCredentials(headers []NamedValue, o OAuthOptions) []error {
 	}
 	switch {
 	case o.account():
-		at("oauth.grant", "authorization_code is not supported here: use client_credentials, token_exchange, jwt_bearer or id_jag")
+		o.checkAccount(at)
+		if o.ConnectAtSignIn {
+			at("oauth.connect_at_sign_in", "applies only to upstreams")
+		}
+		if o.TokenEnv != "" || o.TokenFileEnv != "" {
+			at("oauth.token_env", "token_env and token_file_env apply only to stdio upstreams")
+		}
 	case o.enabled():
 		o.checkGrant(at)
 		if o.TokenEnv != "" || o.TokenFileEnv != "" {
@@ -113,6 +121,10 @@ func (o *OAuthOptions) Defaults(url string) {
 		o.Resource = url
 	}
 }
+
+// ConnectedAccount reports whether the grant is authorization_code: each
+// caller's own connected account, from [Accounts].
+func (o OAuthOptions) ConnectedAccount() bool { return o.account() }
 
 // PerCaller reports whether the grant gets a token for each caller with
 // the caller's token (token_exchange, jwt_bearer, id_jag): requests are

@@ -45,7 +45,7 @@ func Register(list []Options, cat Catalog, deps Deps) error {
 		if o.TLS.InsecureSkipVerify {
 			logger.Warn("httptools: tls.insecure_skip_verify is on: the API's certificate is not verified; never use this in production", "api", o.Name)
 		}
-		set := catalog.Set{Origin: o.Name, Prefix: o.namespace()}
+		set := catalog.Set{Origin: o.Name, Prefix: o.namespace(), Fixed: true}
 		for k := range o.Tools {
 			t, err := a.newTool(o.Tools[k])
 			if err != nil {
@@ -93,6 +93,12 @@ func newAPI(o *Options, deps Deps) (*api, error) {
 		return nil, fmt.Errorf("httptools: %w", err)
 	}
 	a.client = newClient(o, rt)
+	if o.OAuth.ConnectedAccount() {
+		if deps.Accounts == nil {
+			return nil, fmt.Errorf("httptools: %s: oauth.grant authorization_code needs the connected accounts", o.Name)
+		}
+		a.accounts = deps.Accounts
+	}
 	return a, nil
 }
 
@@ -195,22 +201,38 @@ func (t *tool) handle(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 	}
 	client := t.api.client
 	if t.api.callers != nil {
-		var ti *sdkauth.TokenInfo
-		if req.Extra != nil {
-			ti = req.Extra.TokenInfo
-		}
-		if client, err = t.api.callers.client(ti); err != nil {
+		if client, err = t.api.callers.client(callerOf(req)); err != nil {
 			return t.failure(ctx, err, d.String()), nil
 		}
+	}
+	ti := callerOf(req)
+	var account string
+	if t.api.accounts != nil {
+		if account, err = t.api.accounts.Token(ctx, ti, t.api.opts.Name); err != nil {
+			return t.accountFailure(err), nil
+		}
+		hr.Header.Set("Authorization", "Bearer "+account)
 	}
 	resp, err := client.Do(hr)
 	if err != nil {
 		return t.failure(ctx, err, d.String()), nil
 	}
 	defer resp.Body.Close()
+	if account != "" && resp.StatusCode == http.StatusUnauthorized {
+		// Refreshed before its next use, or the connection dropped.
+		t.api.accounts.Rejected(ctx, ti, t.api.opts.Name, account)
+	}
 	body, err := readBody(resp.Body, t.api.opts.MaxResponseBytes)
 	if err != nil {
 		return t.failure(ctx, err, d.String()), nil
 	}
 	return t.result(resp, body, append(rec.values, t.api.secrets...)), nil
+}
+
+// callerOf is the token info of the call's caller; nil for none.
+func callerOf(req *sdk.CallToolRequest) *sdkauth.TokenInfo {
+	if req.Extra == nil {
+		return nil
+	}
+	return req.Extra.TokenInfo
 }

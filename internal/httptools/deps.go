@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 // Deps are what the APIs need from the process. Every field may be nil.
@@ -24,4 +26,7 @@ type Deps struct {
 	// PrincipalKey names the caller a token info describes, for the
 	// tokens got for each caller; "" for none.
 	PrincipalKey func(ti *sdkauth.TokenInfo) string
+	// Accounts gives APIs with oauth.grant authorization_code each
+	// caller's connected account.
+	Accounts upstream.Accounts
 }

@@ -47,7 +47,13 @@ func TestValidate(t *testing.T) {
 		{name: "bad body", change: func(o *Options) { o.Tools[0].Body = "xml" }, want: ".body:"},
 		{name: "oauth connected accounts", change: func(o *Options) {
 			o.OAuth = upstream.OAuthOptions{Grant: upstream.GrantAuthorizationCode, ClientID: "c"}
-		}, want: "[0].oauth.grant: authorization_code is not supported here"},
+		}},
+		{name: "oauth connected accounts at sign-in", change: func(o *Options) {
+			o.OAuth = upstream.OAuthOptions{Grant: upstream.GrantAuthorizationCode, ClientID: "c", ConnectAtSignIn: true}
+		}, want: "[0].oauth.connect_at_sign_in: applies only to upstreams"},
+		{name: "oauth connected accounts without client", change: func(o *Options) {
+			o.OAuth = upstream.OAuthOptions{Grant: upstream.GrantAuthorizationCode}
+		}, want: "[0].oauth.client_id: required"},
 		{name: "oauth jwt_bearer without scopes", change: func(o *Options) {
 			o.OAuth = upstream.OAuthOptions{Grant: upstream.GrantJWTBearer, TokenURL: "https://idp.example/token", ClientID: "c", ClientSecretFile: "/nonexistent"}
 		}, want: "[0].oauth.scopes: required"},

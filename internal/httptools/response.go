@@ -16,6 +16,7 @@ import (
 
 	"github.com/portcullis-mcp/portcullis/internal/httptools/spec"
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
+	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 // excerptBytes bounds the excerpt of an error response's body a tool
@@ -82,6 +83,15 @@ func (t *tool) failure(ctx context.Context, err error, timeout string) *sdk.Call
 		return toolError(fmt.Sprintf("The API did not answer %s %s within %s.", t.spec.Method, t.spec.Path, timeout))
 	}
 	return toolError(fmt.Sprintf("The API could not be reached for %s %s.", t.spec.Method, t.spec.Path))
+}
+
+// accountFailure maps a caller's connected account that cannot be had to
+// a tool error: the page that connects it when there is none.
+func (t *tool) accountFailure(err error) *sdk.CallToolResult {
+	if cr := (*upstream.ConnectRequired)(nil); errors.As(err, &cr) {
+		return toolError(fmt.Sprintf("The API %q acts as your own account there, and you have not connected it yet. Open %s to connect it, then try again.", t.api.opts.Name, cr.URL))
+	}
+	return toolError(fmt.Sprintf("Your connected account at the API %q cannot be used now; try again later, or connect it again.", t.api.opts.Name))
 }
 
 // code is " (<OAuth error code>)", or nothing without one.

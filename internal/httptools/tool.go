@@ -7,6 +7,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/portcullis-mcp/portcullis/internal/httptools/spec"
+	"github.com/portcullis-mcp/portcullis/upstream"
 )
 
 // api is one configured API, ready to serve.
@@ -14,8 +15,11 @@ type api struct {
 	opts *Options
 	// client sends the requests with the API's own credential; nil when
 	// its token is got for each caller, with callers' clients.
-	client   *http.Client
-	callers  *callers
+	client  *http.Client
+	callers *callers
+	// accounts gives each caller's connected account (oauth.grant
+	// authorization_code); nil otherwise.
+	accounts upstream.Accounts
 	base     *url.URL
 	basePath string // base's escaped path without its trailing '/'
 	secrets  []string
