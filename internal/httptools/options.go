@@ -59,13 +59,14 @@ type Options struct {
 	// (value_file). The caller's Authorization header is never sent, and
 	// no argument may set one of these headers.
 	Headers []upstream.NamedValue `yaml:"headers"`
-	// OAuth gets the API an access token, sent as a bearer token:
-	// Portcullis's own (grant client_credentials, the default), or one per
-	// caller got for the caller's token (grants token_exchange,
-	// jwt_bearer, id_jag; id_jag's resource defaults to base_url), as for
-	// an http upstream. The caller's own token goes only to the token
-	// endpoint. Grant authorization_code is not available here. Off while
-	// token_url is empty.
+	// OAuth gets the API an access token, sent as a bearer token, as for
+	// an http upstream: Portcullis's own (grant client_credentials, the
+	// default), one per caller got for the caller's token (grants
+	// token_exchange, jwt_bearer, id_jag; id_jag's resource defaults to
+	// base_url), which goes only to the token endpoint, or each caller's
+	// connected account (grant authorization_code, without
+	// connect_at_sign_in). Off while token_url is empty, but for
+	// authorization_code.
 	OAuth upstream.OAuthOptions `yaml:"oauth"`
 	// Tools are the API's declared tools.
 	Tools []spec.Tool `yaml:"tools"`
