@@ -122,8 +122,15 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 		return nil, err
 	}
 	a := &app{cfg: cfg, logger: logger, catalog: cat, metrics: metrics, tracing: tracing, audit: au}
-	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subjectToken(&a.authServer, logger, au), accounts{&a.connections}, au)
+	subject := subjectToken(&a.authServer, logger, au)
+	ups, err := startUpstreams(ctx, cfg, cat, metrics, tracing, logger, subject, accounts{&a.connections}, au)
 	if err != nil {
+		return nil, err
+	}
+	if err := registerHTTPAPIs(cfg.HTTPAPIs, cat, tracing, logger, subject, accounts{&a.connections}); err != nil {
+		if ups != nil {
+			_ = ups.Close()
+		}
 		return nil, err
 	}
 	// The catalog knows tools that upstreams add while serving too.

@@ -335,6 +335,7 @@ func (a *auditor) configLoaded(cfg *configFile) {
 		"version":   version,
 		"servers":   fmt.Sprint(len(cfg.Servers)),
 		"upstreams": fmt.Sprint(len(cfg.Upstreams)),
+		"http_apis": fmt.Sprint(len(cfg.HTTPAPIs)),
 		"auth":      fmt.Sprint(cfg.authOn()),
 	}})
 }

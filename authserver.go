@@ -28,7 +28,7 @@ func (a *app) setupAuthServer() (*authserver.Server, error) {
 		Observe: func(e authserver.Event) {
 			a.metrics.AuthServerEvent(e.Endpoint, e.Grant, e.Outcome, e.Reason)
 		},
-		KeepIdPTokens: usesTokenExchange(a.cfg.Upstreams),
+		KeepIdPTokens: usesTokenExchange(a.cfg.Upstreams) || httpAPIsPerCaller(a.cfg.HTTPAPIs),
 	}
 	if a.audit != nil {
 		deps.Audit = a.audit.record

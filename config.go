@@ -12,6 +12,7 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/audit"
 	"github.com/portcullis-mcp/portcullis/internal/authserver"
 	"github.com/portcullis-mcp/portcullis/internal/curation"
+	"github.com/portcullis-mcp/portcullis/internal/httptools"
 	"github.com/portcullis-mcp/portcullis/internal/limits"
 	"github.com/portcullis-mcp/portcullis/internal/loopback"
 	"github.com/portcullis-mcp/portcullis/internal/redisconn"
@@ -57,6 +58,11 @@ type configFile struct {
 	// endpoints) whose tools, resources and prompts Portcullis serves
 	// behind its own auth, policy, limits and telemetry.
 	Upstreams []upstream.Options `yaml:"upstreams"`
+	// HTTPAPIs are REST APIs whose declared tools Portcullis serves, each
+	// call one HTTP request with the API's own credential (never the
+	// caller's token), behind Portcullis's auth, policy, limits and
+	// telemetry. See docs/http-tools.md.
+	HTTPAPIs []httptools.Options `yaml:"http_apis"`
 	// Connections keeps the accounts users connect at upstreams that act
 	// as each user (upstreams[].oauth.grant authorization_code): the
 	// vault's keys and how long an unused account is kept.
@@ -187,6 +193,9 @@ func (c *configFile) defaults() {
 	c.AuthorizationServer.Defaults(c.Auth.Resource)
 	c.Limits.Defaults()
 	c.Redis.Defaults()
+	for i := range c.HTTPAPIs {
+		c.HTTPAPIs[i].Defaults()
+	}
 	for i := range c.Servers {
 		c.Servers[i].defaults(c.Auth.Resource, c.Limits.RatePerPrincipal, c.Limits.BurstPerPrincipal)
 	}
@@ -245,6 +254,7 @@ func (c *configFile) Validate() error {
 	add("mcp.", c.MCP.Validate())
 	add("tools.", c.Tools.Validate())
 	add("upstreams", upstream.Validate(c.Upstreams))
+	add("http_apis", validateHTTPAPIs(c.HTTPAPIs, c.Upstreams))
 	add("auth.", c.authForValidation().Validate())
 	if _, err := compileRules("auth.", c.Auth.Policy); err != nil {
 		add("", err)
@@ -254,7 +264,7 @@ func (c *configFile) Validate() error {
 	add("tasks.", c.Tasks.Validate())
 	add("redis.", c.Redis.Validate())
 	add("audit.", c.Audit.Validate())
-	add("", c.Connections.validate(c.Upstreams, c.AuthorizationServer.Enabled, c.issuerNames()))
+	add("", c.Connections.validate(connectionUpstreams(c.Upstreams, c.HTTPAPIs), c.AuthorizationServer.Enabled, c.issuerNames()))
 	add("", validateServers(c.Servers, c.Auth.Resource, c.selectionSources()))
 	for i := range c.Servers {
 		c.validateServerSections(i, add)
@@ -270,13 +280,18 @@ var builtinToolsets = []string{toolsets.ToolsetCore, toolsets.ToolsetWorkshop, t
 
 // selectionSources are the sources the virtual servers' selections may
 // name: the built-in toolsets enabled in tools.toolsets, the declared
-// resources and prompts, the program's, and the upstreams (the first of
-// each name: a second is upstreams' problem).
+// resources and prompts, the program's, the upstreams and the HTTP APIs
+// (the first of each name: a second is their sections' problem).
 func (c *configFile) selectionSources() curation.Sources {
 	s := curation.Sources{Toolsets: builtinToolsets, Enabled: c.Tools.Toolsets, Upstreams: map[string]func(string) string{}}
 	for i := range c.Upstreams {
 		if _, dup := s.Upstreams[c.Upstreams[i].Name]; !dup {
 			s.Upstreams[c.Upstreams[i].Name] = c.Upstreams[i].ServedName
+		}
+	}
+	for i := range c.HTTPAPIs {
+		if _, dup := s.Upstreams[c.HTTPAPIs[i].Name]; !dup {
+			s.Upstreams[c.HTTPAPIs[i].Name] = c.HTTPAPIs[i].ServedName
 		}
 	}
 	return s

@@ -18,15 +18,15 @@ import (
 	"github.com/portcullis-mcp/portcullis/internal/vault"
 )
 
-// setupConnections builds the connected accounts of the upstreams with
-// oauth.grant authorization_code (nil when there is none): the vault in
+// setupConnections builds the connected accounts of the upstreams and
+// HTTP APIs with oauth.grant authorization_code (nil when there is none): the vault in
 // Redis when there is one (every replica shares it), else in memory; the
 // connect pages signing browsers in through the authorization server.
 // A connection made is told to the session that was asked for it on
 // whichever replica holds it: through Redis Pub/Sub when there is one,
 // until ctx ends.
 func (a *app) setupConnections(ctx context.Context, as *authserver.Server) (*connect.Service, error) {
-	ups := accountUpstreams(a.cfg.Upstreams)
+	ups := accountUpstreams(connectionUpstreams(a.cfg.Upstreams, a.cfg.HTTPAPIs))
 	if len(ups) == 0 {
 		return nil, nil
 	}

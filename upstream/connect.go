@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"sync"
@@ -13,8 +11,6 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
@@ -107,14 +103,6 @@ func (c *connector) dial() (sdk.Transport, func(), error) {
 // neither, the client-credentials token of oauth (of the same client, for
 // a token_exchange upstream), if any.
 func (c *connector) dialHTTP(src *tokenexchange.Source, account *sdkauth.TokenInfo) (sdk.Transport, func(), error) {
-	headers := make(http.Header)
-	for _, h := range c.opts.Headers {
-		v, err := h.value()
-		if err != nil {
-			return nil, func() {}, fmt.Errorf("upstream: %s: header %s: %w", c.opts.Name, h.Name, err)
-		}
-		headers.Set(h.Name, v)
-	}
 	client := *c.deps.HTTPClient
 	base := transportOf(c.deps.HTTPClient)
 	if account != nil {
@@ -122,29 +110,9 @@ func (c *connector) dialHTTP(src *tokenexchange.Source, account *sdkauth.TokenIn
 		// (the listing session's credential).
 		base = &accountTransport{accounts: c.deps.Accounts, upstream: c.opts.Name, ti: account, base: base}
 	}
-	var rt http.RoundTripper = &headerTransport{next: base, headers: headers}
-	if src != nil {
-		rt = &tokenexchange.Transport{Source: src, Base: rt}
-	} else if o := c.opts.OAuth; o.clientCredentials() {
-		secret, err := readValueFile(o.ClientSecretFile)
-		if err != nil {
-			return nil, func() {}, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", c.opts.Name, err)
-		}
-		cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: secret, TokenURL: o.TokenURL, Scopes: o.Scopes}
-		if o.Resource != "" {
-			cc.EndpointParams = url.Values{"resource": {o.Resource}}
-		}
-		if o.Audience != "" && o.Grant != GrantIDJAG {
-			if cc.EndpointParams == nil {
-				cc.EndpointParams = url.Values{}
-			}
-			cc.EndpointParams.Set("audience", o.Audience)
-		}
-		// The token source caches the token and renews it when it
-		// expires, for this connection; a reconnect reads the secret
-		// file again, so a rotated secret is picked up.
-		ctx := context.WithValue(context.Background(), oauth2.HTTPClient, c.deps.HTTPClient)
-		rt = &oauth2.Transport{Source: cc.TokenSource(ctx), Base: rt}
+	rt, err := credentialTransport(c.opts.Name, c.opts.Headers, c.opts.OAuth, c.deps.HTTPClient, base, src)
+	if err != nil {
+		return nil, func() {}, err
 	}
 	client.Transport = &sseCounter{next: &drainTransport{next: rt}, notes: &notes{}}
 	// MaxRetries bounds, among others, the reconnects with Last-Event-ID of
@@ -159,36 +127,7 @@ func (c *connector) dialHTTP(src *tokenexchange.Source, account *sdkauth.TokenIn
 // reads the client secret files, so that a rotated secret is picked up by
 // the next caller's session.
 func (c *connector) exchangeConfig() (*tokenexchange.Config, error) {
-	o := c.opts.OAuth
-	secret, err := readValueFile(o.ClientSecretFile)
-	if err != nil {
-		return nil, fmt.Errorf("upstream: %s: oauth.client_secret_file: %w", c.opts.Name, err)
-	}
-	cfg := &tokenexchange.Config{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: secret,
-		Audience: o.Audience, Resource: o.Resource, Scopes: o.Scopes, RequestedTokenType: o.RequestedTokenType,
-		HTTPClient: c.deps.HTTPClient}
-	switch o.Grant {
-	case GrantJWTBearer:
-		// Entra ID's on-behalf-of flow; the caller's token is the
-		// assertion, and the response a plain token response.
-		cfg.GrantType = tokenexchange.GrantTypeJWTBearer
-		cfg.Params = url.Values{"requested_token_use": {"on_behalf_of"}}
-		cfg.Server = "the identity provider"
-	case GrantIDJAG:
-		p := o.IdentityProvider
-		idpSecret, err := readValueFile(p.ClientSecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("upstream: %s: oauth.identity_provider.client_secret_file: %w", c.opts.Name, err)
-		}
-		// The identity provider issues the ID-JAG (the scopes go in it);
-		// the upstream's authorization server takes it as the assertion.
-		cfg = &tokenexchange.Config{TokenURL: p.TokenURL, ClientID: p.ClientID, ClientSecret: idpSecret,
-			RequestedTokenType: tokenexchange.TokenTypeIDJAG, Audience: o.Audience, Resource: o.Resource, Scopes: o.Scopes,
-			Server: "the identity provider", HTTPClient: c.deps.HTTPClient,
-			Next: &tokenexchange.Config{GrantType: tokenexchange.GrantTypeJWTBearer, TokenURL: o.TokenURL,
-				ClientID: o.ClientID, ClientSecret: secret, Server: "the upstream's authorization server", HTTPClient: c.deps.HTTPClient}}
-	}
-	return cfg, nil
+	return exchangeConfig(c.opts.Name, c.opts.OAuth, c.deps.HTTPClient)
 }
 
 // environ is the stdio server's environment: PATH and HOME of Portcullis,

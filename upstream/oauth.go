@@ -1,5 +1,7 @@
 package upstream
 
+import "github.com/portcullis-mcp/portcullis/internal/tokenexchange"
+
 // Grants accepted in [OAuthOptions.Grant].
 const (
 	// GrantClientCredentials gets the upstream a token of Portcullis's own
@@ -207,5 +209,60 @@ func (o OAuthOptions) checkStdioAccount(perPrincipal bool, at func(key, format s
 	}
 	if o.Issuer == "" {
 		at("oauth.issuer", "required on a stdio upstream: the authorization server that issues its users' tokens")
+	}
+}
+
+// checkGrant checks the keys of an oauth block of an HTTP service whose
+// grant is not authorization_code (see checkAccount), token_url set,
+// reporting each problem with at.
+func (o OAuthOptions) checkGrant(at func(key, format string, args ...any)) {
+	switch o.Grant {
+	case GrantClientCredentials:
+		if o.Audience != "" || o.RequestedTokenType != "" {
+			at("oauth.grant", "audience and requested_token_type apply only to token_exchange")
+		}
+	case GrantTokenExchange:
+		if o.RequestedTokenType != tokenexchange.TokenTypeAccessToken && o.RequestedTokenType != tokenexchange.TokenTypeJWT {
+			at("oauth.requested_token_type", "%q is not one of %s, %s: the upstream is sent a bearer access token", o.RequestedTokenType, tokenexchange.TokenTypeAccessToken, tokenexchange.TokenTypeJWT)
+		}
+	case GrantJWTBearer:
+		if o.Audience != "" || o.RequestedTokenType != "" {
+			at("oauth.grant", "audience and requested_token_type apply only to token_exchange (and audience to id_jag)")
+		}
+		if len(o.Scopes) == 0 {
+			at("oauth.scopes", "required with oauth.grant jwt_bearer: the on-behalf-of request names the upstream's API by its scope (at Entra ID, api://<its application ID>/.default)")
+		}
+	case GrantIDJAG:
+		if o.RequestedTokenType != "" {
+			at("oauth.requested_token_type", "applies only to token_exchange: id_jag asks the identity provider for an ID-JAG, and the upstream's authorization server for an access token")
+		}
+		if o.Audience == "" {
+			at("oauth.audience", "required with oauth.grant id_jag: the issuer of the upstream's authorization server, the ID-JAG's audience")
+		}
+		o.IdentityProvider.check(at)
+	default:
+		at("oauth.grant", "%q is not one of client_credentials, token_exchange, jwt_bearer, id_jag, authorization_code", o.Grant)
+	}
+	if o.Issuer != "" || o.AuthorizationURL != "" || o.ConnectAtSignIn {
+		at("oauth.grant", "issuer, authorization_url and connect_at_sign_in apply only to authorization_code")
+	}
+	if o.Grant != GrantIDJAG && o.IdentityProvider.set() {
+		at("oauth.identity_provider", "applies only to oauth.grant id_jag")
+	}
+	if err := checkURL(o.TokenURL); err != nil {
+		at("oauth.token_url", "%v", err)
+	}
+	if o.ClientID == "" {
+		at("oauth.client_id", "required with oauth.token_url")
+	}
+	if o.ClientSecretFile == "" {
+		at("oauth.client_secret_file", "required with oauth.token_url")
+	} else if _, err := readValueFile(o.ClientSecretFile); err != nil {
+		at("oauth.client_secret_file", "%v", err)
+	}
+	if o.Resource != "" {
+		if err := checkURL(o.Resource); err != nil {
+			at("oauth.resource", "%v", err)
+		}
 	}
 }

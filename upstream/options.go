@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/mcpname"
-	"github.com/portcullis-mcp/portcullis/internal/tokenexchange"
 )
 
 // Transports accepted in [Options.Transport].
@@ -156,20 +155,14 @@ func (o *Options) Defaults() {
 			o.Isolation = IsolationPerPrincipal
 		}
 	}
-	if o.Transport == TransportHTTP && o.OAuth.enabled() && o.OAuth.Grant == "" {
-		o.OAuth.Grant = GrantClientCredentials
+	if o.Transport == TransportHTTP {
+		o.OAuth.Defaults(o.URL)
 	}
 	if o.Transport == TransportHTTP && o.Isolation == "" {
 		o.Isolation = IsolationShared
 		if o.OAuth.exchange() || o.OAuth.account() {
 			o.Isolation = IsolationPerPrincipal
 		}
-	}
-	if o.OAuth.enabled() && o.OAuth.Grant == GrantTokenExchange && o.OAuth.RequestedTokenType == "" {
-		o.OAuth.RequestedTokenType = tokenexchange.TokenTypeAccessToken
-	}
-	if o.OAuth.enabled() && o.OAuth.Grant == GrantIDJAG && o.OAuth.Resource == "" {
-		o.OAuth.Resource = o.URL
 	}
 	if o.Transport == TransportStdio && o.PassPrincipal == "" {
 		o.PassPrincipal = PassPrincipalNone
@@ -319,55 +312,7 @@ func Validate(list []Options) error {
 			if o.OAuth.account() {
 				o.OAuth.checkAccount(at)
 			} else if o.OAuth.enabled() {
-				switch o.OAuth.Grant {
-				case GrantClientCredentials:
-					if o.OAuth.Audience != "" || o.OAuth.RequestedTokenType != "" {
-						at("oauth.grant", "audience and requested_token_type apply only to token_exchange")
-					}
-				case GrantTokenExchange:
-					if o.OAuth.RequestedTokenType != tokenexchange.TokenTypeAccessToken && o.OAuth.RequestedTokenType != tokenexchange.TokenTypeJWT {
-						at("oauth.requested_token_type", "%q is not one of %s, %s: the upstream is sent a bearer access token", o.OAuth.RequestedTokenType, tokenexchange.TokenTypeAccessToken, tokenexchange.TokenTypeJWT)
-					}
-				case GrantJWTBearer:
-					if o.OAuth.Audience != "" || o.OAuth.RequestedTokenType != "" {
-						at("oauth.grant", "audience and requested_token_type apply only to token_exchange (and audience to id_jag)")
-					}
-					if len(o.OAuth.Scopes) == 0 {
-						at("oauth.scopes", "required with oauth.grant jwt_bearer: the on-behalf-of request names the upstream's API by its scope (at Entra ID, api://<its application ID>/.default)")
-					}
-				case GrantIDJAG:
-					if o.OAuth.RequestedTokenType != "" {
-						at("oauth.requested_token_type", "applies only to token_exchange: id_jag asks the identity provider for an ID-JAG, and the upstream's authorization server for an access token")
-					}
-					if o.OAuth.Audience == "" {
-						at("oauth.audience", "required with oauth.grant id_jag: the issuer of the upstream's authorization server, the ID-JAG's audience")
-					}
-					o.OAuth.IdentityProvider.check(at)
-				default:
-					at("oauth.grant", "%q is not one of client_credentials, token_exchange, jwt_bearer, id_jag, authorization_code", o.OAuth.Grant)
-				}
-				if o.OAuth.Issuer != "" || o.OAuth.AuthorizationURL != "" || o.OAuth.ConnectAtSignIn {
-					at("oauth.grant", "issuer, authorization_url and connect_at_sign_in apply only to authorization_code")
-				}
-				if o.OAuth.Grant != GrantIDJAG && o.OAuth.IdentityProvider.set() {
-					at("oauth.identity_provider", "applies only to oauth.grant id_jag")
-				}
-				if err := checkURL(o.OAuth.TokenURL); err != nil {
-					at("oauth.token_url", "%v", err)
-				}
-				if o.OAuth.ClientID == "" {
-					at("oauth.client_id", "required with oauth.token_url")
-				}
-				if o.OAuth.ClientSecretFile == "" {
-					at("oauth.client_secret_file", "required with oauth.token_url")
-				} else if _, err := readValueFile(o.OAuth.ClientSecretFile); err != nil {
-					at("oauth.client_secret_file", "%v", err)
-				}
-				if o.OAuth.Resource != "" {
-					if err := checkURL(o.OAuth.Resource); err != nil {
-						at("oauth.resource", "%v", err)
-					}
-				}
+				o.OAuth.checkGrant(at)
 				for k, h := range o.Headers {
 					if strings.EqualFold(h.Name, "Authorization") {
 						at(fmt.Sprintf("headers[%d].name", k), "Authorization comes from oauth; set one or the other")

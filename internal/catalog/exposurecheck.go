@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/portcullis-mcp/portcullis/internal/curation"
@@ -22,17 +21,21 @@ import (
 // listed yet. An upstream connects while servers run, and its lists
 // change: a selection of an upstream that matches nothing is a warning,
 // and the server exposes what the selection names when the upstream lists
-// it.
+// it. A source whose set is [Set.Fixed] is checked as the catalog's own.
 func (c *Catalog) CheckExposure(e curation.Exposure, upstreams []string) []curation.Problem {
 	c.mu.RLock()
 	it := c.items()
 	listed := map[string]bool{}
+	changing := map[string]bool{}
 	for _, src := range c.sources {
 		listed[src.origin] = true
+		if !src.fixed {
+			changing[src.origin] = true
+		}
 	}
 	c.mu.RUnlock()
 
-	ec := &exposureCheck{e: &e, items: it, listed: listed, upstream: maps.Clone(listed)}
+	ec := &exposureCheck{e: &e, items: it, listed: listed, upstream: changing}
 	for _, u := range upstreams {
 		ec.upstream[u] = true
 	}

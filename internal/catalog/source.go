@@ -47,6 +47,11 @@ type Set struct {
 	// place in the configuration). What the sources offer decides, never
 	// the order in which they were set.
 	Order int
+	// Fixed says that what the set offers does not change while servers
+	// run (declared HTTP tools), unlike an upstream's lists: an exposure
+	// that selects what it lacks is wrong, not early (see
+	// [Catalog.CheckExposure]).
+	Fixed bool
 }
 
 // SetTool is a tool of a [Set] with its raw handler. The handler validates
@@ -137,6 +142,7 @@ var ErrClash = errors.New("name clash")
 type source struct {
 	name, origin, prefix   string
 	order                  int
+	fixed                  bool // see Set.Fixed
 	subscribe, unsubscribe func(ctx context.Context, uri string) error
 	complete               func(context.Context, *sdk.CompleteRequest) (*sdk.CompleteResult, error)
 	tools                  map[string]SetTool
@@ -160,6 +166,7 @@ func newSource(name string, s Set) *source {
 		origin:           cmp.Or(s.Origin, name),
 		prefix:           s.Prefix,
 		order:            s.Order,
+		fixed:            s.Fixed,
 		complete:         s.Complete,
 		subscribe:        s.Subscribe,
 		unsubscribe:      s.Unsubscribe,

@@ -436,6 +436,30 @@ func TestCheckExposure(t *testing.T) {
 	}
 }
 
+// A selection of what a fixed source (declared HTTP tools) lacks is an
+// error, not an upstream's warning: its tools do not change while serving.
+func TestCheckExposureFixedSource(t *testing.T) {
+	c := viewCatalog(t)
+	if _, err := c.SetSource("http_api orders", Set{Origin: "orders", Prefix: "orders", Fixed: true,
+		Tools: []SetTool{rawTool("orders_get", `{"type":"object"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	ps := c.CheckExposure(curation.Exposure{Tools: []curation.ToolSelection{
+		{Source: "orders", Name: "get"}, {Source: "orders", Name: "nope"}, {Source: "orders", Name: "x*"}, {Source: "gh", Name: "nope"},
+	}}, []string{"gh"})
+	var got []string
+	for _, p := range ps {
+		k := p.Key
+		if p.Warning {
+			k += "!"
+		}
+		got = append(got, k)
+	}
+	if want := []string{"tools[1].name", "tools[2].name", "tools[3].name!"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("CheckExposure keys = %q, want %q\n%s", got, want, problemsText(ps))
+	}
+}
+
 func problemsText(ps []curation.Problem) string {
 	var b strings.Builder
 	for _, p := range ps {

@@ -54,7 +54,3 @@ var (
 	// be shown to the client.
 	ErrDocument = errors.New("clientreg: client metadata document refused")
 )
-
-// errForbiddenAddress is what the dialer's check returns for an address
-// the fetcher must not connect to.
-var errForbiddenAddress = errors.New("clientreg: address not allowed")

@@ -159,7 +159,7 @@ func NewFetcher(o FetchOptions, deps FetchDeps) *Fetcher {
 
 	dialer := &net.Dialer{Timeout: o.Timeout, KeepAlive: 30 * time.Second}
 	if !o.AllowPrivateAddresses {
-		dialer.ControlContext = checkDial
+		dialer.ControlContext = outbound.CheckDial
 	}
 	t := outbound.Transport()
 	t.Proxy = nil

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/portcullis-mcp/portcullis/internal/outbound"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -488,7 +490,7 @@ func TestFetcherRefusesNonPublicAddresses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !forbiddenAddr(a) {
+				if !outbound.ForbiddenAddr(a) {
 					t.Fatalf("%s is not refused", a)
 				}
 				return
@@ -497,7 +499,7 @@ func TestFetcherRefusesNonPublicAddresses(t *testing.T) {
 			if m != nil || !errors.Is(err, ErrFetch) {
 				t.Fatalf("Get = %+v, %v; want ErrFetch", m, err)
 			}
-			if !errors.Is(err, errForbiddenAddress) {
+			if !errors.Is(err, outbound.ErrForbiddenAddress) {
 				t.Errorf("err = %v, want the address refused", err)
 			}
 			if testing.Verbose() {

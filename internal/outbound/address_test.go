@@ -1,4 +1,4 @@
-package clientreg
+package outbound
 
 import (
 	"context"
@@ -66,12 +66,12 @@ func TestForbiddenAddr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.addr, func(t *testing.T) {
 			a := netip.MustParseAddr(tt.addr)
-			if got := forbiddenAddr(a); got != tt.forbidden {
-				t.Errorf("forbiddenAddr(%s) = %v, want %v", tt.addr, got, tt.forbidden)
+			if got := ForbiddenAddr(a); got != tt.forbidden {
+				t.Errorf("ForbiddenAddr(%s) = %v, want %v", tt.addr, got, tt.forbidden)
 			}
 		})
 	}
-	if !forbiddenAddr(netip.Addr{}) {
+	if !ForbiddenAddr(netip.Addr{}) {
 		t.Error("the zero Addr is allowed")
 	}
 }
@@ -92,9 +92,9 @@ func TestCheckDial(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.address, func(t *testing.T) {
-			err := checkDial(context.Background(), "tcp", tt.address, nil)
-			if got := errors.Is(err, errForbiddenAddress); got != tt.forbidden {
-				t.Errorf("checkDial(%s) = %v, want forbidden %v", tt.address, err, tt.forbidden)
+			err := CheckDial(context.Background(), "tcp", tt.address, nil)
+			if got := errors.Is(err, ErrForbiddenAddress); got != tt.forbidden {
+				t.Errorf("CheckDial(%s) = %v, want forbidden %v", tt.address, err, tt.forbidden)
 			}
 		})
 	}

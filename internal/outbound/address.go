@@ -1,13 +1,18 @@
-package clientreg
+package outbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
 )
 
-// forbiddenPrefixes are the IPv4 and IPv6 ranges the fetcher never
+// ErrForbiddenAddress is what [CheckDial] returns for an address a
+// client guarded against server-side request forgery must not connect to.
+var ErrForbiddenAddress = errors.New("outbound: address not allowed")
+
+// forbiddenPrefixes are the IPv4 and IPv6 ranges a guarded client never
 // connects to, besides what netip's IsLoopback, IsPrivate,
 // IsLinkLocalUnicast, IsLinkLocalMulticast, IsInterfaceLocalMulticast,
 // IsMulticast and IsUnspecified already cover.
@@ -31,11 +36,13 @@ var (
 	sixToFour = netip.MustParsePrefix("2002::/16")
 )
 
-// forbiddenAddr reports whether the fetcher must not connect to a: an
+// ForbiddenAddr reports whether a client guarded against server-side
+// request forgery (the client metadata fetcher, declared HTTP tools) must
+// not connect to a: an
 // address of this machine, of a private network, or one that leads to
 // either. IPv4-mapped IPv6 addresses are judged as the IPv4 address they
 // map, and NAT64 and 6to4 addresses as the IPv4 address they embed.
-func forbiddenAddr(a netip.Addr) bool {
+func ForbiddenAddr(a netip.Addr) bool {
 	if !a.IsValid() {
 		return true
 	}
@@ -52,24 +59,25 @@ func forbiddenAddr(a netip.Addr) bool {
 	b := a.As16()
 	switch {
 	case nat64.Contains(a):
-		return forbiddenAddr(netip.AddrFrom4([4]byte(b[12:16])))
+		return ForbiddenAddr(netip.AddrFrom4([4]byte(b[12:16])))
 	case sixToFour.Contains(a):
-		return forbiddenAddr(netip.AddrFrom4([4]byte(b[2:6])))
+		return ForbiddenAddr(netip.AddrFrom4([4]byte(b[2:6])))
 	}
 	return false
 }
 
-// checkDial is the net.Dialer's ControlContext: it runs once the address
-// is resolved, for every address the dialer tries, just before the
-// connection is made, so a DNS answer that changes between a check and the
+// CheckDial is a [net.Dialer]'s ControlContext that refuses, with
+// [ErrForbiddenAddress], the addresses [ForbiddenAddr] reports. It runs
+// once the address is resolved, for every address the dialer tries, just
+// before the connection is made, so a DNS answer that changes between a check and the
 // dial cannot get past it.
-func checkDial(_ context.Context, _, address string, _ syscall.RawConn) error {
+func CheckDial(_ context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: cannot parse %q", errForbiddenAddress, address)
+		return fmt.Errorf("%w: cannot parse %q", ErrForbiddenAddress, address)
 	}
-	if forbiddenAddr(ap.Addr()) {
-		return fmt.Errorf("%w: %s is not a public address", errForbiddenAddress, ap.Addr())
+	if ForbiddenAddr(ap.Addr()) {
+		return fmt.Errorf("%w: %s is not a public address", ErrForbiddenAddress, ap.Addr())
 	}
 	return nil
 }
