@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,9 +46,16 @@ func Register(list []Options, cat Catalog, deps Deps) error {
 		if o.TLS.InsecureSkipVerify {
 			logger.Warn("httptools: tls.insecure_skip_verify is on: the API's certificate is not verified; never use this in production", "api", o.Name)
 		}
+		imported, notes, err := o.OpenAPI.tools(o.Name)
+		if err != nil {
+			return fmt.Errorf("httptools: %s: openapi: %w", o.Name, err)
+		}
+		for _, n := range notes {
+			logger.Warn("httptools: an operation of the OpenAPI document is left out or changed", "api", o.Name, "note", n)
+		}
 		set := catalog.Set{Origin: o.Name, Prefix: o.namespace(), Fixed: true}
-		for k := range o.Tools {
-			t, err := a.newTool(o.Tools[k])
+		for _, s := range slices.Concat(o.Tools, imported) {
+			t, err := a.newTool(s)
 			if err != nil {
 				return err
 			}

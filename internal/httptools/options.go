@@ -70,6 +70,9 @@ type Options struct {
 	OAuth upstream.OAuthOptions `yaml:"oauth"`
 	// Tools are the API's declared tools.
 	Tools []spec.Tool `yaml:"tools"`
+	// OpenAPI imports more tools from the API's OpenAPI document: the
+	// operations it selects.
+	OpenAPI *OpenAPIOptions `yaml:"openapi"`
 }
 
 // TLSOptions configures the verification of an API's certificate.
@@ -102,17 +105,7 @@ func (o *Options) Defaults() {
 		}
 	}
 	for i := range o.Tools {
-		t := &o.Tools[i]
-		t.Method = strings.ToUpper(t.Method)
-		if t.Body == "" {
-			t.Body = spec.DefaultBody(t.Method)
-		}
-		if t.Result == "" {
-			t.Result = spec.ResultText
-		}
-		if t.Description == "" {
-			t.Description = fmt.Sprintf("%s %s of the %s API.", t.Method, t.Path, o.Name)
-		}
+		defaultTool(&o.Tools[i], o.Name)
 	}
 }
 
@@ -227,6 +220,19 @@ func Validate(list []Options, takenNames, takenPrefixes map[string]string) error
 			tools[o.Tools[k].Name] = k
 			for _, err := range checkTool(&o.Tools[k], fixed) {
 				errs = append(errs, fmt.Errorf("[%d].tools[%d].%w", i, k, err))
+			}
+		}
+		imported, _, err := o.OpenAPI.tools(o.Name)
+		if err != nil {
+			at("openapi", "%v", err)
+		}
+		for k := range imported {
+			t := &imported[k]
+			if j, dup := tools[t.Name]; dup {
+				at("openapi", "the operation %q is named like tools[%d]", t.Name, j)
+			}
+			for _, err := range checkTool(t, fixed) {
+				errs = append(errs, fmt.Errorf("[%d].openapi: the operation %q: %w", i, t.Name, err))
 			}
 		}
 	}
