@@ -46,14 +46,22 @@ var initAllocBytes = func() uint64 {
 // protobuf descriptors of cel.dev/expr and googleapis' expr/v1alpha1 that
 // they register at init, kept by the protobuf registry.
 //
-// Measured: shipped, 1,400–1,407 KB by initialisation and 1,253–1,259 KB
-// live (1,279 KB under -race); as released, 2,521–2,527 KB and
-// 1,621–1,623 KB (1,645 KB under -race).
+// The OpenAPI import (http_apis[].openapi: kin-openapi, which links
+// santhosh-tekuri/jsonschema for a value validator Portcullis does not
+// use, and whose initialisation compiles the JSON Schema metaschemas,
+// 1.7 MB; go.yaml.in/yaml/v4; go-openapi/jsonpointer) accounts for about
+// 1,810 KB of initialisation and 450 KB of the live heap. A patch of
+// kin-openapi that drops that validator from the shipped build would take
+// most of it back (the way patches/fosite drops govalidator).
+//
+// Measured: shipped, 3,212–3,214 KB by initialisation and 1,705–1,706 KB
+// live (1,732 KB under -race); as released, 4,255–4,258 KB and
+// 2,036–2,038 KB.
 const (
-	initAllocBudgetShipped = 1_430_000
-	idleHeapBudgetShipped  = 1_300_000
-	initAllocBudgetStock   = 2_560_000
-	idleHeapBudgetStock    = 1_680_000
+	initAllocBudgetShipped = 3_250_000
+	idleHeapBudgetShipped  = 1_760_000
+	initAllocBudgetStock   = 4_300_000
+	idleHeapBudgetStock    = 2_090_000
 )
 
 // idleHeapChildEnv, set in the environment, makes TestIdleHeapAfterStart
