@@ -88,7 +88,7 @@ func register(t *testing.T, o Options) map[string]func(args string) *sdk.CallToo
 		t.Fatalf("Validate: %v", err)
 	}
 	cat := &fakeCatalog{}
-	if err := Register(list, cat, Deps{}); err != nil {
+	if err := Register(context.Background(), list, cat, Deps{}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	out := map[string]func(string) *sdk.CallToolResult{}

@@ -222,17 +222,21 @@ func Validate(list []Options, takenNames, takenPrefixes map[string]string) error
 				errs = append(errs, fmt.Errorf("[%d].tools[%d].%w", i, k, err))
 			}
 		}
-		imported, _, err := o.OpenAPI.tools(o.Name)
-		if err != nil {
-			at("openapi", "%v", err)
-		}
-		for k := range imported {
-			t := &imported[k]
-			if j, dup := tools[t.Name]; dup {
-				at("openapi", "the operation %q is named like tools[%d]", t.Name, j)
+		if p := o.OpenAPI; p != nil {
+			for _, err := range p.check() {
+				errs = append(errs, fmt.Errorf("[%d].openapi.%w", i, err))
 			}
-			for _, err := range checkTool(t, fixed) {
-				errs = append(errs, fmt.Errorf("[%d].openapi: the operation %q: %w", i, t.Name, err))
+			// A document at a URL is fetched and checked when served.
+			if p.File != "" && p.URL == "" {
+				data, err := p.readFile()
+				if err != nil {
+					at("openapi", "%v", err)
+				} else {
+					_, _, bad := o.imported(data)
+					for _, err := range bad {
+						errs = append(errs, fmt.Errorf("[%d].%w", i, err))
+					}
+				}
 			}
 		}
 	}
