@@ -64,19 +64,16 @@ func Register(ctx context.Context, list []Options, cat Catalog, deps Deps) error
 		if err != nil {
 			return fmt.Errorf("httptools: %s: openapi: %w", o.Name, err)
 		}
-		set, err := a.set(data, logger)
-		if err != nil {
+		serve := a.serve(cat, logger)
+		if err := serve(data); err != nil {
 			return err
-		}
-		if _, err := cat.SetSource(a.source(), set); err != nil {
-			return fmt.Errorf("httptools: %s: %w", o.Name, err)
 		}
 		if doc != nil {
 			every := o.OpenAPI.reload()
 			docs = append(docs, func() {
 				t := time.NewTicker(every)
 				defer t.Stop()
-				doc.watch(ctx, t.C, a, cat, logger)
+				doc.watch(ctx, t.C, o.Name, serve, logger)
 			})
 		}
 	}
@@ -87,9 +84,20 @@ func Register(ctx context.Context, list []Options, cat Catalog, deps Deps) error
 	return nil
 }
 
-// source is the catalog source of the API's tools.
-func (a *api) source() string {
-	return "http_api " + a.opts.Name
+// serve returns what serves in cat the API's tools with those data, its
+// OpenAPI document (nil for none), selects, as the source
+// "http_api <name>", in place of those it served.
+func (a *api) serve(cat Catalog, logger *slog.Logger) func(data []byte) error {
+	return func(data []byte) error {
+		set, err := a.set(data, logger)
+		if err != nil {
+			return err
+		}
+		if _, err := cat.SetSource("http_api "+a.opts.Name, set); err != nil {
+			return fmt.Errorf("httptools: %s: %w", a.opts.Name, err)
+		}
+		return nil
+	}
 }
 
 // set is what the API serves: its declared tools and those data, its

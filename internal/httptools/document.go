@@ -100,42 +100,36 @@ func (d *document) fetch(ctx context.Context) ([]byte, error) {
 }
 
 // watch checks the document at every tick until ctx ends: see reload.
-func (d *document) watch(ctx context.Context, tick <-chan time.Time, a *api, cat Catalog, logger *slog.Logger) {
+func (d *document) watch(ctx context.Context, tick <-chan time.Time, api string, serve func([]byte) error, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			d.reload(ctx, a, cat, logger)
+			d.reload(ctx, api, serve, logger)
 		}
 	}
 }
 
-// reload fetches the document and, when it changed, serves the API's
-// tools of it in cat in place of those served (the catalog tells the
-// servers' clients their lists changed). A document that cannot be
-// fetched or used leaves the tools as they are, logged. It reports
-// whether the tools were replaced.
-func (d *document) reload(ctx context.Context, a *api, cat Catalog, logger *slog.Logger) bool {
-	name := a.opts.Name
+// reload fetches the document and, when it changed, has serve serve the
+// tools of it, those of the API called api. A document that cannot be
+// fetched, or that serve refuses, leaves the tools as they are, logged.
+// It reports whether serve served the document.
+func (d *document) reload(ctx context.Context, api string, serve func([]byte) error, logger *slog.Logger) bool {
 	data, err := d.fetch(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			logger.Warn("httptools: the OpenAPI document cannot be fetched; the API's tools stay as they are", "api", name, "err", err)
+			logger.Warn("httptools: the OpenAPI document cannot be fetched; the API's tools stay as they are", "api", api, "err", err)
 		}
 		return false
 	}
 	if data == nil {
 		return false
 	}
-	set, err := a.set(data, logger)
-	if err == nil {
-		_, err = cat.SetSource(a.source(), set)
-	}
-	if err != nil {
-		logger.Warn("httptools: the OpenAPI document changed and cannot be served; the API's tools stay as they are", "api", name, "err", err)
+	if err := serve(data); err != nil {
+		logger.Warn("httptools: the OpenAPI document changed and cannot be served; the API's tools stay as they are", "api", api, "err", err)
 		return false
 	}
-	logger.Info("httptools: the OpenAPI document changed; the API's tools are rebuilt", "api", name, "tools", len(set.Tools))
+	logger.Info("httptools: the OpenAPI document changed; the API's tools are rebuilt", "api", api)
 	return true
 }

@@ -215,7 +215,7 @@ func TestOpenAPIReload(t *testing.T) {
 			logs.Reset()
 			logMu.Unlock()
 			before := docs.notModified
-			if got := d.reload(t.Context(), a, cat, logger); got != s.replaced {
+			if got := d.reload(t.Context(), "pets", a.serve(cat, logger), logger); got != s.replaced {
 				t.Errorf("reload = %v, want %v", got, s.replaced)
 			}
 			if got := cat.names("http_api pets"); !slices.Equal(got, s.want) {
@@ -256,7 +256,7 @@ func TestOpenAPIWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
-		d.watch(ctx, tick, a, cat, slog.New(slog.DiscardHandler))
+		d.watch(ctx, tick, "pets", a.serve(cat, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
 		close(done)
 	}()
 	tick <- time.Now()

@@ -243,6 +243,37 @@ func Validate(list []Options, takenNames, takenPrefixes map[string]string) error
 	return errors.Join(errs...)
 }
 
+// imported returns the tools data, o's document, selects, checked as
+// Validate checks declared tools, and what of it is left out or renamed;
+// errs are every problem, each starting with "openapi".
+func (o *Options) imported(data []byte) (tools []spec.Tool, notes []string, errs []error) {
+	tools, notes, err := o.OpenAPI.tools(o.Name, data)
+	if err != nil {
+		return nil, notes, []error{fmt.Errorf("openapi: %w", err)}
+	}
+	fixed := map[string]bool{}
+	for _, h := range o.Headers {
+		fixed[http.CanonicalHeaderKey(h.Name)] = true
+	}
+	declared := map[string]int{}
+	for k, t := range o.Tools {
+		declared[t.Name] = k
+	}
+	for k := range tools {
+		t := &tools[k]
+		if j, dup := declared[t.Name]; dup {
+			errs = append(errs, fmt.Errorf("openapi: the operation %q is named like tools[%d]", t.Name, j))
+		}
+		for _, err := range checkTool(t, fixed) {
+			errs = append(errs, fmt.Errorf("openapi: the operation %q: %w", t.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, notes, errs
+	}
+	return tools, notes, nil
+}
+
 // checkTool reports the problems of a tool after Defaults, each error's
 // text starting with its key under the tool (".method: …"); fixed are the
 // API's configured headers.
