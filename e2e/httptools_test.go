@@ -452,3 +452,95 @@ func TestOpenAPIToolsRealBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAPIReloadRealBinary: an API whose OpenAPI document is read from
+// a URL is served its operations; when the document changes, a connected
+// 2025-11-25 client is sent notifications/tools/list_changed and lists
+// the changed tools.
+func TestOpenAPIReloadRealBinary(t *testing.T) {
+	apiURL, _ := startOrdersAPI(t)
+	original, err := os.ReadFile(filepath.Join("..", "internal", "openapitools", "testdata", "v3.0-petstore.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		doc     = original
+		fetches int
+	)
+	docs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		fetches++
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(doc)
+	}))
+	t.Cleanup(docs.Close)
+	cfg := writeUpstreamConfig(t, `
+http_apis:
+  - name: pets
+    base_url: `+apiURL+`/v1
+    allow_private_addresses: true
+    openapi:
+      url: `+docs.URL+`/openapi.yaml
+      reload: 1s
+      select: {methods: [GET]}
+`)
+	s := startServer(t, nil, "--dev", "--config", cfg)
+	token := devToken(t, s, "alice")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 1)
+	client := sdk.NewClient(&sdk.Implementation{Name: "watcher"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{token}}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	names := sdkToolNames(t, ctx, cs)
+	if !slices.Contains(names, "pets_showPetById") || !slices.Contains(names, "pets_listPets") {
+		t.Fatalf("tools/list: %v", names)
+	}
+	// The notification goes on the client's standalone stream, which the
+	// SDK opens in the background after connecting: one sent before it is
+	// open is lost. So the document changes again, to another name, until
+	// a notification arrives.
+	var name string
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		name = fmt.Sprintf("getPet%d", i)
+		mu.Lock()
+		doc = bytes.ReplaceAll(original, []byte("operationId: showPetById"), []byte("operationId: "+name))
+		mu.Unlock()
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+			if time.Now().Before(deadline) {
+				continue
+			}
+			mu.Lock()
+			n := fetches
+			mu.Unlock()
+			t.Fatalf("no notifications/tools/list_changed within 60s (the document was fetched %d times)", n)
+		}
+		break
+	}
+	pollUntil(t, 30*time.Second, func() string {
+		names := sdkToolNames(t, ctx, cs)
+		if !slices.Contains(names, "pets_"+name) || slices.Contains(names, "pets_showPetById") {
+			return fmt.Sprintf("the changed document's tools are not listed: %v", names)
+		}
+		return ""
+	})
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "pets_" + name, Arguments: map[string]any{"petId": "5"}})
+	if err != nil || res.IsError {
+		t.Fatalf("pets_%s: %v, %+v", name, err, res)
+	}
+}
