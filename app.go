@@ -127,7 +127,7 @@ func newApp(ctx context.Context, cfg *configFile, transport mcp.Transport, ext e
 	if err != nil {
 		return nil, err
 	}
-	if err := registerHTTPAPIs(cfg.HTTPAPIs, cat, tracing, logger, subject, accounts{&a.connections}); err != nil {
+	if err := registerHTTPAPIs(ctx, cfg.HTTPAPIs, cat, tracing, logger, subject, accounts{&a.connections}); err != nil {
 		if ups != nil {
 			_ = ups.Close()
 		}

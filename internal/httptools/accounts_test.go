@@ -59,7 +59,7 @@ func TestConnectedAccount(t *testing.T) {
 	}
 	accts := &fakeAccounts{token: "alice-account"}
 	cat := &fakeCatalog{}
-	if err := Register(list, cat, Deps{Accounts: accts}); err != nil {
+	if err := Register(context.Background(), list, cat, Deps{Accounts: accts}); err != nil {
 		t.Fatal(err)
 	}
 	h := cat.sets["http_api pets"].Tools[0].Handler
@@ -89,7 +89,7 @@ func TestConnectedAccount(t *testing.T) {
 	if len(accts.rejected) != 1 || accts.rejected[0] != "stale-account" {
 		t.Errorf("rejected %q, want the stale token", accts.rejected)
 	}
-	if err := Register(list, &fakeCatalog{}, Deps{}); err == nil {
+	if err := Register(context.Background(), list, &fakeCatalog{}, Deps{}); err == nil {
 		t.Error("Register without Accounts succeeded")
 	}
 }

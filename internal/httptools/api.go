@@ -3,6 +3,7 @@ package httptools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,13 +28,16 @@ type Catalog interface {
 // Register builds each API of list (after Defaults and Validate) and
 // serves its tools in cat as the source "http_api <name>": selected by
 // servers[].tools[].source <name>, named "<prefix>_<tool>". A credential
-// file that cannot be read, or a tool name another source holds, fails
-// the whole.
-func Register(list []Options, cat Catalog, deps Deps) error {
+// file that cannot be read, an OpenAPI document that cannot be read,
+// fetched or used, or a tool name another source holds, fails the whole.
+// The documents read from a URL are checked for changes every
+// openapi.reload until ctx ends.
+func Register(ctx context.Context, list []Options, cat Catalog, deps Deps) error {
 	logger := deps.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	var docs []func()
 	for i := range list {
 		o := &list[i]
 		a, err := newAPI(o, deps)
@@ -46,29 +50,84 @@ func Register(list []Options, cat Catalog, deps Deps) error {
 		if o.TLS.InsecureSkipVerify {
 			logger.Warn("httptools: tls.insecure_skip_verify is on: the API's certificate is not verified; never use this in production", "api", o.Name)
 		}
-		imported, notes, err := o.OpenAPI.tools(o.Name)
+		var data []byte
+		var doc *document
+		switch p := o.OpenAPI; {
+		case p != nil && p.URL != "":
+			if doc, err = newDocument(o, deps.Transport); err != nil {
+				return err
+			}
+			data, err = doc.fetch(ctx)
+		case p != nil:
+			data, err = p.readFile()
+		}
 		if err != nil {
 			return fmt.Errorf("httptools: %s: openapi: %w", o.Name, err)
 		}
+		serve := a.serve(cat, logger)
+		if err := serve(data); err != nil {
+			return err
+		}
+		if doc != nil {
+			every := o.OpenAPI.reload()
+			docs = append(docs, func() {
+				t := time.NewTicker(every)
+				defer t.Stop()
+				doc.watch(ctx, t.C, o.Name, serve, logger)
+			})
+		}
+	}
+	// Watched once every API is served: a failure above serves none.
+	for _, watch := range docs {
+		go watch()
+	}
+	return nil
+}
+
+// serve returns what serves in cat the API's tools with those data, its
+// OpenAPI document (nil for none), selects, as the source
+// "http_api <name>", in place of those it served.
+func (a *api) serve(cat Catalog, logger *slog.Logger) func(data []byte) error {
+	return func(data []byte) error {
+		set, err := a.set(data, logger)
+		if err != nil {
+			return err
+		}
+		if _, err := cat.SetSource("http_api "+a.opts.Name, set); err != nil {
+			return fmt.Errorf("httptools: %s: %w", a.opts.Name, err)
+		}
+		return nil
+	}
+}
+
+// set is what the API serves: its declared tools and those data, its
+// OpenAPI document (nil for none), selects. The operations left out or
+// renamed are logged.
+func (a *api) set(data []byte, logger *slog.Logger) (catalog.Set, error) {
+	o := a.opts
+	var imported []spec.Tool
+	if data != nil {
+		tools, notes, errs := o.imported(data)
 		for _, n := range notes {
 			logger.Warn("httptools: an operation of the OpenAPI document is left out or changed", "api", o.Name, "note", n)
 		}
-		set := catalog.Set{Origin: o.Name, Prefix: o.namespace(), Fixed: true}
-		for _, s := range slices.Concat(o.Tools, imported) {
-			t, err := a.newTool(s)
-			if err != nil {
-				return err
-			}
-			// A call of the 2026-07-28 era is served without the SDK
-			// server's session per request (catalog.DirectHandler): the
-			// handler needs only the arguments and the caller's token info.
-			set.Tools = append(set.Tools, catalog.SetTool{Tool: t.sdkTool(o.ServedName(t.spec.Name)), Handler: t.handle, Direct: t.direct})
+		if len(errs) > 0 {
+			return catalog.Set{}, fmt.Errorf("httptools: %s: %w", o.Name, errors.Join(errs...))
 		}
-		if _, err := cat.SetSource("http_api "+o.Name, set); err != nil {
-			return fmt.Errorf("httptools: %s: %w", o.Name, err)
-		}
+		imported = tools
 	}
-	return nil
+	set := catalog.Set{Origin: o.Name, Prefix: o.namespace(), Fixed: true}
+	for _, s := range slices.Concat(o.Tools, imported) {
+		t, err := a.newTool(s)
+		if err != nil {
+			return catalog.Set{}, err
+		}
+		// A call of the 2026-07-28 era is served without the SDK
+		// server's session per request (catalog.DirectHandler): the
+		// handler needs only the arguments and the caller's token info.
+		set.Tools = append(set.Tools, catalog.SetTool{Tool: t.sdkTool(o.ServedName(t.spec.Name)), Handler: t.handle, Direct: t.direct})
+	}
+	return set, nil
 }
 
 func newAPI(o *Options, deps Deps) (*api, error) {

@@ -1,6 +1,7 @@
 package httptools
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -125,7 +126,7 @@ func TestAttackRedirect(t *testing.T) {
 	list := []Options{o}
 	list[0].Defaults()
 	cat := &fakeCatalog{}
-	err := Register(list, cat, Deps{Transport: func(next http.RoundTripper) http.RoundTripper {
+	err := Register(context.Background(), list, cat, Deps{Transport: func(next http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.URL.Host == "public.example" {
 				return &http.Response{StatusCode: http.StatusFound, Header: http.Header{"Location": {other.srv.URL + "/steal"}}, Body: http.NoBody, Request: r}, nil

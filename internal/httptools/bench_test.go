@@ -46,7 +46,7 @@ func BenchmarkCall(b *testing.B) {
 		list := []Options{o}
 		list[0].Defaults()
 		cat := &fakeCatalog{}
-		if err := Register(list, cat, Deps{}); err != nil {
+		if err := Register(context.Background(), list, cat, Deps{}); err != nil {
 			b.Fatal(err)
 		}
 		h := cat.sets["http_api pets"].Tools[0].Handler

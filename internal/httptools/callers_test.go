@@ -1,6 +1,7 @@
 package httptools
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -60,7 +61,7 @@ func TestPerCallerToken(t *testing.T) {
 		},
 		PrincipalKey: func(ti *sdkauth.TokenInfo) string { return ti.UserID },
 	}
-	if err := Register(list, cat, deps); err != nil {
+	if err := Register(context.Background(), list, cat, deps); err != nil {
 		t.Fatal(err)
 	}
 	h := cat.sets["http_api pets"].Tools[0].Handler

@@ -88,7 +88,7 @@ func register(t *testing.T, o Options) map[string]func(args string) *sdk.CallToo
 		t.Fatalf("Validate: %v", err)
 	}
 	cat := &fakeCatalog{}
-	if err := Register(list, cat, Deps{}); err != nil {
+	if err := Register(context.Background(), list, cat, Deps{}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	out := map[string]func(string) *sdk.CallToolResult{}
@@ -177,6 +177,8 @@ func TestResults(t *testing.T) {
 		wantStructured   bool
 	}{
 		{name: "2xx JSON with output schema is structured", tool: "add_pet", args: `{"petName":"x"}`, status: 201, ctype: "application/json", body: `{"id":1}`, wantText: []string{`{"id":1}`}, wantStructured: true},
+		{name: "2xx JSON that is no object, with an output schema, is a tool error", tool: "add_pet", args: `{"petName":"x"}`, status: 201, ctype: "application/json", body: `[{"id":1}]`, wantErr: true, wantText: []string{"not a JSON object", "output schema", `[{"id":1}]`}},
+		{name: "2xx without a body, with an output schema, is a tool error", tool: "add_pet", args: `{"petName":"x"}`, status: 204, wantErr: true, wantText: []string{"204 No Content", "output schema"}},
 		{name: "2xx JSON without output schema is text", tool: "get_pet", args: `{"petId":"1"}`, status: 200, ctype: "application/json", body: `{"id":1}`, wantText: []string{`{"id":1}`}},
 		{name: "result json", tool: "list", args: `{}`, status: 200, ctype: "text/plain", body: `{"items":[]}`, wantStructured: true},
 		{name: "result json refuses what is not JSON", tool: "list", args: `{}`, status: 200, ctype: "text/plain", body: `nope`, wantErr: true, wantText: []string{"not JSON"}},

@@ -9,15 +9,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/portcullis-mcp/portcullis/internal/httptools/spec"
 	"github.com/portcullis-mcp/portcullis/internal/openapitools"
 )
 
-// maxDocument bounds an OpenAPI document's file.
+// maxDocument bounds an OpenAPI document, read from its file or URL.
 const maxDocument = 32 << 20
+
+// DefaultReload is how often a document read from a URL is checked for
+// changes, unless openapi.reload says otherwise.
+const DefaultReload = 5 * time.Minute
+
+// minReload bounds openapi.reload from below.
+const minReload = time.Second
 
 // OpenAPIOptions imports an API's tools from its OpenAPI 3.0 or 3.1
 // document: each operation it selects becomes a tool named from its
@@ -25,8 +34,22 @@ const maxDocument = 32 << 20
 // is served unless selected. The requests go to base_url, never to the
 // document's servers.
 type OpenAPIOptions struct {
-	// File is the document, JSON or YAML (a mounted ConfigMap).
-	File string `yaml:"file" schema:"required"`
+	// File is the document, JSON or YAML (a mounted ConfigMap). One of
+	// file and url.
+	File string `yaml:"file"`
+	// URL is where the document is fetched from, over http or https:
+	// at start (a document that cannot be fetched or used fails the
+	// start), then every reload. It is fetched with the API's tls and
+	// allow_private_addresses settings but never its credentials
+	// (headers, oauth), and follows redirects only on its own host. One
+	// of file and url.
+	URL string `yaml:"url"`
+	// Reload is how often the document at url is checked for changes
+	// (its ETag, Last-Modified or content): a change rebuilds the API's
+	// tools and tells connected clients their tool list changed; a
+	// document that became unusable keeps the tools served and logs why.
+	// Default 5m; at least 1s. Only with url.
+	Reload time.Duration `yaml:"reload"`
 	// Select chooses the operations: each list that is set narrows the
 	// choice (an operation must match one entry of each); an empty
 	// selection serves nothing.
@@ -46,26 +69,79 @@ type SelectOptions struct {
 	Methods []string `yaml:"methods"`
 }
 
-// tools returns the tools the document of the API called api selects
-// (none for a nil p), with their defaults filled, and what of it is left
-// out or renamed. An error is a document that cannot be read or used, or
-// a selection that serves nothing.
-func (p *OpenAPIOptions) tools(api string) ([]spec.Tool, []string, error) {
-	if p == nil {
-		return nil, nil, nil
+// reload is how often the document is checked: Reload or its default
+// for a URL, 0 for a file.
+func (p *OpenAPIOptions) reload() time.Duration {
+	switch {
+	case p == nil || p.URL == "":
+		return 0
+	case p.Reload == 0:
+		return DefaultReload
 	}
+	return p.Reload
+}
+
+// check reports the problems of p's keys, each error's text starting
+// with its key under openapi (".url: …").
+func (p *OpenAPIOptions) check() []error {
+	var errs []error
+	at := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	switch {
+	case p.File == "" && p.URL == "":
+		at("file", "one of file and url is required")
+	case p.File != "" && p.URL != "":
+		at("url", "set with file: one of file and url")
+	}
+	if p.URL != "" {
+		u, err := url.Parse(p.URL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			at("url", "%q must be an absolute http or https URL", p.URL)
+		case u.User != nil:
+			at("url", "must not contain credentials")
+		}
+	}
+	switch {
+	case p.Reload != 0 && p.URL == "":
+		at("reload", "is for a document read from url")
+	case p.Reload != 0 && p.Reload < minReload:
+		at("reload", "%s is less than %s", p.Reload, minReload)
+	}
+	return errs
+}
+
+// readFile reads the document's file, bounded by maxDocument.
+func (p *OpenAPIOptions) readFile() ([]byte, error) {
 	f, err := os.Open(p.File)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxDocument+1))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(data) > maxDocument {
-		return nil, nil, fmt.Errorf("%s is larger than %d bytes", p.File, maxDocument)
+		return nil, fmt.Errorf("%s is larger than %d bytes", p.File, maxDocument)
 	}
+	return data, nil
+}
+
+// where names the document in errors.
+func (p *OpenAPIOptions) where() string {
+	if p.URL != "" {
+		return p.URL
+	}
+	return p.File
+}
+
+// tools returns the tools data, the document, selects for the API
+// called api, with their defaults filled, and what of it is left out or
+// renamed. An error is a document that cannot be used, or a selection
+// that serves nothing.
+func (p *OpenAPIOptions) tools(api string, data []byte) ([]spec.Tool, []string, error) {
 	doc, err := openapitools.Load(data)
 	if err != nil {
 		return nil, nil, err
@@ -91,7 +167,7 @@ func (p *OpenAPIOptions) tools(api string) ([]spec.Tool, []string, error) {
 		tools = append(tools, t)
 	}
 	if len(tools) == 0 {
-		return nil, notes, fmt.Errorf("select: no operation of %s is served (%s)", p.File, strings.Join(notes, "; "))
+		return nil, notes, fmt.Errorf("select: no operation of %s is served (%s)", p.where(), strings.Join(notes, "; "))
 	}
 	return tools, notes, nil
 }

@@ -222,21 +222,56 @@ func Validate(list []Options, takenNames, takenPrefixes map[string]string) error
 				errs = append(errs, fmt.Errorf("[%d].tools[%d].%w", i, k, err))
 			}
 		}
-		imported, _, err := o.OpenAPI.tools(o.Name)
-		if err != nil {
-			at("openapi", "%v", err)
-		}
-		for k := range imported {
-			t := &imported[k]
-			if j, dup := tools[t.Name]; dup {
-				at("openapi", "the operation %q is named like tools[%d]", t.Name, j)
+		if p := o.OpenAPI; p != nil {
+			for _, err := range p.check() {
+				errs = append(errs, fmt.Errorf("[%d].openapi.%w", i, err))
 			}
-			for _, err := range checkTool(t, fixed) {
-				errs = append(errs, fmt.Errorf("[%d].openapi: the operation %q: %w", i, t.Name, err))
+			// A document at a URL is fetched and checked when served.
+			if p.File != "" && p.URL == "" {
+				data, err := p.readFile()
+				if err != nil {
+					at("openapi", "%v", err)
+				} else {
+					_, _, bad := o.imported(data)
+					for _, err := range bad {
+						errs = append(errs, fmt.Errorf("[%d].%w", i, err))
+					}
+				}
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// imported returns the tools data, o's document, selects, checked as
+// Validate checks declared tools, and what of it is left out or renamed;
+// errs are every problem, each starting with "openapi".
+func (o *Options) imported(data []byte) (tools []spec.Tool, notes []string, errs []error) {
+	tools, notes, err := o.OpenAPI.tools(o.Name, data)
+	if err != nil {
+		return nil, notes, []error{fmt.Errorf("openapi: %w", err)}
+	}
+	fixed := map[string]bool{}
+	for _, h := range o.Headers {
+		fixed[http.CanonicalHeaderKey(h.Name)] = true
+	}
+	declared := map[string]int{}
+	for k, t := range o.Tools {
+		declared[t.Name] = k
+	}
+	for k := range tools {
+		t := &tools[k]
+		if j, dup := declared[t.Name]; dup {
+			errs = append(errs, fmt.Errorf("openapi: the operation %q is named like tools[%d]", t.Name, j))
+		}
+		for _, err := range checkTool(t, fixed) {
+			errs = append(errs, fmt.Errorf("openapi: the operation %q: %w", t.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, notes, errs
+	}
+	return tools, notes, nil
 }
 
 // checkTool reports the problems of a tool after Defaults, each error's

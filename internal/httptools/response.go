@@ -58,6 +58,11 @@ func (t *tool) result(resp *http.Response, body []byte, secrets []string) *sdk.C
 			res.StructuredContent = json.RawMessage(b)
 		}
 	}
+	if len(t.spec.OutputSchema) > 0 && res.StructuredContent == nil {
+		// Clients refuse a result without the structured content an
+		// output schema promises: the model gets a tool error instead.
+		return toolError(fmt.Sprintf("The API answered %s to %s %s with a body that is not a JSON object, which the tool's output schema requires.%s", resp.Status, t.spec.Method, t.spec.Path, excerpt(body, secrets)))
+	}
 	if len(body) == 0 {
 		res.Content = []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("The API answered %s with no body.", resp.Status)}}
 	}
