@@ -203,7 +203,11 @@ func toolOf(op openapitools.Operation) (spec.Tool, error) {
 		if p.Style != "" && p.Style != defaultStyle(p.In) {
 			return spec.Tool{}, fmt.Errorf("the parameter %q has style %s, which is not sent yet", p.As, p.Style)
 		}
-		t.Params = append(t.Params, spec.Param{Name: p.Name, In: p.In, As: p.As, Required: p.Required})
+		// A query param's array goes as one comma-joined value when the
+		// document says explode false; path and header params (simple
+		// style) are joined either way.
+		joined := p.In == openapitools.InQuery && !p.Explode
+		t.Params = append(t.Params, spec.Param{Name: p.Name, In: p.In, As: p.As, Required: p.Required, Joined: joined})
 	}
 	return t, nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-mcp/portcullis/internal/httptools/spec"
 )
 
 const petstore30 = "../openapitools/testdata/v3.0-petstore.yaml"
@@ -86,5 +88,23 @@ func TestOpenAPIImportChecks(t *testing.T) {
 	list[0].Defaults()
 	if err := Validate(list, nil, nil); err == nil || !strings.Contains(err.Error(), `the operation "listPets" is named like tools[`) {
 		t.Fatalf("a clash: %v", err)
+	}
+}
+
+// TestJoinedQuery: a query param marked joined (OpenAPI's explode false)
+// sends an array as one comma-joined value; one not joined, a key per
+// element.
+func TestJoinedQuery(t *testing.T) {
+	api := newTestAPI(t, nil)
+	o := Options{Name: "pets", BaseURL: api.srv.URL, AllowPrivateAddresses: true, Tools: []spec.Tool{{
+		Name: "list", Method: "GET", Path: "/pets",
+		Params: []spec.Param{{Name: "tags", In: spec.InQuery, Joined: true}, {Name: "ids", In: spec.InQuery}},
+	}}}
+	res := register(t, o)["list"](`{"tags":["a","b"],"ids":[1,2]}`)
+	if res.IsError {
+		t.Fatal(text(res))
+	}
+	if got := api.last(t).rawQuery; got != "ids=1&ids=2&tags=a%2Cb" {
+		t.Fatalf("query %q", got)
 	}
 }

@@ -93,6 +93,9 @@ func (t *tool) newRequest(ctx context.Context, args map[string]json.RawMessage) 
 			if err != nil {
 				return nil, err
 			}
+			if p.Joined {
+				vs = []string{strings.Join(vs, ",")}
+			}
 			for _, v := range vs {
 				q.Add(p.Wire(), v)
 			}

@@ -90,6 +90,10 @@ type Param struct {
 	// Required makes a call without the argument fail before any request
 	// is made. Path params are always required.
 	Required bool `yaml:"required"`
+	// Joined sends an array argument of a query param as one value, its
+	// elements joined by commas (tags=a,b: OpenAPI's form style with
+	// explode false), instead of one key per element (tags=a&tags=b).
+	Joined bool `yaml:"joined"`
 }
 
 // Wire returns the param's name on the wire: As, or Name.
