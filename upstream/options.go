@@ -211,31 +211,14 @@ func servedName(prefix, name string) string {
 // prefixes the section name ("upstreams").
 func Validate(list []Options) error {
 	var errs []error
-	names := map[string]int{}
-	prefixes := map[string]int{}
+	sources := mcpname.Sources{Section: "upstreams"}
 	for i := range list {
 		o := list[i]
 		o.Defaults()
 		at := func(key, format string, args ...any) {
 			errs = append(errs, fmt.Errorf("[%d].%s: "+format, append([]any{i, key}, args...)...))
 		}
-		switch j, dup := names[o.Name]; {
-		case !mcpname.Valid(o.Name):
-			at("name", "%q must be 1 to 128 letters, digits, '_', '-' or '.'", o.Name)
-		case dup:
-			at("name", "%q is also the name of upstreams[%d]", o.Name, j)
-		}
-		names[o.Name] = i
-		if p := o.namespace(); p != "" {
-			switch j, dup := prefixes[p]; {
-			case list[i].Prefix != nil && (!mcpname.Valid(p) || len(p) > 64):
-				at("prefix", "%q must be at most 64 letters, digits, '_', '-' or '.'", p)
-			case dup:
-				at("prefix", "%q is also the prefix of upstreams[%d]; their tools would clash", p, j)
-			default:
-				prefixes[p] = i
-			}
-		}
+		sources.Check(i, o.Name, o.namespace(), list[i].Prefix != nil, at)
 		for k, pat := range o.Allow {
 			if _, err := path.Match(pat, ""); err != nil {
 				at(fmt.Sprintf("allow[%d]", k), "bad pattern %q", pat)

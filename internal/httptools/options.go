@@ -148,35 +148,14 @@ var (
 // upstreams'), by name and by prefix.
 func Validate(list []Options, takenNames, takenPrefixes map[string]string) error {
 	var errs []error
-	names := map[string]int{}
-	prefixes := map[string]int{}
+	sources := mcpname.Sources{Section: "http_apis", TakenNames: takenNames, TakenPrefixes: takenPrefixes}
 	for i := range list {
 		o := list[i]
 		o.Defaults()
 		at := func(key, format string, args ...any) {
 			errs = append(errs, fmt.Errorf("[%d].%s: "+format, append([]any{i, key}, args...)...))
 		}
-		switch j, dup := names[o.Name]; {
-		case !mcpname.Valid(o.Name):
-			at("name", "%q must be 1 to 128 letters, digits, '_', '-' or '.'", o.Name)
-		case dup:
-			at("name", "%q is also the name of http_apis[%d]", o.Name, j)
-		case takenNames[o.Name] != "":
-			at("name", "%q is also the name of %s", o.Name, takenNames[o.Name])
-		}
-		names[o.Name] = i
-		if p := o.namespace(); p != "" {
-			switch j, dup := prefixes[p]; {
-			case list[i].Prefix != nil && (!mcpname.Valid(p) || len(p) > 64):
-				at("prefix", "%q must be at most 64 letters, digits, '_', '-' or '.'", p)
-			case dup:
-				at("prefix", "%q is also the prefix of http_apis[%d]; their tools would clash", p, j)
-			case takenPrefixes[p] != "":
-				at("prefix", "%q is also the prefix of %s; their tools would clash", p, takenPrefixes[p])
-			default:
-				prefixes[p] = i
-			}
-		}
+		sources.Check(i, o.Name, o.namespace(), list[i].Prefix != nil, at)
 		base, err := url.Parse(o.BaseURL)
 		switch {
 		case err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "":
